@@ -1,0 +1,38 @@
+"""archfit: for N parameters, how deep and how wide?
+
+The top-level names are imported lazily so ``import archfit`` stays cheap and never pulls in
+torch or matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Shape": "archfit.shapes",
+    "gpt2": "archfit.shapes",
+    "iso_param_family": "archfit.shapes",
+    "fixed_width_family": "archfit.shapes",
+    "aspect_ratio_family": "archfit.shapes",
+    "parse_number": "archfit.numbers",
+    "fit": "archfit.laws",
+    "load_fit": "archfit.laws",
+    "Fit": "archfit.laws",
+    "read_runs": "archfit.tables",
+    "recommend": "archfit.recommend",
+    "train": "archfit.train",
+    "TrainConfig": "archfit.train",
+    "load_spec": "archfit.sweep",
+    "ArchfitError": "archfit.errors",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'archfit' has no attribute {name!r}")

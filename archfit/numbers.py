@@ -1,0 +1,61 @@
+"""Human-friendly numbers: ``1e12``, ``50e6``, ``50M``, ``1.3B``, ``1T``, ``2k``."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from archfit.errors import NumberError
+
+_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
+_PATTERN = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtTpP]?)\s*$")
+
+
+def parse_number(text: str | float | int, *, what: str = "number") -> float:
+    """Parse ``text`` into a finite float.
+
+    Accepts plain and scientific notation (``1e12``, ``50e6``) and the suffixes
+    k/K (1e3), M (1e6), B/G (1e9), T (1e12), P (1e15), e.g. ``1.3B``.
+    Underscores and commas as digit separators are allowed (``1_000_000``).
+    """
+    if isinstance(text, bool):
+        raise NumberError(f"{what}: expected a number, got {text!r}")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        cleaned = str(text).replace("_", "").replace(",", "")
+        m = _PATTERN.match(cleaned)
+        if not m:
+            raise NumberError(
+                f"{what}: cannot read {text!r} as a number; write e.g. 1e12, 50e6, 50M, 1.3B or 1T"
+            )
+        value = float(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    if not math.isfinite(value):
+        raise NumberError(f"{what}: {text!r} is not finite; give a finite number")
+    return value
+
+
+def parse_int(text: str | float | int, *, what: str = "number") -> int:
+    """Parse like :func:`parse_number` and require an integral value."""
+    value = parse_number(text, what=what)
+    if value != int(value):
+        raise NumberError(f"{what}: {text!r} is not a whole number")
+    return int(value)
+
+
+def parse_list(text: str, *, what: str = "list", integer: bool = False) -> list[float] | list[int]:
+    """Parse a comma-separated list such as ``1,2,4,8`` or ``25M,50M``."""
+    parts = [p for p in str(text).replace(" ", "").split(",") if p]
+    if not parts:
+        raise NumberError(f"{what}: empty list; give comma-separated values such as 1,2,4")
+    parse = parse_int if integer else parse_number
+    return [parse(p, what=what) for p in parts]  # type: ignore[return-value]
+
+
+def human(n: float, digits: int = 3) -> str:
+    """Format ``n`` compactly: 124439808 -> '124M', 1e12 -> '1T'."""
+    a = abs(n)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if a >= scale:
+            return f"{n / scale:.{digits}g}{suffix}"
+    return f"{n:.{digits}g}"

@@ -1,0 +1,76 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from archfit.cli import main
+
+GPT2 = [((12, 768, 12), 124_439_808), ((24, 1024, 16), 354_823_168),
+        ((36, 1280, 20), 774_030_080), ((48, 1600, 25), 1_557_611_200)]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("lwh,total", GPT2)
+def test_shape_json_gpt2(lwh, total):
+    L, w, h = lwh
+    r = run("shape", "--layers", L, "--width", w, "--heads", h, "--vocab", 50257, "--ctx", 1024,
+            "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    for key in ("n_layer", "d_model", "n_head", "d_ff", "params_total", "params_non_embedding",
+                "params_embedding", "flops_per_token"):
+        assert key in d
+    assert d["params_total"] == total
+    assert d["params_non_embedding"] + d["params_embedding"] == total
+
+
+def test_shape_table():
+    r = run("shape", "--layers", "12", "--width", "768", "--heads", "12")
+    assert r.exit_code == 0
+    assert "124,439,808" in r.output and "Kaplan" in r.output
+
+
+def test_grid_done_when():
+    r = run("grid", "--params", "1e8", "--depths", "2,4,8,16,32", "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert [row["n_layer"] for row in rows] == [2, 4, 8, 16, 32]
+    for row in rows:
+        assert abs(row["params_non_embedding"] / 1e8 - 1) < 0.02
+        for key in ("n_layer", "d_model", "n_head", "d_ff", "params_non_embedding", "rel_error"):
+            assert key in row
+
+
+def test_grid_suffix_numbers_and_ff_ratios():
+    r = run("grid", "--params", "50M", "--depths", "1,2,4,8,16", "--ff-ratios", "2,4,8", "--json")
+    assert r.exit_code == 0
+    rows = json.loads(r.output)
+    assert len(rows) == 15
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["shape", "--layers", "2", "--width", "100", "--heads", "3"], "not divisible"),
+        (["shape", "--layers", "-2", "--width", "128", "--heads", "2"], "greater than zero"),
+        (["shape", "--layers", "0", "--width", "128", "--heads", "2"], "greater than zero"),
+        (["shape", "--layers", "2", "--width", "12x", "--heads", "2"], "cannot read"),
+        (["shape", "--layers", "2", "--width", "128", "--heads", "2", "--frobnicate"], "No such option"),
+        (["shape", "--layers", "2", "--width", "128", "--heads", "2", "--d-ff", "3", "--ff-ratio", "2"], "not both"),
+        (["grid", "--params", "abc", "--depths", "2"], "cannot read"),
+        (["grid", "--params", "1e8"], "--depths"),
+        (["grid", "--params", "1e8", "--depths", "2,x"], "cannot read"),
+        (["grid", "--params", "-5", "--depths", "2"], "greater than zero"),
+        (["nonsense"], "No such command"),
+    ],
+)
+def test_bad_input_exit_2_one_line(args, needle):
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, (r.output, r.exception)
+    lines = [ln for ln in r.output.strip().splitlines() if ln]
+    assert len(lines) == 1, r.output
+    assert lines[0].startswith("Error:") and needle in lines[0]
+    assert "Traceback" not in r.output

@@ -1,0 +1,151 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archfit.errors import NumberError, ShapeError
+from archfit.numbers import parse_number
+from archfit.shapes import (
+    FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, gpt2, iso_param_family,
+)
+
+# HF transformers GPT2LMHeadModel(...).num_parameters() for the four GPT-2 sizes
+HF_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080,
+           "gpt2-xl": 1_557_611_200}
+
+
+@pytest.mark.parametrize("name,expected", HF_GPT2.items())
+def test_gpt2_total_matches_hf(name, expected):
+    assert gpt2(name).params_total == expected
+
+
+def test_gpt2_small_conventions():
+    s = gpt2()
+    assert s.params_embedding == 50257 * 768 + 1024 * 768
+    assert s.params_non_embedding == 124_439_808 - s.params_embedding
+    # Kaplan's 12 * n_layer * d_model^2 approximation is within 1% of the exact N
+    assert abs(s.params_non_embedding / (12 * 12 * 768**2) - 1) < 0.01
+
+
+def test_flop_conventions():
+    s = gpt2()
+    n = s.params_non_embedding
+    assert s.flops_per_token("kaplan_forward") == 2 * n + 2 * 12 * 1024 * 768
+    assert s.flops_per_token("kaplan_train") == 3 * s.flops_per_token("kaplan_forward")
+    # exact matmuls: projections + MLP (2 * weights) + scores/values (4 * ctx * d) + logits
+    per_layer = 2 * (4 * 768 * 768 + 2 * 768 * 3072) + 4 * 1024 * 768
+    assert s.flops_per_token("matmul_forward") == 12 * per_layer + 2 * 768 * 50257
+    assert s.flops_per_token("matmul_train") == 3 * s.flops_per_token("matmul_forward")
+    with pytest.raises(ShapeError, match="unknown FLOP convention"):
+        s.flops_per_token("palm")
+    assert set(FLOP_CONVENTIONS) == {"kaplan_forward", "kaplan_train", "matmul_forward",
+                                     "matmul_train"}
+
+
+def test_swiglu_gqa_untied_counts():
+    s = Shape(n_layer=2, d_model=128, n_head=8, n_kv_head=2, d_ff=344, mlp="swiglu",
+              tied_embeddings=False, position="rope", bias=False, norm="rmsnorm", vocab_size=1000)
+    kv = 2 * 16
+    attn = 128 * 128 * 2 + 2 * 128 * kv
+    mlp = 3 * 128 * 344
+    norms = 2 * 128
+    assert s.params_non_embedding == 2 * (attn + mlp + norms) + 128
+    assert s.params_embedding == 2 * 1000 * 128  # token embedding + untied head, no positions
+    assert s.breakdown()["position_embedding"] == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(n_layer=2, d_model=100, n_head=3), "not divisible by n_head"),
+        (dict(n_layer=0, d_model=64, n_head=1), "n_layer must be positive"),
+        (dict(n_layer=2, d_model=-64, n_head=1), "d_model must be positive"),
+        (dict(n_layer=2, d_model=64, n_head=4, n_kv_head=3), "not divisible by n_kv_head"),
+        (dict(n_layer=2, d_model=64, n_head=4, mlp="tanh"), "mlp must be one of"),
+        (dict(n_layer=2, d_model=64, n_head=4, d_ff=0), "d_ff must be a positive"),
+        (dict(n_layer=2, d_model=64, n_head=4, ff_ratio=-1.0), "ff_ratio must be"),
+        (dict(n_layer=2.5, d_model=64, n_head=4), "whole number"),
+    ],
+)
+def test_invalid_shapes(kwargs, match):
+    with pytest.raises(ShapeError, match=match):
+        Shape(**kwargs)
+
+
+shapes = st.builds(
+    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk: Shape(
+        n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, d_ff=ff, mlp=mlp,
+        tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
+        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64),
+    st.integers(1, 12), st.sampled_from([2, 4, 8, 16]), st.integers(1, 4), st.integers(1, 3),
+    st.integers(1, 512), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
+    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+)
+
+
+@given(shapes)
+@settings(max_examples=200, deadline=None)
+def test_counts_are_additive(s):
+    b = s.breakdown()
+    assert sum(b.values()) == s.params_total
+    assert s.params_embedding + s.params_non_embedding == s.params_total
+    per_layer = s.layer_breakdown()
+    assert b["attention"] == s.n_layer * per_layer["attention"]
+    assert all(v >= 0 for v in b.values())
+    assert Shape.from_config(s.config()) == s
+
+
+@given(target=st.floats(1e6, 1e10), depths=st.lists(st.integers(1, 48), min_size=1, max_size=5),
+       ff=st.sampled_from([1.0, 2.0, 4.0, 8.0]), tol=st.sampled_from([0.02, 0.05, 0.1]))
+@settings(max_examples=100, deadline=None)
+def test_family_members_respect_tolerance(target, depths, ff, tol):
+    members = iso_param_family(target, depths, [ff], tolerance=tol)
+    assert [m.n_layer for m in members] == depths  # nothing silently dropped
+    for m in members:
+        assert m.shape is not None
+        err = (m.shape.params_non_embedding - target) / target
+        assert m.rel_error == pytest.approx(err)
+        assert m.within_tolerance == (abs(err) <= tol)
+        assert m.shape.d_model % 64 == 0 and m.shape.head_dim == 64
+        assert abs(m.shape.ff_ratio / ff - 1) <= 0.15 + 64 / m.shape.d_model
+
+
+def test_done_when_grid_1e8():
+    members = iso_param_family(1e8, [2, 4, 8, 16, 32])
+    assert len(members) == 5
+    for m in members:
+        assert abs(m.rel_error) < 0.02, m
+
+
+def test_family_reports_depth_that_does_not_fit():
+    members = iso_param_family(1e6, [1, 256], tolerance=0.05)
+    deep = members[1]
+    assert deep.n_layer == 256 and not deep.within_tolerance and "does not fit" in deep.note
+
+
+def test_family_with_fixed_heads_and_exact_ratio():
+    members = iso_param_family(2e7, [4, 8], [4.0], head_dim=None, n_head=8, ff_slack=0)
+    for m in members:
+        assert m.shape.n_head == 8 and m.shape.d_ff == 4 * m.shape.d_model
+
+
+def test_petty_and_aspect_families():
+    for m in fixed_width_family(1e7, 256, [2, 4, 8]):
+        assert m.shape.d_model == 256 and abs(m.rel_error) < 0.01
+    members = aspect_ratio_family(1e8, [16, 64, 256])
+    for ar, m in zip([16, 64, 256], members):
+        assert m.aspect_ratio == ar
+        assert abs(math.log(m.shape.aspect_ratio / ar)) < 0.7
+
+
+@pytest.mark.parametrize("text,value", [("1e12", 1e12), ("50e6", 5e7), ("50M", 5e7),
+                                        ("1.3B", 1.3e9), ("1T", 1e12), ("2k", 2e3), ("7", 7.0)])
+def test_parse_number(text, value):
+    assert parse_number(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["", "M", "1.2.3", "5x", "nan", "1e999"])
+def test_parse_number_rejects(text):
+    with pytest.raises(NumberError):
+        parse_number(text)
