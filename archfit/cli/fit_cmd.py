@@ -1,0 +1,113 @@
+"""``archfit fit`` and ``archfit laws``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from archfit.cli.common import INT, NUMBER_LIST, emit_json, print_table
+
+
+def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise click.BadParameter(f"{it!r}: write archfit_column=source_column, e.g. "
+                                     "params='Model Size'", param_hint="--map")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("--law", default="levine", show_default=True,
+              help="Law to fit (see 'archfit laws').")
+@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
+              help="Map a foreign column: --map params='Model Size' (repeatable).")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write the fit artifact (JSON) here, atomically.")
+@click.option("--bootstrap", type=INT, default=1000, show_default=True,
+              help="Bootstrap resamples for CIs (0 for none).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--targets", type=NUMBER_LIST, default=None,
+              help="Sizes (or compute budgets for chinchilla) for derived quantities.")
+@click.option("--drop-highest-loss", type=int, default=0, show_default=True,
+              help="Drop the K highest-loss runs first (Epoch's protocol drops 5).")
+@click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
+def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_json):
+    """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
+
+    \b
+    Examples:
+      archfit fit sweeps/demo.parquet --law levine --out fits/demo-levine.json
+      archfit fit datasets/chinchilla_epoch2024.csv --law chinchilla --drop-highest-loss 5
+      archfit fit raw.csv --law chinchilla --map params="Model Size" --map flops="Training FLOP"
+    """
+    from archfit.laws import fit as fit_law
+    from archfit.laws import get_law
+    from archfit.tables import read_runs
+
+    get_law(law)  # unknown law: fail before reading anything
+    table = read_runs(files, _parse_map(maps))
+    if drop_highest_loss:
+        if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
+            raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
+                                     f"runs ({table.frame.height})",
+                                     param_hint="--drop-highest-loss")
+        table.frame = table.frame.sort("loss").head(table.frame.height - drop_highest_loss)
+        table.notes.append(f"dropped the {drop_highest_loss} highest-loss run(s) as asked")
+    for n in table.notes:
+        click.echo(f"note: {n}", err=True)
+
+    progress = None
+    if bootstrap and sys.stderr.isatty() and not as_json:
+        from rich.progress import Progress
+
+        prog = Progress(transient=True)
+        task = prog.add_task(f"bootstrap ({bootstrap} resamples)", total=bootstrap)
+        prog.start()
+
+        def progress(done: int, total: int) -> None:
+            prog.update(task, completed=done)
+    try:
+        result = fit_law(table.frame, law, bootstrap=bootstrap, seed=seed, targets=targets,
+                         progress=progress)
+    finally:
+        if progress is not None:
+            prog.stop()
+    result.inputs = table.inputs
+    result.notes = table.notes + result.notes
+    for k in ("params", "tokens", "loss"):
+        if k in table.sources:
+            result.conventions[k] = (f"column {table.sources[k]!r}" +
+                                     (" (Kaplan's N: non-embedding parameters)"
+                                      if table.sources[k] == "params_non_embedding" else ""))
+    if out:
+        result.to_json(out)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        click.echo(result.summary())
+        if out:
+            click.echo(f"\nwrote {out}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+def laws(as_json):
+    """List the laws archfit fits and the published fits it ships."""
+    from archfit.laws import PUBLISHED, list_laws
+
+    rows = list_laws()
+    pub = [{"name": k, "law": v["law"], "params": ", ".join(f"{p}={x:g}" for p, x in
+                                                               v["params"].items()),
+            "source": v["source"]} for k, v in PUBLISHED.items()]
+    if as_json:
+        emit_json({"laws": rows, "published": pub})
+        return
+    print_table(rows, [("law", "law"), ("kind", "kind"), ("formula", "formula")], title="Laws")
+    click.echo("")
+    print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters")],
+                title="Published fits (use by name: --fit NAME or --law NAME)")

@@ -1,0 +1,54 @@
+"""Published laws shipped with archfit, usable by name anywhere a fit file is accepted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PUBLISHED: dict[str, dict[str, Any]] = {
+    "levine2020": {
+        "law": "levine",
+        "params": {"a": 5.039, "b": 0.0555},
+        "source": "Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention' "
+                  "(NeurIPS 2020), fit as quoted in the BigScience math notes",
+        "conventions": {"params": "non-embedding parameters, N = 12 * n_layer * d_model^2"},
+    },
+    "kaplan2020": {
+        "law": "kaplan-n",
+        "params": {"N_c": 8.8e13, "alpha_N": 0.076},
+        "source": "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', eq. 1.1; "
+                  "data law L(D) = (D_c/D)^alpha_D with alpha_D 0.095, D_c 5.4e13 tokens",
+        "conventions": {"params": "non-embedding parameters", "loss": "nats/token, WebText2"},
+        "extra": {"data_law": {"alpha_D": 0.095, "D_c": 5.4e13}},
+    },
+    "kaplan2020-nd": {
+        "law": "kaplan-nd",
+        "params": {"N_c": 6.4e13, "D_c": 1.8e13, "alpha_N": 0.076, "alpha_D": 0.103},
+        "source": "Kaplan et al. 2020, eq. 1.5 / Table 2 (the L(N, D) fit)",
+        "conventions": {"params": "non-embedding parameters", "tokens": "training tokens"},
+    },
+    "hoffmann2022": {
+        "law": "chinchilla",
+        "params": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+        "source": "Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models', "
+                  "approach 3 (eq. 10)",
+        "conventions": {"params": "total parameters (embeddings included)",
+                        "tokens": "training tokens", "compute": "C = 6 N D"},
+    },
+    "epoch2024": {
+        "law": "chinchilla",
+        "params": {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
+        "ci": {"E": [1.8172 - 1.96 * 0.03, 1.8172 + 1.96 * 0.03],
+               "A": [482.01 - 1.96 * 124.58, 482.01 + 1.96 * 124.58],
+               "B": [2085.43 - 1.96 * 1293.23, 2085.43 + 1.96 * 1293.23],
+               "alpha": [0.3478 - 1.96 * 0.02, 0.3478 + 1.96 * 0.02],
+               "beta": [0.3658 - 1.96 * 0.02, 0.3658 + 1.96 * 0.02]},
+        "source": "Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt' "
+                  "(arXiv 2404.10102), refit of Hoffmann et al.'s approach 3 on 240 points; "
+                  "CIs are ±1.96 of the paper's standard errors",
+        "conventions": {"params": "total parameters (embeddings included)",
+                        "tokens": "training tokens", "compute": "C = 6 N D"},
+    },
+}
+
+DEFAULT_SHAPE_LAW = "levine2020"
+DEFAULT_COMPUTE_LAW = "epoch2024"
