@@ -330,14 +330,25 @@ def _width_candidates(target: float, n_layer: int, ff_ratio: float, multiple: in
     return sorted({m * multiple for m in range(max(1, k - 2), k + 3)})
 
 
-def _ff_candidates(d_model: int, ff_ratio: float, ff_multiple: int, slack: float) -> list[int]:
-    nominal = ff_ratio * d_model
+def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
+                   slack: float) -> list[int]:
+    """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
+    side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff), kept within
+    ``slack`` of the nominal ratio."""
+    d_model = nominal_shape.d_model
+    nominal = max(1, int(round(ff_ratio * d_model)))
     if slack <= 0:
-        return [max(1, int(round(nominal)))]
-    lo = max(1, math.ceil(nominal * (1 - slack) / ff_multiple))
-    hi = max(lo, math.floor(nominal * (1 + slack) / ff_multiple))
-    out = {k * ff_multiple for k in range(lo, hi + 1)}
-    out.add(max(1, int(round(nominal))))
+        return [nominal]
+    n0 = nominal_shape.params_non_embedding
+    slope = nominal_shape.with_(d_ff=nominal + 1).params_non_embedding - n0
+    exact = nominal + (target - n0) / slope
+    lo = max(1, math.ceil(ff_ratio * d_model * (1 - slack) / ff_multiple)) * ff_multiple
+    hi = math.floor(ff_ratio * d_model * (1 + slack) / ff_multiple) * ff_multiple
+    out = {nominal}
+    for k in (math.floor(exact / ff_multiple), math.ceil(exact / ff_multiple)):
+        v = min(max(k * ff_multiple, lo), max(lo, hi))
+        if v > 0:
+            out.add(v)
     return sorted(out)
 
 
@@ -387,12 +398,13 @@ def iso_param_family(
                 h = _heads_for(d, head_dim, n_head)
                 if h is None or h % n_kv_head_ratio:
                     continue
-                for d_ff in _ff_candidates(d, ff, ff_multiple, ff_slack):
-                    try:
-                        s = Shape(n_layer=L, d_model=d, n_head=h, d_ff=d_ff,
-                                  n_kv_head=h // n_kv_head_ratio, **base)
-                    except ShapeError:
-                        continue
+                try:
+                    nominal = Shape(n_layer=L, d_model=d, n_head=h, ff_ratio=ff,
+                                    n_kv_head=h // n_kv_head_ratio, **base)
+                except ShapeError:
+                    continue
+                for d_ff in _ff_candidates(nominal, ff, target, ff_multiple, ff_slack):
+                    s = nominal.with_(d_ff=d_ff)
                     err = (s.params_non_embedding - target) / target
                     # parameter error first; a small price for leaving the nominal ff ratio
                     score = abs(err) + 0.1 * abs(math.log(s.ff_ratio / ff))

@@ -1,0 +1,47 @@
+"""``archfit plot``."""
+
+from __future__ import annotations
+
+import click
+
+from archfit.cli.common import NUMBER, emit_json
+
+
+@click.command()
+@click.argument("fit_file")
+@click.argument("data", nargs=-1)
+@click.option("-o", "--out", "out_dir", default="plots", show_default=True,
+              help="Folder for the figures.")
+@click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png",
+              show_default=True)
+@click.option("--target", type=NUMBER, default=None,
+              help="Extrapolate to this size and mark the recommended shape there.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
+def plot(fit_file, data, out_dir, fmt, target, as_json):
+    """Draw a fit and its evidence: loss vs depth, optimal depth vs size with its CI band,
+    iso-loss contours (chinchilla), residuals.
+
+    FIT_FILE is a fit artifact or a published name; DATA (optional) are the runs, drawn as
+    points where a figure can show them.
+    """
+    from archfit.laws import load_fit
+    from archfit.plots import draw_all
+
+    fit = load_fit(fit_file)
+    frame = None
+    if data:
+        from archfit.tables import read_runs
+
+        frame = read_runs(data).frame
+    rec = None
+    if target is not None and fit.law in ("levine", "depth-width"):
+        from archfit.recommender import recommend
+
+        rec = recommend(target, fit=fit)
+    paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec)
+    if as_json:
+        emit_json({"figures": paths})
+        return
+    click.echo(f"wrote {len(paths)} figure(s):")
+    for p in paths:
+        click.echo(f"  {p}")

@@ -1,0 +1,136 @@
+import json
+import struct
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from archfit import recommend
+from archfit.cli import main
+from archfit.errors import RecommendError
+from archfit.laws import fit
+
+sys.path.insert(0, "tests")
+from test_laws import chinchilla_synthetic, levine_synthetic  # noqa: E402
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_acceptance_1e12_default_levine():
+    r = cli("recommend", "--params", "1e12", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert 90 <= d["n_layer"] <= 97
+    assert 28_000 <= d["d_model"] <= 32_000
+    assert abs(d["params_non_embedding"] / 1e12 - 1) < 0.02
+    for k in ("n_layer", "d_model", "n_head", "d_ff", "params_non_embedding", "params_total",
+              "rel_error", "law", "alternatives"):
+        assert k in d
+    assert d["d_model"] == d["n_head"] * d["head_dim"]
+    assert d["law"] == "levine2020"
+
+
+def test_gpt3_is_too_deep():
+    d = json.loads(cli("recommend", "--params", "175e9", "--json").output)
+    assert d["n_layer"] < 96 and 75 <= d["n_layer"] <= 85
+
+
+def test_tp_and_head_constraints():
+    r = recommend(params=7e9, tp=8, head_dim=128, multiple_of=128)
+    s = r.shape
+    assert s.n_head % 8 == 0 and s.d_model % 128 == 0 and s.head_dim == 128
+    assert abs(r.rel_error) < 0.02
+
+
+def test_compute_mode_and_law_choice():
+    a = recommend(compute=1e24)
+    b = recommend(compute=1e24, fit="hoffmann2022")
+    assert a.compute["law"] == "epoch2024" and b.compute["law"] == "hoffmann2022"
+    # total-parameter convention: the shape's params_total lands on N_opt
+    assert abs(a.shape.params_total / a.compute["N_opt"] - 1) < 0.02
+    assert a.compute["N_opt"] != b.compute["N_opt"]
+
+
+def test_ci_and_penalty_from_own_fit(tmp_path):
+    f = fit(levine_synthetic(), law="levine", bootstrap=100)
+    r = recommend(params=1e12, fit=f, top=3)
+    lo, hi = r.ci["n_layer"]
+    assert lo < r.n_layer_opt < hi
+    alts = r.alternatives
+    assert alts.height == 4 and alts["recommended"][0]
+    assert alts["loss_penalty"][0] == pytest.approx(alts["loss_penalty"].min(), abs=1e-3)
+    assert alts.to_pandas().shape[0] == 4
+    assert "depth" in repr(r)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--params", "0"], "greater than zero"),
+    (["--params", "-1e9"], "greater than zero"),
+    (["--params", "1e9", "--fit", "/no/such.json"], "no such fit file"),
+    (["--params", "1e9", "--law", "kaplan2020"], "says nothing about depth"),
+    (["--params", "1e9", "--head-dim", "96"], "does not divide"),
+    (["--params", "1e9", "--ff-ratio", "auto"], "ff-ratio fit"),
+    ([], "--params"),
+])
+def test_recommend_bad_input(args, needle, tmp_path):
+    r = cli("recommend", *args)
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+
+
+def test_recommend_bad_fit_files(tmp_path):
+    (tmp_path / "x.json").write_text("not json")
+    r = cli("recommend", "--params", "1e9", "--fit", tmp_path / "x.json")
+    assert r.exit_code == 2 and "not JSON" in r.output
+    f = fit(chinchilla_synthetic()[0], law="chinchilla-varpro", bootstrap=0)
+    f.to_json(tmp_path / "c.json")
+    # a chinchilla fit alone is fine with --compute but carries no shape law: default levine
+    r = cli("recommend", "--compute", "1e22", "--fit", tmp_path / "c.json", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["compute"]["law"] == "chinchilla-varpro"
+    with pytest.raises(RecommendError):
+        recommend(params=1e9, compute=1e20)
+
+
+def test_cli_does_not_import_torch_or_matplotlib():
+    code = ("import sys; from archfit.cli import main; "
+            "main(['recommend','--params','1e12','--json'], standalone_mode=False); "
+            "print('torch' in sys.modules, 'matplotlib' in sys.modules, 'polars' in sys.modules,"
+            " file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stderr.strip().splitlines()[-1] == "False False False"
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_plots_render_png_of_expected_size(tmp_path):
+    from archfit.plots import DPI, FIGSIZE, draw_all
+
+    lev = fit(levine_synthetic(), law="levine", bootstrap=50)
+    chin = fit(chinchilla_synthetic()[0], law="chinchilla-varpro", bootstrap=0)
+    paths = draw_all(lev, str(tmp_path), target=1e12, recommended=recommend(1e12, fit=lev))
+    paths += draw_all(chin, str(tmp_path))
+    names = {p.rsplit("/", 1)[-1] for p in paths}
+    assert names == {"levine-loss_vs_depth.png", "levine-optimal_depth_vs_size.png",
+                     "levine-residuals.png", "chinchilla-varpro-isoloss_contours.png",
+                     "chinchilla-varpro-residuals.png"}
+    for p in paths:
+        assert png_size(p) == (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))
+        assert (tmp_path / p.rsplit("/", 1)[-1]).stat().st_size > 10_000
+
+
+def test_plot_cli_svg(tmp_path):
+    lev = fit(levine_synthetic(), law="levine", bootstrap=0)
+    lev.to_json(tmp_path / "l.json")
+    r = cli("plot", tmp_path / "l.json", "-o", tmp_path / "figs", "--format", "svg", "--json")
+    assert r.exit_code == 0, r.output
+    figs = json.loads(r.output)["figures"]
+    assert figs and all(open(p).read(200).lstrip().startswith("<?xml") for p in figs)
