@@ -128,26 +128,30 @@ def _classify(fits: Sequence[Fit]) -> tuple[Fit | None, Fit | None, Fit | None]:
 
 
 def _optimum(fit: Fit, N: float) -> tuple[float, float]:
-    import numpy as np
-
+    """(optimal depth, width) at N, in plain floats (no numpy on the CLI's cold path)."""
+    p = fit.params
     if fit.law == "levine":
-        from archfit.laws.shape_laws import Levine
-
-        L = float(Levine.optimal_depth(fit.params, N)[0])
-        return L, math.exp(fit.params["a"] + fit.params["b"] * L)
-    from archfit.laws.loss_laws import DepthWidth
-
-    L = float(np.asarray(DepthWidth.optimal_depth(fit.params, N)))
+        # solve 0.5 ln(N / (12 L)) = a + b L (monotone in L) by Newton's method
+        a, b, L = p["a"], p["b"], 10.0
+        for _ in range(100):
+            f = 0.5 * math.log(N / (12 * L)) - a - b * L
+            step = f / (-0.5 / L - b)
+            L = max(L - step, 1e-6)
+            if abs(step) < 1e-10 * max(1.0, L):
+                break
+        return L, math.exp(a + b * L)
+    A, al, B, be = p["A"], p["alpha"], p["B"], p["beta"]
+    L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
     return L, math.sqrt(N / (12 * L))
 
 
 def _optimum_ci(fit: Fit, N: float) -> dict[str, list[float]] | None:
+    names = list(fit.law_obj.param_names)
+    if not all(n in (fit.bootstrap.get("samples") or {}) for n in names):
+        return None
     import numpy as np
 
     samples = fit.samples()
-    names = list(fit.law_obj.param_names)
-    if not samples or not all(n in samples for n in names):
-        return None
     k = len(samples[names[0]])
     Ls, ds = [], []
     for i in range(k):

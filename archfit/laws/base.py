@@ -9,13 +9,15 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-import numpy as np
+from archfit._lazy import lazy
+
+np = lazy("numpy")
 
 from archfit.errors import FitError, FitInputError
 from archfit.tables import RunTable, finite_positive, fmt_sci, read_runs, size_classes
 
 FIT_SCHEMA = "archfit.fit/1"
-Data = dict[str, np.ndarray]
+Data = dict[str, Any]
 
 
 @dataclass

@@ -6,7 +6,9 @@ from __future__ import annotations
 import itertools
 from typing import Any, Mapping, Sequence
 
-import numpy as np
+from archfit._lazy import lazy
+
+np = lazy("numpy")
 
 from archfit.errors import FitError
 from archfit.laws.base import Data, Estimate, Law, derived_name, register
@@ -236,8 +238,9 @@ class Chinchilla(_ChinchillaBase):
     description = ("Huber loss (δ=1e-3) on log loss, log-sum-exp parametrization, L-BFGS from a "
                    "grid of starts (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).")
 
-    GRID = dict(alpha=np.arange(0, 2.01, 0.5), beta=np.arange(0, 2.01, 0.5),
-                e=np.arange(-1, 1.01, 0.5), a=np.arange(0, 26, 5), b=np.arange(0, 26, 5))
+    # Hoffmann et al. App. D.2's grid of starting points
+    GRID = dict(alpha=[0.0, 0.5, 1.0, 1.5, 2.0], beta=[0.0, 0.5, 1.0, 1.5, 2.0],
+                e=[-1.0, -0.5, 0.0, 0.5, 1.0], a=[0, 5, 10, 15, 20, 25], b=[0, 5, 10, 15, 20, 25])
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True) -> Estimate:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-import numpy as np
+from archfit._lazy import lazy
+
+np = lazy("numpy")
 
 from archfit.errors import FitError
 from archfit.laws.base import Data, Estimate, Law, derived_name, register

@@ -1,0 +1,3 @@
+from archfit.cli import main
+
+main()

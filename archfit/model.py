@@ -1,0 +1,215 @@
+"""A decoder-only GPT in plain torch, built from a :class:`archfit.shapes.Shape`.
+
+Pre-norm blocks, causal attention through ``F.scaled_dot_product_attention`` (flash kernels on
+GPU), MLP kinds gelu / relu² / swiglu, learned or rotary positions, optional QK-norm, tied or
+untied head, GQA. Its parameter count equals ``shape.params_total`` exactly (tested).
+
+Parametrizations (one option, ``parametrization``):
+
+``standard``
+    GPT-2 init: N(0, 0.02) everywhere, residual output projections N(0, 0.02/sqrt(2 L)).
+``mup``
+    μP for width (Yang et al. 2021, Table 3 for Adam): hidden matrices N(0, σ²·base/width)
+    ... i.e. std 0.02·sqrt(base_width/d_model), hidden-matrix Adam LR × base_width/d_model,
+    attention logits scaled 1/head_dim (not 1/sqrt), output logits × base_width/d_model.
+``completep`` / ``depth-mup``
+    ``mup`` plus depth scaling of residual branches by (base_depth/L)^α, α = 1 (CompleteP,
+    Dey et al. 2025) or α = 1/2 (depth-μP, Yang et al. 2023 / Bordelon et al. 2023); hidden Adam
+    LR × (base_depth/L)^(1-α).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from archfit.errors import ShapeError
+from archfit.shapes import Shape
+
+PARAMETRIZATIONS = ("standard", "mup", "completep", "depth-mup")
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """The multipliers a parametrization applies (all 1 under ``standard``)."""
+
+    init_std: float = 0.02
+    hidden_std: float = 0.02
+    residual_std: float = 0.02
+    branch_mult: float = 1.0
+    logit_mult: float = 1.0
+    attn_scale: float | None = None  # None: 1/sqrt(head_dim)
+    hidden_lr_mult: float = 1.0
+
+    @classmethod
+    def make(cls, shape: Shape, parametrization: str = "standard", base_width: int = 128,
+             base_depth: int = 2) -> Scaling:
+        if parametrization not in PARAMETRIZATIONS:
+            raise ShapeError(f"parametrization must be one of {', '.join(PARAMETRIZATIONS)}, "
+                             f"got {parametrization!r}")
+        L, d = shape.n_layer, shape.d_model
+        if parametrization == "standard":
+            return cls(residual_std=0.02 / math.sqrt(2 * L))
+        w = base_width / d
+        alpha = {"mup": 0.0, "completep": 1.0, "depth-mup": 0.5}[parametrization]
+        depth = base_depth / L
+        hidden = 0.02 * math.sqrt(w)
+        return cls(hidden_std=hidden, residual_std=hidden, branch_mult=depth ** alpha,
+                   logit_mult=w, attn_scale=1.0 / shape.head_dim,
+                   hidden_lr_mult=w * depth ** (1 - alpha) if alpha else w)
+
+
+def _norm(kind: str, width: int, bias: bool) -> nn.Module:
+    if kind == "rmsnorm":
+        return nn.RMSNorm(width, eps=1e-6)
+    return nn.LayerNorm(width, bias=bias)
+
+
+def rotary_tables(n_ctx: int, head_dim: int, base: float = 10000.0) -> tuple[torch.Tensor, ...]:
+    inv = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    t = torch.arange(n_ctx, dtype=torch.float32)
+    freqs = torch.outer(t, inv)
+    return freqs.cos(), freqs.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    T = x.shape[-2]
+    c, s = cos[:T].to(x.dtype), sin[:T].to(x.dtype)
+    out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return out.flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, s: Shape, sc: Scaling):
+        super().__init__()
+        self.n_head, self.n_kv, self.hd = s.n_head, s.n_kv_head, s.head_dim
+        self.qkv = nn.Linear(s.d_model, s.d_model + 2 * s.kv_dim, bias=s.bias)
+        self.proj = nn.Linear(s.d_model, s.d_model, bias=s.bias)
+        self.proj.is_residual = True  # type: ignore[attr-defined]
+        self.q_norm = _norm(s.norm, s.head_dim, s.bias) if s.qk_norm else None
+        self.k_norm = _norm(s.norm, s.head_dim, s.bias) if s.qk_norm else None
+        self.rope = s.position == "rope"
+        self.scale = sc.attn_scale
+
+    def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split([C, self.n_kv * self.hd, self.n_kv * self.hd], dim=-1)
+        q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)
+        k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        v = v.view(B, T, self.n_kv, self.hd).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # type: ignore[misc]
+        if self.rope and rot is not None:
+            q, k = apply_rotary(q, *rot), apply_rotary(k, *rot)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale,
+                                           enable_gqa=self.n_kv != self.n_head)
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, s: Shape):
+        super().__init__()
+        self.kind = s.mlp
+        assert s.d_ff is not None
+        up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff
+        self.up = nn.Linear(s.d_model, up, bias=s.bias)
+        self.down = nn.Linear(s.d_ff, s.d_model, bias=s.bias)
+        self.down.is_residual = True  # type: ignore[attr-defined]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)
+        if self.kind == "gelu":
+            h = F.gelu(h, approximate="tanh")
+        elif self.kind == "relu2":
+            h = F.relu(h).square()
+        else:
+            a, b = h.chunk(2, dim=-1)
+            h = F.silu(a) * b
+        return self.down(h)
+
+
+class Block(nn.Module):
+    def __init__(self, s: Shape, sc: Scaling):
+        super().__init__()
+        self.ln1 = _norm(s.norm, s.d_model, s.bias)
+        self.attn = Attention(s, sc)
+        self.ln2 = _norm(s.norm, s.d_model, s.bias)
+        self.mlp = MLP(s)
+        self.branch = sc.branch_mult
+
+    def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> torch.Tensor:
+        if self.branch != 1.0:
+            x = x + self.branch * self.attn(self.ln1(x), rot)
+            return x + self.branch * self.mlp(self.ln2(x))
+        x = x + self.attn(self.ln1(x), rot)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """The model. ``forward(idx, targets=None)`` returns (logits, loss)."""
+
+    def __init__(self, shape: Shape, parametrization: str = "standard", base_width: int = 128,
+                 base_depth: int = 2):
+        super().__init__()
+        self.shape = shape
+        self.parametrization = parametrization
+        self.scaling = sc = Scaling.make(shape, parametrization, base_width, base_depth)
+        s = shape
+        self.tok_emb = nn.Embedding(s.vocab_size, s.d_model)
+        self.pos_emb = nn.Embedding(s.n_ctx, s.d_model) if s.position == "learned" else None
+        self.blocks = nn.ModuleList(Block(s, sc) for _ in range(s.n_layer))
+        self.ln_f = _norm(s.norm, s.d_model, s.bias)
+        self.head = None if s.tied_embeddings else nn.Linear(s.d_model, s.vocab_size, bias=False)
+        if s.position == "rope":
+            cos, sin = rotary_tables(s.n_ctx, s.head_dim)
+            self.register_buffer("rot_cos", cos, persistent=False)
+            self.register_buffer("rot_sin", sin, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        sc = self.scaling
+        for name, m in self.named_modules():
+            if isinstance(m, nn.Linear):
+                std = sc.residual_std if getattr(m, "is_residual", False) else sc.hidden_std
+                if m is self.head:
+                    std = sc.init_std
+                nn.init.normal_(m.weight, 0.0, std)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, 0.0, sc.init_std)
+
+    def hidden_matrices(self) -> list[nn.Parameter]:
+        """2-D weights inside the blocks (what μP rescales and Muon orthogonalizes)."""
+        return [p for n, p in self.blocks.named_parameters() if p.ndim == 2]
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T = idx.shape
+        if T > self.shape.n_ctx:
+            raise ValueError(f"sequence of {T} tokens exceeds the context {self.shape.n_ctx}")
+        x = self.tok_emb(idx)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=idx.device))
+        rot = (self.rot_cos, self.rot_sin) if self.shape.position == "rope" else None
+        for b in self.blocks:
+            x = b(x, rot)
+        x = self.ln_f(x)
+        w = self.tok_emb.weight if self.head is None else self.head.weight
+        logits = F.linear(x, w)
+        if self.scaling.logit_mult != 1.0:
+            logits = logits * self.scaling.logit_mult
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss

@@ -1,0 +1,19 @@
+"""Chinchilla fit with 1000 bootstrap resamples on Epoch's 240 points (target <= 10 s, 2 cores)."""
+
+import os
+import time
+
+import polars as pl
+
+from archfit.laws import fit
+
+here = os.path.dirname(os.path.abspath(__file__))
+df = pl.read_csv(os.path.join(here, "..", "datasets", "chinchilla_epoch2024.csv"))
+df = df.sort("loss").head(240)
+t0 = time.perf_counter()
+f = fit(df, law="chinchilla", bootstrap=1000)
+dt = time.perf_counter() - t0
+print(f"chinchilla fit + 1000 bootstrap resamples on {f.n_points} points: {dt:.2f} s "
+      f"({os.cpu_count()} cores; target <= 10 s) -> {dt / 10:.2f}x of the budget")
+print(f"E {f.params['E']:.4f} {f.ci['E']}, alpha {f.params['alpha']:.4f} {f.ci['alpha']}, "
+      f"beta {f.params['beta']:.4f} {f.ci['beta']}")

@@ -1,0 +1,234 @@
+"""The GPT and its trainer, on CPU (CI has no GPU: the CUDA paths are exercised on a GPU only)."""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archfit import data as data_mod
+from archfit.cli import main
+from archfit.errors import ArchfitError, DataError
+from archfit.model import GPT
+from archfit.shapes import Shape
+from archfit.train import TrainConfig, lr_at, peak_flops, train
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+shapes = st.builds(
+    lambda L, hd, g, kvg, ff, mlp, tied, rope, bias, rms, qk: Shape(
+        n_layer=L, d_model=hd * g * kvg, n_head=g * kvg, n_kv_head=g, d_ff=ff, mlp=mlp,
+        tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
+        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=97, n_ctx=16),
+    st.integers(1, 3), st.sampled_from([2, 4, 8]), st.integers(1, 3), st.integers(1, 3),
+    st.integers(1, 64), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
+    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+)
+
+
+@given(shapes)
+@settings(max_examples=60, deadline=None)
+def test_torch_count_equals_shape_count(s):
+    m = GPT(s)
+    assert m.num_params() == s.params_total
+    x = torch.randint(0, s.vocab_size, (2, 16))
+    logits, loss = m(x, x)
+    assert logits.shape == (2, 16, s.vocab_size) and torch.isfinite(loss)
+
+
+def test_gpt2_small_torch_count():
+    from archfit.shapes import gpt2
+
+    assert GPT(gpt2()).num_params() == 124_439_808
+
+
+def tiny(**kw):
+    base = dict(n_layer=2, d_model=64, n_head=2, ctx=64, batch_size=4, steps=12, eval_every=6,
+                eval_windows=4, lr=3e-3, threads=1)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_deterministic_on_cpu():
+    a, b = train(tiny()), train(tiny())
+    assert a.status == b.status == "ok"
+    assert [p["train_loss"] for p in a.curve] == [p["train_loss"] for p in b.curve]
+    assert a.final_val_loss == b.final_val_loss
+    c = train(tiny(seed=1))
+    assert [p["train_loss"] for p in c.curve] != [p["train_loss"] for p in a.curve]
+
+
+def test_resume_after_sigusr2_matches_uninterrupted(tmp_path):
+    full = train(tiny())
+
+    def preempt(p):
+        if p["step"] == 5:
+            os.kill(os.getpid(), signal.SIGUSR2)
+
+    r1 = train(tiny(), run_dir=str(tmp_path), progress=preempt)
+    assert r1.status == "preempted" and (tmp_path / "checkpoint.pt").exists()
+    r2 = train(tiny(), run_dir=str(tmp_path))
+    assert r2.status == "ok" and r2.resumed_from_step == 5
+    assert [p["train_loss"] for p in r2.curve] == [p["train_loss"] for p in full.curve]
+    assert r2.final_val_loss == full.final_val_loss
+
+
+def test_result_record_and_budgets():
+    r = train(tiny(steps=None, tokens=4 * 64 * 5))
+    assert r.steps == 5 and r.tokens == 4 * 64 * 5
+    assert r.mfu is None and r.device == "cpu"  # no guessed peak for a CPU
+    assert r.flops == pytest.approx(r.tokens * Shape(n_layer=2, d_model=64, n_head=2, vocab_size=256,
+                                                       n_ctx=64).flops_per_token())
+    assert r.tokens_per_s > 0 and r.data_hash and r.peak_memory_bytes > 0
+    r = train(tiny(steps=None, tokens_per_param=0.01))
+    assert r.steps == max(1, round(0.01 * r.params_non_embedding / (4 * 64)))
+    with pytest.raises(ArchfitError, match="exactly one budget"):
+        train(tiny(tokens=100))
+
+
+def test_divergence_is_recorded_not_raised():
+    r = train(tiny(lr=50.0, steps=40, grad_clip=0, warmup=0))
+    assert r.status == "diverged" and r.error
+
+
+def test_schedules_and_peak_table():
+    cfg = tiny(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
+    assert lr_at(0, 100, cfg) == pytest.approx(0.1)
+    assert lr_at(9, 100, cfg) == pytest.approx(1.0)
+    assert lr_at(99, 100, cfg) == pytest.approx(0.1, abs=0.01)
+    wsd = tiny(steps=100, warmup=0, schedule="wsd", decay_fraction=0.2, lr=1.0)
+    assert lr_at(50, 100, wsd) == 1.0 and lr_at(99, 100, wsd) < 0.2
+    assert peak_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert peak_flops("NVIDIA A100-SXM4-40GB") == 312e12
+    assert peak_flops("Tesla T4") is None
+
+
+def test_muon_and_rope_swiglu_train():
+    r = train(tiny(optimizer="muon", mlp="swiglu", position="rope", qk_norm=True, n_kv_head=1))
+    assert r.status == "ok" and r.final_val_loss < 5.6
+
+
+def coord_scale(parametrization, width, steps=6):
+    torch.manual_seed(0)
+    s = Shape(n_layer=2, d_model=width, n_head=width // 32, vocab_size=256, n_ctx=32)
+    m = GPT(s, parametrization, base_width=64)
+    from archfit.train import _optimizers
+
+    cfg = TrainConfig(lr=1e-2, weight_decay=0.0)
+    opts = _optimizers(m, cfg, "cpu")
+    for g in opts[0].param_groups:
+        g["lr"] = cfg.lr * g["lr_mult"]
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 256, (8, 32), generator=gen)
+    for _ in range(steps):
+        _, loss = m(x, x.roll(-1, 1))
+        loss.backward()
+        opts[0].step()
+        opts[0].zero_grad()
+    with torch.no_grad():
+        logits, _ = m(x)
+    return logits.abs().mean().item()
+
+
+def test_coordinate_check_mup_flat_standard_drifts():
+    widths = [64, 256, 1024]
+    sp = [coord_scale("standard", w) for w in widths]
+    mup = [coord_scale("mup", w) for w in widths]
+    drift_sp = sp[-1] / sp[0]
+    drift_mup = mup[-1] / mup[0]
+    print("logit scale vs width  standard:", sp, " mup:", mup)
+    assert drift_sp > 2.0  # standard: the output scale grows with width at fixed LR
+    assert 0.5 < drift_mup < 1.6  # muP: flat across a 16x range of widths
+
+
+# ---------------------------------------------------------------------------- data
+def test_token_formats(tmp_path):
+    toks = (np.arange(5000) % 200).astype(np.uint16)
+    nano = tmp_path / "nano"
+    nano.mkdir()
+    toks.tofile(nano / "train.bin")
+    toks[:1000].tofile(nano / "val.bin")
+    d = data_mod.load(str(nano))
+    assert d.vocab_size == 200 and len(d.val.tokens) == 1000
+    header = np.zeros(256, np.int32)
+    header[:3] = [20240520, 1, len(toks)]
+    with open(tmp_path / "shard.bin", "wb") as f:
+        f.write(header.tobytes())
+        f.write(toks.tobytes())
+    s = data_mod.read_tokens(str(tmp_path / "shard.bin"))
+    assert len(s) == 5000 and int(s[3]) == 3
+    np.save(tmp_path / "t.npy", toks.astype(np.int32))
+    assert data_mod.load(str(tmp_path / "t.npy")).vocab_size == 200
+    (tmp_path / "a.txt").write_text("hello world " * 500)
+    d = data_mod.load(str(tmp_path / "a.txt"))
+    assert d.vocab_size == 256 and int(d.train.tokens[0]) == ord("h")
+    w = d.val_windows(4, 16)
+    assert w.shape == (4, 17) and (w == d.val_windows(4, 16)).all()
+
+
+def test_default_corpus_is_stdlib_split_by_file():
+    d = data_mod.load()
+    assert d.vocab_size == 256 and len(d.train.tokens) > 1_000_000
+    assert len(d.val.tokens) > 50_000 and len(d.data_hash) == 64
+    assert data_mod.load().data_hash == d.data_hash
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda p: str(p / "missing.bin"), "no such file"),
+    (lambda p: [(p / "empty.txt").write_text("")] and str(p / "empty.txt"), "empty"),
+    (lambda p: [(p / "odd.bin").write_bytes(b"abc")] and str(p / "odd.bin"), "odd byte count"),
+])
+def test_bad_data(tmp_path, make, match):
+    with pytest.raises(DataError, match=match):
+        data_mod.load(make(tmp_path))
+
+
+def test_tokens_beyond_vocab_and_short_data(tmp_path):
+    np.arange(1000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    with pytest.raises(DataError, match=">= the vocabulary size 256"):
+        data_mod.load(str(tmp_path / "t.bin"), vocab_size=256)
+    (tmp_path / "s.txt").write_text("x" * 50)
+    with pytest.raises(DataError, match="fewer than one window"):
+        train(tiny(data=str(tmp_path / "s.txt")))
+
+
+def test_train_cli_json_and_errors():
+    r = CliRunner().invoke(main, ["train", "--layers", "2", "--width", "64", "--heads", "2",
+                                  "--steps", "4", "--ctx", "32", "--batch-size", "2",
+                                  "--eval-every", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for k in ("status", "final_val_loss", "best_val_loss", "tokens", "steps", "wall_s",
+              "tokens_per_s", "params_total", "params_non_embedding", "mfu"):
+        assert k in d
+    assert d["status"] == "ok" and d["steps"] == 4 and d["mfu"] is None
+    r = CliRunner().invoke(main, ["train", "--layers", "2", "--width", "60", "--heads", "7",
+                                  "--steps", "4"])
+    assert r.exit_code == 2 and "not divisible" in r.output
+    r = CliRunner().invoke(main, ["train", "--layers", "2", "--width", "64", "--heads", "2",
+                                  "--steps", "4", "--data", "/nonexistent"])
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+@pytest.mark.slow
+def test_done_when_loss_below_2_5_within_2m_tokens():
+    torch.set_num_threads(os.cpu_count() or 1)
+    r = train(TrainConfig(n_layer=4, d_model=128, n_head=4, tokens=2e6, lr=3e-3,
+                          eval_every=100, eval_windows=64))
+    first = train(TrainConfig(n_layer=4, d_model=128, n_head=4, steps=1, eval_every=1,
+                              eval_windows=64, lr=0.0 + 1e-9))
+    print(f"val loss at init {first.final_val_loss:.3f} -> {r.final_val_loss:.3f} after "
+          f"{r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)")
+    assert abs(first.final_val_loss - np.log(256)) < 0.3
+    assert r.status == "ok" and r.tokens <= 2_000_000 and r.final_val_loss < 2.5
