@@ -175,7 +175,7 @@ class GPT(nn.Module):
 
     def reset_parameters(self) -> None:
         sc = self.scaling
-        for name, m in self.named_modules():
+        for m in self.modules():
             if isinstance(m, nn.Linear):
                 std = sc.residual_std if getattr(m, "is_residual", False) else sc.hidden_std
                 if m is self.head:

@@ -61,6 +61,7 @@ class NumberListType(click.ParamType):
 
 NUMBER = NumberType()
 INT = NumberType(integer=True)
+COUNT = NumberType(integer=True, positive=False)
 INT_LIST = NumberListType(integer=True)
 NUMBER_LIST = NumberListType()
 

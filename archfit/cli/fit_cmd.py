@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from archfit.cli.common import INT, NUMBER_LIST, emit_json, print_table
+from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table
 
 
 def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
@@ -28,7 +28,7 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
               help="Map a foreign column: --map params='Model Size' (repeatable).")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the fit artifact (JSON) here, atomically.")
-@click.option("--bootstrap", type=INT, default=1000, show_default=True,
+@click.option("--bootstrap", type=COUNT, default=1000, show_default=True,
               help="Bootstrap resamples for CIs (0 for none).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--targets", type=NUMBER_LIST, default=None,

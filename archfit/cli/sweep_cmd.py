@@ -1,0 +1,182 @@
+"""``archfit sweep plan|run|status|collect``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import click
+
+from archfit.cli.common import INT, NUMBER, emit_json, print_table
+
+
+def _out(spec, out):  # type: ignore[no-untyped-def]
+    return out or spec.default_out()
+
+
+@click.group()
+def sweep() -> None:
+    """Plan, run, watch and collect a sweep described in a TOML spec (see sweeps/*.toml)."""
+
+
+@sweep.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--throughput", type=NUMBER, default=None,
+              help="Tokens/s of a 1M-parameter run, for the time estimate.")
+@click.option("--json", "as_json", is_flag=True)
+def plan(spec_path, throughput, as_json):
+    """Print the expanded runs without training anything."""
+    from archfit.sweep import load_spec, plan_rows
+
+    spec = load_spec(spec_path)
+    rows = plan_rows(spec, throughput)
+    if as_json:
+        emit_json(rows)
+        return
+    print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
+                       ("n_head", "heads"), ("d_ff", "d_ff"),
+                       ("params_non_embedding", "non-emb params"), ("lr", "lr"), ("seed", "seed"),
+                       ("tokens", "tokens"), ("flops", "FLOPs (6N+6LTd)"), ("est_s", "est. s")],
+                title=f"sweep {spec.name}: {len(rows)} runs")
+    total = sum(r["flops"] for r in rows)
+    est = [r["est_s"] for r in rows if r["est_s"] is not None]
+    click.echo(f"total {total:.3g} training FLOPs" +
+               (f", about {sum(est) / 60:.1f} run-minutes" if est else ""))
+    for s in spec.skipped:
+        click.echo(f"skipped: {s}")
+
+
+@sweep.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--executor", type=click.Choice(["local", "slurm", "ray"]), default=None,
+              help="Where to run (default: the spec's executor.kind, else local).")
+@click.option("--out", default=None, help="Sweep directory (default: sweeps/runs/NAME).")
+@click.option("--concurrency", type=INT, default=None, help="Local: runs at a time.")
+@click.option("--threads", type=INT, default=None, help="Local CPU: torch threads per run.")
+@click.option("--partition", default=None, help="Slurm partition.")
+@click.option("--time-min", type=INT, default=None, help="Slurm time limit per run (minutes).")
+@click.option("--gpus", type=INT, default=None, help="Slurm: GPUs per run.")
+@click.option("--array-parallelism", type=INT, default=None, help="Slurm array %N cap.")
+@click.option("--address", default=None, help="Ray cluster address (default: local ray).")
+@click.option("--no-wait", is_flag=True, help="Slurm: submit and return.")
+@click.option("--timeout", type=NUMBER, default=None, help="Stop waiting after this many s.")
+@click.option("--retry-failed", is_flag=True, help="Run failed runs again.")
+def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpus,
+        array_parallelism, address, no_wait, timeout, retry_failed):
+    """Run every unfinished run of the sweep. Idempotent: repeat it after any failure."""
+    from archfit import sweep as sw
+
+    spec = sw.load_spec(spec_path)
+    out = _out(spec, out)
+    ex = dict(spec.executor)
+    kind = executor or ex.get("kind", "local")
+    dirs = sw.prepare_dirs(spec, out)
+    before = sw.counts(spec, out)
+    click.echo(f"sweep {spec.name}: {before['planned']} runs, {before['done']} finished, "
+               f"executor {kind}, directory {out}", err=True)
+    if before["done"] >= before["planned"] and not retry_failed:
+        _report(sw.counts(spec, out))
+        return
+    bar = _Bar(before)
+    try:
+        if kind == "local":
+            sw.run_local(dirs, concurrency or ex.get("concurrency"),
+                         threads or ex.get("threads_per_run"), retry_failed,
+                         on_done=lambda d, st: bar.tick(sw.counts(spec, out)))
+        elif kind == "ray":
+            opts = dict(ex.get("ray") or {})
+            if address:
+                opts["address"] = address
+            sw.run_ray(dirs, opts, retry_failed,
+                       on_done=lambda d, st: bar.tick(sw.counts(spec, out)))
+        else:
+            opts = dict(ex.get("slurm") or {})
+            for k, v in (("partition", partition), ("time_min", time_min), ("gpus_per_run", gpus),
+                         ("array_parallelism", array_parallelism)):
+                if v is not None:
+                    opts[k] = v
+            ids = sw.submit_slurm(dirs, out, opts, retry_failed)
+            click.echo(f"submitted Slurm job array(s) {', '.join(ids) or '(none)'}; logs in "
+                       f"{os.path.join(out, '_slurm')}", err=True)
+            if not no_wait:
+                sw.wait_for(spec, out, timeout, on_tick=bar.tick)
+    finally:
+        bar.stop()
+    c = sw.counts(spec, out)
+    _report(c)
+    if c["done"] < c["planned"] and not (kind == "slurm" and no_wait):
+        sys.exit(1)
+
+
+class _Bar:
+    """Runs done / running / failed with an ETA: rich on a terminal, plain lines otherwise."""
+
+    def __init__(self, first: dict):
+        self.t0, self.first, self.rich = time.time(), first["done"], None
+        self.total = first["planned"]
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.rich = Progress(TextColumn("runs"), BarColumn(), TextColumn("{task.fields[i]}"),
+                                 TimeRemainingColumn(), transient=True)
+            self.task = self.rich.add_task("runs", total=self.total, completed=first["done"],
+                                           i="")
+            self.rich.start()
+
+    def tick(self, c: dict) -> None:
+        from archfit.sweep import fmt_eta
+
+        done_now = c["done"] - self.first
+        el = time.time() - self.t0
+        eta = el / done_now * (c["planned"] - c["done"]) if done_now else None
+        info = (f"{c['done']}/{c['planned']} done, {c['running']} running, "
+                f"{c['failed'] + c['diverged']} failed/diverged")
+        if self.rich is not None:
+            self.rich.update(self.task, completed=c["done"], i=info)
+        else:
+            click.echo(f"{info}, ETA {fmt_eta(eta)}", err=True)
+
+    def stop(self) -> None:
+        if self.rich is not None:
+            self.rich.stop()
+
+
+def _report(c: dict) -> None:
+    click.echo(f"{c['done']}/{c['planned']} finished: {c['ok']} ok, {c['diverged']} diverged, "
+               f"{c['failed']} failed; {c['running']} running, {c['pending']} pending")
+    for f in c["not_ok"]:
+        click.echo(f"  {f['run_id']} {f['status']}: {f['error']}")
+
+
+@sweep.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--out", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def status(spec_path, out, as_json):
+    """Counts of done / running / failed / pending runs, and the failed runs' error lines."""
+    from archfit import sweep as sw
+
+    spec = sw.load_spec(spec_path)
+    c = sw.counts(spec, _out(spec, out))
+    if as_json:
+        emit_json(c)
+    else:
+        _report(c)
+
+
+@sweep.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--out", default=None, help="Sweep directory.")
+@click.option("-o", "--output", default=None, help="Parquet file (default sweeps/NAME.parquet).")
+def collect(spec_path, out, output):
+    """Gather every finished run into one parquet file (+ NAME.curves.parquet)."""
+    from archfit import sweep as sw
+
+    spec = sw.load_spec(spec_path)
+    output = output or os.path.join(os.path.dirname(os.path.abspath(spec_path)),
+                                    f"{spec.name}.parquet")
+    path, curves, n = sw.collect(spec, _out(spec, out), output)
+    if n == 0:
+        click.echo("warning: no finished runs yet; wrote an empty table", err=True)
+    click.echo(f"wrote {n} runs to {path} and their loss curves to {curves}")

@@ -1,0 +1,213 @@
+"""The sweep engine against real processes, real parquet, a real local Slurm and a real Ray."""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from archfit import sweep as sw
+from archfit.cli import main
+from archfit.errors import FitInputError, SpecError
+
+SMOKE = os.path.abspath("sweeps/smoke.toml")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def archfit_cmd(*args):
+    return [sys.executable, "-m", "archfit", *map(str, args)]
+
+
+def test_plan_json():
+    r = CliRunner().invoke(main, ["sweep", "plan", SMOKE, "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert len(rows) == 6
+    for row in rows:
+        for k in ("run_id", "n_layer", "d_model", "n_head", "d_ff", "tokens", "flops"):
+            assert k in row
+    assert len({row["run_id"] for row in rows}) == 6
+    again = sw.load_spec(SMOKE)
+    assert [r.run_id for r in again.runs] == [row["run_id"] for row in rows]  # stable ids
+
+
+def test_spec_validation_reports_everything(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("""
+name = "bad"
+lrs = []
+colour = "blue"
+[model]
+head_dim = "wide"
+[grid]
+params = [1e5]
+depths = [2]
+[budget]
+tokens = 1e5
+steps = 3
+[train]
+batch = 4
+[executor]
+kind = "k8s"
+""")
+    with pytest.raises(SpecError) as e:
+        sw.load_spec(str(p))
+    msg = str(e.value)
+    for needle in ("spec.colour: unknown key", "model.head_dim: expected int",
+                   "budget: give exactly one", "train.batch: unknown key", "executor.kind",
+                   "lrs: expected a non-empty list"):
+        assert needle in msg, msg
+    r = CliRunner().invoke(main, ["sweep", "plan", str(p)])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    p.write_text('[grid]\nshapes = [{n_layer = 2, d_model = 100, n_head = 3}]\n[budget]\nsteps = 1')
+    with pytest.raises(SpecError, match=r"grid.shapes\[0\]: d_model 100 is not divisible"):
+        sw.load_spec(str(p))
+    p.write_text('[grid]\nparams = [1e5]\ndepths = [512]\ntolerance = 0.01\n[budget]\nsteps = 1')
+    with pytest.raises(SpecError, match="expands to no runs"):
+        sw.load_spec(str(p))
+
+
+def test_local_run_idempotent_collect_fit(tmp_path):
+    out = tmp_path / "runs"
+    r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--out", out), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "6/6 finished: 6 ok" in r.stdout
+    t0 = time.time()
+    r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--out", out), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "6 finished" in r.stderr
+    print(f"re-running the finished sweep took {time.time() - t0:.2f} s")
+    r = CliRunner().invoke(main, ["sweep", "status", SMOKE, "--out", str(out), "--json"])
+    assert json.loads(r.output)["ok"] == 6
+    pq = tmp_path / "smoke.parquet"
+    r = CliRunner().invoke(main, ["sweep", "collect", SMOKE, "--out", str(out), "-o", str(pq)])
+    assert r.exit_code == 0, r.output
+    df = pl.read_parquet(pq)
+    assert df.height == 6 and set(df["status"]) == {"ok"}
+    for col in ("run_id", "n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "vocab_size",
+                "n_ctx", "mlp", "params_total", "params_non_embedding", "tokens", "flops", "lr",
+                "seed", "final_val_loss", "best_val_loss", "status", "wall_s", "tokens_per_s",
+                "mfu", "device", "data_hash", "archfit_version", "schema_version"):
+        assert col in df.columns
+    assert (df["final_val_loss"] < 5.6).all() and df["data_hash"].n_unique() == 1
+    curves = pl.read_parquet(tmp_path / "smoke.curves.parquet")
+    assert set(curves["run_id"]) == set(df["run_id"]) and curves.height == 6 * 8
+    r = CliRunner().invoke(main, ["fit", str(pq), "--law", "kaplan-n", "--bootstrap", "0",
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["n_points"] == 6
+
+
+def test_failed_runs_are_recorded_and_sweep_goes_on(tmp_path):
+    spec = tmp_path / "fail.toml"
+    spec.write_text(open(SMOKE).read().replace('lrs = [3e-3]', 'lrs = [3e-3]\ndata = "/no/data"'))
+    out = tmp_path / "runs"
+    r = subprocess.run(archfit_cmd("sweep", "run", spec, "--out", out), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    c = sw.counts(sw.load_spec(str(spec)), str(out))
+    assert c["failed"] == 6 and "no such file" in c["not_ok"][0]["error"]
+    r = CliRunner().invoke(main, ["sweep", "status", str(spec), "--out", str(out)])
+    assert "failed: DataError" in r.output
+
+
+def test_a_held_run_is_not_trained_twice(tmp_path):
+    import fcntl
+
+    spec = sw.load_spec(SMOKE)
+    d = sw.prepare_dirs(spec, str(tmp_path))[0]
+    with open(os.path.join(d, "lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        assert sw.is_locked(d)
+        assert subprocess.run([sys.executable, "-c", f"from archfit.sweep import run_one; "
+                               f"print(run_one({d!r}))"], capture_output=True, text=True
+                              ).stdout.strip() == "busy"
+    assert sw.run_one(d) == "ok" and sw.run_one(d) == "skipped"
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_nothing(tmp_path):
+    out = tmp_path / "runs"
+    rng = random.Random(7)
+    for _ in range(3):
+        p = subprocess.Popen(archfit_cmd("sweep", "run", SMOKE, "--out", out),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        time.sleep(rng.uniform(2.0, 6.0))
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--out", out), capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    spec = sw.load_spec(SMOKE)
+    for run in spec.runs:
+        d = out / run.run_id
+        results = [f for f in os.listdir(d) if f.startswith("result")]
+        assert results == ["result.json"], results
+        assert json.loads((d / "result.json").read_text())["status"] == "ok"
+        assert not [f for f in os.listdir(d) if ".tmp-" in f]
+    assert sorted(os.listdir(out)) == sorted(r.run_id for r in spec.runs)
+
+
+def test_schema_version_newer_is_refused(tmp_path):
+    p = tmp_path / "new.parquet"
+    pl.DataFrame({"params_non_embedding": [1e6], "final_val_loss": [3.0],
+                  "schema_version": [99]}).write_parquet(p)
+    with pytest.raises(FitInputError, match="schema 99, newer"):
+        from archfit.tables import read_runs
+
+        read_runs([str(p)])
+
+
+def slurm_ready():
+    if not shutil.which("sbatch") or not shutil.which("sinfo"):
+        return "Slurm is not installed (run scripts/slurm-up.sh as root)"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"sinfo failed: {e}"
+    if not any(s.startswith(("idle", "mix", "alloc")) for s in out.split()):
+        return f"no Slurm node is up (sinfo says {out.strip()!r}); run scripts/slurm-up.sh"
+    return None
+
+
+@pytest.mark.slurm
+@pytest.mark.skipif(slurm_ready() is not None, reason=str(slurm_ready()))
+def test_slurm_executor_real_cluster(tmp_path):
+    out = tmp_path / "runs"
+    r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--executor", "slurm", "--out", out,
+                                   "--timeout", "400", "--gpus", "1"),
+                       capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "submitted Slurm job array" in r.stderr
+    c = sw.counts(sw.load_spec(SMOKE), str(out))
+    assert c["ok"] == 6
+    logs = [json.loads((out / rid / "result.json").read_text()) for rid in os.listdir(out)
+            if (out / rid / "result.json").exists()]
+    assert len(logs) == 6
+    # each task got one fake GPU from gres: CUDA_VISIBLE_DEVICES was set by Slurm
+    log = (out / sw.load_spec(SMOKE).runs[0].run_id / "log.txt").read_text()
+    assert "CUDA_VISIBLE_DEVICES=" in log and "CUDA_VISIBLE_DEVICES=\n" not in log
+
+
+@pytest.mark.ray
+def test_ray_executor_local(tmp_path):
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'archfit[ray]')")
+    out = tmp_path / "runs"
+    r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--executor", "ray", "--out", out),
+                       capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert sw.counts(sw.load_spec(SMOKE), str(out))["ok"] == 6
