@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from archfit.errors import DataError
+from archfit.tables import file_sha256 as _hash_file
 
 SHARD_MAGIC = 20240520  # modded-nanogpt: 256 int32 header, [0]=magic, [1]=version, [2]=n_tokens
 HEADER_INTS = 256
@@ -67,14 +68,6 @@ class TokenData:
         n = max(1, min(n, span // max(1, ctx // 2) + 1))
         starts = np.linspace(0, span, n).astype(np.int64)
         return np.stack([t[s:s + ctx + 1] for s in starts]).astype(np.int64)
-
-
-def _hash_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _check_vocab(arr: np.ndarray, path: str, vocab: int | None) -> int:

@@ -325,6 +325,9 @@ def atomic_write_text(path: str, text: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file ordinary permissions
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
