@@ -38,7 +38,38 @@ def bench(model, vocab, batch, ctx, steps, warmup, device):  # type: ignore[no-u
     return batch * ctx * steps / (time.perf_counter() - t0)
 
 
+def one(a: argparse.Namespace) -> None:
+    """Measure one model in this process; print tokens/s and peak RSS as JSON."""
+    import json
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from archfit.model import GPT
+    from archfit.shapes import Shape
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    if a.only == "archfit":
+        model = GPT(Shape(n_layer=a.layers, d_model=a.width, n_head=a.heads,
+                          vocab_size=a.vocab, n_ctx=a.ctx))
+        n = model.num_params()
+    else:
+        model = GPT2LMHeadModel(GPT2Config(n_layer=a.layers, n_embd=a.width, n_head=a.heads,
+                                           vocab_size=a.vocab, n_positions=a.ctx))
+        n = model.num_parameters()
+    model = model.to(a.device)
+    base = rss_mb()
+    tps = bench(model, a.vocab, a.batch, a.ctx, a.steps, a.warmup, a.device)
+    mem = (torch.cuda.max_memory_allocated() / 2**20 if a.device == "cuda"
+           else rss_mb() - base)
+    print(json.dumps({"tokens_per_s": tps, "params": n, "peak_mib": mem}))
+
+
 def main() -> None:
+    import json
+    import subprocess
+    import sys
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=256)
@@ -50,38 +81,26 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--only", choices=["archfit", "hf"], default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from archfit.model import GPT
-    from archfit.shapes import Shape
-
-    shape = Shape(n_layer=a.layers, d_model=a.width, n_head=a.heads, vocab_size=a.vocab,
-                  n_ctx=a.ctx)
-    hf_cfg = GPT2Config(n_layer=a.layers, n_embd=a.width, n_head=a.heads, vocab_size=a.vocab,
-                        n_positions=a.ctx)
-    torch.manual_seed(0)
-    ours = GPT(shape).to(a.device)
-    hf = GPT2LMHeadModel(hf_cfg).to(a.device)
-    n_ours, n_hf = ours.num_params(), hf.num_parameters()
+    if a.only:
+        one(a)
+        return
     print(f"shape {a.layers}x{a.width}, heads {a.heads}, vocab {a.vocab}, ctx {a.ctx}, "
-          f"batch {a.batch}, {a.threads} threads, fp32, {a.device}")
-    print(f"parameters: archfit {n_ours:,}  HF {n_hf:,}  (shape core: {shape.params_total:,})")
-    rows = []
-    for name, m in (("archfit", ours), ("hf-gpt2", hf), ("archfit", ours), ("hf-gpt2", hf)):
-        before = rss_mb()
-        tps = bench(m, a.vocab, a.batch, a.ctx, a.steps, a.warmup, a.device)
-        rows.append((name, tps, rss_mb() - before))
-    best = {n: max(t for m, t, _ in rows if m == n) for n in ("archfit", "hf-gpt2")}
-    for name in best:
-        mem = max(r for m, _, r in rows if m == name)
-        print(f"{name:<10} {best[name]:>10,.0f} tokens/s   peak RSS growth {mem:,.0f} MiB")
-    print(f"ratio archfit / HF GPT2LMHeadModel: {best['archfit'] / best['hf-gpt2']:.2f}x "
+          f"batch {a.batch}, {a.threads} threads, fp32, {a.device}; each model in its own "
+          "process, alternated, best of 2")
+    res: dict[str, list[dict]] = {"archfit": [], "hf": []}
+    for name in ("archfit", "hf", "archfit", "hf"):
+        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", name],
+                             capture_output=True, text=True, check=True).stdout
+        res[name].append(json.loads(out.strip().splitlines()[-1]))
+    best = {k: max(r["tokens_per_s"] for r in v) for k, v in res.items()}
+    for k, label in (("archfit", "archfit"), ("hf", "HF GPT2LMHeadModel")):
+        mem = max(r["peak_mib"] for r in res[k])
+        print(f"{label:<20} {best[k]:>10,.0f} tokens/s   params {res[k][0]['params']:,}   "
+              f"peak memory growth during training {mem:,.0f} MiB")
+    print(f"ratio archfit / HF GPT2LMHeadModel: {best['archfit'] / best['hf']:.2f}x "
           "(target on CPU >= 1.0x)")
-    if a.device == "cuda":
-        peak = torch.cuda.max_memory_allocated() / 2**20
-        print(f"peak CUDA memory {peak:,.0f} MiB")
 
 
 if __name__ == "__main__":
