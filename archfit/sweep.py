@@ -241,10 +241,30 @@ def load_spec(path: str) -> Spec:
     return Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped, executor=ex)
 
 
-def plan_rows(spec: Spec, throughput: float | None = None) -> list[dict[str, Any]]:
-    """One row per run: id, shape, params, tokens, FLOPs and an estimated time."""
+def measured_flops_rate(spec: Spec, out: str | None) -> float | None:
+    """Median training FLOP/s (kaplan_train) of the finished runs in ``out``, if any."""
+    if not out or not os.path.isdir(out):
+        return None
+    rates = []
+    for r in spec.runs:
+        res = read_result(os.path.join(out, r.run_id))
+        if res and res.get("status") == "ok" and res.get("train_s") and res.get("flops"):
+            rates.append(res["flops"] / res["train_s"])
+    if not rates:
+        return None
+    rates.sort()
+    return rates[len(rates) // 2]
+
+
+def plan_rows(spec: Spec, throughput: float | None = None,
+              out: str | None = None) -> list[dict[str, Any]]:
+    """One row per run: id, shape, params, tokens, FLOPs and an estimated time.
+
+    The estimate divides the run's training FLOPs (kaplan_train) by a FLOP/s rate: ``throughput``
+    if given, else the median rate measured on this sweep's finished runs, else the spec's
+    ``executor.throughput``; none of them, no estimate."""
     rows = []
-    tput = throughput or spec.executor.get("throughput")
+    rate = throughput or measured_flops_rate(spec, out) or spec.executor.get("throughput")
     for r in spec.runs:
         c, s = r.config, r.shape
         tps = c["batch_size"] * c["grad_accum"] * c["ctx"]
@@ -255,16 +275,12 @@ def plan_rows(spec: Spec, throughput: float | None = None) -> list[dict[str, Any
         else:
             tokens = max(1, round(c["tokens_per_param"] * s.params_non_embedding / tps)) * tps
         flops = s.flops_per_token("kaplan_train") * tokens
-        est = None
-        if tput:  # tokens/s measured for a reference size; scale by FLOPs per token
-            ref = 6 * 1e6
-            est = tokens / tput * max(1.0, s.flops_per_token("kaplan_train") / ref)
         rows.append({"run_id": r.run_id, "n_layer": s.n_layer, "d_model": s.d_model,
                      "n_head": s.n_head, "d_ff": s.d_ff, "ff_ratio": s.ff_ratio,
                      "params_non_embedding": s.params_non_embedding,
                      "params_total": s.params_total, "target_params": r.meta["target_params"],
                      "lr": c["lr"], "seed": c["seed"], "tokens": tokens, "flops": flops,
-                     "est_s": est})
+                     "est_s": flops / rate if rate else None})
     return rows
 
 

@@ -310,6 +310,10 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
         for step in range(start_step, total_steps):
             if stop["signal"] is not None:
                 save(step)
+                prev = previous.get(stop["signal"])
+                if callable(prev):  # e.g. submitit's handler: requeue the job, then exit
+                    signal.signal(stop["signal"], prev)
+                    prev(stop["signal"], None)
                 raise Preempted(f"stopped by signal {stop['signal']} at step {step}")
             t0 = time.perf_counter()
             lr = lr_at(step, total_steps, cfg)

@@ -232,3 +232,56 @@ def test_done_when_loss_below_2_5_within_2m_tokens():
           f"{r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)")
     assert abs(first.final_val_loss - np.log(256)) < 0.3
     assert r.status == "ok" and r.tokens <= 2_000_000 and r.final_val_loss < 2.5
+
+
+def depth_coord(parametrization, n_layer, steps=5, lr=1e-2):
+    """RMS change of the residual stream (input of the final norm) after a few steps."""
+    torch.manual_seed(0)
+    s = Shape(n_layer=n_layer, d_model=64, n_head=2, vocab_size=256, n_ctx=32)
+    m = GPT(s, parametrization, base_width=64, base_depth=2)
+    from archfit.train import _optimizers
+
+    opts = _optimizers(m, TrainConfig(lr=lr, weight_decay=0.0), "cpu")
+    for g in opts[0].param_groups:
+        g["lr"] = lr * g["lr_mult"]
+    x = torch.randint(0, 256, (8, 32), generator=torch.Generator().manual_seed(1))
+    seen = {}
+    m.ln_f.register_forward_hook(lambda mod, inp, out: seen.__setitem__("x", inp[0].detach()))
+    m(x)
+    before = seen["x"].clone()
+    for _ in range(steps):
+        _, loss = m(x, x.roll(-1, 1))
+        loss.backward()
+        opts[0].step()
+        opts[0].zero_grad()
+    m(x)
+    return (seen["x"] - before).pow(2).mean().sqrt().item()
+
+
+def test_coordinate_check_depth_completep_flat_standard_drifts():
+    depths = [2, 8, 32]
+    sp = [depth_coord("standard", L) for L in depths]
+    cp = [depth_coord("completep", L) for L in depths]
+    dm = [depth_coord("depth-mup", L) for L in depths]
+    print("residual-stream update vs depth  standard:", sp, " completep:", cp, " depth-mup:", dm)
+    assert sp[-1] / sp[0] > 5  # standard: updates add up over layers
+    assert 0.6 < cp[-1] / cp[0] < 1.5  # CompleteP (1/L branches): flat over a 16x depth range
+    assert dm[-1] / dm[0] < sp[-1] / sp[0] / 4  # depth-muP (1/sqrt(L)): far flatter than standard
+
+
+def test_signal_saves_then_chains_to_the_previous_handler(tmp_path):
+    """On SIGUSR2 the trainer checkpoints at a step boundary, then hands the signal on to the
+    handler that was installed before it (submitit's requeue handler on a cluster)."""
+    seen = []
+
+    def cluster_handler(signum, frame):
+        seen.append((signum, (tmp_path / "checkpoint.pt").exists()))
+
+    old = signal.signal(signal.SIGUSR2, cluster_handler)
+    try:
+        r = train(tiny(), run_dir=str(tmp_path),
+                  progress=lambda p: p["step"] == 3 and os.kill(os.getpid(), signal.SIGUSR2))
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    assert r.status == "preempted"
+    assert seen == [(signal.SIGUSR2, True)]

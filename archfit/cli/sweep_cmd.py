@@ -23,14 +23,16 @@ def sweep() -> None:
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--throughput", type=NUMBER, default=None,
-              help="Tokens/s of a 1M-parameter run, for the time estimate.")
+              help="Training FLOP/s per run for the time estimate (default: measured on this "
+                   "sweep's finished runs, else the spec's executor.throughput).")
+@click.option("--out", default=None, help="Sweep directory (for measured throughput).")
 @click.option("--json", "as_json", is_flag=True)
-def plan(spec_path, throughput, as_json):
+def plan(spec_path, throughput, out, as_json):
     """Print the expanded runs without training anything."""
     from archfit.sweep import load_spec, plan_rows
 
     spec = load_spec(spec_path)
-    rows = plan_rows(spec, throughput)
+    rows = plan_rows(spec, throughput, _out(spec, out))
     if as_json:
         emit_json(rows)
         return
@@ -41,8 +43,10 @@ def plan(spec_path, throughput, as_json):
                 title=f"sweep {spec.name}: {len(rows)} runs")
     total = sum(r["flops"] for r in rows)
     est = [r["est_s"] for r in rows if r["est_s"] is not None]
-    click.echo(f"total {total:.3g} training FLOPs" +
-               (f", about {sum(est) / 60:.1f} run-minutes" if est else ""))
+    conc = spec.executor.get("concurrency") or 1
+    click.echo(f"total {total:.3g} training FLOPs (6N + 6*n_layer*n_ctx*d_model per token)" +
+               (f", about {sum(est) / 60:.1f} run-minutes ({sum(est) / 60 / conc:.1f} min at "
+                f"concurrency {conc})" if est else ""))
     for s in spec.skipped:
         click.echo(f"skipped: {s}")
 
