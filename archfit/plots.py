@@ -60,6 +60,13 @@ def loss_vs_depth(fit: Fit) -> Any:
         ax.plot(np.exp(x), c0 + c1 * x + c2 * x * x, "-", color=col, alpha=0.7)
         ax.axvline(c["opt"], color=col, ls=":", alpha=0.8)
     ax.set_xscale("log")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    depths = sorted({d for c in classes for d in c["points"]["n_layer"]})
+    if depths:
+        ax.set_xticks(depths)
     ax.set_xlabel("depth n_layer (log scale)")
     ax.set_ylabel("validation loss (nats/token), best LR per shape")
     ax.set_title(_title(fit, "Loss vs depth per size class (N = non-embedding params)"),

@@ -313,7 +313,13 @@ def recommend(
         return (count(s) - target) / target
 
     # the recommendation: the integer depth nearest the optimum among shapes within 2%
-    within = [s for s in cands if abs(err(s)) <= 0.02] or cands
+    within = [s for s in cands if abs(err(s)) <= 0.02]
+    if not within:
+        closest = min(cands, key=lambda s: abs(err(s)))
+        raise RecommendError(
+            f"no shape near the optimal depth lands within 2% of {target:.3g} parameters with "
+            f"widths in steps of {step} (closest: {closest.n_layer} x {closest.d_model}, "
+            f"{err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
     best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
     ci = _optimum_ci(shape_fit, N_ne)
     if ci is None:

@@ -73,6 +73,7 @@ def test_ci_and_penalty_from_own_fit(tmp_path):
     (["--params", "1e9", "--law", "kaplan2020"], "says nothing about depth"),
     (["--params", "1e9", "--head-dim", "96"], "does not divide"),
     (["--params", "1e9", "--ff-ratio", "auto"], "ff-ratio fit"),
+    (["--params", "1e4"], "no shape near the optimal depth"),
     ([], "--params"),
 ])
 def test_recommend_bad_input(args, needle, tmp_path):

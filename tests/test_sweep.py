@@ -211,3 +211,18 @@ def test_ray_executor_local(tmp_path):
                        capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert sw.counts(sw.load_spec(SMOKE), str(out))["ok"] == 6
+
+
+def test_demo_end_to_end_on_the_smoke_spec(tmp_path):
+    """The README's main job, on the 6-run smoke spec: sweep -> collect -> fit -> recommend ->
+    plots. (The smoke runs are too short for an interior optimum: the demo must say so and go
+    on with the published law.)"""
+    out = tmp_path / "demo"
+    r = subprocess.run(archfit_cmd("demo", "--spec", SMOKE, "--out", out, "--bootstrap", "20"),
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (out / "smoke.parquet").exists()
+    assert "recommended: n_layer" in r.stdout
+    figs = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().endswith(".png")]
+    assert figs and all(os.path.getsize(f) > 5000 for f in figs)
+    assert "[5/5] figures" in r.stderr

@@ -26,7 +26,6 @@ def demo(spec_path, out_dir, target, bootstrap, concurrency):
     from archfit.laws import load_fit
     from archfit.plots import draw_all
     from archfit.recommender import recommend
-    from archfit.tables import read_runs
 
     if spec_path is None:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -49,9 +48,7 @@ def demo(spec_path, out_dir, target, bootstrap, concurrency):
     click.echo(f"[2/5] collected {n} runs -> {path}", err=True)
     fit_path = os.path.join(out_dir, f"{spec.name}-levine.json")
     try:
-        rt = read_runs([path])
-        f = fit_law(rt.frame, "levine", bootstrap=bootstrap)
-        f.inputs = rt.inputs
+        f = fit_law(paths=[path], law="levine", bootstrap=bootstrap)
         f.to_json(fit_path)
         click.echo(f"[3/5] fitted Levine's law -> {fit_path}", err=True)
         click.echo(f.summary())

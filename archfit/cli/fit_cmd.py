@@ -79,11 +79,13 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_j
             prog.stop()
     result.inputs = table.inputs
     result.notes = table.notes + result.notes
-    for k in ("params", "tokens", "loss"):
+    for k in ("params", "loss"):
         if k in table.sources:
             result.conventions[k] = (f"column {table.sources[k]!r}" +
                                      (" (Kaplan's N: non-embedding parameters)"
                                       if table.sources[k] == "params_non_embedding" else ""))
+    if table.sources.get("tokens", "").startswith("flops"):
+        result.conventions["tokens"] = "D = FLOPs / (6 N)"
     if out:
         result.to_json(out)
     if as_json:

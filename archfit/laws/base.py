@@ -434,7 +434,9 @@ def _fit(lw: Law, table: RunTable, data: Data, targets: list[float], bootstrap: 
     if table.sources.get("params") == "params_non_embedding":
         conventions["params"] += " (Kaplan's N: non-embedding parameters)"
     if "tokens" in table.sources:
-        conventions["tokens"] = table.sources["tokens"]
+        src = table.sources["tokens"]
+        conventions["tokens"] = ("D = FLOPs / (6 N)" if src.startswith("flops") else
+                                 f"column {src!r} (training tokens)")
     conventions["loss"] = f"column {table.sources.get('loss', 'loss')!r} (nats/token)"
     return Fit(
         law=lw.name, params=params, ci=ci,
