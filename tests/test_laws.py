@@ -218,3 +218,29 @@ def test_fit_json_roundtrip_and_bad_files(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"law": "levine", "params": {"a": 1}}))
     with pytest.raises(FitInputError, match="needs params b"):
         load_fit(tmp_path / "other.json")
+
+
+def test_fit_cli_globs_jsonl_and_bad_input(tmp_path):
+    from click.testing import CliRunner
+
+    from archfit.cli import main
+
+    df, _ = chinchilla_synthetic(n=60)
+    df.iloc[:30].to_csv(tmp_path / "a.csv", index=False)
+    pl.from_pandas(df.iloc[30:]).write_ndjson(tmp_path / "b.jsonl")
+    r = CliRunner().invoke(main, ["fit", str(tmp_path / "a.csv"), str(tmp_path / "*.jsonl"),
+                                  "--law", "chinchilla-varpro", "--bootstrap", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["n_points"] == 60 and len(d["inputs"]) == 2
+    for args, needle in [
+        ([str(tmp_path / "nope.parquet")], "no such file"),
+        ([str(tmp_path / "a.csv"), "--law", "palm"], "unknown law"),
+        ([str(tmp_path / "a.csv"), "--map", "params"], "archfit_column=source_column"),
+        ([str(tmp_path / "a.csv"), "--map", "params=Nope"], "no column 'Nope'"),
+        ([str(tmp_path / "a.csv"), "--map", "size=params"], "unknown archfit column"),
+    ]:
+        r = CliRunner().invoke(main, ["fit", *args, "--law", "chinchilla"]
+                               if "--law" not in args else ["fit", *args])
+        assert r.exit_code == 2, (args, r.output)
+        assert needle in r.output and "Traceback" not in r.output

@@ -135,3 +135,21 @@ def test_plot_cli_svg(tmp_path):
     assert r.exit_code == 0, r.output
     figs = json.loads(r.output)["figures"]
     assert figs and all(open(p).read(200).lstrip().startswith("<?xml") for p in figs)
+
+
+def test_ff_ratio_auto_from_an_ff_fit():
+    import math
+
+    import polars as pl
+
+    rows = []
+    for N in (1e6, 1e7, 1e8):
+        best = 4.0 * (N / 1e7) ** 0.1
+        for r in (1, 2, 3, 4, 6, 8, 12):
+            rows.append(dict(params=N, d_model=256, d_ff=r * 256,
+                             loss=3 + 0.03 * math.log(r / best) ** 2))
+    ff = fit(pl.DataFrame(rows), law="ff-ratio", bootstrap=0)
+    rec = recommend(params=1e9, fit=["levine2020", ff], ff_ratio="auto")
+    expected = 4.0 * (1e9 / 1e7) ** 0.1
+    assert abs(rec.shape.ff_ratio / expected - 1) < 0.06
+    assert any("ff-ratio fit" in n for n in rec.notes)

@@ -65,7 +65,7 @@ class HuberLSE:
         g[2 * k] = wp[:, k].sum()
         return float(h.sum() * scale), g * scale
 
-    def minimize(self, starts: np.ndarray, n_polish: int = 8) -> np.ndarray:
+    def minimize(self, starts: np.ndarray, n_polish: int = 4) -> np.ndarray:
         from scipy.optimize import minimize
 
         starts = np.atleast_2d(starts)
