@@ -33,6 +33,14 @@ def _title(fit: Fit, what: str) -> str:
     return f"{what}\nlaw: {fit.name or fit.law} · data: {data}"
 
 
+def _finish(fig: Any, ax: Any, fit: Fit, title: str, legend: bool, **legend_kw: Any) -> Any:
+    ax.set_title(_title(fit, title), fontsize=10)
+    if legend:
+        ax.legend(fontsize=8, **legend_kw)
+    fig.tight_layout()
+    return fig
+
+
 def _save(fig: Any, out_dir: str, name: str, fmt: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.{fmt}")
@@ -69,12 +77,8 @@ def loss_vs_depth(fit: Fit) -> Any:
         ax.set_xticks(depths)
     ax.set_xlabel("depth n_layer (log scale)")
     ax.set_ylabel("validation loss (nats/token), best LR per shape")
-    ax.set_title(_title(fit, "Loss vs depth per size class (N = non-embedding params)"),
-                 fontsize=10)
-    if classes:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, fit, "Loss vs depth per size class (N = non-embedding params)",
+                   bool(classes))
 
 
 def optimal_shape_vs_size(fit: Fit, target: float | None = None,
@@ -161,11 +165,8 @@ def isoloss_contours(fit: Fit, data: Any = None) -> Any:
     conv = fit.conventions.get("params", "parameters")
     ax.set_xlabel(f"parameters N ({conv}, log scale)")
     ax.set_ylabel("training tokens D (log scale)")
-    ax.set_title(_title(fit, "Iso-loss contours (nats/token) and compute-optimal frontier"),
-                 fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, fit, "Iso-loss contours (nats/token) and compute-optimal frontier",
+                   True, loc="lower right")
 
 
 def residuals(fit: Fit) -> Any:
@@ -181,10 +182,8 @@ def residuals(fit: Fit) -> Any:
     rm = fit.diagnostics.get("rmse_log")
     ax.set_xlabel(f"fitted value ({space})")
     ax.set_ylabel(f"residual: observed - fitted ({space})")
-    ax.set_title(_title(fit, f"Residuals (RMSE {rm:.3g})" if rm is not None else "Residuals"),
-                 fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, fit, f"Residuals (RMSE {rm:.3g})" if rm is not None else
+                   "Residuals", False)
 
 
 def shape_penalty(fit: Fit) -> Any:
@@ -202,12 +201,8 @@ def shape_penalty(fit: Fit) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("aspect ratio d_model / n_layer (log scale)")
     ax.set_ylabel("loss above the best shape of the same size (%)")
-    ax.set_title(_title(fit, "Shape penalty at fixed N (Kaplan et al. 2020, Fig. 5)"),
-                 fontsize=10)
-    if pts:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, fit, "Shape penalty at fixed N (Kaplan et al. 2020, Fig. 5)",
+                   bool(pts))
 
 
 def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
