@@ -268,8 +268,8 @@ def recommend(
 
     base = dict(vocab_size=vocab, n_ctx=ctx, mlp=mlp, tied_embeddings=tied,
                 position="rope" if rope else "learned")
-    total_target = compute is not None and "total" in str(compute_info and
-                                                          compute_info["convention"])
+    # Hoffmann et al. / Epoch count total parameters: size the shape's params_total to N_opt
+    total_target = compute_info is not None and "total" in compute_info["convention"]
     N_ne = target
     for _ in range(4 if total_target else 1):
         L_opt, d_opt_w = _optimum(shape_fit, N_ne)

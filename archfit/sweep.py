@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable
 
-from archfit.errors import ShapeError, SpecError
+from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.numbers import parse_number
 from archfit.shapes import Shape, aspect_ratio_family, iso_param_family
 
@@ -94,13 +94,11 @@ def _check_table(d: Any, keys: dict[str, type], where: str, problems: list[str])
         t = keys[k]
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool)) if t is float else (
             isinstance(v, int) and not isinstance(v, bool)) if t is int else isinstance(v, t)
-        if t is float and isinstance(v, str):
+        if t is float and isinstance(v, str):  # "50M", "1e6" are numbers too
             try:
                 parse_number(v)
                 ok = True
-            except ShapeError:
-                ok = False
-            except Exception:
+            except ArchfitError:
                 ok = False
         if not ok:
             problems.append(f"{where}.{k}: expected {t.__name__}, got {type(v).__name__} {v!r}")

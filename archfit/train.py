@@ -303,7 +303,6 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
     train_time = 0.0
     ema = None
     run_min = math.inf
-    step = start_step
     last_train = None
     try:
         model.train()
@@ -361,11 +360,8 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
                 progress({**point, "total_steps": total_steps})
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
                 save(step + 1)
-        else:
-            step = total_steps
     except Preempted as e:
         result.status, result.error = "preempted", str(e)
-        step = step
     except (ArchfitError, KeyboardInterrupt):
         raise
     except Exception as e:  # a failing run is recorded, not raised
@@ -380,8 +376,7 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
     done_steps = curve[-1]["step"] if curve else start_step
     result.steps = done_steps
     result.tokens = done_steps * tokens_per_step
-    result.final_val_loss = vals[-1] if vals and result.status == "ok" else (
-        vals[-1] if vals else None)
+    result.final_val_loss = vals[-1] if vals else None
     result.best_val_loss = min(vals) if vals else None
     result.final_train_loss = last_train
     result.curve = curve
@@ -402,9 +397,7 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
         import resource
 
         result.peak_memory_bytes = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    if result.status == "preempted":
-        pass
-    elif ckpt_path and result.status == "ok":
+    if ckpt_path and result.status == "ok":
         save(done_steps)
     result.wall_s = time.perf_counter() - t_wall
     return result
