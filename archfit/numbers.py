@@ -50,12 +50,3 @@ def parse_list(text: str, *, what: str = "list", integer: bool = False) -> list[
         raise NumberError(f"{what}: empty list; give comma-separated values such as 1,2,4")
     parse = parse_int if integer else parse_number
     return [parse(p, what=what) for p in parts]  # type: ignore[return-value]
-
-
-def human(n: float, digits: int = 3) -> str:
-    """Format ``n`` compactly: 124439808 -> '124M', 1e12 -> '1T'."""
-    a = abs(n)
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if a >= scale:
-            return f"{n / scale:.{digits}g}{suffix}"
-    return f"{n:.{digits}g}"

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.numbers import parse_number
@@ -667,7 +667,3 @@ def fmt_eta(seconds: float | None) -> str:
         return "?"
     m, s = divmod(int(seconds), 60)
     return f"{m}m{s:02d}s"
-
-
-def iter_dirs(out: str, runs: Iterable[Run]) -> list[str]:
-    return [os.path.join(out, r.run_id) for r in runs]

@@ -72,20 +72,11 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_j
         def progress(done: int, total: int) -> None:
             prog.update(task, completed=done)
     try:
-        result = fit_law(table.frame, law, bootstrap=bootstrap, seed=seed, targets=targets,
+        result = fit_law(table, law, bootstrap=bootstrap, seed=seed, targets=targets,
                          progress=progress)
     finally:
         if progress is not None:
             prog.stop()
-    result.inputs = table.inputs
-    result.notes = table.notes + result.notes
-    for k in ("params", "loss"):
-        if k in table.sources:
-            result.conventions[k] = (f"column {table.sources[k]!r}" +
-                                     (" (Kaplan's N: non-embedding parameters)"
-                                      if table.sources[k] == "params_non_embedding" else ""))
-    if table.sources.get("tokens", "").startswith("flops"):
-        result.conventions["tokens"] = "D = FLOPs / (6 N)"
     if out:
         result.to_json(out)
     if as_json:

@@ -364,7 +364,9 @@ def fit(
 
     if frame is None and paths is None:
         raise FitInputError("give a frame or paths to fit")
-    table: RunTable = read_runs(paths or [], mapping, frame=frame)
+    # a RunTable (already read, e.g. filtered by the CLI) keeps its sources, inputs and notes
+    table: RunTable = frame if isinstance(frame, RunTable) else read_runs(
+        paths or [], mapping, frame=frame)
     lw = get_law(law)
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
