@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from archfit.errors import DataError
-from archfit.tables import file_sha256 as _hash_file
+from archfit.io import atomic_path, atomic_write
+from archfit.io import file_sha256 as _hash_file
 
 SHARD_MAGIC = 20240520  # modded-nanogpt: 256 int32 header, [0]=magic, [1]=version, [2]=n_tokens
 HEADER_INTS = 256
@@ -117,9 +118,8 @@ def _bytes_cache(name: str, chunks: list[bytes]) -> tuple[str, str]:
     path = os.path.join(cache_dir(), f"{name}-{digest[:16]}.bin")
     if not os.path.exists(path):
         arr = np.frombuffer(b"".join(chunks), dtype=np.uint8).astype(np.uint16)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        arr.tofile(tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            arr.tofile(tmp)
     return path, digest
 
 
@@ -165,10 +165,7 @@ def _split_by_file(folder: str, files: list[str], name: str, val_every: int = 20
                         "validation by file (need at least a few dozen)")
     tp, _ = _bytes_cache(f"{name}-train", train)
     vp, _ = _bytes_cache(f"{name}-val", val)
-    tmp = f"{manifest}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump({"train": tp, "val": vp, "hash": h.hexdigest()}, fh)
-    os.replace(tmp, manifest)
+    atomic_write(manifest, json.dumps({"train": tp, "val": vp, "hash": h.hexdigest()}))
     return tp, vp, h.hexdigest()
 
 

@@ -1,9 +1,11 @@
-"""Human-friendly numbers: ``1e12``, ``50e6``, ``50M``, ``1.3B``, ``1T``, ``2k``."""
+"""Human-friendly numbers (``1e12``, ``50e6``, ``50M``, ``1.3B``, ``1T``, ``2k``) and the few
+plain-float helpers the numpy-free paths (``archfit recommend``) need."""
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Sequence
 
 from archfit.errors import NumberError
 
@@ -50,3 +52,26 @@ def parse_list(text: str, *, what: str = "list", integer: bool = False) -> list[
         raise NumberError(f"{what}: empty list; give comma-separated values such as 1,2,4")
     parse = parse_int if integer else parse_number
     return [parse(p, what=what) for p in parts]  # type: ignore[return-value]
+
+
+def fmt_sci(x: float) -> str:
+    """1e9 -> '1e9', 1.3e9 -> '1.3e9' (used in derived-quantity names)."""
+    if x == 0 or not math.isfinite(x):
+        return str(x)
+    e = int(math.floor(math.log10(abs(x))))
+    m = x / 10**e
+    ms = f"{m:.3g}"
+    if ms == "10":
+        ms, e = "1", e + 1
+    return f"{ms}e{e}"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation, as numpy's default."""
+    v = sorted(values)
+    if not v:
+        raise ValueError("percentile of no values")
+    pos = (len(v) - 1) * q / 100.0
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)

@@ -1,14 +1,18 @@
 """From a law to a buildable shape: ``recommend(params=1e12)`` or ``recommend(compute=1e24)``.
 
-Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws (Levine,
-depth-width); with ``compute=C`` the compute-optimal N_opt(C) of a Chinchilla-type fit is in that
-fit's own convention (total parameters for Hoffmann et al. and Epoch), and the shape is sized so
-its ``params_total`` lands on N_opt.
+Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws; with
+``compute=C`` the compute-optimal N_opt(C) of a compute law is in that fit's own convention
+(total parameters for Hoffmann et al. and Epoch), and the shape is sized so its
+``params_total`` lands on N_opt.
+
+This module names no law: it asks each fit's law object for its role and its optimum.
+numpy-free (``archfit recommend`` is a cold path).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -17,8 +21,9 @@ from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.shapes import Shape, iso_param_family
 
-SHAPE_LAWS = ("levine", "depth-width")
-COMPUTE_LAWS = ("chinchilla", "chinchilla-varpro")
+# deprecated keyword -> Shape's name (kept for one release)
+_DEPRECATED = {"vocab": "vocab_size", "ctx": "n_ctx", "kv_heads": "n_kv_head",
+               "tied": "tied_embeddings", "rope": "position"}
 
 
 @dataclass
@@ -38,6 +43,7 @@ class Recommendation:
     alternatives_records: list[dict[str, Any]]
     compute: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    trust: dict[str, Any] = field(default_factory=dict)
 
     @property
     def alternatives(self) -> Any:
@@ -71,117 +77,215 @@ class Recommendation:
         return out
 
     def text(self) -> str:
-        s = self.shape
+        s, ci = self.shape, self.ci or {}
         lines = []
         if self.compute:
             c = self.compute
             lines.append(f"compute {c['C']:.3g} FLOPs (C = 6 N D) -> N_opt {c['N_opt']:.4g}, "
                          f"D_opt {c['D_opt']:.4g} tokens  [{c['law']}]")
-        lines.append(f"target: {self.target_params:.4g} parameters ({self.target_convention})")
-        lines.append(f"law: {self.law}: {self.law_formula}")
-        lines.append(f"     {self.law_source}")
-        ci = self.ci or {}
+        lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
+                  f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" [{ci['n_layer'][0]:.1f}, {ci['n_layer'][1]:.1f}]" if "n_layer" in ci else ""
         wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
-        lines.append(f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
-                     f"width {self.d_model_opt:,.0f}{wci}" +
-                     ("  (95% bootstrap CI)" if ci else ""))
-        lines.append("")
-        lines.append(f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
-                     f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
-                     f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}")
+        lines += [f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
+                  f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else ""),
+                  "",
+                  f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
+                  f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
+                  f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}"]
         total = self.compute is not None and "total" in self.target_convention
-        ne_err = "" if total else f"; {self.rel_error:+.2%} from target"
-        tot_err = f"; {self.rel_error:+.2%} from target" if total else ""
-        lines.append(f"  params_non_embedding {s.params_non_embedding:,} (Kaplan's N{ne_err})")
-        lines.append(f"  params_total         {s.params_total:,} (embeddings "
-                     f"{'tied' if s.tied_embeddings else 'untied'}{tot_err})")
-        lines.append(f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
-                     "(Kaplan: 6N + 6*n_layer*n_ctx*d_model)")
-        for n in self.notes:
-            lines.append(f"note: {n}")
+        err = f"; {self.rel_error:+.2%} from target"
+        lines += [f"  params_non_embedding {s.params_non_embedding:,} (Kaplan's N"
+                  f"{'' if total else err})",
+                  f"  params_total         {s.params_total:,} (embeddings "
+                  f"{'tied' if s.tied_embeddings else 'untied'}{err if total else ''})",
+                  f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
+                  "(Kaplan: 6N + 6*n_layer*n_ctx*d_model)"]
+        lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return self.text()
 
 
+@dataclass(frozen=True)
+class _Options:
+    """Validated options: the shape's fixed fields and the width constraints."""
+
+    base: dict[str, Any]  # Shape fields other than depth, width, heads, d_ff
+    head_dim: int
+    multiple_of: int
+    step: int  # the width step: multiple of head_dim (and of tp heads)
+    n_kv_head: int | None
+    tp: int | None
+    top: int
+
+
+@dataclass(frozen=True)
+class _Target:
+    value: float
+    convention: str
+    total: bool  # size params_total (not the non-embedding count) to the target
+    compute: dict[str, Any] | None
+
+
 def _lcm(a: int, b: int) -> int:
     return a * b // math.gcd(a, b)
 
 
-def _classify(fits: Sequence[Fit]) -> tuple[Fit | None, Fit | None, Fit | None]:
-    shape = compute = ff = None
-    for f in fits:
-        if f.law in SHAPE_LAWS:
-            shape = f
-        elif f.law in COMPUTE_LAWS:
-            compute = f
-        elif f.law == "ff-ratio":
-            ff = f
-        else:
+def _undeprecate(kw: dict[str, Any], deprecated: dict[str, Any]) -> None:
+    for old, value in deprecated.items():
+        if old not in _DEPRECATED:
+            raise TypeError(f"recommend() got an unexpected keyword argument {old!r}")
+        new = _DEPRECATED[old]
+        warnings.warn(f"recommend({old}=...) is deprecated; use {new}=...", DeprecationWarning,
+                      stacklevel=3)
+        kw[new] = ("rope" if value else "learned") if old == "rope" else value
+
+
+def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -> _Options:
+    if (params is None) == (compute is None):
+        raise RecommendError("give exactly one of params (a size) or compute (a FLOP budget)")
+    for name, v in (("params", params), ("compute", compute)):
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise RecommendError(f"{name} must be a positive number, got {v!r}")
+    for name in ("head_dim", "multiple_of", "vocab_size", "n_ctx", "top"):
+        v = kw[name]
+        if not (isinstance(v, int) and v > 0):
+            raise RecommendError(f"{name} must be a positive whole number, got {v!r}")
+    head_dim, multiple_of, tp = kw["head_dim"], kw["multiple_of"], kw["tp"]
+    if multiple_of % head_dim and head_dim % multiple_of:
+        raise RecommendError(f"head_dim {head_dim} does not divide the width multiple "
+                             f"{multiple_of} (nor the reverse); e.g. use --multiple-of "
+                             f"{_lcm(head_dim, multiple_of)} or --head-dim "
+                             f"{math.gcd(head_dim, multiple_of)}")
+    for name in ("tp", "n_kv_head"):
+        if kw[name] is not None and kw[name] <= 0:
+            raise RecommendError(f"{name} must be a positive whole number, got {kw[name]}")
+    step = _lcm(multiple_of, head_dim)
+    if tp:
+        step = _lcm(step, head_dim * tp)
+    base = {k: kw[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position")}
+    return _Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"])
+
+
+def _fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
+    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+    by_role: dict[str, Fit] = {}
+    for f in map(load_fit, given):
+        role = f.law_obj.role
+        if role not in ("shape", "compute", "ff"):
             raise RecommendError(
                 f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
-                "give a levine or depth-width fit (shape), a chinchilla fit (--compute) or an "
-                "ff-ratio fit (--ff-ratio auto)")
-    return shape, compute, ff
+                "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
+                "--compute) or an ff-ratio fit (--ff-ratio auto)")
+        by_role[role] = f
+    by_role.setdefault("shape", load_fit(DEFAULT_SHAPE_LAW))
+    return by_role
 
 
-def _optimum(fit: Fit, N: float) -> tuple[float, float]:
-    """(optimal depth, width) at N, in plain floats (no numpy on the CLI's cold path)."""
-    p = fit.params
-    if fit.law == "levine":
-        # solve 0.5 ln(N / (12 L)) = a + b L (monotone in L) by Newton's method
-        a, b, L = p["a"], p["b"], 10.0
-        for _ in range(100):
-            f = 0.5 * math.log(N / (12 * L)) - a - b * L
-            step = f / (-0.5 / L - b)
-            L = max(L - step, 1e-6)
-            if abs(step) < 1e-10 * max(1.0, L):
-                break
-        return L, math.exp(a + b * L)
-    A, al, B, be = p["A"], p["alpha"], p["B"], p["beta"]
-    L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
-    return L, math.sqrt(N / (12 * L))
+def _target(params: float | None, compute: float | None, fits: dict[str, Fit]) -> _Target:
+    if compute is None:
+        return _Target(float(params), fits["shape"].law_obj.target_convention,  # type: ignore[arg-type]
+                       False, None)
+    cf = fits.setdefault("compute", load_fit(DEFAULT_COMPUTE_LAW))
+    n_opt, d_opt = cf.law_obj.compute_optimal(cf.params, compute)
+    info = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt), "law": cf.label,
+            "convention": cf.conventions.get("params", "as fitted")}
+    return _Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
+                   "total" in info["convention"], info)
 
 
-def _optimum_ci(fit: Fit, N: float) -> dict[str, list[float]] | None:
-    names = list(fit.law_obj.param_names)
-    if not all(n in (fit.bootstrap.get("samples") or {}) for n in names):
-        return None
-    import numpy as np
+def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str]) -> float:
+    if ff_ratio == "auto":
+        if "ff" not in fits:
+            raise RecommendError("--ff-ratio auto needs an ff-ratio fit: pass one with --fit "
+                                 "(made by 'archfit fit ... --law ff-ratio')")
+        ff = fits["ff"].law_obj.ff_ratio(fits["ff"].params, N)
+        notes.append(f"ff ratio {ff:.3g} from the ff-ratio fit at this size")
+        return ff
+    try:
+        ff = float(ff_ratio)
+    except ValueError:
+        raise RecommendError(f"ff_ratio must be a number or 'auto', got {ff_ratio!r}") from None
+    if not ff > 0:
+        raise RecommendError(f"ff_ratio must be positive, got {ff_ratio}")
+    return ff
 
-    samples = fit.samples()
-    k = len(samples[names[0]])
-    Ls, ds = [], []
-    for i in range(k):
-        p = {n: float(samples[n][i]) for n in names}
-        try:
-            L, d = _optimum(Fit(law=fit.law, params=p), N)
-        except (ValueError, OverflowError, ZeroDivisionError):
+
+def _optimum(shape_fit: Fit, target: _Target, opts: _Options) -> tuple[float, float, float]:
+    """(n_layer*, d_model*, the non-embedding size they are for). With a total-parameter target
+    the embedding share is taken off by fixed-point iteration on the optimal width."""
+    law, N_ne = shape_fit.law_obj, target.value
+    for _ in range(4 if target.total else 1):
+        L_opt, d_opt = law.optimum(shape_fit.params, N_ne)
+        if not (math.isfinite(L_opt) and L_opt > 0):
+            raise RecommendError(f"the {shape_fit.law} fit gives no finite optimal depth at "
+                                 f"{N_ne:.3g} parameters")
+        if target.total:
+            w = max(opts.step, int(round(d_opt / opts.step)) * opts.step)
+            emb = Shape(n_layer=1, d_model=w, n_head=w // opts.head_dim,
+                        **opts.base).params_embedding
+            N_ne = max(target.value - emb, target.value * 0.05)
+    return L_opt, d_opt, N_ne
+
+
+def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Shape]:
+    lo = max(1, int(math.floor(L_opt * 0.75)))
+    hi = max(lo + 1, int(math.ceil(L_opt * 1.3)))
+    try:
+        members = iso_param_family(N_ne, range(lo, hi + 1), [ff], head_dim=opts.head_dim,
+                                   multiple=opts.step, ff_multiple=opts.multiple_of,
+                                   ff_slack=0.05, tolerance=0.02, **opts.base)
+    except ShapeError as e:
+        raise RecommendError(str(e)) from None
+    cands = []
+    for m in members:
+        s = m.shape
+        if s is None:
             continue
-        if math.isfinite(L) and math.isfinite(d) and L > 0:
-            Ls.append(L)
-            ds.append(d)
-    if len(Ls) < 10:
-        return None
-    return {"n_layer": np.percentile(Ls, [2.5, 97.5]).tolist(),
-            "d_model": np.percentile(ds, [2.5, 97.5]).tolist()}
+        if opts.n_kv_head is not None:
+            if s.n_head % opts.n_kv_head:
+                continue
+            s = s.with_(n_kv_head=opts.n_kv_head)
+        if opts.tp and s.n_head % opts.tp:
+            continue
+        cands.append(s)
+    if not cands:
+        raise RecommendError("no buildable shape near the optimum: loosen --multiple-of, "
+                             "--head-dim or --tp")
+    return cands
 
 
-def _penalty(fit: Fit, shape: Shape, best: Shape, L_opt: float) -> float | None:
-    """Predicted loss above the best shape (nats/token), where the fit has a loss model."""
-    if fit.law == "depth-width":
-        p = fit.params
+def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, opts: _Options,
+          notes: list[str]) -> tuple[Shape, list[dict[str, Any]]]:
+    """The recommendation (the integer depth nearest the optimum among shapes within 2% of the
+    target) and the alternatives, ranked by predicted loss penalty where the law has a loss
+    model, else by distance from the optimal depth."""
+    def err(s: Shape) -> float:
+        return ((s.params_total if target.total else s.params_non_embedding)
+                - target.value) / target.value
 
-        def loss(s: Shape) -> float:
-            return p["A"] / s.d_model ** p["alpha"] + p["B"] / s.n_layer ** p["beta"]
-
-        return loss(shape) - loss(best)
-    c = fit.extra.get("curvature")
-    if fit.law == "levine" and c:
-        return float(c) * (math.log(shape.n_layer) - math.log(L_opt)) ** 2
-    return None
+    within = [s for s in cands if abs(err(s)) <= 0.02]
+    if not within:
+        closest = min(cands, key=lambda s: abs(err(s)))
+        raise RecommendError(
+            f"no shape near the optimal depth lands within 2% of {target.value:.3g} parameters "
+            f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
+            f"{closest.d_model}, {err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
+    best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
+    law = shape_fit.law_obj
+    rows = [{"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head, "d_ff": s.d_ff,
+             "params_non_embedding": s.params_non_embedding, "params_total": s.params_total,
+             "rel_error": err(s), "loss_penalty": law.loss_penalty(shape_fit, s, best, L_opt),
+             "aspect_ratio": s.aspect_ratio, "recommended": s == best} for s in within]
+    has_pen = any(r["loss_penalty"] is not None for r in rows)
+    rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_pen else
+                             abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
+    if not has_pen:
+        notes.append("alternatives are ranked by distance from the optimal depth: this fit has "
+                     "no loss model to predict their loss penalty")
+    return best, rows[: opts.top + 1]
 
 
 def recommend(
@@ -189,164 +293,50 @@ def recommend(
     *,
     compute: float | None = None,
     fit: Fit | str | Sequence[Fit | str] | None = None,
-    vocab: int = 50257,
-    ctx: int = 2048,
+    vocab_size: int = 50257,
+    n_ctx: int = 2048,
     head_dim: int = 128,
     multiple_of: int = 128,
     ff_ratio: float | str = 4.0,
     mlp: str = "gelu",
-    kv_heads: int | None = None,
+    n_kv_head: int | None = None,
     tp: int | None = None,
     top: int = 5,
-    tied: bool = True,
-    rope: bool = False,
+    tied_embeddings: bool = True,
+    position: str = "learned",
+    **deprecated: Any,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
-    budget ``compute`` in FLOPs, via a Chinchilla-type fit's N_opt).
+    budget ``compute`` in FLOPs, via a compute law's N_opt).
 
     ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
-    a shape law (levine or depth-width; default levine2020), a compute law for ``compute``
-    (default epoch2024) and an ff-ratio fit when ``ff_ratio="auto"``.
+    a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
+    ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names; the old
+    spellings ``vocab``, ``ctx``, ``kv_heads``, ``tied`` and ``rope`` still work (deprecated).
     """
-    if (params is None) == (compute is None):
-        raise RecommendError("give exactly one of params (a size) or compute (a FLOP budget)")
-    for name, v in (("params", params), ("compute", compute)):
-        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise RecommendError(f"{name} must be a positive number, got {v!r}")
-    for name, v in (("head_dim", head_dim), ("multiple_of", multiple_of), ("vocab", vocab),
-                    ("ctx", ctx), ("top", top)):
-        if not (isinstance(v, int) and v > 0):
-            raise RecommendError(f"{name} must be a positive whole number, got {v!r}")
-    if multiple_of % head_dim and head_dim % multiple_of:
-        raise RecommendError(f"head_dim {head_dim} does not divide the width multiple "
-                             f"{multiple_of} (nor the reverse); e.g. use --multiple-of "
-                             f"{_lcm(head_dim, multiple_of)} or --head-dim {math.gcd(head_dim, multiple_of)}")
-    if tp is not None and tp <= 0:
-        raise RecommendError(f"tp must be a positive whole number, got {tp}")
-    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
-    fits = [load_fit(f) for f in given]
-    shape_fit, compute_fit, ff_fit = _classify(fits)
+    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
+              mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
+              position=position)
+    _undeprecate(kw, deprecated)
+    opts = _validate(params, compute, kw)
+    fits = _fits_by_role(fit)
+    target = _target(params, compute, fits)
     notes: list[str] = []
-    shape_fit = shape_fit or load_fit(DEFAULT_SHAPE_LAW)
-
-    # the width step: multiple of head_dim (and of tp heads), so heads divide evenly
-    step = _lcm(multiple_of, head_dim)
-    if tp:
-        step = _lcm(step, head_dim * tp)
-    if kv_heads is not None and kv_heads <= 0:
-        raise RecommendError(f"kv_heads must be positive, got {kv_heads}")
-
-    compute_info = None
-    target_convention = "non-embedding parameters (Kaplan's N)"
-    if compute is not None:
-        compute_fit = compute_fit or load_fit(DEFAULT_COMPUTE_LAW)
-        from archfit.laws.loss_laws import compute_optimal
-
-        n_opt, d_opt = compute_optimal(compute_fit.params, compute)
-        compute_info = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt),
-                        "law": compute_fit.name or compute_fit.law,
-                        "convention": compute_fit.conventions.get("params", "as fitted")}
-        target = float(n_opt)
-        target_convention = (f"N_opt of {compute_info['law']}: "
-                             f"{compute_info['convention']}")
-    else:
-        target = float(params)  # type: ignore[arg-type]
-
-    if ff_ratio == "auto":
-        if ff_fit is None:
-            raise RecommendError("--ff-ratio auto needs an ff-ratio fit: pass one with --fit "
-                                 "(made by 'archfit fit ... --law ff-ratio')")
-        ff = float(ff_fit.predict(params=target)[0])
-        notes.append(f"ff ratio {ff:.3g} from the ff-ratio fit at this size")
-    else:
-        try:
-            ff = float(ff_ratio)
-        except ValueError:
-            raise RecommendError(f"ff_ratio must be a number or 'auto', got {ff_ratio!r}") from None
-        if not ff > 0:
-            raise RecommendError(f"ff_ratio must be positive, got {ff_ratio}")
-
-    base = dict(vocab_size=vocab, n_ctx=ctx, mlp=mlp, tied_embeddings=tied,
-                position="rope" if rope else "learned")
-    # Hoffmann et al. / Epoch count total parameters: size the shape's params_total to N_opt
-    total_target = compute_info is not None and "total" in compute_info["convention"]
-    N_ne = target
-    for _ in range(4 if total_target else 1):
-        L_opt, d_opt_w = _optimum(shape_fit, N_ne)
-        if not (math.isfinite(L_opt) and L_opt > 0):
-            raise RecommendError(f"the {shape_fit.law} fit gives no finite optimal depth at "
-                                 f"{N_ne:.3g} parameters")
-        if total_target:
-            emb = Shape(n_layer=1, d_model=max(step, int(round(d_opt_w / step)) * step),
-                        n_head=max(step, int(round(d_opt_w / step)) * step) // head_dim,
-                        **base).params_embedding
-            N_ne = max(target - emb, target * 0.05)
-    lo = max(1, int(math.floor(L_opt * 0.75)))
-    hi = max(lo + 1, int(math.ceil(L_opt * 1.3)))
-    depths = list(range(lo, hi + 1))
-    try:
-        members = iso_param_family(N_ne, depths, [ff], head_dim=head_dim, multiple=step,
-                                   ff_multiple=multiple_of, ff_slack=0.05, tolerance=0.02,
-                                   **base)
-    except ShapeError as e:
-        raise RecommendError(str(e)) from None
-    cands = []
-    for m in members:
-        if m.shape is None:
-            continue
-        s = m.shape
-        if kv_heads is not None:
-            if s.n_head % kv_heads:
-                continue
-            s = s.with_(n_kv_head=kv_heads)
-        if tp and s.n_head % tp:
-            continue
-        cands.append(s)
-    if not cands:
-        raise RecommendError("no buildable shape near the optimum: loosen --multiple-of, "
-                             "--head-dim or --tp")
-
-    def count(s: Shape) -> float:
-        return s.params_total if total_target else s.params_non_embedding
-
-    def err(s: Shape) -> float:
-        return (count(s) - target) / target
-
-    # the recommendation: the integer depth nearest the optimum among shapes within 2%
-    within = [s for s in cands if abs(err(s)) <= 0.02]
-    if not within:
-        closest = min(cands, key=lambda s: abs(err(s)))
-        raise RecommendError(
-            f"no shape near the optimal depth lands within 2% of {target:.3g} parameters with "
-            f"widths in steps of {step} (closest: {closest.n_layer} x {closest.d_model}, "
-            f"{err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
-    best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
-    ci = _optimum_ci(shape_fit, N_ne)
+    ff = _ff(ff_ratio, fits, target.value, notes)
+    shape_fit = fits["shape"]
+    L_opt, d_opt, N_ne = _optimum(shape_fit, target, opts)
+    cands = _candidates(N_ne, L_opt, ff, opts)
+    law = shape_fit.law_obj
+    ci = law.optimum_ci(shape_fit, N_ne)
     if ci is None:
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
-
-    rows = []
-    for s in within:
-        pen = _penalty(shape_fit, s, best, L_opt)
-        rows.append({"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
-                     "d_ff": s.d_ff, "params_non_embedding": s.params_non_embedding,
-                     "params_total": s.params_total, "rel_error": err(s),
-                     "loss_penalty": pen, "aspect_ratio": s.aspect_ratio,
-                     "recommended": s == best})
-    has_pen = any(r["loss_penalty"] is not None for r in rows)
-    rows.sort(key=lambda r: (not r["recommended"],
-                             r["loss_penalty"] if has_pen else
-                             abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
-    if not has_pen:
-        notes.append("alternatives are ranked by distance from the optimal depth: this fit has "
-                     "no loss model to predict their loss penalty")
+    best, rows = _rank(cands, target, shape_fit, L_opt, opts, notes)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
-        shape=best, target_params=target, target_convention=target_convention,
-        law=shape_fit.name or shape_fit.law, law_formula=shape_fit.law_obj.formula,
-        law_source=src, n_layer_opt=L_opt, d_model_opt=d_opt_w,
-        rel_error=err(best), ci=ci, alternatives_records=rows[: top + 1],
-        compute=compute_info, notes=notes,
+        shape=best, target_params=target.value, target_convention=target.convention,
+        law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
+        d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
+        compute=target.compute, notes=notes, trust=law.trust(shape_fit, N_ne),
     )

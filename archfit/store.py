@@ -1,18 +1,296 @@
-"""Parquet storage of sweep results (schema versions and their checks)."""
+"""Parquet storage of runs: the run table's schema, its write (``archfit sweep collect``) and its
+read into archfit's canonical columns (``archfit fit``, ``archfit plot``).
+
+Canonical columns (what laws read):
+
+``loss``      final validation loss (nats/token); default source ``loss`` then ``final_val_loss``
+``params``    parameter count N; default source ``params`` then ``params_non_embedding``
+              (Kaplan's convention). The convention actually used is recorded in the fit.
+``tokens``    training tokens D; when absent but ``flops`` and ``params`` are present,
+              D = flops / (6 N) and a note says so
+``flops``     training FLOPs
+``n_layer``, ``d_model``, ``d_ff``, ``n_head``, ``lr``, ``seed``, ``status``, ``run_id``,
+``target_params`` (the size class a sweep planned the run for)
+
+A foreign table is read through a column map (``--map params='Model Size'``); the map travels
+with the fit (:attr:`RunTable.mapping`), so a plot of the fit reads its data the same way.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from archfit.errors import FitInputError
+from archfit.io import atomic_path, file_sha256
+
+if TYPE_CHECKING:  # pragma: no cover
+    from archfit.sweep import Run, Spec
 
 SCHEMA_VERSION = 1
+
+# ---------------------------------------------------------------------------- the run table
+RUN_COLUMNS = ("run_id", "sweep", "status", "error", "n_layer", "d_model", "n_head", "n_kv_head",
+               "d_ff", "ff_ratio", "vocab_size", "n_ctx", "mlp", "position", "tied_embeddings",
+               "norm", "parametrization", "params_total", "params_non_embedding",
+               "target_params", "tokens", "steps", "flops", "lr", "seed", "final_val_loss",
+               "best_val_loss", "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
+               "peak_memory_bytes", "device", "data_hash", "archfit_version", "schema_version")
+_TEXT_COLUMNS = ("run_id", "sweep", "status", "error", "mlp", "position", "norm",
+                 "parametrization", "device", "data_hash", "archfit_version")
+_INT_COLUMNS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "n_ctx",
+                "params_total", "params_non_embedding", "tokens", "steps", "seed",
+                "peak_memory_bytes", "schema_version")
+_RESULT_KEYS = ("tokens", "steps", "flops", "final_val_loss", "best_val_loss",
+                "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
+                "peak_memory_bytes", "device", "data_hash", "archfit_version")
+CURVE_COLUMNS = ("run_id", "step", "tokens", "train_loss", "val_loss", "lr")
+
+
+def _run_schema() -> dict[str, Any]:
+    import polars as pl
+
+    schema: dict[str, Any] = {}
+    for k in RUN_COLUMNS:
+        schema[k] = (pl.Utf8 if k in _TEXT_COLUMNS else pl.Int64 if k in _INT_COLUMNS
+                     else pl.Boolean if k == "tied_embeddings" else pl.Float64)
+    return schema
+
+
+def run_row(run: Run, sweep: str, res: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the run table from a run of a spec and its ``result.json``."""
+    s, cfg = run.shape, run.config
+    row: dict[str, Any] = {k: None for k in RUN_COLUMNS}
+    row.update(run_id=run.run_id, sweep=sweep, status=res.get("status"), error=res.get("error"),
+               n_layer=s.n_layer, d_model=s.d_model, n_head=s.n_head, n_kv_head=s.n_kv_head,
+               d_ff=s.d_ff, ff_ratio=s.ff_ratio,
+               vocab_size=(res.get("shape") or {}).get("vocab_size", s.vocab_size),
+               n_ctx=s.n_ctx, mlp=s.mlp, position=s.position, tied_embeddings=s.tied_embeddings,
+               norm=s.norm, parametrization=cfg["parametrization"],
+               params_total=res.get("params_total"),
+               params_non_embedding=res.get("params_non_embedding"),
+               target_params=run.meta.get("target_params"), lr=cfg["lr"], seed=cfg["seed"],
+               schema_version=SCHEMA_VERSION)
+    row.update({k: res.get(k) for k in _RESULT_KEYS})
+    return row
+
+
+def curve_rows(run_id: str, res: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"run_id": run_id, **{k: p.get(k) for k in CURVE_COLUMNS[1:]}}
+            for p in res.get("curve") or []]
+
+
+def curves_path(path: str) -> str:
+    return (path[:-8] if path.endswith(".parquet") else path) + ".curves.parquet"
+
+
+def write_runs(rows: list[dict[str, Any]], curves: list[dict[str, Any]], path: str
+               ) -> tuple[str, str]:
+    """Write the run table to ``path`` and the loss curves beside it, both atomically."""
+    import polars as pl
+
+    df = pl.DataFrame(rows, schema=_run_schema())
+    cdf = pl.DataFrame(curves, schema={"run_id": pl.Utf8, "step": pl.Int64, "tokens": pl.Int64,
+                                       "train_loss": pl.Float64, "val_loss": pl.Float64,
+                                       "lr": pl.Float64})
+    cpath = curves_path(path)
+    for frame, p in ((df, path), (cdf, cpath)):
+        with atomic_path(p) as tmp:
+            frame.write_parquet(tmp)
+    return path, cpath
+
+
+def collect(spec: Spec, out: str, path: str) -> tuple[str, str, int]:
+    """Gather every finished run of ``spec`` in the sweep directory ``out`` into ``path`` (one
+    row per run) and the loss curves into ``NAME.curves.parquet``. Returns the paths and the
+    row count."""
+    from archfit.sweep.rundir import read_result
+
+    rows, curves = [], []
+    for r in spec.runs:
+        res = read_result(os.path.join(out, r.run_id))
+        if res is None:
+            continue
+        rows.append(run_row(r, spec.name, res))
+        curves.extend(curve_rows(r.run_id, res))
+    p, cp = write_runs(rows, curves, path)
+    return p, cp, len(rows)
 
 
 def check_schema_version(df: Any, path: str) -> None:
     """Accept files of this schema or older (every version so far is readable); refuse newer."""
+    if "schema_version" not in df.columns:
+        return
     versions = set(int(v) for v in df["schema_version"].drop_nulls().unique().to_list())
     newer = [v for v in versions if v > SCHEMA_VERSION]
     if newer:
         raise FitInputError(f"{path}: written with archfit schema {max(newer)}, newer than this "
                             f"archfit reads ({SCHEMA_VERSION}); upgrade archfit")
+
+
+# ---------------------------------------------------------------------------- reading
+CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
+             "seed", "status", "run_id", "target_params")
+DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
+    "loss": ("loss", "final_val_loss"),
+    "params": ("params", "params_non_embedding"),
+}
+
+
+@dataclass
+class RunTable:
+    """Runs in canonical columns, plus what was done to get them."""
+
+    frame: Any  # polars.DataFrame
+    inputs: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    n_dropped: int = 0
+    mapping: dict[str, str] = field(default_factory=dict)  # the --map the table was read with
+
+
+def expand_paths(paths: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        if os.path.exists(p):
+            out.append(p)
+            continue
+        matches = sorted(glob.glob(p))
+        if not matches:
+            raise FitInputError(f"{p}: no such file (nor any file matching it as a glob)")
+        out.extend(matches)
+    if not out:
+        raise FitInputError("no input files given; pass parquet, CSV or JSONL files of runs")
+    return out
+
+
+def _read_one(path: str) -> Any:
+    import polars as pl
+
+    ext = path.lower().rsplit(".", 1)[-1] if "." in os.path.basename(path) else ""
+    readers = {"parquet": pl.read_parquet, "pq": pl.read_parquet,
+               "csv": lambda p: pl.read_csv(p, infer_schema_length=10000),
+               "tsv": lambda p: pl.read_csv(p, separator="\t", infer_schema_length=10000),
+               "jsonl": lambda p: pl.read_ndjson(p, infer_schema_length=10000),
+               "ndjson": lambda p: pl.read_ndjson(p, infer_schema_length=10000),
+               "json": pl.read_json}
+    if ext not in readers:
+        raise FitInputError(f"{path}: unknown file type '.{ext}'; give .parquet, .csv, .tsv "
+                            "or .jsonl")
+    try:
+        df = readers[ext](path)
+    except Exception as e:  # polars raises many kinds
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FitInputError(f"{path}: cannot read as {ext}: {first}") from None
+    if df.height == 0:
+        raise FitInputError(f"{path}: the file holds no rows")
+    return df
+
+
+def _canonical_columns(df: Any, mapping: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
+    import polars as pl
+
+    sources: dict[str, str] = {}
+    cols: dict[str, Any] = {}
+    for name in CANONICAL:
+        candidates = (mapping[name],) if name in mapping else DEFAULT_SOURCES.get(name, (name,))
+        for src in candidates:
+            if src in df.columns:
+                cols[name] = df[src]
+                sources[name] = src
+                break
+        else:
+            if name in mapping:
+                raise FitInputError(f"--map {name}={mapping[name]}: no column {mapping[name]!r} "
+                                    f"in the input; columns are: {', '.join(df.columns)}")
+    out = pl.DataFrame(cols)
+    for c in out.columns:
+        if c in ("status", "run_id"):
+            continue
+        try:
+            out = out.with_columns(pl.col(c).cast(pl.Float64, strict=True))
+        except Exception:
+            raise FitInputError(f"column {sources[c]!r} (archfit {c!r}) is not numeric") from None
+    return out, sources
+
+
+def _drop_unusable(out: Any, notes: list[str]) -> Any:
+    import polars as pl
+
+    n0 = out.height
+    if "status" in out.columns:
+        ok = out["status"].cast(pl.Utf8).fill_null("ok") == "ok"
+        if int((~ok).sum()):
+            notes.append(f"dropped {int((~ok).sum())} run(s) whose status is not ok")
+        out = out.filter(ok)
+    n1 = out.height
+    out = out.filter(pl.col("loss").is_finite() & pl.col("loss").is_not_null()
+                     & (pl.col("loss") > 0))
+    if n1 - out.height:
+        notes.append(f"dropped {n1 - out.height} run(s) whose loss is missing, not finite or "
+                     "<= 0")
+    if out.height == 0:
+        raise FitInputError(f"no usable runs: all {n0} rows were dropped")
+    return out
+
+
+def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
+              *, frame: Any = None) -> RunTable:
+    """Read and concatenate tables of runs into canonical columns.
+
+    ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
+    Pass ``frame`` (polars or pandas) instead of paths to convert an in-memory table.
+    """
+    import polars as pl
+
+    mapping = dict(mapping or {})
+    for key in mapping:
+        if key not in CANONICAL:
+            raise FitInputError(f"--map {key}=...: unknown archfit column {key!r}; "
+                                f"known: {', '.join(CANONICAL)}")
+    frames: list[Any] = []
+    inputs: list[dict[str, str]] = []
+    if frame is not None:
+        frames.append(to_polars(frame))
+    else:
+        for p in expand_paths([os.fspath(paths)] if isinstance(paths, (str, os.PathLike))
+                              else paths):
+            df = _read_one(p)
+            check_schema_version(df, p)
+            frames.append(df)
+            inputs.append({"path": p, "sha256": file_sha256(p)})
+    try:
+        df = pl.concat(frames, how="diagonal_relaxed")
+    except Exception as e:
+        raise FitInputError(f"the input files do not share compatible columns: {e}") from None
+    out, sources = _canonical_columns(df, mapping)
+    notes: list[str] = []
+    if "tokens" not in out.columns and {"flops", "params"} <= set(out.columns):
+        out = out.with_columns((pl.col("flops") / (6.0 * pl.col("params"))).alias("tokens"))
+        sources["tokens"] = "flops / (6 * params)"
+        notes.append("tokens were missing: computed as D = FLOPs / (6 N)")
+    if "loss" not in out.columns:
+        raise FitInputError("no loss column: expected 'loss' or 'final_val_loss'; map one with "
+                            "--map loss=COLUMN")
+    n0 = out.height
+    out = _drop_unusable(out, notes)
+    return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
+                    n_dropped=n0 - out.height, mapping=mapping)
+
+
+def to_polars(frame: Any) -> Any:
+    import polars as pl
+
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    if type(frame).__module__.startswith("pandas"):
+        return pl.from_pandas(frame)
+    if isinstance(frame, Mapping):
+        return pl.DataFrame(dict(frame))
+    if isinstance(frame, list):
+        return pl.DataFrame(frame)
+    raise FitInputError(f"cannot use a {type(frame).__name__} as a table of runs; pass a polars "
+                        "or pandas DataFrame")

@@ -1,10 +1,11 @@
-"""One training run: ``train(TrainConfig(...)) -> RunResult``.
+"""One training run: ``train(TrainConfig(shape=..., budget=...)) -> RunResult``.
 
 AdamW (fused on CUDA; weight decay only on matrices), optional Muon for hidden matrices, linear
 warmup then cosine or warmup-stable-decay, grad clipping, gradient accumulation, bf16 autocast and
 TF32 on CUDA (fp32 on CPU), optional ``torch.compile``. Budgets by tokens, tokens per parameter or
-steps. Checkpoints (model, optimizer, step, data-sampler and RNG state) every k steps and on
-SIGTERM/SIGUSR2; a resumed run continues with the same losses as an uninterrupted one.
+steps (:class:`Budget`). Checkpoints (model, optimizer, step, data-sampler and RNG state) every k
+steps and on SIGTERM/SIGUSR2; a resumed run continues with the same losses as an uninterrupted
+one. torch is imported inside :func:`train` only.
 """
 
 from __future__ import annotations
@@ -12,45 +13,77 @@ from __future__ import annotations
 import math
 import os
 import signal
+import threading
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
 
 from archfit.errors import ArchfitError, DataError
+from archfit.io import atomic_path
 from archfit.shapes import Shape
 
 # bf16 dense peak FLOP/s by device name (vendor data sheets); unknown devices get MFU null
 PEAK_FLOPS = (("H200", 989e12), ("H100", 989e12), ("A100", 312e12))
 
 
+@dataclass(frozen=True)
+class Budget:
+    """How long a run trains: exactly one of ``tokens``, ``tokens_per_param`` (per
+    non-embedding parameter) or ``steps``."""
+
+    tokens: float | None = None
+    tokens_per_param: float | None = None
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [(k, v) for k, v in asdict(self).items() if v is not None]
+        if len(given) != 1:
+            raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
+        k, v = given[0]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or (
+                k == "steps" and int(v) != v):
+            raise ArchfitError(f"the budget {k} must be a positive "
+                               f"{'whole ' if k == 'steps' else ''}number, got {v!r}")
+
+    def steps_for(self, shape: Shape, tokens_per_step: int) -> int:
+        """Optimizer steps this budget buys for ``shape`` at ``tokens_per_step``."""
+        if self.steps is not None:
+            return int(self.steps)
+        tokens = self.tokens if self.tokens is not None else (
+            self.tokens_per_param * shape.params_non_embedding)  # type: ignore[operator]
+        return max(1, int(round(tokens / tokens_per_step)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "n_kv_head", "mlp",
+               "position", "tied_embeddings", "bias", "norm", "qk_norm")
+_FLAT_SHAPE = _SHAPE_KEYS + ("vocab_size", "ctx")  # the flat (on-disk) names of shape fields
+_BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
+
+
 @dataclass
 class TrainConfig:
-    """Everything that defines a run (its id is a hash of this)."""
+    """Everything that defines a run: a :class:`Shape`, a :class:`Budget` and how to train.
 
-    n_layer: int = 4
-    d_model: int = 128
-    n_head: int = 4
-    d_ff: int | None = None
-    ff_ratio: float | None = None
-    n_kv_head: int | None = None
-    mlp: str = "gelu"
-    position: str = "learned"
-    tied_embeddings: bool = True
-    bias: bool = True
-    norm: str = "layernorm"
-    qk_norm: bool = False
-    vocab_size: int | None = None  # None: the data's vocabulary
-    ctx: int = 256
+    ``vocab_from_data``: size the vocabulary from the data (the shape's ``vocab_size`` is then
+    replaced by the data's). :meth:`to_dict` gives the flat record that run ids hash and
+    ``config.json`` stores; :meth:`from_dict` reads it back.
+    """
+
+    shape: Shape = field(default_factory=lambda: Shape(n_layer=4, d_model=128, n_head=4,
+                                                       vocab_size=256, n_ctx=256))
+    budget: Budget | None = None
+    vocab_from_data: bool = False
     parametrization: str = "standard"
     mup_base_width: int = 128
     mup_base_depth: int = 2
     data: str | None = None  # None: the embedded default corpus
-    tokens: float | None = None
-    tokens_per_param: float | None = None
-    steps: int | None = None
     batch_size: int = 16
     grad_accum: int = 1
     lr: float = 3e-3
@@ -73,23 +106,73 @@ class TrainConfig:
     divergence_factor: float = 2.5
     threads: int | None = None
 
-    def shape(self, vocab_size: int) -> Shape:
-        return Shape(n_layer=self.n_layer, d_model=self.d_model, n_head=self.n_head,
-                     d_ff=self.d_ff, ff_ratio=self.ff_ratio, n_kv_head=self.n_kv_head,
-                     vocab_size=self.vocab_size or vocab_size, n_ctx=self.ctx, mlp=self.mlp,
-                     tied_embeddings=self.tied_embeddings, position=self.position,
-                     bias=self.bias, norm=self.norm, qk_norm=self.qk_norm)
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.shape.n_ctx
+
+    def validate(self) -> None:
+        """The one check of a config before work starts (shape and budget check themselves)."""
+        if self.budget is None:
+            raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
+        for name in ("batch_size", "grad_accum", "eval_every", "eval_windows"):
+            if getattr(self, name) <= 0:
+                raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ArchfitError(f"lr must be positive, got {self.lr}")
+
+    def steps(self) -> int:
+        self.validate()
+        return self.budget.steps_for(self.shape, self.tokens_per_step)  # type: ignore[union-attr]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        s = self.shape
+        out: dict[str, Any] = {k: getattr(s, k) for k in _SHAPE_KEYS}
+        out.update(ff_ratio=None, vocab_size=None if self.vocab_from_data else s.vocab_size,
+                   ctx=s.n_ctx)
+        out.update(self.budget.to_dict() if self.budget else dict.fromkeys(_BUDGET_KEYS))
+        out.update({f.name: getattr(self, f.name) for f in fields(self)
+                    if f.name not in ("shape", "budget", "vocab_from_data")})
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        names = {f.name for f in fields(cls)}
-        unknown = set(d) - names
+        """A config from the flat record of :meth:`to_dict` (``config.json``)."""
+        own = {f.name for f in fields(cls)} - {"shape", "budget", "vocab_from_data"}
+        unknown = set(d) - own - set(_FLAT_SHAPE) - set(_BUDGET_KEYS)
         if unknown:
             raise ArchfitError(f"unknown training options: {', '.join(sorted(unknown))}")
-        return cls(**d)
+        return cls(**{k: v for k, v in d.items() if k in own}, **_from_flat(d))
+
+
+def _from_flat(d: dict[str, Any]) -> dict[str, Any]:
+    """shape / budget / vocab_from_data from flat keys (``n_layer=..., ctx=..., tokens=...``)."""
+    out: dict[str, Any] = {}
+    sk = {k: d[k] for k in _SHAPE_KEYS if k in d and d[k] is not None}
+    if sk or "ctx" in d or "vocab_size" in d:
+        base = {"n_layer": 4, "d_model": 128, "n_head": 4}
+        out["shape"] = Shape(**{**base, **sk}, vocab_size=d.get("vocab_size") or 256,
+                             n_ctx=d.get("ctx") or 256)
+        out["vocab_from_data"] = d.get("vocab_size") is None
+    bk = {k: d[k] for k in _BUDGET_KEYS if d.get(k) is not None}
+    if bk:
+        out["budget"] = Budget(**bk)
+    return out
+
+
+_dataclass_init = TrainConfig.__init__
+
+
+def _init(self: TrainConfig, *args: Any, **kw: Any) -> None:
+    flat = {k: kw.pop(k) for k in list(kw) if k in _FLAT_SHAPE or k in _BUDGET_KEYS}
+    if flat:
+        warnings.warn("TrainConfig(n_layer=..., ctx=..., tokens=...) is deprecated: pass "
+                      "shape=Shape(...) and budget=Budget(...)", DeprecationWarning, stacklevel=2)
+        flat.setdefault("vocab_size", None)
+        kw.update(_from_flat(flat))
+    _dataclass_init(self, *args, **kw)
+
+
+TrainConfig.__init__ = _init  # type: ignore[method-assign]
 
 
 @dataclass
@@ -167,7 +250,7 @@ def _optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
     matrices = [p for p in model.parameters() if p.ndim >= 2 and id(p) not in hidden]
     hid = [p for p in model.parameters() if id(p) in hidden]
     vectors = [p for p in model.parameters() if p.ndim < 2]
-    kw = dict(betas=(cfg.beta1, cfg.beta2), eps=1e-8)
+    kw: dict[str, Any] = dict(betas=(cfg.beta1, cfg.beta2), eps=1e-8)
     if device.startswith("cuda"):
         kw["fused"] = True
     if cfg.optimizer == "muon":
@@ -189,60 +272,78 @@ def _optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
     return [torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, **kw)]
 
 
-def _atomic_save(obj: Any, path: str) -> None:
-    import torch
+# ============================================================================ one run
+@dataclass
+class _Session:
+    """The state of a run between its phases: setup, resume, loop, finish."""
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    cfg: TrainConfig
+    shape: Shape
+    td: Any  # TokenData
+    device: str
+    model: Any
+    opts: list[Any]
+    step_fn: Any
+    val: Any
+    autocast: Any
+    total_steps: int
+    ckpt_path: str | None
+    result: RunResult
+    rng: np.random.Generator
+    start_step: int = 0
+    best_val: float = math.inf
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    train_time: float = 0.0
+    last_train: float | None = None
+
+    def evaluate(self) -> float:
+        import torch
+
+        self.model.eval()
+        losses = []
+        with torch.no_grad(), self.autocast:
+            for i in range(0, len(self.val), self.cfg.eval_batch):
+                w = self.val[i:i + self.cfg.eval_batch]
+                _, loss = self.step_fn(w[:, :-1], w[:, 1:])
+                losses.append(float(loss) * len(w))
+        self.model.train()
+        return sum(losses) / len(self.val)
+
+    def save(self, step: int) -> None:
+        if self.ckpt_path is None:
+            return
+        import torch
+
+        with atomic_path(self.ckpt_path) as tmp:
+            torch.save({"model": self.model.state_dict(),
+                        "optimizers": [o.state_dict() for o in self.opts],
+                        "data_rng": self.rng.bit_generator.state,
+                        "torch_rng": torch.get_rng_state(), "step": step,
+                        "best_val": self.best_val, "curve": self.curve,
+                        "config": self.cfg.to_dict()}, tmp)
 
 
-def train(cfg: TrainConfig, run_dir: str | None = None,
-          progress: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-    """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and a run
-    found there is resumed. Bad input raises a typed :class:`ArchfitError`; a run that diverges
-    or fails returns a result with that status (nothing is raised)."""
+def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     import torch
 
     import archfit
     from archfit import data as data_mod
     from archfit.model import GPT
 
-    t_wall = time.perf_counter()
-    for name in ("batch_size", "grad_accum", "ctx", "eval_every", "eval_windows"):
-        if getattr(cfg, name) <= 0:
-            raise ArchfitError(f"{name} must be positive, got {getattr(cfg, name)}")
-    if not cfg.lr > 0:
-        raise ArchfitError(f"lr must be positive, got {cfg.lr}")
-    budgets = [b for b in (cfg.tokens, cfg.tokens_per_param, cfg.steps) if b is not None]
-    if len(budgets) != 1:
-        raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
-    if budgets[0] <= 0:
-        raise ArchfitError(f"the budget must be positive, got {budgets[0]}")
-
-    td = data_mod.load(cfg.data, cfg.vocab_size)
-    td.check_window(cfg.ctx)
-    shape = cfg.shape(td.vocab_size)
+    td = data_mod.load(cfg.data, None if cfg.vocab_from_data else cfg.shape.vocab_size)
+    td.check_window(cfg.shape.n_ctx)
+    shape = cfg.shape.with_(vocab_size=td.vocab_size) if cfg.vocab_from_data else cfg.shape
     if shape.vocab_size < td.vocab_size:
         raise DataError(f"{td.name}: vocabulary {td.vocab_size} exceeds the model's "
                         f"{shape.vocab_size}")
     device = _device(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    tokens_per_step = cfg.batch_size * cfg.grad_accum * cfg.ctx
-    if cfg.steps is not None:
-        total_steps = int(cfg.steps)
-    else:
-        budget = cfg.tokens if cfg.tokens is not None else (
-            cfg.tokens_per_param * shape.params_non_embedding)  # type: ignore[operator]
-        total_steps = max(1, int(round(budget / tokens_per_step)))
-
     result = RunResult(status="ok", device=device, data_hash=td.data_hash, data_name=td.name,
                        params_total=shape.params_total,
                        params_non_embedding=shape.params_non_embedding, shape=shape.to_dict(),
                        config=cfg.to_dict(), archfit_version=archfit.__version__)
     result.shape.pop("breakdown", None)
-
     torch.manual_seed(cfg.seed)
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -250,154 +351,172 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
     model = GPT(shape, cfg.parametrization, cfg.mup_base_width, cfg.mup_base_depth).to(device)
     if model.num_params() != shape.params_total:  # the shape core is the one count
         raise AssertionError("model and shape disagree on the parameter count")
-    opts = _optimizers(model, cfg, device)
-    step_fn = torch.compile(model) if cfg.compile else model
-    rng = np.random.default_rng(cfg.seed)
-    val = torch.from_numpy(td.val_windows(cfg.eval_windows, cfg.ctx)).to(device)
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda")
-                else torch.autocast("cpu", enabled=False))
+    return _Session(
+        cfg=cfg, shape=shape, td=td, device=device, model=model,
+        opts=_optimizers(model, cfg, device),
+        step_fn=torch.compile(model) if cfg.compile else model,
+        val=torch.from_numpy(td.val_windows(cfg.eval_windows, shape.n_ctx)).to(device),
+        autocast=(torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda")
+                  else torch.autocast("cpu", enabled=False)),
+        total_steps=cfg.budget.steps_for(shape, cfg.tokens_per_step),  # type: ignore[union-attr]
+        ckpt_path=os.path.join(run_dir, "checkpoint.pt") if run_dir else None,
+        result=result, rng=np.random.default_rng(cfg.seed))
 
-    start_step, best_val, curve = 0, math.inf, []
-    ckpt_path = os.path.join(run_dir, "checkpoint.pt") if run_dir else None
-    if ckpt_path and os.path.exists(ckpt_path):
-        ck = torch.load(ckpt_path, map_location=device, weights_only=False)
-        model.load_state_dict(ck["model"])
-        for o, s in zip(opts, ck["optimizers"]):
-            o.load_state_dict(s)
-        rng.bit_generator.state = ck["data_rng"]
-        torch.set_rng_state(ck["torch_rng"])
-        start_step, best_val, curve = ck["step"], ck["best_val"], ck["curve"]
-        result.resumed_from_step = start_step
 
-    def evaluate() -> float:
-        model.eval()
-        losses = []
-        with torch.no_grad(), autocast:
-            for i in range(0, len(val), cfg.eval_batch):
-                w = val[i:i + cfg.eval_batch]
-                _, loss = step_fn(w[:, :-1], w[:, 1:])
-                losses.append(float(loss) * len(w))
-        model.train()
-        return sum(losses) / len(val)
+def _resume(s: _Session) -> None:
+    if not (s.ckpt_path and os.path.exists(s.ckpt_path)):
+        return
+    import torch
 
-    def save(step: int) -> None:
-        if ckpt_path is None:
-            return
-        _atomic_save({"model": model.state_dict(), "optimizers": [o.state_dict() for o in opts],
-                      "data_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
-                      "step": step, "best_val": best_val, "curve": curve,
-                      "config": cfg.to_dict()}, ckpt_path)
+    ck = torch.load(s.ckpt_path, map_location=s.device, weights_only=False)
+    s.model.load_state_dict(ck["model"])
+    for o, st in zip(s.opts, ck["optimizers"]):
+        o.load_state_dict(st)
+    s.rng.bit_generator.state = ck["data_rng"]
+    torch.set_rng_state(ck["torch_rng"])
+    s.start_step, s.best_val, s.curve = ck["step"], ck["best_val"], ck["curve"]
+    s.result.resumed_from_step = s.start_step
 
-    stop = {"signal": None}
-    previous: dict[int, Any] = {}
 
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["signal"] = signum
+class _Signals:
+    """SIGTERM/SIGUSR2 set a flag the loop checks at each step boundary; the handlers installed
+    before are restored afterwards (and called after the checkpoint: submitit's requeue)."""
 
-    import threading
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
 
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGUSR2):
-            previous[sig] = signal.signal(sig, on_signal)
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGUSR2):
+                self.previous[sig] = signal.signal(sig, self._on_signal)
+        return self
 
-    train_time = 0.0
-    ema = None
-    run_min = math.inf
-    last_train = None
-    try:
-        model.train()
-        for step in range(start_step, total_steps):
-            if stop["signal"] is not None:
-                save(step)
-                prev = previous.get(stop["signal"])
-                if callable(prev):  # e.g. submitit's handler: requeue the job, then exit
-                    signal.signal(stop["signal"], prev)
-                    prev(stop["signal"], None)
-                raise Preempted(f"stopped by signal {stop['signal']} at step {step}")
-            t0 = time.perf_counter()
-            lr = lr_at(step, total_steps, cfg)
-            for o in opts:
-                for g in o.param_groups:
-                    g["lr"] = lr * g.get("lr_mult", 1.0)
-            total = 0.0
-            for _ in range(cfg.grad_accum):
-                x, y = td.batch(rng, cfg.batch_size, cfg.ctx)
-                xb = torch.from_numpy(x).to(device, non_blocking=True)
-                yb = torch.from_numpy(y).to(device, non_blocking=True)
-                with autocast:
-                    _, loss = step_fn(xb, yb)
-                (loss / cfg.grad_accum).backward()
-                total += float(loss.detach()) / cfg.grad_accum
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            for o in opts:
-                o.step()
-                o.zero_grad(set_to_none=True)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            train_time += time.perf_counter() - t0
-            last_train = total
-            point: dict[str, Any] = {"step": step + 1, "tokens": (step + 1) * tokens_per_step,
-                                     "train_loss": total, "lr": lr}
-            if not math.isfinite(total):
-                result.status, result.error = "diverged", f"non-finite loss at step {step + 1}"
-                curve.append(point)
-                break
-            ema = total if ema is None else 0.8 * ema + 0.2 * total
-            run_min = min(run_min, ema)
-            if step > 10 and ema > cfg.divergence_factor * run_min:
-                result.status = "diverged"
-                result.error = (f"loss {ema:.3g} rose above {cfg.divergence_factor}x its running "
-                                f"minimum {run_min:.3g} at step {step + 1}")
-                curve.append(point)
-                break
-            if (step + 1) % cfg.eval_every == 0 or step + 1 == total_steps:
-                v = evaluate()
-                best_val = min(best_val, v)
-                point["val_loss"] = v
-            curve.append(point)
-            if progress is not None:
-                progress({**point, "total_steps": total_steps})
-            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-                save(step + 1)
-    except Preempted as e:
-        result.status, result.error = "preempted", str(e)
-    except (ArchfitError, KeyboardInterrupt):
-        raise
-    except Exception as e:  # a failing run is recorded, not raised
-        result.status = "failed"
-        result.error = f"{type(e).__name__}: {e}".splitlines()[0]
-        result.config["traceback"] = traceback.format_exc(limit=5)
-    finally:
-        for sig, h in previous.items():
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+    def chain(self) -> None:
+        prev = self.previous.get(self.signum)  # type: ignore[arg-type]
+        if callable(prev):  # e.g. submitit's handler: requeue the job, then exit
+            signal.signal(self.signum, prev)  # type: ignore[arg-type]
+            prev(self.signum, None)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, h in self.previous.items():
             signal.signal(sig, h)
 
-    vals = [p["val_loss"] for p in curve if "val_loss" in p]
-    done_steps = curve[-1]["step"] if curve else start_step
-    result.steps = done_steps
-    result.tokens = done_steps * tokens_per_step
-    result.final_val_loss = vals[-1] if vals else None
-    result.best_val_loss = min(vals) if vals else None
-    result.final_train_loss = last_train
-    result.curve = curve
-    result.train_s = train_time
-    steps_this = done_steps - start_step
-    if train_time > 0 and steps_this > 0:
-        result.tokens_per_s = steps_this * tokens_per_step / train_time
-    fpt = shape.flops_per_token("kaplan_train")
-    result.flops = fpt * result.tokens
-    if device.startswith("cuda"):
-        import torch as _t
 
-        result.peak_memory_bytes = int(_t.cuda.max_memory_allocated())
-        peak = peak_flops(_t.cuda.get_device_name())
-        if peak and result.tokens_per_s:
-            result.mfu = fpt * result.tokens_per_s / peak
+def _step(s: _Session, step: int) -> tuple[float, float]:
+    """One optimizer step (with gradient accumulation); returns (train loss, lr)."""
+    import torch
+
+    cfg = s.cfg
+    lr = lr_at(step, s.total_steps, cfg)
+    for o in s.opts:
+        for g in o.param_groups:
+            g["lr"] = lr * g.get("lr_mult", 1.0)
+    total = 0.0
+    for _ in range(cfg.grad_accum):
+        x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
+        xb = torch.from_numpy(x).to(s.device, non_blocking=True)
+        yb = torch.from_numpy(y).to(s.device, non_blocking=True)
+        with s.autocast:
+            _, loss = s.step_fn(xb, yb)
+        (loss / cfg.grad_accum).backward()
+        total += float(loss.detach()) / cfg.grad_accum
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
+    for o in s.opts:
+        o.step()
+        o.zero_grad(set_to_none=True)
+    if s.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return total, lr
+
+
+def _loop(s: _Session, sig: _Signals, progress: Callable[[dict[str, Any]], None] | None
+          ) -> None:
+    cfg, ema, run_min = s.cfg, None, math.inf
+    s.model.train()
+    for step in range(s.start_step, s.total_steps):
+        if sig.signum is not None:
+            s.save(step)
+            sig.chain()
+            raise Preempted(f"stopped by signal {sig.signum} at step {step}")
+        t0 = time.perf_counter()
+        total, lr = _step(s, step)
+        s.train_time += time.perf_counter() - t0
+        s.last_train = total
+        point: dict[str, Any] = {"step": step + 1, "tokens": (step + 1) * cfg.tokens_per_step,
+                                 "train_loss": total, "lr": lr}
+        ema = total if ema is None else 0.8 * ema + 0.2 * total
+        run_min = min(run_min, ema)
+        if not math.isfinite(total):
+            s.result.status, s.result.error = "diverged", f"non-finite loss at step {step + 1}"
+        elif step > 10 and ema > cfg.divergence_factor * run_min:
+            s.result.status = "diverged"
+            s.result.error = (f"loss {ema:.3g} rose above {cfg.divergence_factor}x its running "
+                              f"minimum {run_min:.3g} at step {step + 1}")
+        if s.result.status == "diverged":
+            s.curve.append(point)
+            return
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == s.total_steps:
+            point["val_loss"] = s.evaluate()
+            s.best_val = min(s.best_val, point["val_loss"])
+        s.curve.append(point)
+        if progress is not None:
+            progress({**point, "total_steps": s.total_steps})
+        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+            s.save(step + 1)
+
+
+def _finish(s: _Session, t_wall: float) -> RunResult:
+    r, cfg = s.result, s.cfg
+    vals = [p["val_loss"] for p in s.curve if "val_loss" in p]
+    done_steps = s.curve[-1]["step"] if s.curve else s.start_step
+    r.steps, r.tokens = done_steps, done_steps * cfg.tokens_per_step
+    r.final_val_loss = vals[-1] if vals else None
+    r.best_val_loss = min(vals) if vals else None
+    r.final_train_loss, r.curve, r.train_s = s.last_train, s.curve, s.train_time
+    if s.train_time > 0 and done_steps > s.start_step:
+        r.tokens_per_s = (done_steps - s.start_step) * cfg.tokens_per_step / s.train_time
+    fpt = s.shape.flops_per_token("kaplan_train")
+    r.flops = fpt * r.tokens
+    if s.device.startswith("cuda"):
+        import torch
+
+        r.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
+        peak = peak_flops(torch.cuda.get_device_name())
+        if peak and r.tokens_per_s:
+            r.mfu = fpt * r.tokens_per_s / peak
     else:
         import resource
 
-        result.peak_memory_bytes = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    if ckpt_path and result.status == "ok":
-        save(done_steps)
-    result.wall_s = time.perf_counter() - t_wall
-    return result
+        r.peak_memory_bytes = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    if r.status == "ok":
+        s.save(done_steps)
+    r.wall_s = time.perf_counter() - t_wall
+    return r
+
+
+def train(cfg: TrainConfig, run_dir: str | None = None,
+          progress: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+    """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and a run
+    found there is resumed. Bad input raises a typed :class:`ArchfitError`; a run that diverges
+    or fails returns a result with that status (nothing is raised)."""
+    t_wall = time.perf_counter()
+    cfg.validate()
+    s = _setup(cfg, run_dir)
+    _resume(s)
+    try:
+        with _Signals() as sig:
+            _loop(s, sig, progress)
+    except Preempted as e:
+        s.result.status, s.result.error = "preempted", str(e)
+    except (ArchfitError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # a failing run is recorded, not raised
+        s.result.status = "failed"
+        s.result.error = f"{type(e).__name__}: {e}".splitlines()[0]
+        s.result.config["traceback"] = traceback.format_exc(limit=5)
+    return _finish(s, t_wall)

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -9,16 +10,15 @@ import polars as pl
 import pytest
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws import Fit, fit, load_fit
-from archfit.laws.loss_laws import DepthWidth, compute_optimal
-from archfit.laws.shape_laws import Levine
+from archfit.laws import Fit, get_law, load_fit
+from archfit.laws.chinchilla import compute_optimal
+from archfit.laws.fitting import fit
 
-DATA = "datasets/chinchilla_epoch2024.csv"
-SHARED = "../shared/datasets/chinchilla_svg_extracted.csv"
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 
 
 def epoch_240():
-    return pl.read_csv(DATA).sort("loss").head(240)
+    return pl.read_csv(DATASETS / "chinchilla_epoch2024.csv").sort("loss").head(240)
 
 
 def test_chinchilla_reproduces_epoch_within_one_se():
@@ -31,16 +31,12 @@ def test_chinchilla_reproduces_epoch_within_one_se():
     assert f.diagnostics["r2_log"] > 0.98
 
 
-def test_chinchilla_from_raw_shared_csv_with_map(tmp_path):
-    from click.testing import CliRunner
-
-    from archfit.cli import main
-
+def test_chinchilla_from_raw_csv_with_map(tmp_path, cli):
+    """Epoch's raw extraction (shipped in datasets/) read through a column map."""
     out = tmp_path / "c.json"
-    r = CliRunner().invoke(main, ["fit", SHARED, "--law", "chinchilla", "--map",
-                                  "params=Model Size", "--map", "flops=Training FLOP",
-                                  "--drop-highest-loss", "5", "--bootstrap", "40", "--out",
-                                  str(out), "--json"])
+    r = cli("fit", DATASETS / "chinchilla_svg_extracted.csv", "--law", "chinchilla", "--map",
+            "params=Model Size", "--map", "flops=Training FLOP", "--drop-highest-loss", "5",
+            "--bootstrap", "40", "--out", out, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(out.read_text())
     assert d["law"] == "chinchilla" and d["n_points"] == 240
@@ -51,20 +47,11 @@ def test_chinchilla_from_raw_shared_csv_with_map(tmp_path):
     assert abs(d["params"]["E"] - 1.8172) < 0.03
     back = Fit.from_json(str(out))
     assert back.params == pytest.approx(d["params"])
-
-
-def chinchilla_synthetic(seed=0, n=120, noise=0.01, truth=(1.7, 400.0, 800.0, 0.34, 0.3)):
-    rng = np.random.default_rng(seed)
-    E, A, B, a, b = truth
-    N = 10 ** rng.uniform(7, 10, n)
-    D = 10 ** rng.uniform(8, 11.5, n)
-    L = (E + A / N**a + B / D**b) * np.exp(rng.normal(0, noise, n))
-    return pd.DataFrame({"params": N, "tokens": D, "loss": L}), dict(
-        E=E, A=A, B=B, alpha=a, beta=b)
+    assert back.mapping == {"params": "Model Size", "flops": "Training FLOP"}
 
 
 @pytest.mark.parametrize("law", ["chinchilla", "chinchilla-varpro"])
-def test_chinchilla_recovers_truth_inside_ci(law):
+def test_chinchilla_recovers_truth_inside_ci(law, chinchilla_synthetic):
     df, truth = chinchilla_synthetic()
     f = fit(df, law=law, bootstrap=100, seed=1)
     for k in ("E", "alpha", "beta"):
@@ -99,25 +86,7 @@ def test_kaplan_nd_recovers():
         assert lo <= truth[k] <= hi, (k, f.params[k], f.ci[k])
 
 
-def levine_synthetic(a=5.039, b=0.0555, sizes=(2e6, 1e7, 5e7, 2.5e8), seed=0, noise=0.002,
-                     seeds=1):
-    """Loss = base(N) + c (ln L - ln L*(N))^2 with L* planted by the Levine relation."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for N in sizes:
-        Ls = float(Levine.optimal_depth({"a": a, "b": b}, N)[0])
-        for L in np.unique(np.round(Ls * np.exp(np.linspace(-1.2, 1.2, 7))).astype(int)):
-            if L < 1:
-                continue
-            d = math.sqrt(N / (12 * L))
-            for s in range(seeds):
-                loss = 10 * N ** -0.07 + 0.05 * (math.log(L) - math.log(Ls)) ** 2
-                rows.append(dict(params=N, n_layer=float(L), d_model=d, seed=s,
-                                 loss=loss + rng.normal(0, noise), target_params=N))
-    return pl.DataFrame(rows)
-
-
-def test_levine_recovers_planted_relation():
+def test_levine_recovers_planted_relation(levine_synthetic):
     df = levine_synthetic()
     f = fit(df, law="levine", bootstrap=200, seed=0)
     for k, truth in (("a", 5.039), ("b", 0.0555)):
@@ -130,16 +99,18 @@ def test_levine_recovers_planted_relation():
     assert abs(f.diagnostics["heldout"]["rel_error"]) < 0.3
 
 
-def test_levine_seeds_bootstrap_over_shapes():
+def test_levine_seeds_bootstrap_over_shapes(levine_synthetic):
     f = fit(levine_synthetic(seeds=2), law="levine", bootstrap=50)
     assert f.bootstrap["unit"] == "shape"
 
 
 def test_published_levine_projection():
     f = load_fit("levine2020")
-    L = Levine.optimal_depth(f.params, np.array([1e12, 175e9]))
-    assert 92 <= L[0] <= 96 and 78 <= L[1] <= 83
-    assert 28000 < math.exp(f.params["a"] + f.params["b"] * L[0]) < 32000
+    L, d = f.law_obj.optimum(f.params, 1e12)
+    assert 92 <= L <= 96 and 78 <= f.law_obj.optimum(f.params, 175e9)[0] <= 83
+    assert 28000 < d < 32000 and d == pytest.approx(math.exp(f.params["a"] + f.params["b"] * L))
+    # the vectorized form (notebooks) agrees with the plain-math optimum
+    assert f.predict(params=[1e12, 175e9])[0] == pytest.approx(L)
 
 
 def test_depth_width_recovers_and_penalty():
@@ -157,8 +128,8 @@ def test_depth_width_recovers_and_penalty():
         lo, hi = f.ci[k]
         assert lo <= truth[k] <= hi, (k, f.params[k], f.ci[k])
     assert f.params["C"] == 0 and any("folded into E" in n for n in f.notes)
-    d_true = DepthWidth.optimal_depth(truth, 1e9)
-    assert f.derived["n_layer_opt@1e9"] == pytest.approx(float(d_true), rel=0.35)
+    d_true, _ = get_law("depth-width").optimum(truth, 1e9)
+    assert f.derived["n_layer_opt@1e9"] == pytest.approx(d_true, rel=0.35)
     assert f.extra["shape_penalty"]["best_aspect_ratio"] > 0
 
 
@@ -175,7 +146,7 @@ def test_ff_ratio_recovers_trend():
     assert f.predict(params=1e7)[0] == pytest.approx(4.0, rel=0.02)
 
 
-def test_too_few_points_and_degenerate_inputs():
+def test_too_few_points_and_degenerate_inputs(levine_synthetic):
     with pytest.raises(FitError, match="at least 6 runs"):
         fit(pl.DataFrame({"params": [1e6, 1e7], "tokens": [1e8, 1e9], "loss": [3.0, 2.5]}),
             law="chinchilla")
@@ -192,7 +163,7 @@ def test_too_few_points_and_degenerate_inputs():
             law="chinchilla")
 
 
-def test_nonfinite_and_failed_runs_dropped_with_count():
+def test_nonfinite_and_failed_runs_dropped_with_count(chinchilla_synthetic):
     df, _ = chinchilla_synthetic(n=60)
     df.loc[0, "loss"] = np.nan
     df["status"] = "ok"
@@ -203,7 +174,7 @@ def test_nonfinite_and_failed_runs_dropped_with_count():
     assert any("not finite" in n for n in f.notes)
 
 
-def test_fit_json_roundtrip_and_bad_files(tmp_path):
+def test_fit_json_roundtrip_and_bad_files(tmp_path, levine_synthetic):
     f = fit(levine_synthetic(), law="levine", bootstrap=20)
     p = tmp_path / "f.json"
     f.to_json(p)
@@ -220,7 +191,7 @@ def test_fit_json_roundtrip_and_bad_files(tmp_path):
         load_fit(tmp_path / "other.json")
 
 
-def test_fit_cli_globs_jsonl_and_bad_input(tmp_path):
+def test_fit_cli_globs_jsonl_and_bad_input(tmp_path, chinchilla_synthetic):
     from click.testing import CliRunner
 
     from archfit.cli import main

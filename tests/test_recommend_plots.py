@@ -4,22 +4,13 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from archfit import recommend
-from archfit.cli import main
 from archfit.errors import RecommendError
-from archfit.laws import fit
-
-sys.path.insert(0, "tests")
-from test_laws import chinchilla_synthetic, levine_synthetic  # noqa: E402
+from archfit.laws.fitting import fit
 
 
-def cli(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def test_acceptance_1e12_default_levine():
+def test_acceptance_1e12_default_levine(cli):
     r = cli("recommend", "--params", "1e12", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
@@ -33,7 +24,7 @@ def test_acceptance_1e12_default_levine():
     assert d["law"] == "levine2020"
 
 
-def test_gpt3_is_too_deep():
+def test_gpt3_is_too_deep(cli):
     d = json.loads(cli("recommend", "--params", "175e9", "--json").output)
     assert d["n_layer"] < 96 and 75 <= d["n_layer"] <= 85
 
@@ -54,7 +45,7 @@ def test_compute_mode_and_law_choice():
     assert a.compute["N_opt"] != b.compute["N_opt"]
 
 
-def test_ci_and_penalty_from_own_fit(tmp_path):
+def test_ci_and_penalty_from_own_fit(tmp_path, levine_synthetic):
     f = fit(levine_synthetic(), law="levine", bootstrap=100)
     r = recommend(params=1e12, fit=f, top=3)
     lo, hi = r.ci["n_layer"]
@@ -76,14 +67,14 @@ def test_ci_and_penalty_from_own_fit(tmp_path):
     (["--params", "1e4"], "no shape near the optimal depth"),
     ([], "--params"),
 ])
-def test_recommend_bad_input(args, needle, tmp_path):
+def test_recommend_bad_input(args, needle, tmp_path, cli):
     r = cli("recommend", *args)
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
 
 
-def test_recommend_bad_fit_files(tmp_path):
+def test_recommend_bad_fit_files(tmp_path, cli, chinchilla_synthetic):
     (tmp_path / "x.json").write_text("not json")
     r = cli("recommend", "--params", "1e9", "--fit", tmp_path / "x.json")
     assert r.exit_code == 2 and "not JSON" in r.output
@@ -112,7 +103,7 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
-def test_plots_render_png_of_expected_size(tmp_path):
+def test_plots_render_png_of_expected_size(tmp_path, levine_synthetic, chinchilla_synthetic):
     from archfit.plots import DPI, FIGSIZE, draw_all
 
     lev = fit(levine_synthetic(), law="levine", bootstrap=50)
@@ -128,7 +119,7 @@ def test_plots_render_png_of_expected_size(tmp_path):
         assert (tmp_path / p.rsplit("/", 1)[-1]).stat().st_size > 10_000
 
 
-def test_plot_cli_svg(tmp_path):
+def test_plot_cli_svg(tmp_path, cli, levine_synthetic):
     lev = fit(levine_synthetic(), law="levine", bootstrap=0)
     lev.to_json(tmp_path / "l.json")
     r = cli("plot", tmp_path / "l.json", "-o", tmp_path / "figs", "--format", "svg", "--json")

@@ -73,18 +73,7 @@ def test_invalid_shapes(kwargs, match):
         Shape(**kwargs)
 
 
-shapes = st.builds(
-    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk: Shape(
-        n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, d_ff=ff, mlp=mlp,
-        tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
-        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64),
-    st.integers(1, 12), st.sampled_from([2, 4, 8, 16]), st.integers(1, 4), st.integers(1, 3),
-    st.integers(1, 512), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
-    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
-)
-
-
-@given(shapes)
+@given(st.from_type(Shape))
 @settings(max_examples=200, deadline=None)
 def test_counts_are_additive(s):
     b = s.breakdown()

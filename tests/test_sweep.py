@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -17,12 +18,7 @@ from archfit import sweep as sw
 from archfit.cli import main
 from archfit.errors import FitInputError, SpecError
 
-SMOKE = os.path.abspath("sweeps/smoke.toml")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+SMOKE = str(Path(__file__).resolve().parents[1] / "sweeps" / "smoke.toml")
 
 
 def archfit_cmd(*args):
@@ -166,7 +162,7 @@ def test_schema_version_newer_is_refused(tmp_path):
     pl.DataFrame({"params_non_embedding": [1e6], "final_val_loss": [3.0],
                   "schema_version": [99]}).write_parquet(p)
     with pytest.raises(FitInputError, match="schema 99, newer"):
-        from archfit.tables import read_runs
+        from archfit.store import read_runs
 
         read_runs([str(p)])
 
@@ -185,6 +181,7 @@ def slurm_ready():
 
 
 @pytest.mark.slurm
+@pytest.mark.slow
 @pytest.mark.skipif(slurm_ready() is not None, reason=str(slurm_ready()))
 def test_slurm_executor_real_cluster(tmp_path):
     out = tmp_path / "runs"

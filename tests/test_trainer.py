@@ -16,25 +16,14 @@ from archfit.cli import main
 from archfit.errors import ArchfitError, DataError
 from archfit.model import GPT
 from archfit.shapes import Shape
-from archfit.train import TrainConfig, lr_at, peak_flops, train
+from archfit.train import Budget, TrainConfig, lr_at, peak_flops, train
 
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
-shapes = st.builds(
-    lambda L, hd, g, kvg, ff, mlp, tied, rope, bias, rms, qk: Shape(
-        n_layer=L, d_model=hd * g * kvg, n_head=g * kvg, n_kv_head=g, d_ff=ff, mlp=mlp,
-        tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
-        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=97, n_ctx=16),
-    st.integers(1, 3), st.sampled_from([2, 4, 8]), st.integers(1, 3), st.integers(1, 3),
-    st.integers(1, 64), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
-    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
-)
+# small enough to build and run in torch: every kind of shape, at most 3 layers
+shapes = st.from_type(Shape).map(lambda s: s.with_(n_layer=min(s.n_layer, 3), vocab_size=97,
+                                                   n_ctx=16))
 
 
 @given(shapes)
@@ -53,11 +42,12 @@ def test_gpt2_small_torch_count():
     assert GPT(gpt2()).num_params() == 124_439_808
 
 
-def tiny(**kw):
-    base = dict(n_layer=2, d_model=64, n_head=2, ctx=64, batch_size=4, steps=12, eval_every=6,
-                eval_windows=4, lr=3e-3, threads=1)
+def tiny(budget=None, shape=None, **kw):
+    base = dict(batch_size=4, eval_every=6, eval_windows=4, lr=3e-3, threads=1)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig(shape=Shape(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=64,
+                                   **(shape or {})),
+                       budget=budget or Budget(steps=12), vocab_from_data=True, **base)
 
 
 def test_deterministic_on_cpu():
@@ -85,29 +75,33 @@ def test_resume_after_sigusr2_matches_uninterrupted(tmp_path):
 
 
 def test_result_record_and_budgets():
-    r = train(tiny(steps=None, tokens=4 * 64 * 5))
+    r = train(tiny(Budget(tokens=4 * 64 * 5)))
     assert r.steps == 5 and r.tokens == 4 * 64 * 5
     assert r.mfu is None and r.device == "cpu"  # no guessed peak for a CPU
     assert r.flops == pytest.approx(r.tokens * Shape(n_layer=2, d_model=64, n_head=2, vocab_size=256,
                                                        n_ctx=64).flops_per_token())
     assert r.tokens_per_s > 0 and r.data_hash and r.peak_memory_bytes > 0
-    r = train(tiny(steps=None, tokens_per_param=0.01))
+    r = train(tiny(Budget(tokens_per_param=0.01)))
     assert r.steps == max(1, round(0.01 * r.params_non_embedding / (4 * 64)))
     with pytest.raises(ArchfitError, match="exactly one budget"):
-        train(tiny(tokens=100))
+        Budget(tokens=100, steps=12)
+    with pytest.raises(ArchfitError, match="exactly one budget"):
+        train(TrainConfig())
+    with pytest.raises(ArchfitError, match="positive"):
+        Budget(steps=0)
 
 
 def test_divergence_is_recorded_not_raised():
-    r = train(tiny(lr=50.0, steps=40, grad_clip=0, warmup=0))
+    r = train(tiny(Budget(steps=40), lr=50.0, grad_clip=0, warmup=0))
     assert r.status == "diverged" and r.error
 
 
 def test_schedules_and_peak_table():
-    cfg = tiny(steps=100, warmup=10, lr=1.0, min_lr_ratio=0.1)
+    cfg = tiny(Budget(steps=100), warmup=10, lr=1.0, min_lr_ratio=0.1)
     assert lr_at(0, 100, cfg) == pytest.approx(0.1)
     assert lr_at(9, 100, cfg) == pytest.approx(1.0)
     assert lr_at(99, 100, cfg) == pytest.approx(0.1, abs=0.01)
-    wsd = tiny(steps=100, warmup=0, schedule="wsd", decay_fraction=0.2, lr=1.0)
+    wsd = tiny(Budget(steps=100), warmup=0, schedule="wsd", decay_fraction=0.2, lr=1.0)
     assert lr_at(50, 100, wsd) == 1.0 and lr_at(99, 100, wsd) < 0.2
     assert peak_flops("NVIDIA H100 80GB HBM3") == 989e12
     assert peak_flops("NVIDIA A100-SXM4-40GB") == 312e12
@@ -115,7 +109,8 @@ def test_schedules_and_peak_table():
 
 
 def test_muon_and_rope_swiglu_train():
-    r = train(tiny(optimizer="muon", mlp="swiglu", position="rope", qk_norm=True, n_kv_head=1))
+    r = train(tiny(optimizer="muon", shape=dict(mlp="swiglu", position="rope", qk_norm=True,
+                                                 n_kv_head=1)))
     assert r.status == "ok" and r.final_val_loss < 5.6
 
 
@@ -224,10 +219,9 @@ def test_train_cli_json_and_errors():
 @pytest.mark.slow
 def test_done_when_loss_below_2_5_within_2m_tokens():
     torch.set_num_threads(os.cpu_count() or 1)
-    r = train(TrainConfig(n_layer=4, d_model=128, n_head=4, tokens=2e6, lr=3e-3,
-                          eval_every=100, eval_windows=64))
-    first = train(TrainConfig(n_layer=4, d_model=128, n_head=4, steps=1, eval_every=1,
-                              eval_windows=64, lr=0.0 + 1e-9))
+    r = train(TrainConfig(budget=Budget(tokens=2e6), lr=3e-3, eval_every=100, eval_windows=64))
+    first = train(TrainConfig(budget=Budget(steps=1), eval_every=1, eval_windows=64,
+                              lr=0.0 + 1e-9))
     print(f"val loss at init {first.final_val_loss:.3f} -> {r.final_val_loss:.3f} after "
           f"{r.tokens:,} tokens ({r.tokens_per_s:,.0f} tokens/s)")
     assert abs(first.final_val_loss - np.log(256)) < 0.3

@@ -1,16 +1,19 @@
-"""Shared pieces of the CLI: number options, JSON output, tables."""
+"""Shared pieces of the CLI: number options, the one map from shape flags to :class:`Shape`'s
+field names, JSON output, tables."""
 
 from __future__ import annotations
 
 import json
 import math
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import click
 
 from archfit.errors import ArchfitError
+from archfit.io import jsonable
 from archfit.numbers import parse_list, parse_number
+from archfit.shapes import MLP_KINDS
 
 
 class NumberType(click.ParamType):
@@ -66,22 +69,51 @@ INT_LIST = NumberListType(integer=True)
 NUMBER_LIST = NumberListType()
 
 
-def jsonable(obj: Any) -> Any:
-    """Make ``obj`` JSON-safe: NaN/inf become null, numpy scalars become Python numbers."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item) and not isinstance(obj, (str, bytes)):
-        try:
-            return jsonable(obj.item())
-        except (TypeError, ValueError):
-            pass
-    if hasattr(obj, "tolist"):
-        return jsonable(obj.tolist())
-    return obj
+# The one map from CLI flags to Shape's field names: every command that takes part of a shape
+# declares it here, so --ctx is n_ctx, --vocab is vocab_size, --kv-heads is n_kv_head, ... and
+# the command receives keyword arguments it can pass to Shape (or recommend) unchanged.
+SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "n_layer": ("--layers", dict(type=INT, help="Number of blocks (n_layer).")),
+    "d_model": ("--width", dict(type=INT, help="Model width (d_model).")),
+    "n_head": ("--heads", dict(type=INT, help="Attention (query) heads (n_head).")),
+    "n_kv_head": ("--kv-heads", dict(type=INT, default=None, help="Key/value heads (GQA/MQA).")),
+    "ff_ratio": ("--ff-ratio", dict(type=NUMBER, default=None,
+                                    help="d_ff / d_model (default 4).")),
+    "d_ff": ("--d-ff", dict(type=INT, default=None, help="MLP hidden size (instead of "
+                                                          "--ff-ratio).")),
+    "vocab_size": ("--vocab", dict(type=INT, default=50257, show_default=True,
+                                   help="Vocabulary size.")),
+    "n_ctx": ("--ctx", dict(type=INT, default=1024, show_default=True,
+                            help="Context length (tokens).")),
+    "mlp": ("--mlp", dict(type=click.Choice(MLP_KINDS), default="gelu", show_default=True,
+                          help="MLP kind (swiglu has three matrices).")),
+    "qk_norm": ("--qk-norm", dict(is_flag=True, help="Normalize queries and keys per head.")),
+    "tied_embeddings": ("--untied", dict(flag_value=False, default=True,
+                                         help="Untied output head (counted as embedding).")),
+    "position": ("--rope", dict(flag_value="rope", default="learned",
+                                help="Rotary positions (no position embedding).")),
+    "bias": ("--no-bias", dict(flag_value=False, default=True,
+                               help="No biases in linears and norms.")),
+    "norm": ("--rmsnorm", dict(flag_value="rmsnorm", default="layernorm",
+                               help="RMSNorm instead of LayerNorm.")),
+}
+ARCH_FIELDS = ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position", "bias", "norm")
+
+
+def shape_options(*fields: str, **overrides: dict[str, Any]) -> Callable[[Any], Any]:
+    """Click options for these :class:`Shape` fields, each passed to the command under the
+    field's own name; ``overrides`` change an option's settings, e.g. ``n_ctx={"default": 256}``."""
+    def deco(f: Any) -> Any:
+        for name in reversed(fields):
+            flag, kw = SHAPE_FLAGS[name]
+            f = click.option(flag, name, **{**kw, **overrides.get(name, {})})(f)
+        return f
+    return deco
+
+
+def pick(kw: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """The entries of ``kw`` named in ``fields`` (a command's shape keyword arguments)."""
+    return {k: kw[k] for k in fields if k in kw}
 
 
 def emit_json(obj: Any) -> None:

@@ -20,10 +20,11 @@ from archfit.cli.common import NUMBER
 @click.option("--concurrency", type=int, default=None)
 def demo(spec_path, out_dir, target, bootstrap, concurrency):
     """Run the demo sweep on the embedded corpus, fit Levine's law, recommend a shape, draw."""
+    from archfit import store
     from archfit import sweep as sw
     from archfit.errors import ArchfitError
-    from archfit.laws import fit as fit_law
     from archfit.laws import load_fit
+    from archfit.laws.fitting import fit as fit_law
     from archfit.plots import draw_all
     from archfit.recommender import recommend
 
@@ -44,7 +45,7 @@ def demo(spec_path, out_dir, target, bootstrap, concurrency):
     sw.run_local(dirs, concurrency or spec.executor.get("concurrency"),
                  spec.executor.get("threads_per_run"), on_done=tick)
     table = os.path.join(out_dir, f"{spec.name}.parquet")
-    path, _, n = sw.collect(spec, runs, table)
+    path, _, n = store.collect(spec, runs, table)
     click.echo(f"[2/5] collected {n} runs -> {path}", err=True)
     fit_path = os.path.join(out_dir, f"{spec.name}-levine.json")
     try:
@@ -58,7 +59,7 @@ def demo(spec_path, out_dir, target, bootstrap, concurrency):
         f = load_fit("levine2020")
     click.echo("")
     click.echo(f"[4/5] recommendation for {target:.3g} non-embedding parameters:", err=True)
-    rec = recommend(target, fit=f, ctx=spec.runs[0].config["ctx"])
+    rec = recommend(target, fit=f, n_ctx=spec.runs[0].shape.n_ctx)
     click.echo(rec.text())
     click.echo("")
     click.echo("      and from the published Levine et al. 2020 law at 1e12:")

@@ -9,7 +9,8 @@ import click
 from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table
 
 
-def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
+def parse_map(items: tuple[str, ...]) -> dict[str, str]:
+    """``--map params='Model Size'`` items as {archfit column: source column}."""
     out = {}
     for it in items:
         if "=" not in it:
@@ -45,12 +46,12 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_j
       archfit fit datasets/chinchilla_epoch2024.csv --law chinchilla --drop-highest-loss 5
       archfit fit raw.csv --law chinchilla --map params="Model Size" --map flops="Training FLOP"
     """
-    from archfit.laws import fit as fit_law
     from archfit.laws import get_law
-    from archfit.tables import read_runs
+    from archfit.laws.fitting import fit as fit_law
+    from archfit.store import read_runs
 
     get_law(law)  # unknown law: fail before reading anything
-    table = read_runs(files, _parse_map(maps))
+    table = read_runs(files, parse_map(maps))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
@@ -100,7 +101,7 @@ def laws(as_json):
     if as_json:
         emit_json({"laws": rows, "published": pub})
         return
-    print_table(rows, [("law", "law"), ("kind", "kind"), ("formula", "formula")], title="Laws")
+    print_table(rows, [("law", "law"), ("role", "role"), ("formula", "formula")], title="Laws")
     click.echo("")
     print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters")],
                 title="Published fits (use by name: --fit NAME or --law NAME)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from archfit.cli.common import NUMBER, emit_json
+from archfit.cli.fit_cmd import parse_map
 
 
 @click.command()
@@ -14,15 +15,18 @@ from archfit.cli.common import NUMBER, emit_json
               help="Folder for the figures.")
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png",
               show_default=True)
+@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
+              help="Map a foreign column of DATA (default: the map the fit was made with).")
 @click.option("--target", type=NUMBER, default=None,
               help="Extrapolate to this size and mark the recommended shape there.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
-def plot(fit_file, data, out_dir, fmt, target, as_json):
-    """Draw a fit and its evidence: loss vs depth, optimal depth vs size with its CI band,
-    iso-loss contours (chinchilla), residuals.
+def plot(fit_file, data, out_dir, fmt, maps, target, as_json):
+    """Draw a fit and its evidence: the figures its law lists (loss vs depth, optimal depth vs
+    size with its CI band, iso-loss contours, shape penalty, residuals).
 
     FIT_FILE is a fit artifact or a published name; DATA (optional) are the runs, drawn as
-    points where a figure can show them.
+    points where a figure can show them, read with the fit's own column map unless --map
+    gives another.
     """
     from archfit.laws import load_fit
     from archfit.plots import draw_all
@@ -30,11 +34,11 @@ def plot(fit_file, data, out_dir, fmt, target, as_json):
     fit = load_fit(fit_file)
     frame = None
     if data:
-        from archfit.tables import read_runs
+        from archfit.store import read_runs
 
-        frame = read_runs(data).frame
+        frame = read_runs(data, parse_map(maps) if maps else fit.mapping).frame
     rec = None
-    if target is not None and fit.law in ("levine", "depth-width"):
+    if target is not None and fit.law_obj.role == "shape":
         from archfit.recommender import recommend
 
         rec = recommend(target, fit=fit)

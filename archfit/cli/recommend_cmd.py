@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, fmt
+from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
 
 
 @click.command()
@@ -17,23 +17,18 @@ from archfit.cli.common import INT, NUMBER, emit_json, fmt
 @click.option("--law", "laws", multiple=True, metavar="NAME",
               help="Published fit by name (levine2020, epoch2024, hoffmann2022; see 'archfit "
                    "laws'). Default: levine2020, and epoch2024 for --compute.")
-@click.option("--vocab", type=INT, default=50257, show_default=True)
-@click.option("--ctx", type=INT, default=2048, show_default=True)
+@shape_options("vocab_size", "n_ctx", n_ctx={"default": 2048})
 @click.option("--head-dim", type=INT, default=128, show_default=True)
 @click.option("--multiple-of", type=INT, default=128, show_default=True,
               help="d_model (and d_ff) are multiples of this.")
 @click.option("--ff-ratio", default="4", show_default=True,
               help="d_ff/d_model, or 'auto' (needs an ff-ratio --fit).")
-@click.option("--mlp", type=click.Choice(["gelu", "relu2", "swiglu"]), default="gelu",
-              show_default=True)
-@click.option("--kv-heads", type=INT, default=None, help="Key/value heads (GQA).")
+@shape_options("mlp", "n_kv_head")
 @click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
-@click.option("--untied", is_flag=True, help="Untied output head.")
-@click.option("--rope", is_flag=True, help="Rotary positions (no position embedding).")
+@shape_options("tied_embeddings", "position")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def recommend(params, compute, fits, laws, vocab, ctx, head_dim, multiple_of, ff_ratio, mlp,
-              kv_heads, tp, untied, rope, top, as_json):
+def recommend(params, compute, fits, laws, ff_ratio, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -48,9 +43,8 @@ def recommend(params, compute, fits, laws, vocab, ctx, head_dim, multiple_of, ff
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
     if ff_ratio != "auto":
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
-    r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, vocab=vocab, ctx=ctx,
-            head_dim=head_dim, multiple_of=multiple_of, ff_ratio=ff_ratio, mlp=mlp,
-            kv_heads=kv_heads, tp=tp, top=top, tied=not untied, rope=rope)
+    r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
+            **kw)
     if as_json:
         emit_json(r.to_dict())
         return

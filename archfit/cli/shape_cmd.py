@@ -4,59 +4,26 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import INT, INT_LIST, NUMBER, NUMBER_LIST, emit_json, fmt, print_table
+from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST, emit_json, fmt,
+                                pick, print_table, shape_options)
 from archfit.errors import ShapeError
-from archfit.shapes import FLOP_CONVENTIONS, MLP_KINDS, Shape, aspect_ratio_family, \
-    fixed_width_family, iso_param_family
-
-
-def shape_options(f):  # type: ignore[no-untyped-def]
-    """Options that describe the parts of a shape that are not depth/width/heads."""
-    opts = [
-        click.option("--vocab", "vocab_size", type=INT, default=50257, show_default=True,
-                     help="Vocabulary size."),
-        click.option("--ctx", "n_ctx", type=INT, default=1024, show_default=True,
-                     help="Context length (tokens)."),
-        click.option("--mlp", type=click.Choice(MLP_KINDS), default="gelu", show_default=True,
-                     help="MLP kind (swiglu has three matrices)."),
-        click.option("--untied", is_flag=True, help="Untied output head (counted as embedding)."),
-        click.option("--rope", is_flag=True, help="Rotary positions (no position embedding)."),
-        click.option("--no-bias", is_flag=True, help="No biases in linears and norms."),
-        click.option("--rmsnorm", is_flag=True, help="RMSNorm instead of LayerNorm."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def base_from(vocab_size: int, n_ctx: int, mlp: str, untied: bool, rope: bool, no_bias: bool,
-              rmsnorm: bool) -> dict:
-    return dict(vocab_size=vocab_size, n_ctx=n_ctx, mlp=mlp, tied_embeddings=not untied,
-                position="rope" if rope else "learned", bias=not no_bias,
-                norm="rmsnorm" if rmsnorm else "layernorm")
+from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, \
+    iso_param_family
 
 
 @click.command()
-@click.option("--layers", "n_layer", type=INT, required=True, help="Number of blocks.")
-@click.option("--width", "d_model", type=INT, required=True, help="d_model.")
-@click.option("--heads", "n_head", type=INT, required=True, help="Attention (query) heads.")
-@click.option("--ff-ratio", type=NUMBER, default=None, help="d_ff / d_model (default 4).")
-@click.option("--d-ff", type=INT, default=None, help="MLP hidden size (instead of --ff-ratio).")
-@click.option("--kv-heads", "n_kv_head", type=INT, default=None, help="Key/value heads (GQA/MQA).")
-@click.option("--qk-norm", is_flag=True, help="Normalize queries and keys per head.")
-@shape_options
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "qk_norm",
+               *ARCH_FIELDS, n_layer={"required": True}, d_model={"required": True},
+               n_head={"required": True})
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def shape(n_layer, d_model, n_head, ff_ratio, d_ff, n_kv_head, qk_norm, vocab_size, n_ctx, mlp,
-          untied, rope, no_bias, rmsnorm, as_json):
+def shape(as_json, **fields):
     """Count a shape's parameters (each convention named) and FLOPs per token.
 
     Example: archfit shape --layers 12 --width 768 --heads 12 --vocab 50257 --ctx 1024
     """
-    if ff_ratio is not None and d_ff is not None:
+    if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
         raise click.UsageError("give --ff-ratio or --d-ff, not both")
-    s = Shape(n_layer=n_layer, d_model=d_model, n_head=n_head, d_ff=d_ff, ff_ratio=ff_ratio,
-              n_kv_head=n_kv_head, qk_norm=qk_norm,
-              **base_from(vocab_size, n_ctx, mlp, untied, rope, no_bias, rmsnorm))
+    s = Shape(**fields)
     d = s.to_dict()
     if as_json:
         emit_json(d)
@@ -91,10 +58,10 @@ def shape(n_layer, d_model, n_head, ff_ratio, d_ff, n_kv_head, qk_norm, vocab_si
               help="Widths are multiples of this.")
 @click.option("--tolerance", type=NUMBER, default=0.05, show_default=True,
               help="Largest relative error accepted.")
-@shape_options
+@shape_options(*ARCH_FIELDS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head, multiple,
-         tolerance, vocab_size, n_ctx, mlp, untied, rope, no_bias, rmsnorm, as_json):
+         tolerance, as_json, **arch):
     """Iso-parameter family: for each depth, the width closest to the target size.
 
     Example: archfit grid --params 50e6 --depths 1,2,4,8,16 --ff-ratios 2,4,8
@@ -108,7 +75,7 @@ def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head
         raise click.UsageError("give --depths (e.g. 2,4,8,16) or --aspect-ratios (e.g. 32,64,128)")
     if aspect_ratios is not None and (depths is not None or fixed_width is not None):
         raise click.UsageError("--aspect-ratios replaces --depths and --fixed-width")
-    base = base_from(vocab_size, n_ctx, mlp, untied, rope, no_bias, rmsnorm)
+    base = pick(arch, ARCH_FIELDS)
     if fixed_width is not None:
         members = fixed_width_family(target, fixed_width, depths, head_dim=head_dim,
                                      n_head=n_head, tolerance=tolerance, **base)

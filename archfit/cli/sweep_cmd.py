@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 import click
 
 from archfit.cli.common import INT, NUMBER, emit_json, print_table
 
 
-def _out(spec, out):  # type: ignore[no-untyped-def]
+def _out(spec: Any, out: str | None) -> str:
     return out or spec.default_out()
 
 
@@ -175,12 +176,13 @@ def status(spec_path, out, as_json):
 @click.option("-o", "--output", default=None, help="Parquet file (default sweeps/NAME.parquet).")
 def collect(spec_path, out, output):
     """Gather every finished run into one parquet file (+ NAME.curves.parquet)."""
+    from archfit import store
     from archfit import sweep as sw
 
     spec = sw.load_spec(spec_path)
     output = output or os.path.join(os.path.dirname(os.path.abspath(spec_path)),
                                     f"{spec.name}.parquet")
-    path, curves, n = sw.collect(spec, _out(spec, out), output)
+    path, curves, n = store.collect(spec, _out(spec, out), output)
     if n == 0:
         click.echo("warning: no finished runs yet; wrote an empty table", err=True)
     click.echo(f"wrote {n} runs to {path} and their loss curves to {curves}")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, fmt
+from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
                "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
@@ -15,16 +16,10 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 
 
 @click.command()
-@click.option("--layers", "n_layer", type=INT, required=True)
-@click.option("--width", "d_model", type=INT, required=True)
-@click.option("--heads", "n_head", type=INT, required=True)
-@click.option("--ff-ratio", type=NUMBER, default=None, help="d_ff/d_model (default 4).")
-@click.option("--d-ff", type=INT, default=None)
-@click.option("--kv-heads", "n_kv_head", type=INT, default=None)
-@click.option("--mlp", type=click.Choice(["gelu", "relu2", "swiglu"]), default="gelu")
-@click.option("--rope", is_flag=True, help="Rotary positions.")
-@click.option("--qk-norm", is_flag=True)
-@click.option("--untied", is_flag=True)
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp",
+               "position", "qk_norm", "tied_embeddings", "n_ctx",
+               n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
+               n_ctx={"default": 256})
 @click.option("--parametrization", type=click.Choice(["standard", "mup", "completep",
                                                       "depth-mup"]), default="standard",
               show_default=True)
@@ -35,7 +30,6 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--data", default=None, help="Token source (default: the embedded stdlib corpus).")
 @click.option("--batch-size", type=INT, default=16, show_default=True)
 @click.option("--grad-accum", type=INT, default=1, show_default=True)
-@click.option("--ctx", type=INT, default=256, show_default=True)
 @click.option("--lr", type=NUMBER, default=3e-3, show_default=True)
 @click.option("--schedule", type=click.Choice(["cosine", "wsd", "constant"]), default="cosine",
               show_default=True)
@@ -49,33 +43,22 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--checkpoint-every", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--curve", is_flag=True, help="With --json: include the loss curve.")
-def train(n_layer, d_model, n_head, ff_ratio, d_ff, n_kv_head, mlp, rope, qk_norm, untied,
-          parametrization, tokens, tokens_per_param, steps, data, batch_size, grad_accum, ctx,
-          lr, schedule, optimizer, eval_every, seed, device, compile_, run_dir,
-          checkpoint_every, as_json, curve):
+def train(tokens, tokens_per_param, steps, compile_, run_dir, as_json, curve, **kw):
     """Train one GPT and report its losses, throughput and MFU.
 
     Example: archfit train --layers 4 --width 128 --heads 4 --tokens 2e6
     """
     from archfit.shapes import Shape
-    from archfit.train import TrainConfig
+    from archfit.train import Budget, TrainConfig
     from archfit.train import train as run
 
-    if [tokens, tokens_per_param, steps].count(None) != 2:
-        raise click.UsageError("give one budget: --tokens, --tokens-per-param or --steps")
-    if ff_ratio is not None and d_ff is not None:
+    if kw["ff_ratio"] is not None and kw["d_ff"] is not None:
         raise click.UsageError("give --ff-ratio or --d-ff, not both")
-    # validate the shape before loading data or torch
-    Shape(n_layer=n_layer, d_model=d_model, n_head=n_head, d_ff=d_ff, ff_ratio=ff_ratio,
-          n_kv_head=n_kv_head, mlp=mlp, n_ctx=ctx, position="rope" if rope else "learned")
-    cfg = TrainConfig(n_layer=n_layer, d_model=d_model, n_head=n_head, d_ff=d_ff,
-                      ff_ratio=ff_ratio, n_kv_head=n_kv_head, mlp=mlp,
-                      position="rope" if rope else "learned", qk_norm=qk_norm,
-                      tied_embeddings=not untied, parametrization=parametrization, data=data,
-                      tokens=tokens, tokens_per_param=tokens_per_param, steps=steps,
-                      batch_size=batch_size, grad_accum=grad_accum, ctx=ctx, lr=lr,
-                      schedule=schedule, optimizer=optimizer, eval_every=eval_every, seed=seed,
-                      device=device, compile=compile_, checkpoint_every=checkpoint_every)
+    # validate the shape and the budget before loading data or torch
+    shape = Shape(**pick(kw, SHAPE_FLAGS), vocab_size=256)
+    cfg = TrainConfig(shape=shape, budget=Budget(tokens, tokens_per_param, steps),
+                      vocab_from_data=True, compile=compile_,
+                      **{k: v for k, v in kw.items() if k not in SHAPE_FLAGS})
     progress, bar = _progress(as_json)
     try:
         result = run(cfg, run_dir=run_dir, progress=progress)
@@ -96,7 +79,7 @@ def train(n_layer, d_model, n_head, ff_ratio, d_ff, n_kv_head, mlp, rope, qk_nor
         sys.exit(1)
 
 
-def _progress(quiet: bool):  # type: ignore[no-untyped-def]
+def _progress(quiet: bool) -> tuple[Any, Any]:
     if sys.stderr.isatty() and not quiet:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 

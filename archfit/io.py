@@ -1,0 +1,81 @@
+"""The bottom layer: atomic writes, file hashes and JSON-safe values. Every writer in archfit
+goes through :func:`atomic_write` or :func:`atomic_path`, so a file is either its old self or
+its new self, never torn, even when the process is killed mid-write."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import threading
+from typing import Any, Iterator
+
+TMP_MARK = ".tmp-"  # every temporary file's name holds this (sweeps clean such leftovers)
+
+
+def _fsync_dir(folder: str) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield a temporary path beside ``path`` for a writer that needs a file name (parquet,
+    ``torch.save``, ``savefig``). On success the file is fsynced, renamed over ``path`` and the
+    directory fsynced; on any failure the temporary file is removed and ``path`` is untouched."""
+    target = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(target)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{TMP_MARK}{os.getpid()}-{threading.get_ident()}-"
+                               f"{os.path.basename(target)}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(folder)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(raw)
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def jsonable(obj: Any) -> Any:
+    """Make ``obj`` JSON-safe: NaN/inf become null, numpy scalars and arrays become Python."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item) and not isinstance(obj, (str, bytes)):
+        try:
+            return jsonable(obj.item())
+        except (TypeError, ValueError):
+            pass
+    if hasattr(obj, "tolist"):
+        return jsonable(obj.tolist())
+    return obj

@@ -1,0 +1,142 @@
+"""The joint depth-width law L(w, d, D) = E + A/w^α + B/d^β + C/D^γ (the Gemstones form,
+McLeish et al. 2025) and Kaplan et al.'s shape penalty at fixed N."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+from archfit.errors import FitError
+from archfit.laws.base import Data, Estimate, Figure, Law, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from archfit.laws.artifact import Fit
+    from archfit.shapes import Shape
+
+
+def shape_penalty(data: Data) -> dict[str, Any] | None:
+    """Kaplan et al. 2020 Fig. 5: loss relative to the best shape of the same size, against
+    log aspect ratio d_model / n_layer; a pooled quadratic gives the best ratio."""
+    import numpy as np
+
+    from archfit.laws.fitting import size_classes
+
+    cls = size_classes(data["params"], data.get("target_params"))
+    xs, ys = [], []
+    for c in np.unique(cls):
+        m = cls == c
+        if m.sum() < 3:
+            continue
+        L = data["loss"][m]
+        xs.append(np.log(data["d_model"][m] / data["n_layer"][m]))
+        ys.append(L / L.min() - 1)
+    if not xs:
+        return None
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    if len(np.unique(np.round(x, 6))) < 3:
+        return None
+    c2, c1, c0 = np.polyfit(x, y, 2)
+    return {"coef_quadratic": [float(c2), float(c1), float(c0)],
+            "best_aspect_ratio": float(np.exp(-c1 / (2 * c2))) if c2 > 0 else None,
+            "points": {"log_aspect_ratio": x.tolist(), "rel_loss": y.tolist()}}
+
+
+def draw_shape_penalty(fit: Fit, ax: Any, data: Any) -> None:
+    import numpy as np
+
+    sp = fit.extra.get("shape_penalty") or {}
+    pts = sp.get("points") or {}
+    if pts:
+        x = np.exp(np.asarray(pts["log_aspect_ratio"]))
+        ax.scatter(x, np.asarray(pts["rel_loss"]) * 100, s=14, label="runs")
+        c2, c1, c0 = sp["coef_quadratic"]
+        xs = np.linspace(np.log(x.min()), np.log(x.max()), 100)
+        ax.plot(np.exp(xs), (c0 + c1 * xs + c2 * xs * xs) * 100, "r-", label="quadratic fit")
+        ax.legend(fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("aspect ratio d_model / n_layer (log scale)")
+    ax.set_ylabel("loss above the best shape of the same size (%)")
+
+
+@register
+class DepthWidth(Law):
+    name = "depth-width"
+    formula = ("L(w, d, D) = E + A / w^alpha + B / d^beta + C / D^gamma   "
+               "(w = d_model, d = n_layer; the Gemstones form, McLeish et al. 2025)")
+    description = ("Joint law in width, depth and tokens, Huber on log loss. When all runs "
+                   "share one token count the D term folds into E (C = 0). Also a Kaplan-style "
+                   "shape penalty: relative loss vs log aspect ratio at fixed N.")
+    columns = ("loss", "params", "d_model", "n_layer")
+    param_names = ("E", "A", "alpha", "B", "beta", "C", "gamma")
+    min_points = 8
+    role = "shape"
+    default_targets = (1e9, 1e12)
+
+    def fit_point(self, data: Data, start: np.ndarray | None = None, *,
+                  full: bool = True) -> Estimate:
+        import numpy as np
+
+        from archfit.laws.fitting import HuberLSE, log_cols, varies
+
+        if not varies(data["d_model"]) or not varies(data["n_layer"]):
+            raise FitError("depth-width needs runs that vary both d_model and n_layer")
+        use_d = "tokens" in data and varies(data["tokens"], 0.2)
+        names = ["d_model", "n_layer"] + (["tokens"] if use_d else [])
+        h = HuberLSE(log_cols(data, names), np.log(data["loss"]))
+        k = len(names)
+        if start is not None:
+            E, A, al, B, be, C, ga = start
+            a_s = [np.log(A), np.log(B)] + ([np.log(max(C, 1e-30))] if use_d else [])
+            e_s = [al, be] + ([ga] if use_d else [])
+            starts = np.array([a_s + e_s + [np.log(E)]])
+        else:
+            coef, expo = np.arange(0, 13, 3.0), np.array([0.2, 0.5, 1.0, 1.5])
+            starts = np.array([list(a) + list(x) + [e] for a in itertools.product(coef, repeat=k)
+                               for x in itertools.product(expo, repeat=k)
+                               for e in np.arange(-1, 1.01, 0.5)])
+        th = h.minimize(starts)
+        a, ex, e = th[:k], th[k:2 * k], th[2 * k]
+        C, gamma = (float(np.exp(a[2])), float(ex[2])) if use_d else (0.0, 0.0)
+        params = np.array([np.exp(e), np.exp(a[0]), ex[0], np.exp(a[1]), ex[1], C, gamma])
+        extra: dict[str, Any] = {"uses_tokens": use_d}
+        if not use_d:
+            extra["notes"] = ["all runs share one token count: the D term is folded into E "
+                              "(C = gamma = 0)"]
+        if full:
+            extra["shape_penalty"] = shape_penalty(data)
+        return Estimate(params, extra=extra)
+
+    def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
+        import numpy as np
+
+        w = np.asarray(data["d_model"], float)
+        d = np.asarray(data["n_layer"], float)
+        out = params["E"] + params["A"] / w ** params["alpha"] + params["B"] / d ** params["beta"]
+        if params.get("C", 0) > 0 and "tokens" in data:
+            out = out + params["C"] / np.asarray(data["tokens"], float) ** params["gamma"]
+        return out
+
+    def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
+        """argmin over depth of A/w^α + B/d^β with w = sqrt(N / (12 d)) (Kaplan's N ≈ 12 d w²)."""
+        A, al, B, be = params["A"], params["alpha"], params["B"], params["beta"]
+        L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
+        return L, math.sqrt(N / (12 * L))
+
+    def loss_penalty(self, fit: Fit, shape: Shape, best: Shape, n_layer_opt: float
+                     ) -> float | None:
+        p = fit.params
+
+        def loss(s: Shape) -> float:
+            return p["A"] / s.d_model ** p["alpha"] + p["B"] / s.n_layer ** p["beta"]
+
+        return loss(shape) - loss(best)
+
+    def figures(self, fit: Fit) -> list[str | Figure]:
+        out = super().figures(fit)
+        if fit.extra.get("shape_penalty"):
+            out.insert(1, Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. "
+                                 "2020, Fig. 5)", draw_shape_penalty))
+        return out

@@ -1,0 +1,143 @@
+"""The run-directory protocol.
+
+``OUT/RUN_ID/``: ``config.json`` (the flat TrainConfig plus sweep metadata), ``log.txt``,
+``checkpoint.pt`` (while running), ``result.json`` (written atomically when the run ends:
+complete or absent, never torn). A run is finished when ``result.json`` exists; running a sweep
+again skips finished runs and resumes interrupted ones from their checkpoint. A run being
+trained holds an exclusive ``flock`` on ``OUT/RUN_ID/lock``, so several workers (processes,
+Slurm array tasks, Ray tasks) can share one sweep directory without training a run twice.
+
+No torch here: the trainer is imported only inside the worker that trains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from typing import Any
+
+from archfit.io import TMP_MARK, atomic_write
+from archfit.sweep.spec import Spec
+
+TERMINAL = ("ok", "diverged", "failed")
+
+
+def write_json(path: str, obj: Any) -> None:
+    atomic_write(path, json.dumps(obj, indent=1, default=str, allow_nan=True) + "\n")
+
+
+def prepare_dirs(spec: Spec, out: str) -> list[str]:
+    """One directory per run with its ``config.json``; leftovers of killed writes removed."""
+    os.makedirs(out, exist_ok=True)
+    dirs = []
+    for r in spec.runs:
+        d = os.path.join(out, r.run_id)
+        os.makedirs(d, exist_ok=True)
+        cfg_path = os.path.join(d, "config.json")
+        if not os.path.exists(cfg_path):
+            write_json(cfg_path, {"run_id": r.run_id, "config": r.config, "meta": r.meta})
+        for f in os.listdir(d):
+            if TMP_MARK in f:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(d, f))
+        dirs.append(d)
+    return dirs
+
+
+def read_result(run_dir: str) -> dict[str, Any] | None:
+    p = os.path.join(run_dir, "result.json")
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def is_locked(run_dir: str) -> bool:
+    p = os.path.join(run_dir, "lock")
+    if not os.path.exists(p):
+        return False
+    with open(p, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+def _finished(run_dir: str, retry_failed: bool) -> bool:
+    done = read_result(run_dir)
+    return done is not None and not (retry_failed and done.get("status") == "failed")
+
+
+def run_one(run_dir: str, retry_failed: bool = False) -> str:
+    """Train the run in ``run_dir`` unless it is finished or another worker holds it.
+    Returns what happened: ok / diverged / failed / preempted / skipped / busy."""
+    if _finished(run_dir, retry_failed):
+        return "skipped"
+    with open(os.path.join(run_dir, "lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "busy"
+        if _finished(run_dir, retry_failed):  # finished while we waited for the lock
+            return "skipped"
+        with open(os.path.join(run_dir, "config.json")) as f:
+            spec = json.load(f)
+        result = _train_logged(run_dir, spec)
+        if result["status"] != "preempted":
+            result["run_id"] = spec["run_id"]
+            result["meta"] = spec["meta"]
+            write_json(os.path.join(run_dir, "result.json"), result)
+            ck = os.path.join(run_dir, "checkpoint.pt")
+            if os.path.exists(ck) and result["status"] == "ok":
+                os.unlink(ck)
+        return result["status"]
+
+
+def _train_logged(run_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
+    from archfit.train import TrainConfig, train
+
+    with open(os.path.join(run_dir, "log.txt"), "a", buffering=1) as log:
+        log.write(f"--- start {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()} host "
+                  f"{os.uname().nodename} CUDA_VISIBLE_DEVICES="
+                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}\n")
+
+        def progress(p: dict[str, Any]) -> None:
+            if "val_loss" in p or p["step"] % 50 == 0:
+                log.write(json.dumps(p) + "\n")
+
+        try:
+            res = train(TrainConfig.from_dict(spec["config"]), run_dir=run_dir,
+                        progress=progress).to_dict()
+        except Exception as e:  # a run that raises is recorded, and the sweep goes on
+            res = {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0],
+                   "config": spec["config"]}
+        log.write(f"--- end status {res['status']} {res.get('error') or ''}\n")
+    return res
+
+
+def counts(spec: Spec, out: str) -> dict[str, Any]:
+    """How many runs are ok, diverged, failed, running and pending, and the not-ok ones."""
+    c: dict[str, Any] = {"planned": len(spec.runs), "ok": 0, "diverged": 0, "failed": 0,
+                         "running": 0, "pending": 0}
+    failed = []
+    for r in spec.runs:
+        d = os.path.join(out, r.run_id)
+        res = read_result(d) if os.path.isdir(d) else None
+        if res is not None:
+            st = res.get("status", "failed")
+            c[st if st in TERMINAL else "failed"] += 1
+            if st != "ok":
+                failed.append({"run_id": r.run_id, "status": st, "error": res.get("error")})
+        elif os.path.isdir(d) and is_locked(d):
+            c["running"] += 1
+        else:
+            c["pending"] += 1
+    c["done"] = c["ok"] + c["diverged"] + c["failed"]
+    c["not_ok"] = failed
+    return c

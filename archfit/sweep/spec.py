@@ -1,0 +1,206 @@
+"""A sweep spec (TOML) and its expansion into runs, each with a stable id.
+
+The run id hashes the run's flat config (:meth:`archfit.train.TrainConfig.to_dict`) and its
+planned size: the same spec always gives the same ids, so a sweep directory resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from archfit.errors import ArchfitError, ShapeError, SpecError
+from archfit.shapes import Shape, aspect_ratio_family, iso_param_family
+from archfit.sweep.schema import Key, check, number
+from archfit.train import Budget, TrainConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+POS_INT, POS_NUM = Key("int", positive=True), Key("number", positive=True)
+MODEL = {"mlp": Key("str", choices=("gelu", "relu2", "swiglu")),
+         "parametrization": Key("str", choices=("standard", "mup", "completep", "depth-mup")),
+         "tied_embeddings": Key("bool"), "position": Key("str", choices=("learned", "rope")),
+         "norm": Key("str", choices=("layernorm", "rmsnorm")), "bias": Key("bool"),
+         "qk_norm": Key("bool"), "head_dim": POS_INT, "n_head": POS_INT, "multiple": POS_INT,
+         "kv_group": POS_INT, "vocab_size": POS_INT}
+GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
+        "depths": Key("list", item="int", positive=True, nonempty=True),
+        "ff_ratios": Key("list", item="number", positive=True, nonempty=True),
+        "shapes": Key("list", item="table", nonempty=True),
+        "aspect_ratios": Key("list", item="number", positive=True, nonempty=True),
+        "tolerance": POS_NUM}
+BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
+TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
+         "schedule": Key("str", choices=("cosine", "wsd", "constant")), "warmup": Key("number"),
+         "min_lr_ratio": Key("number"), "weight_decay": Key("number"),
+         "grad_clip": Key("number"), "optimizer": Key("str", choices=("adamw", "muon")),
+         "eval_every": POS_INT, "eval_windows": POS_INT, "checkpoint_every": Key("int"),
+         "decay_fraction": Key("number"), "beta1": Key("number"), "beta2": Key("number"),
+         "compile": Key("bool"), "threads": POS_INT}
+SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"),
+         "cpus_per_run": POS_INT, "mem_gb": POS_NUM, "array_parallelism": POS_INT,
+         "max_array_size": POS_INT, "additional": Key("table")}
+RAY = {"address": Key("str"), "num_gpus": Key("number"), "num_cpus": Key("number"),
+       "max_retries": Key("int")}
+EXECUTOR = {"kind": Key("str", choices=("local", "slurm", "ray")), "concurrency": POS_INT,
+            "threads_per_run": POS_INT, "throughput": POS_NUM,
+            "slurm": Key("table", table=SLURM), "ray": Key("table", table=RAY)}
+SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
+        "seeds": Key("list", item="int", nonempty=True),
+        "lrs": Key("list", item="number", positive=True, nonempty=True),
+        "model": Key("table", table=MODEL), "grid": Key("table", table=GRID),
+        "budget": Key("table", table=BUDGET), "train": Key("table", table=TRAIN),
+        "executor": Key("table", table=EXECUTOR)}
+# the keys of [train] that are the shape's, not the trainer's
+_SHAPE_IN_TRAIN = ("ctx",)
+
+
+@dataclass
+class Run:
+    run_id: str
+    config: dict[str, Any]  # TrainConfig.to_dict()
+    meta: dict[str, Any]  # target_params, sweep
+
+    @property
+    def train_config(self) -> TrainConfig:
+        return TrainConfig.from_dict(self.config)
+
+    @property
+    def shape(self) -> Shape:
+        return self.train_config.shape
+
+
+@dataclass
+class Spec:
+    name: str
+    path: str
+    raw: dict[str, Any]
+    runs: list[Run] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # family members that did not fit
+    executor: dict[str, Any] = field(default_factory=dict)
+
+    def default_out(self) -> str:
+        return os.path.join(os.path.dirname(os.path.abspath(self.path)), "runs", self.name)
+
+
+def run_id_of(config: dict[str, Any], meta: dict[str, Any]) -> str:
+    blob = json.dumps({"config": config, "target_params": meta.get("target_params")},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _read(path: str) -> dict[str, Any]:
+    if not os.path.exists(path):
+        raise SpecError("no such sweep spec; see sweeps/smoke.toml for an example", path)
+    if os.path.isdir(path):
+        raise SpecError("is a directory; give the spec's .toml file", path)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"not valid TOML: {e}", path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read: {getattr(e, 'strerror', None) or e}", path) from None
+
+
+def _budget(raw: dict[str, Any], problems: list[str]) -> Budget | None:
+    b = raw.get("budget") if isinstance(raw.get("budget"), dict) else {}
+    try:
+        return Budget(**{k: (int(v) if k == "steps" else number(v)) for k, v in b.items()
+                         if k in BUDGET})
+    except (ArchfitError, TypeError, ValueError) as e:
+        problems.append(f"budget: {e}")
+        return None
+
+
+def _family(grid: dict[str, Any], target: float, head: dict[str, Any], base: dict[str, Any],
+            multiple: int) -> list[Any]:
+    tol = number(grid.get("tolerance", 0.05))
+    ffs = [number(x) for x in grid.get("ff_ratios", [4])]
+    if "aspect_ratios" in grid:
+        return [m for ff in ffs for m in aspect_ratio_family(
+            target, [number(a) for a in grid["aspect_ratios"]], ff, multiple=multiple,
+            tolerance=tol, **head, **base)]
+    return iso_param_family(target, [int(d) for d in grid["depths"]], ffs, multiple=multiple,
+                            tolerance=tol, **head, **base)
+
+
+def _shapes(raw: dict[str, Any], problems: list[str]
+            ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
+    """The spec's shapes (with the size each was planned for) and the members that missed."""
+    model, grid = raw.get("model", {}), raw.get("grid", {})
+    base = {k: model[k] for k in ("mlp", "tied_embeddings", "position", "norm", "bias",
+                                  "qk_norm") if k in model}
+    base.update(vocab_size=model.get("vocab_size", 256),
+                n_ctx=raw.get("train", {}).get("ctx", 256))
+    shapes: list[tuple[Shape, float | None]] = []
+    skipped: list[str] = []
+    if "shapes" in grid:
+        for i, s in enumerate(grid["shapes"]):
+            try:
+                shapes.append((Shape(**{**base, **s}), None))
+            except (ShapeError, TypeError) as e:
+                problems.append(f"grid.shapes[{i}]: {e}")
+        return shapes, skipped
+    if "params" not in grid or not ({"depths", "aspect_ratios"} & set(grid)):
+        problems.append("grid: give params (with depths or aspect_ratios) or shapes")
+        return shapes, skipped
+    head = (dict(head_dim=None, n_head=model["n_head"]) if "n_head" in model
+            else dict(head_dim=model.get("head_dim", 64)))
+    try:
+        for t in (number(p) for p in grid["params"]):
+            for m in _family(grid, t, head, base, model.get("multiple", 64)):
+                if m.shape is not None and m.within_tolerance:
+                    shapes.append((m.shape, t))
+                else:
+                    skipped.append(f"N={t:.3g} depth {m.n_layer}: {m.note}")
+    except (ShapeError, ValueError, TypeError) as e:
+        problems.append(f"grid: {e}")
+    if not shapes and not problems:
+        problems.append("grid: expands to no runs (every family member missed its tolerance: "
+                        + "; ".join(skipped[:3]) + ")")
+    return shapes, skipped
+
+
+def _runs(raw: dict[str, Any], name: str, shapes: list[tuple[Shape, float | None]],
+          budget: Budget) -> list[Run]:
+    model, trn = raw.get("model", {}), raw.get("train", {})
+    train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
+    runs = []
+    for s, target in shapes:
+        for lr in (number(x) for x in raw.get("lrs") or [3e-3]):
+            for seed in raw.get("seeds") or [0]:
+                cfg = TrainConfig(shape=s, budget=budget,
+                                  vocab_from_data=model.get("vocab_size") is None,
+                                  parametrization=model.get("parametrization", "standard"),
+                                  data=raw.get("data"), lr=lr, seed=seed, **train_kw)
+                c, meta = cfg.to_dict(), {"target_params": target, "sweep": name}
+                runs.append(Run(run_id_of(c, meta), c, meta))
+    return runs
+
+
+def load_spec(path: str) -> Spec:
+    """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`)."""
+    raw = _read(path)
+    problems: list[str] = []
+    check(raw, SPEC, "spec", problems)
+    budget = _budget(raw, problems)
+    name = raw.get("name") or os.path.splitext(os.path.basename(path))[0]
+    shapes, skipped, runs = [], [], []
+    if not any(p.startswith(("grid", "model", "train.ctx")) for p in problems):
+        shapes, skipped = _shapes(raw, problems)
+    if not problems:
+        runs = _runs(raw, name, shapes, budget)  # type: ignore[arg-type]
+        if len({r.run_id for r in runs}) != len(runs):
+            problems.append("grid: some runs are identical (duplicate shapes, lrs or seeds)")
+    if problems:
+        raise SpecError(problems, path)
+    return Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped,
+                executor=dict(raw.get("executor", {})))

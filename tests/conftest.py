@@ -1,0 +1,101 @@
+"""Shared fixtures and strategies.
+
+- ``st.from_type(Shape)`` draws valid shapes of every kind (MLP kinds, tied and untied, GQA,
+  RoPE, QK-norm, bias or not, both norms): registered here for every test.
+- ``repo``: the repository root (tests read nothing outside it).
+- ``cli``: run the ``archfit`` click command in-process; ``archfit_cmd``: argv for a subprocess.
+- ``levine_synthetic`` / ``chinchilla_synthetic``: factories of synthetic tables drawn from a
+  planted law.
+- Every test gets its own token cache (``ARCHFIT_CACHE``) under pytest's temporary folder.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from hypothesis import strategies as st
+
+from archfit.shapes import Shape
+
+ROOT = Path(__file__).resolve().parents[1]
+
+st.register_type_strategy(Shape, st.builds(
+    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk: Shape(
+        n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, d_ff=ff, mlp=mlp,
+        tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
+        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64),
+    st.integers(1, 12), st.sampled_from([2, 4, 8, 16]), st.integers(1, 4), st.integers(1, 3),
+    st.integers(1, 512), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
+    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture
+def repo() -> Path:
+    return ROOT
+
+
+@pytest.fixture
+def cli():
+    from archfit.cli import main
+
+    def run(*args):
+        return CliRunner().invoke(main, [str(a) for a in args])
+
+    return run
+
+
+@pytest.fixture
+def archfit_cmd():
+    return lambda *args: [sys.executable, "-m", "archfit", *map(str, args)]
+
+
+def _levine(a=5.039, b=0.0555, sizes=(2e6, 1e7, 5e7, 2.5e8), seed=0, noise=0.002, seeds=1):
+    """Loss = base(N) + c (ln L - ln L*(N))^2 with L* planted by the Levine relation."""
+    from archfit.laws.levine import optimal_depth
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in sizes:
+        Ls = optimal_depth(a, b, N)
+        for L in np.unique(np.round(Ls * np.exp(np.linspace(-1.2, 1.2, 7))).astype(int)):
+            if L < 1:
+                continue
+            d = math.sqrt(N / (12 * L))
+            for s in range(seeds):
+                loss = 10 * N ** -0.07 + 0.05 * (math.log(L) - math.log(Ls)) ** 2
+                rows.append(dict(params=N, n_layer=float(L), d_model=d, seed=s,
+                                 loss=loss + rng.normal(0, noise), target_params=N))
+    return pl.DataFrame(rows)
+
+
+def _chinchilla(seed=0, n=120, noise=0.01, truth=(1.7, 400.0, 800.0, 0.34, 0.3)):
+    rng = np.random.default_rng(seed)
+    E, A, B, a, b = truth
+    N = 10 ** rng.uniform(7, 10, n)
+    D = 10 ** rng.uniform(8, 11.5, n)
+    L = (E + A / N**a + B / D**b) * np.exp(rng.normal(0, noise, n))
+    return pd.DataFrame({"params": N, "tokens": D, "loss": L}), dict(
+        E=E, A=A, B=B, alpha=a, beta=b)
+
+
+@pytest.fixture
+def levine_synthetic():
+    return _levine
+
+
+@pytest.fixture
+def chinchilla_synthetic():
+    return _chinchilla
