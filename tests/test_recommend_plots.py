@@ -144,3 +144,47 @@ def test_ff_ratio_auto_from_an_ff_fit():
     expected = 4.0 * (1e9 / 1e7) ** 0.1
     assert abs(rec.shape.ff_ratio / expected - 1) < 0.06
     assert any("ff-ratio fit" in n for n in rec.notes)
+
+
+def test_deprecated_keyword_spellings_still_work():
+    new = recommend(params=7e9, vocab_size=32000, n_ctx=4096, tied_embeddings=False,
+                    position="rope")
+    with pytest.warns(DeprecationWarning, match="vocab_size"):
+        old = recommend(params=7e9, vocab=32000, ctx=4096, tied=False, rope=True)
+    assert old.shape == new.shape and new.shape.vocab_size == 32000
+    assert new.shape.position == "rope" and not new.shape.tied_embeddings
+    with pytest.raises(RecommendError) as new_err:
+        recommend(params=1e12, n_kv_head=1)
+    with pytest.warns(DeprecationWarning, match="n_kv_head"), pytest.raises(RecommendError) as e:
+        recommend(params=1e12, kv_heads=1)
+    assert str(e.value) == str(new_err.value)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        recommend(params=7e9, colour="blue")
+
+
+def test_plot_reuses_the_fits_column_map(tmp_path, cli, levine_synthetic):
+    """A fit made with --map remembers it: 'archfit plot FIT DATA' reads DATA the same way."""
+    data = tmp_path / "runs.jsonl"
+    levine_synthetic().rename({"loss": "final_loss", "params": "N"}).write_ndjson(data)
+    fit_path = tmp_path / "f.json"
+    r = cli("fit", data, "--law", "levine", "--map", "loss=final_loss", "--map", "params=N",
+            "--bootstrap", "0", "--out", fit_path)
+    assert r.exit_code == 0, r.output
+    assert json.loads(fit_path.read_text())["mapping"] == {"loss": "final_loss", "params": "N"}
+    r = cli("plot", fit_path, data, "-o", tmp_path / "figs", "--json")
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.output)["figures"]) == 3
+    # an explicit --map still wins (and a wrong one says which column is missing)
+    r = cli("plot", fit_path, data, "-o", tmp_path / "figs", "--map", "loss=nope")
+    assert r.exit_code == 2 and "no column 'nope'" in r.output
+
+
+def test_recommend_dispatches_on_role_not_name(cli, tmp_path, chinchilla_synthetic):
+    """A loss-only law answers --params with an error naming what works; a compute law alone
+    is used for --compute with the default shape law."""
+    r = cli("recommend", "--params", "1e9", "--law", "kaplan2020")
+    assert r.exit_code == 2 and "says nothing about depth or width" in r.output
+    f = fit(chinchilla_synthetic()[0], law="chinchilla", bootstrap=0)
+    assert f.law_obj.role == "compute"
+    rec = recommend(compute=1e22, fit=f)
+    assert rec.compute["law"] == "chinchilla" and rec.law == "levine2020"

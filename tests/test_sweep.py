@@ -223,3 +223,27 @@ def test_demo_end_to_end_on_the_smoke_spec(tmp_path):
     figs = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().endswith(".png")]
     assert figs and all(os.path.getsize(f) > 5000 for f in figs)
     assert "[5/5] figures" in r.stderr
+
+
+def test_run_ids_are_stable_across_releases():
+    """Run ids hash the flat config: a redesign must not change them, or every existing sweep
+    directory would be trained again. These are the ids archfit 0.1.0 gave sweeps/smoke.toml."""
+    assert [r.run_id for r in sw.load_spec(SMOKE).runs] == [
+        "52e213fc4f3a", "6f952ad02eb7", "0afcdd96354b", "a032135af4dd", "3208308611aa",
+        "e96bd41c1c4b"]
+
+
+def test_spec_numbers_out_of_range_are_reported(tmp_path):
+    p = tmp_path / "r.toml"
+    p.write_text('lrs = [-1e-3]\n[grid]\nshapes = [{n_layer = 2, d_model = 64, n_head = 2}]\n'
+                 '[budget]\nsteps = 0\n[train]\nbatch_size = 0\nctx = 16\n'
+                 '[executor]\nconcurrency = 0\n')
+    with pytest.raises(SpecError) as e:
+        sw.load_spec(str(p))
+    msg = str(e.value)
+    for needle in ("lrs[0]: must be greater than zero", "budget.steps: must be greater than zero",
+                   "train.batch_size: must be greater than zero",
+                   "executor.concurrency: must be greater than zero"):
+        assert needle in msg, msg
+    with pytest.raises(SpecError, match="is a directory"):
+        sw.load_spec(str(tmp_path))

@@ -279,3 +279,26 @@ def test_signal_saves_then_chains_to_the_previous_handler(tmp_path):
         signal.signal(signal.SIGUSR2, old)
     assert r.status == "preempted"
     assert seen == [(signal.SIGUSR2, True)]
+
+
+def test_config_flat_record_roundtrip_and_deprecated_spelling():
+    cfg = tiny(Budget(tokens_per_param=20), shape=dict(mlp="swiglu", n_kv_head=1), lr=1e-3)
+    d = cfg.to_dict()
+    assert d["ctx"] == 64 and d["vocab_size"] is None and d["tokens_per_param"] == 20
+    assert d["steps"] is None and d["n_layer"] == 2 and d["mlp"] == "swiglu"
+    back = TrainConfig.from_dict(d)
+    assert back.to_dict() == d and back.shape == cfg.shape.with_(vocab_size=256)
+    with pytest.warns(DeprecationWarning, match="shape=Shape"):
+        old = TrainConfig(n_layer=2, d_model=64, n_head=2, ctx=64, tokens_per_param=20,
+                          mlp="swiglu", n_kv_head=1, lr=1e-3, batch_size=4, eval_every=6,
+                          eval_windows=4, threads=1)
+    assert old.to_dict() == d
+    with pytest.raises(ArchfitError, match="unknown training options: colour"):
+        TrainConfig.from_dict({**d, "colour": 1})
+
+
+def test_steps_for_is_shared_by_trainer_and_planner():
+    s = Shape(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=64)
+    assert Budget(steps=7).steps_for(s, 256) == 7
+    assert Budget(tokens=2560).steps_for(s, 256) == 10
+    assert Budget(tokens_per_param=1).steps_for(s, 256) == round(s.params_non_embedding / 256)
