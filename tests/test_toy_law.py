@@ -17,6 +17,13 @@ from archfit.plots import draw_all
 from archfit.recommender import recommend
 
 
+def draw_optima(fit, ax, data):
+    N, L = np.array(fit.extra["optima"]).T
+    ax.loglog(N, L, "o")
+    ax.set_xlabel("N")
+    ax.set_ylabel("optimal depth")
+
+
 @register
 class PowerDepth(Law):
     """n_layer* = c · N^q: the optimal depth as a power of size (a toy, not a published law)."""
@@ -29,6 +36,7 @@ class PowerDepth(Law):
     min_points = 6
     role = "shape"
     default_targets = (1e9,)
+    own_figures = (Figure("toy_optima", "Measured optimal depths", draw_optima),)
 
     def fit_point(self, data, start=None, *, full=True):
         optima, notes = class_optima(best_per_shape(data, self.classes(data), "n_layer"),
@@ -60,16 +68,6 @@ class PowerDepth(Law):
     def measured_optima(self, fit):
         return [MeasuredOptimum(n, v, v * 0.9, v * 1.1) for n, v in fit.extra["optima"]]
 
-    def figures(self, fit):
-        return [*super().figures(fit), Figure("toy_optima", "Measured optimal depths",
-                                              draw_optima)]
-
-
-def draw_optima(fit, ax, data):
-    N, L = np.array(fit.extra["optima"]).T
-    ax.loglog(N, L, "o")
-    ax.set_xlabel("N")
-    ax.set_ylabel("optimal depth")
 
 
 C, Q = 0.35, 0.22  # planted: n_layer* = 0.35 N^0.22

@@ -58,11 +58,13 @@ class MeasuredOptimum:
 @dataclass(frozen=True)
 class Figure:
     """A law-specific figure. ``draw(fit, ax, data)`` draws on a matplotlib axis (the law
-    module never imports matplotlib); plots titles, sizes and saves it."""
+    module never imports matplotlib); plots titles, sizes and saves it. ``when(fit)``, if
+    given, says whether this fit has what the figure needs."""
 
     name: str
     title: str
     draw: Callable[[Fit, Any, Any], None]
+    when: Callable[[Fit], bool] | None = None
 
 
 class Law:
@@ -77,6 +79,7 @@ class Law:
     min_points: ClassVar[int]
     role: ClassVar[str] = "loss"  # one of ROLES
     default_targets: ClassVar[tuple[float, ...]] = ()
+    own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())
     # what the target of a shape law counts (recommend sizes shapes in this convention)
     target_convention: ClassVar[str] = "non-embedding parameters (Kaplan's N)"
 
@@ -176,11 +179,12 @@ class Law:
         return []
 
     def figures(self, fit: Fit) -> list[str | Figure]:
-        """The figures this fit can draw: names from :data:`GENERIC_FIGURES` or
-        law-specific :class:`Figure` objects."""
+        """The figures this fit can draw: names from :data:`GENERIC_FIGURES` and the law's
+        :attr:`own_figures` whose ``when`` holds for this fit."""
         out: list[str | Figure] = []
         if self.role == "shape":
             out.append("optimal_depth_vs_size")
+        out += [f for f in self.own_figures if f.when is None or f.when(fit)]
         if fit.diagnostics.get("residuals"):
             out.append("residuals")
         return out

@@ -57,6 +57,8 @@ class _ChinchillaBase(Law):
     min_points = 6
     role = "compute"
     default_targets = (1e21, 1e24)
+    own_figures = (Figure("isoloss_contours", "Iso-loss contours (nats/token) and "
+                          "compute-optimal frontier", draw_isoloss),)
 
     def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
         import numpy as np
@@ -77,10 +79,6 @@ class _ChinchillaBase(Law):
             out[derived_name("D_opt", C)] = float(d)
         out["a=beta/(alpha+beta)"] = params["beta"] / (params["alpha"] + params["beta"])
         return out
-
-    def figures(self, fit: Fit) -> list[str | Figure]:
-        return [Figure("isoloss_contours", "Iso-loss contours (nats/token) and compute-optimal "
-                       "frontier", draw_isoloss), *super().figures(fit)]
 
     def _check(self, data: Data) -> None:
         from archfit.laws.fitting import varies

@@ -74,6 +74,9 @@ class DepthWidth(Law):
     min_points = 8
     role = "shape"
     default_targets = (1e9, 1e12)
+    own_figures = (Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. 2020, "
+                          "Fig. 5)", draw_shape_penalty,
+                          when=lambda fit: bool(fit.extra.get("shape_penalty"))),)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True) -> Estimate:
@@ -133,10 +136,3 @@ class DepthWidth(Law):
             return p["A"] / s.d_model ** p["alpha"] + p["B"] / s.n_layer ** p["beta"]
 
         return loss(shape) - loss(best)
-
-    def figures(self, fit: Fit) -> list[str | Figure]:
-        out = super().figures(fit)
-        if fit.extra.get("shape_penalty"):
-            out.insert(1, Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. "
-                                 "2020, Fig. 5)", draw_shape_penalty))
-        return out

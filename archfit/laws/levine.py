@@ -100,6 +100,9 @@ class Levine(Law):
     min_points = 6
     role = "shape"
     default_targets = (1e9, 175e9, 1e12)
+    own_figures = (Figure("loss_vs_depth", "Loss vs depth per size class (N = non-embedding "
+                          "params)", draw_loss_vs_depth,
+                          when=lambda fit: bool(fit.extra.get("classes"))),)
 
     @staticmethod
     def optimal_depth(params: Mapping[str, float], N: Any) -> np.ndarray:
@@ -214,11 +217,4 @@ class Levine(Law):
             se = se if math.isfinite(se) else 0.0
             out.append(MeasuredOptimum(c["params"], c["opt"], math.exp(c["log_opt"] - se),
                                        math.exp(c["log_opt"] + se)))
-        return out
-
-    def figures(self, fit: Fit) -> list[str | Figure]:
-        out = super().figures(fit)
-        if fit.extra.get("classes"):
-            out.insert(0, Figure("loss_vs_depth", "Loss vs depth per size class "
-                                 "(N = non-embedding params)", draw_loss_vs_depth))
         return out
