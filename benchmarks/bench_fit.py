@@ -5,7 +5,7 @@ import time
 
 import polars as pl
 
-from archfit.laws import fit
+from archfit import fit
 
 here = os.path.dirname(os.path.abspath(__file__))
 df = pl.read_csv(os.path.join(here, "..", "datasets", "chinchilla_epoch2024.csv"))

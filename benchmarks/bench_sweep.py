@@ -39,13 +39,14 @@ def run(spec, out):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    from archfit.train import TrainConfig, train
+    from archfit.shapes import Shape
+    from archfit.train import Budget, TrainConfig, train
 
-    train(TrainConfig(n_layer=1, d_model=16, n_head=2, steps=1, batch_size=1, ctx=16,
-                      eval_every=1, eval_windows=1))  # warm the data cache
+    cfg = TrainConfig(shape=Shape(n_layer=1, d_model=16, n_head=2, vocab_size=256, n_ctx=16),
+                      budget=Budget(steps=1), batch_size=1, eval_every=1, eval_windows=1)
+    train(cfg)  # warm the data cache
     t0 = time.perf_counter()
-    train(TrainConfig(n_layer=1, d_model=16, n_head=2, steps=1, batch_size=1, ctx=16,
-                      eval_every=1, eval_windows=1))
+    train(cfg)
     bare = time.perf_counter() - t0
     for n in (1, 21):
         spec = os.path.join(tmp, f"s{n}.toml")
