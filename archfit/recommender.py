@@ -231,10 +231,19 @@ def _optimum(shape_fit: Fit, target: _Target, opts: _Options) -> tuple[float, fl
 
 
 def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Shape]:
+    if math.sqrt(N_ne / (12 * L_opt)) < opts.step / 2:
+        raise RecommendError(
+            f"the law's optimal depth at {N_ne:.3g} parameters is {L_opt:.3g} layers, which "
+            f"leaves a width below one step of {opts.step}: no buildable shape is near it "
+            "(check the fit's verdict; the data may not constrain the optimum)")
     lo = max(1, int(math.floor(L_opt * 0.75)))
     hi = max(lo + 1, int(math.ceil(L_opt * 1.3)))
+    depths = set(range(lo, hi + 1))
+    if len(depths) > 64:  # very deep optima: ~64 depths spread over the range, and its centre
+        depths = {round(lo + i * (hi - lo) / 63) for i in range(64)}
+        depths |= {max(1, math.floor(L_opt)), math.ceil(L_opt)}
     try:
-        members = iso_param_family(N_ne, range(lo, hi + 1), [ff], head_dim=opts.head_dim,
+        members = iso_param_family(N_ne, sorted(depths), [ff], head_dim=opts.head_dim,
                                    multiple=opts.step, ff_multiple=opts.multiple_of,
                                    ff_slack=0.05, tolerance=0.02, **opts.base)
     except ShapeError as e:
@@ -257,11 +266,12 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Sh
     return cands
 
 
-def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, opts: _Options,
-          notes: list[str]) -> tuple[Shape, list[dict[str, Any]]]:
-    """The recommendation (the integer depth nearest the optimum among shapes within 2% of the
-    target) and the alternatives, ranked by predicted loss penalty where the law has a loss
-    model, else by distance from the optimal depth."""
+def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_ne: float,
+          opts: _Options, notes: list[str]) -> tuple[Shape, list[dict[str, Any]]]:
+    """Candidates within 2% of the target, compared at the same size. With a loss model the
+    recommendation is the argmin of the law's predicted loss at the target size and every
+    penalty is measured from it (so none is negative); without one, it is the integer depth
+    nearest the optimum and the alternatives are ranked by distance from it."""
     def err(s: Shape) -> float:
         return ((s.params_total if target.total else s.params_non_embedding)
                 - target.value) / target.value
@@ -273,18 +283,22 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, opt
             f"no shape near the optimal depth lands within 2% of {target.value:.3g} parameters "
             f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
             f"{closest.d_model}, {err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
-    best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
     law = shape_fit.law_obj
-    rows = [{"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head, "d_ff": s.d_ff,
-             "params_non_embedding": s.params_non_embedding, "params_total": s.params_total,
-             "rel_error": err(s), "loss_penalty": law.loss_penalty(shape_fit, s, best, L_opt),
-             "aspect_ratio": s.aspect_ratio, "recommended": s == best} for s in within]
-    has_pen = any(r["loss_penalty"] is not None for r in rows)
-    rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_pen else
-                             abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
-    if not has_pen:
+    loss = {s: law.shape_loss(shape_fit, s, N_ne) for s in within}
+    has_loss = all(v is not None and math.isfinite(v) for v in loss.values())
+    if has_loss:
+        best = min(within, key=lambda s: (loss[s], abs(err(s))))
+    else:
+        best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
         notes.append("alternatives are ranked by distance from the optimal depth: this fit has "
                      "no loss model to predict their loss penalty")
+    rows = [{"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head, "d_ff": s.d_ff,
+             "params_non_embedding": s.params_non_embedding, "params_total": s.params_total,
+             "rel_error": err(s),
+             "loss_penalty": loss[s] - loss[best] if has_loss else None,  # type: ignore[operator]
+             "aspect_ratio": s.aspect_ratio, "recommended": s == best} for s in within]
+    rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_loss else
+                             abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
     return best, rows[: opts.top + 1]
 
 
@@ -331,7 +345,7 @@ def recommend(
     if ci is None:
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
-    best, rows = _rank(cands, target, shape_fit, L_opt, opts, notes)
+    best, rows = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(

@@ -4,6 +4,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archfit import recommend
 from archfit.errors import RecommendError
@@ -188,3 +190,26 @@ def test_recommend_dispatches_on_role_not_name(cli, tmp_path, chinchilla_synthet
     assert f.law_obj.role == "compute"
     rec = recommend(compute=1e22, fit=f)
     assert rec.compute["law"] == "chinchilla" and rec.law == "levine2020"
+
+
+@given(A=st.floats(5, 500), alpha=st.floats(0.2, 1.2), B=st.floats(0.5, 20),
+       beta=st.floats(0.2, 1.5), N=st.sampled_from([7e9, 3e10, 1e11, 1e12]))
+@settings(max_examples=40, deadline=None)
+def test_recommended_is_the_argmin_and_no_penalty_is_negative(A, alpha, B, beta, N):
+    """Candidates are compared at the target size: the recommended shape has the lowest
+    predicted loss and every listed alternative a penalty >= 0 (random depth-width fits)."""
+    from archfit.laws import Fit
+
+    f = Fit(law="depth-width", params=dict(E=1.5, A=A, alpha=alpha, B=B, beta=beta, C=0.0,
+                                           gamma=0.0), name="random")
+    try:
+        r = recommend(params=N, fit=f, top=50)
+    except RecommendError:
+        return  # the optimum is outside what can be built: nothing to rank
+    pens = [row["loss_penalty"] for row in r.alternatives_records]
+    assert r.alternatives_records[0]["recommended"] and pens[0] == 0
+    assert min(pens) >= 0 and pens == sorted(pens)
+    law = f.law_obj
+    loss = {row["n_layer"]: law.shape_loss(f, r.shape.with_(n_layer=row["n_layer"]), N)
+            for row in r.alternatives_records}
+    assert loss[r.shape.n_layer] == min(loss.values())

@@ -62,8 +62,8 @@ class PowerDepth(Law):
         L = params["c"] * N ** params["q"]
         return L, math.sqrt(N / (12 * L))
 
-    def loss_penalty(self, fit, shape, best, n_layer_opt):
-        return 0.05 * math.log(shape.n_layer / n_layer_opt) ** 2
+    def shape_loss(self, fit, shape, N):
+        return 0.05 * math.log(shape.n_layer / self.optimum(fit.params, N)[0]) ** 2
 
     def measured_optima(self, fit):
         return [MeasuredOptimum(n, v, v * 0.9, v * 1.1) for n, v in fit.extra["optima"]]

@@ -7,7 +7,7 @@ N_opt(C). It lists the figures it can draw and reports its own trust diagnostics
 ``recommender``, ``plots`` and ``cli`` name no law: they ask the law object.
 
 Import rule: nothing heavy at the top of a law module. The closed forms (``optimum``,
-``compute_optimal``, ``loss_penalty``) are plain ``math``, so ``archfit recommend`` never
+``compute_optimal``, ``shape_loss``) are plain ``math``, so ``archfit recommend`` never
 loads numpy. The methods that fit import numpy and :mod:`archfit.laws.fitting` (numpy at its
 top) where they run.
 
@@ -148,9 +148,11 @@ class Law:
         """ff laws: the best d_ff / d_model at N."""
         raise NotImplementedError(f"{self.name} is not an ff-ratio law")
 
-    def loss_penalty(self, fit: Fit, shape: Shape, best: Shape, n_layer_opt: float
-                     ) -> float | None:
-        """Predicted loss of ``shape`` above ``best`` (nats/token); None without a loss model."""
+    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+        """Shape laws with a loss model: the predicted loss (nats/token, up to a constant that is
+        the same for every shape of size N) of a model of ``shape``'s depth *sized to exactly N*
+        parameters, so candidates a little off the target compare fairly. None: no loss model
+        (then recommend ranks by distance from the optimal depth)."""
         return None
 
     def optimum_ci(self, fit: Fit, N: float) -> dict[str, list[float]] | None:

@@ -128,11 +128,8 @@ class DepthWidth(Law):
         L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
         return L, math.sqrt(N / (12 * L))
 
-    def loss_penalty(self, fit: Fit, shape: Shape, best: Shape, n_layer_opt: float
-                     ) -> float | None:
-        p = fit.params
-
-        def loss(s: Shape) -> float:
-            return p["A"] / s.d_model ** p["alpha"] + p["B"] / s.n_layer ** p["beta"]
-
-        return loss(shape) - loss(best)
+    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+        """A/w^α + B/d^β at the shape's depth d, with the width w = sqrt(N / (12 d)) that makes
+        it exactly N (E and the data term are the same for every shape of size N)."""
+        p, d = fit.params, shape.n_layer
+        return p["A"] / math.sqrt(N / (12 * d)) ** p["alpha"] + p["B"] / d ** p["beta"]

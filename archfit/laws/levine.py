@@ -204,11 +204,13 @@ class Levine(Law):
                 "n_layer_opt_measured": opt[0]["opt"], "n_layer_opt_predicted": pred,
                 "rel_error": pred / opt[0]["opt"] - 1}
 
-    def loss_penalty(self, fit: Fit, shape: Shape, best: Shape, n_layer_opt: float
-                     ) -> float | None:
-        """The mean curvature of loss in ln depth, times the squared distance in ln depth."""
+    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+        """The mean curvature of loss in ln depth times the squared distance of ln depth from
+        the optimum at N (the quadratic each size class was fitted with)."""
         c = fit.extra.get("curvature")
-        return float(c) * math.log(shape.n_layer / n_layer_opt) ** 2 if c else None
+        if not c:
+            return None
+        return float(c) * math.log(shape.n_layer / self.optimum(fit.params, N)[0]) ** 2
 
     def measured_optima(self, fit: Fit) -> list[MeasuredOptimum]:
         out = []
