@@ -74,6 +74,7 @@ class Recommendation:
             out["ci"] = self.ci
         if self.compute is not None:
             out["compute"] = self.compute
+        out["trust"] = self.trust
         return out
 
     def text(self) -> str:
@@ -89,7 +90,7 @@ class Recommendation:
         wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
         lines += [f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
                   f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else ""),
-                  "",
+                  "", _verdict_line(self.trust), "",
                   f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
                   f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
                   f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}"]
@@ -127,6 +128,15 @@ class _Target:
     convention: str
     total: bool  # size params_total (not the non-embedding count) to the target
     compute: dict[str, Any] | None
+
+
+def _verdict_line(t: dict[str, Any]) -> str:
+    v = t.get("verdict", "?")
+    head = {"informative": "verdict: informative",
+            "weak": "verdict: WEAK - use with care",
+            "uninformative": "verdict: UNINFORMATIVE - the evidence does not support this shape"
+            }.get(v, f"verdict: {v}")
+    return "\n".join([head] + [f"  - {r}" for r in t.get("reasons", [])])
 
 
 def _lcm(a: int, b: int) -> int:
@@ -346,11 +356,15 @@ def recommend(
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
     best, rows = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
+    verdict = law.trust(shape_fit, N_ne)
+    if target.compute is not None:
+        cf = fits["compute"]
+        verdict.merge(cf.law_obj.trust(cf, target.value), f"compute law {cf.label}")
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
         shape=best, target_params=target.value, target_convention=target.convention,
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
-        compute=target.compute, notes=notes, trust=law.trust(shape_fit, N_ne),
+        compute=target.compute, notes=notes, trust=verdict.to_dict(),
     )

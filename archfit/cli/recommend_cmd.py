@@ -27,8 +27,10 @@ from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
 @click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
 @shape_options("tied_embeddings", "position")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
+@click.option("--strict", is_flag=True,
+              help="Exit with status 2 when the verdict is uninformative.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def recommend(params, compute, fits, laws, ff_ratio, as_json, **kw):
+def recommend(params, compute, fits, laws, ff_ratio, strict, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -45,6 +47,11 @@ def recommend(params, compute, fits, laws, ff_ratio, as_json, **kw):
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
             **kw)
+    if strict and r.trust["verdict"] == "uninformative":
+        from archfit.errors import RecommendError
+
+        raise RecommendError("the verdict is uninformative (--strict): "
+                             + "; ".join(r.trust["reasons"]))
     if as_json:
         emit_json(r.to_dict())
         return

@@ -51,6 +51,11 @@ class Fit:
     def label(self) -> str:
         return self.name or self.law
 
+    @property
+    def trust(self) -> dict[str, Any]:
+        """The law's verdict on this fit: ``{"verdict", "reasons", ...}`` (see laws.trust)."""
+        return self.law_obj.trust(self).to_dict()
+
     def predict(self, data: Any = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);
         shape laws return the optimal depth (levine) or ff ratio (ff-ratio) at ``params=``."""
@@ -90,6 +95,7 @@ class Fit:
             lines += ["", *_table("derived", self.derived, self.derived_ci, 26, 12)]
         lines += _diagnostic_lines(self.diagnostics)
         lines += [f"  note: {n}" for n in self.notes]
+        lines += ["", "  " + self.law_obj.trust(self).line()]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -104,6 +110,7 @@ class Fit:
             "diagnostics": self.diagnostics, "bootstrap": self.bootstrap, "inputs": self.inputs,
             "notes": self.notes, "conventions": self.conventions, "mapping": self.mapping,
             "extra": self.extra, "source": self.source, "archfit_version": self.archfit_version,
+            "trust": self.trust,
         })
 
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from archfit.errors import FitError
+import archfit.laws.trust as limits
+from archfit.laws.trust import Trust
 from archfit.numbers import fmt_sci, percentile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -191,15 +193,102 @@ class Law:
             out.append("residuals")
         return out
 
-    def trust(self, fit: Fit, target: float | None = None) -> dict[str, Any]:
-        """How far the evidence reaches: the data's span and, for a target, the extrapolation
-        factor beyond the largest size seen. Laws add their own diagnostics here."""
-        span = dict(fit.diagnostics.get("span") or {})
-        out: dict[str, Any] = {"span": span}
-        top = span.get("params_max")
-        if target is not None and top:
-            out["extrapolation_factor"] = target / top
+    # ------------------------------------------------------------------ trust
+    # lower bounds the fit can sit on, checked by bound_reasons (name -> bound)
+    lower_bounds: ClassVar[dict[str, float]] = {}
+    # held-out relative error (on what the law predicts): weak above, uninformative above
+    heldout_limits: ClassVar[tuple[float, float]] = (0.05, 0.15)
+
+    def bound_reasons(self, fit: Fit) -> list[str]:
+        """Parameters on or near a bound of the fit (one line each)."""
+        out = []
+        for name, lo in self.lower_bounds.items():
+            v = fit.params.get(name)
+            if v is not None and v <= lo + 1e-4 * max(1.0, abs(lo)):
+                out.append(f"{name} is at its lower bound {lo:g}")
+        for name, ci in (fit.ci or {}).items():
+            v = fit.params.get(name)
+            if ci and v and ci[0] == ci[1] and name not in self.lower_bounds:
+                out.append(f"{name}'s CI collapses to a point ({ci[0]:.3g}): a bound")
         return out
+
+    def spread(self, fit: Fit, target: float | None) -> tuple[str, float] | None:
+        """(what, CI high/low) of the quantity this law is for: the optimal depth for shape
+        laws (at ``target``, else the widest over the fit's targets)."""
+        if self.role != "shape":
+            return None
+        if target is not None:
+            ci = self.optimum_ci(fit, target)
+            cis = {f"n_layer_opt@{target:.3g}": ci["n_layer"]} if ci else {}
+        else:
+            cis = {k: v for k, v in (fit.derived_ci or {}).items()
+                   if k.startswith("n_layer_opt") and v}
+        if not cis:
+            return None
+        name, (lo, hi) = max(cis.items(), key=lambda kv: kv[1][1] / max(kv[1][0], 1e-300))
+        return f"depth CI [{lo:.3g}, {hi:.3g}] ({name})", hi / max(lo, 1e-300)
+
+    def trust(self, fit: Fit, target: float | None = None) -> Trust:
+        """A verdict on the fit (and, with ``target``, on answering at that size): the data's
+        span, the extrapolation factor, parameters on bounds, the optimum's CI width, the
+        held-out error and the bootstrap's failure rate, one line per reason."""
+        t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
+        _span_reasons(self, t, target)
+        for r in self.bound_reasons(fit):
+            t.weak(r)
+        sp = self.spread(fit, target)
+        if sp is not None:
+            t.checks["optimum_ci_ratio"] = sp[1]
+            t.grade(sp[1], limits.OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
+        elif self.role == "shape":
+            t.weak("no CI on the optimum (no bootstrap samples)")
+        _heldout_reason(self, t, fit)
+        _bootstrap_reason(t, fit)
+        r2 = fit.diagnostics.get("r2_log")
+        if r2 is not None and r2 < 0:
+            t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
+        return t
+
+
+def _span_reasons(law: Law, t: Trust, target: float | None) -> None:
+    span = t.checks["span"]
+    top, bottom = span.get("params_max"), span.get("params_min")
+    if not top:
+        t.weak("no record of the data's span (a published fit without one): how far it "
+               "extrapolates cannot be checked")
+        return
+    if bottom and top / bottom < limits.MIN_SIZE_SPAN:
+        t.weak(f"the sizes span only {top / bottom:.2g}x ({bottom:.3g} to {top:.3g})")
+    n_cls = span.get("n_size_classes")
+    if law.role in ("shape", "ff") and n_cls is not None and n_cls < limits.MIN_SIZE_CLASSES:
+        t.weak(f"only {n_cls} size classes")
+    if target is not None:
+        t.extrapolation_factor = target / top
+        t.grade(t.extrapolation_factor, limits.EXTRAPOLATION,
+                f"{target:.3g} is {t.extrapolation_factor:.3g}x beyond the largest run "
+                f"({top:.3g})")
+
+
+def _heldout_reason(law: Law, t: Trust, fit: Fit) -> None:
+    h = fit.diagnostics.get("heldout")
+    if not h:
+        return
+    if not h.get("ok"):
+        t.weak(f"no held-out check ({h.get('reason')})")
+        return
+    err = h.get("rel_error", h.get("mean_rel_error"))
+    if err is not None:
+        t.checks["heldout_rel_error"] = err
+        t.grade(abs(err), law.heldout_limits, f"held-out error on the largest size class "
+                f"{err:+.1%}")
+
+
+def _bootstrap_reason(t: Trust, fit: Fit) -> None:
+    b = fit.bootstrap or {}
+    if b.get("n"):
+        rate = (b.get("n_failed") or 0) / b["n"]
+        t.checks["bootstrap_failure_rate"] = rate
+        t.grade(rate, limits.BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
 
 
 def derived_name(quantity: str, target: float) -> str:

@@ -57,6 +57,7 @@ class _ChinchillaBase(Law):
     min_points = 6
     role = "compute"
     default_targets = (1e21, 1e24)
+    lower_bounds = {"E": 0.0}
     own_figures = (Figure("isoloss_contours", "Iso-loss contours (nats/token) and "
                           "compute-optimal frontier", draw_isoloss),)
 

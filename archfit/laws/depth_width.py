@@ -74,6 +74,7 @@ class DepthWidth(Law):
     min_points = 8
     role = "shape"
     default_targets = (1e9, 1e12)
+    lower_bounds = {"E": 0.0}
     own_figures = (Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. 2020, "
                           "Fig. 5)", draw_shape_penalty,
                           when=lambda fit: bool(fit.extra.get("shape_penalty"))),)

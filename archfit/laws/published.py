@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+# The sizes each paper trained, as its abstract states them (for the extrapolation check).
+# Levine et al. 2020 state no single range archfit could record, so levine2020 has none.
+KAPLAN_SPAN = {"params_min": 768.0, "params_max": 1.5e9,
+               "note": "Kaplan et al. 2020: 768 to 1.5 billion non-embedding parameters"}
+CHINCHILLA_SPAN = {"params_min": 7e7, "params_max": 1.6e10,
+                   "note": "Hoffmann et al. 2022: 70 million to over 16 billion parameters"}
+
 PUBLISHED: dict[str, dict[str, Any]] = {
     "levine2020": {
         "law": "levine",
@@ -19,11 +26,13 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                   "data law L(D) = (D_c/D)^alpha_D with alpha_D 0.095, D_c 5.4e13 tokens",
         "conventions": {"params": "non-embedding parameters", "loss": "nats/token, WebText2"},
         "extra": {"data_law": {"alpha_D": 0.095, "D_c": 5.4e13}},
+        "diagnostics": {"span": KAPLAN_SPAN},
     },
     "kaplan2020-nd": {
         "law": "kaplan-nd",
         "params": {"N_c": 6.4e13, "D_c": 1.8e13, "alpha_N": 0.076, "alpha_D": 0.103},
         "source": "Kaplan et al. 2020, eq. 1.5 / Table 2 (the L(N, D) fit)",
+        "diagnostics": {"span": KAPLAN_SPAN},
         "conventions": {"params": "non-embedding parameters", "tokens": "training tokens"},
     },
     "hoffmann2022": {
@@ -31,6 +40,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "params": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
         "source": "Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models', "
                   "approach 3 (eq. 10)",
+        "diagnostics": {"span": CHINCHILLA_SPAN},
         "conventions": {"params": "total parameters (embeddings included)",
                         "tokens": "training tokens", "compute": "C = 6 N D"},
     },
@@ -45,6 +55,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "source": "Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt' "
                   "(arXiv 2404.10102), refit of Hoffmann et al.'s approach 3 on 240 points; "
                   "CIs are ±1.96 of the paper's standard errors",
+        "diagnostics": {"span": CHINCHILLA_SPAN},
         "conventions": {"params": "total parameters (embeddings included)",
                         "tokens": "training tokens", "compute": "C = 6 N D"},
     },
