@@ -36,7 +36,7 @@ def _plt() -> Any:
 def _title(fit: Fit, what: str) -> str:
     data = ", ".join(os.path.basename(i.get("path", "")) for i in fit.inputs) or (
         fit.source.split(",")[0] if fit.source else "in-memory data")
-    return f"{what}\nlaw: {fit.label} · data: {data}"
+    return f"{what}\nlaw: {fit.label} · data: {data} · verdict: {fit.trust['verdict']}"
 
 
 def _save(fig: Any, out_dir: str, name: str, fmt: str) -> str:

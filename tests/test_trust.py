@@ -1,0 +1,79 @@
+"""The verdict: planted-informative data read as informative, thin data as uninformative, and
+each weakness named on its own line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from archfit import recommend
+from archfit.laws import load_fit
+from archfit.laws.fitting import fit
+
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+
+
+def test_planted_informative_levine_is_informative(levine_synthetic):
+    f = fit(levine_synthetic(noise=0.0005), law="levine", bootstrap=200)
+    t = f.trust
+    assert t["verdict"] == "informative", t
+    assert t["span"]["n_size_classes"] == 4 and t["optimum_ci_ratio"] < 2
+
+
+def test_three_tiny_size_classes_are_uninformative(levine_synthetic):
+    """The demo's situation: three close, tiny sizes and noisy losses."""
+    f = fit(levine_synthetic(sizes=(2e5, 4e5, 8e5), noise=0.01, seed=3), law="levine",
+            bootstrap=200)
+    t = f.trust
+    assert t["verdict"] == "uninformative", t
+    assert any("depth CI" in r and "spans" in r for r in t["reasons"]), t
+
+
+def test_extrapolation_has_its_line(levine_synthetic):
+    f = fit(levine_synthetic(noise=0.0005), law="levine", bootstrap=100)
+    top = f.diagnostics["span"]["params_max"]
+    r = recommend(params=500 * top, fit=f, n_ctx=1024, head_dim=64, multiple_of=64)
+    assert r.trust["extrapolation_factor"] == pytest.approx(500)
+    line = [x for x in r.trust["reasons"] if "beyond the largest run" in x]
+    assert line == [f"{500 * top:.3g} is 500x beyond the largest run ({top:.3g})"]
+    assert r.trust["verdict"] in ("weak", "uninformative")
+    near = recommend(params=2 * top, fit=f, n_ctx=1024, head_dim=64, multiple_of=64)
+    assert not [x for x in near.trust["reasons"] if "beyond" in x]
+
+
+def test_epoch_chinchilla_is_informative():
+    df = pl.read_csv(DATASETS / "chinchilla_epoch2024.csv").sort("loss").head(240)
+    f = fit(df, law="chinchilla", bootstrap=100)
+    assert f.trust["verdict"] == "informative", f.trust
+    assert json.loads(f.to_json())["trust"]["verdict"] == "informative"
+    assert "verdict: informative" in f.summary()
+
+
+def test_bound_and_published_reasons():
+    f = load_fit("levine2020")
+    assert f.trust["verdict"] == "weak"
+    assert any("no record of the data's span" in r for r in f.trust["reasons"])
+    from archfit.laws import Fit
+
+    g = Fit(law="depth-width", params=dict(E=1.7e-112, A=30, alpha=0.6, B=2, beta=0.8, C=0,
+                                           gamma=0), diagnostics={"span": {
+                                               "params_min": 1e7, "params_max": 2e9}})
+    assert "E is at its lower bound 0" in g.trust["reasons"]
+
+
+def test_recommend_prints_the_verdict_and_strict_refuses(tmp_path, cli, levine_synthetic):
+    f = fit(levine_synthetic(sizes=(2e5, 4e5, 8e5), noise=0.01, seed=3), law="levine",
+            bootstrap=100)
+    p = tmp_path / "thin.json"
+    f.to_json(p)
+    r = cli("recommend", "--params", "1e9", "--fit", p)
+    assert r.exit_code == 0 and "verdict: UNINFORMATIVE" in r.output
+    assert r.output.index("verdict:") < r.output.index("recommended:")
+    r = cli("recommend", "--params", "1e9", "--fit", p, "--strict")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "uninformative" in r.output
+    d = json.loads(cli("recommend", "--params", "1e9", "--fit", p, "--json").output)
+    assert d["trust"]["verdict"] == "uninformative" and d["trust"]["extrapolation_factor"] > 1000
