@@ -91,6 +91,32 @@ def _chinchilla(seed=0, n=120, noise=0.01, truth=(1.7, 400.0, 800.0, 0.34, 0.3))
         E=E, A=A, B=B, alpha=a, beta=b)
 
 
+JOINT_TRUTH = dict(E=1.8, A=300.0, alpha=0.32, B=1200.0, beta=0.33, kappa=0.04, p=-2.3, q=0.25)
+
+
+def _joint(n_shapes=25, n_tokens=32, noise=0.005, seed=0, truth=None, span=40.0, n_min=1e7):
+    """Scattered sweep from the depth-joint law: random width x depth shapes whose sizes span
+    ``span``x from ``n_min``, each logged at ``n_tokens`` token counts, multiplicative noise."""
+    t = dict(JOINT_TRUTH, **(truth or {}))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n_shapes):
+        N = n_min * span ** rng.uniform(0, 1)
+        L = int(round(math.exp(rng.uniform(math.log(2), math.log(48)))))
+        d = math.sqrt(N / (12 * L))
+        for D in np.geomspace(1e8, 1e10, n_tokens):
+            loss = (t["E"] + t["A"] / N ** t["alpha"] + t["B"] / D ** t["beta"]
+                    + t["kappa"] * (math.log(L) - t["p"] - t["q"] * math.log(N)) ** 2)
+            rows.append(dict(params=N, n_layer=float(L), d_model=d, tokens=D,
+                             loss=loss * math.exp(rng.normal(0, noise))))
+    return pl.DataFrame(rows), t
+
+
+@pytest.fixture
+def joint_synthetic():
+    return _joint
+
+
 @pytest.fixture
 def levine_synthetic():
     return _levine

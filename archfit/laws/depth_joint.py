@@ -1,0 +1,225 @@
+"""A joint shape law for scattered sweeps: every run at once, no iso-parameter grid needed.
+
+    L(N, n_layer, D) = E + A / N^alpha + B / D^beta + kappa * (ln n_layer - ln n_layer*(N))^2
+    ln n_layer*(N) = p + q ln N
+
+Chinchilla's L(N, D) (Hoffmann et al. 2022, eq. 2) plus a quadratic penalty in log depth around
+an optimum that moves with size as a power law: the log-depth quadratic is the shape of loss vs
+depth at fixed N seen by Kaplan et al. 2020 (Fig. 5) and Levine et al. 2020, and a power law in
+N is the simplest optimum that grows with size. Fitted like ``chinchilla`` (Huber δ=1e-3 on log
+loss, multi-start, L-BFGS with an analytic gradient); bootstrapped over shapes, since the rows of
+one shape at several token counts are not independent. N is the non-embedding count (Kaplan's);
+without a params column, N = 12 · n_layer · d_model².
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+from archfit.errors import FitError, FitInputError
+from archfit.laws.base import Data, Estimate, Law, register
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from archfit.laws.artifact import Fit
+    from archfit.shapes import Shape
+
+LN_N_REF = math.log(1e8)  # the optimizer sees p at N = 1e8 (p_ref = p + q ln 1e8): better conditioned
+HUBER_DELTA = 1e-3
+
+
+class JointObjective:
+    """Mean Huber loss of log L̂ - log L over internal θ = (ln E, ln A, α, ln B, β, ln κ,
+    p_ref, q), with its gradient; optionally with Gaussian priors on the public parameters."""
+
+    def __init__(self, lnN: np.ndarray, lnL: np.ndarray, lnD: np.ndarray | None, t: np.ndarray,
+                 prior: Any = None, delta: float = HUBER_DELTA):
+        self.lnN, self.lnL, self.lnD, self.t, self.delta = lnN, lnL, lnD, t, delta
+        self.prior = prior  # (index, mean, sd, scale of data term) or None
+
+    def value_and_grad(self, th: np.ndarray) -> tuple[float, np.ndarray]:
+        import numpy as np
+
+        e, a, al, b, be, k, pr, q = th
+        E, A, K = np.exp(e), np.exp(a), np.exp(k)
+        x = A * np.exp(-al * self.lnN)
+        z = self.lnL - pr - q * (self.lnN - LN_N_REF)
+        pred = E + x + K * z * z
+        J = [np.full_like(pred, E), x, -x * self.lnN]
+        if self.lnD is not None:
+            y = np.exp(b - be * self.lnD)
+            pred = pred + y
+            J += [y, -y * self.lnD]
+        else:
+            J += [np.zeros_like(pred)] * 2
+        J += [K * z * z, -2 * K * z, -2 * K * z * (self.lnN - LN_N_REF)]
+        r = np.log(pred) - self.t
+        d, n = self.delta, len(r)
+        ar = np.abs(r)
+        h = np.where(ar <= d, 0.5 * r * r, d * (ar - 0.5 * d))
+        w = np.clip(r, -d, d) / pred / (n * d * d)
+        val = float(h.sum() / (n * d * d))
+        grad = np.array([float(w @ j) for j in J])
+        if self.prior is not None:
+            pv, pg = self.prior(th)
+            val, grad = val + pv, grad + pg
+        return val, grad
+
+    def objective(self, th: np.ndarray) -> float:
+        return self.value_and_grad(th)[0]
+
+
+@register
+class DepthJoint(Law):
+    name = "depth-joint"
+    formula = ("L(N, n_layer, D) = E + A / N^alpha + B / D^beta + kappa * (ln n_layer - p - "
+               "q ln N)^2   (n_layer*(N) = e^p N^q; N non-embedding)")
+    description = ("Joint shape law fitted to every run at once (scattered shapes, many token "
+                   "counts): Chinchilla's L(N, D) plus a quadratic penalty in log depth around a "
+                   "power-law optimum. Huber on log loss, bootstrap over shapes.")
+    columns = ("loss", "params", "n_layer")
+    param_names = ("E", "A", "alpha", "B", "beta", "kappa", "p", "q")
+    min_points = 10
+    role = "shape"
+    default_targets = (1e9, 1e12)
+    lower_bounds = {"E": 0.0, "kappa": 0.0}
+
+    def prepare(self, frame: Any) -> Data:
+        if "params" not in frame.columns and {"n_layer", "d_model"} <= set(frame.columns):
+            import polars as pl
+
+            frame = frame.with_columns((12.0 * pl.col("n_layer") * pl.col("d_model") ** 2)
+                                       .alias("params"))
+        if "n_layer" not in frame.columns:
+            raise FitInputError("depth-joint needs a depth column; map one with --map "
+                                "n_layer=COLUMN")
+        return super().prepare(frame)
+
+    def groups(self, data: Data) -> np.ndarray:
+        """Bootstrap units: shapes (the rows of one shape at several token counts share one)."""
+        import numpy as np
+
+        keys = [data[k] for k in ("params", "n_layer", "d_model") if k in data]
+        _, g = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+        return g.ravel()
+
+    def classes(self, data: Data) -> np.ndarray:
+        from archfit.laws.fitting import size_classes
+
+        return size_classes(data["params"])
+
+    # ---------------------------------------------------------------- fitting
+    def _arrays(self, data: Data) -> tuple[Any, Any, Any, Any]:
+        import numpy as np
+
+        from archfit.laws.fitting import varies
+
+        if len(np.unique(data["n_layer"])) < 3:
+            raise FitError("depth-joint needs at least 3 different depths")
+        if not varies(data["params"], 0.25):
+            raise FitError("depth-joint needs runs of different sizes N")
+        use_d = "tokens" in data and varies(data["tokens"], 0.2)
+        return (np.log(data["params"]), np.log(data["n_layer"]),
+                np.log(data["tokens"]) if use_d else None, np.log(data["loss"]))
+
+    def _starts(self, lnN: np.ndarray, lnL: np.ndarray, lnD: Any, t: np.ndarray) -> np.ndarray:
+        """A grid over the exponents and the optimum's line; E, A, B, kappa from a non-negative
+        least-squares solve of each (the model is linear in them)."""
+        import numpy as np
+        from scipy.optimize import nnls
+
+        L = np.exp(t)
+        starts = []
+        p0 = float(np.median(lnL))
+        for al, be, q, dp in itertools.product((0.1, 0.3, 0.6), (0.1, 0.3, 0.6),
+                                               (0.0, 0.2, 0.4), (-0.5, 0.0, 0.5)):
+            z = lnL - (p0 + dp) - q * (lnN - LN_N_REF)
+            cols = [np.ones_like(L), np.exp(-al * lnN), z * z]
+            if lnD is not None:
+                cols.insert(2, np.exp(-be * lnD))
+            M = np.stack(cols, axis=1) / L[:, None]
+            sc = np.abs(M).max(0)
+            sc[sc == 0] = 1
+            coef = nnls(M / sc, np.ones_like(L))[0] / sc
+            E, A = coef[0], coef[1]
+            B, K = (coef[2], coef[3]) if lnD is not None else (1e-30, coef[2])
+            starts.append([math.log(max(E, 1e-3)), math.log(max(A, 1e-6)), al,
+                           math.log(max(B, 1e-30)), be, math.log(max(K, 1e-6)), p0 + dp, q])
+        return np.array(starts)
+
+    def fit_point(self, data: Data, start: np.ndarray | None = None, *,
+                  full: bool = True) -> Estimate:
+        import numpy as np
+        from scipy.optimize import minimize
+
+        lnN, lnL, lnD, t = self._arrays(data)
+        obj = JointObjective(lnN, lnL, lnD, t)
+        if start is not None:
+            starts = np.atleast_2d(self._to_internal(start))
+        else:
+            cand = self._starts(lnN, lnL, lnD, t)
+            starts = cand[np.argsort([obj.objective(c) for c in cand])[:4]]
+        bounds = [(None, None), (None, None), (0.0, 3.0), (None, None), (0.0, 3.0),
+                  (None, None), (None, None), (-1.0, 2.0)]
+        if lnD is None:
+            bounds[3] = bounds[4] = (None, None)
+        best = None
+        for s0 in starts:
+            if lnD is None:
+                s0 = s0.copy()
+                s0[3], s0[4] = -70.0, 0.0
+            res = minimize(obj.value_and_grad, s0, jac=True, method="L-BFGS-B", bounds=bounds,
+                           options={"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-11})
+            if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
+                best = res
+        if best is None:
+            raise FitError("depth-joint did not converge from any starting point")
+        extra: dict[str, Any] = {"uses_tokens": lnD is not None, "residual_space": "log loss",
+                                 "objective": "huber(delta=1e-3) on log loss"}
+        if lnD is None:
+            extra["notes"] = ["all runs share one token count: the D term is folded into E "
+                              "(B = beta = 0)"]
+        return Estimate(self._to_public(best.x, lnD is not None), extra=extra)
+
+    @staticmethod
+    def _to_public(th: np.ndarray, use_d: bool = True) -> np.ndarray:
+        import numpy as np
+
+        e, a, al, b, be, k, pr, q = th
+        B, beta = (math.exp(b), be) if use_d else (0.0, 0.0)
+        return np.array([math.exp(e), math.exp(a), al, B, beta, math.exp(k),
+                         pr - q * LN_N_REF, q])
+
+    @staticmethod
+    def _to_internal(params: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        E, A, al, B, be, K, p, q = params
+        return np.array([math.log(max(E, 1e-300)), math.log(max(A, 1e-300)), al,
+                         math.log(max(B, 1e-30)), be, math.log(max(K, 1e-300)),
+                         p + q * LN_N_REF, q])
+
+    def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
+        import numpy as np
+
+        N = np.asarray(data["params"], float)
+        L = np.asarray(data["n_layer"], float)
+        out = params["E"] + params["A"] / N ** params["alpha"] + params["kappa"] * (
+            np.log(L) - params["p"] - params["q"] * np.log(N)) ** 2
+        if params.get("B", 0) > 0 and "tokens" in data:
+            out = out + params["B"] / np.asarray(data["tokens"], float) ** params["beta"]
+        return out
+
+    # ---------------------------------------------------------------- plain math
+    def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
+        L = math.exp(params["p"] + params["q"] * math.log(N))
+        return L, math.sqrt(N / (12 * L))
+
+    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+        """kappa · (ln n_layer − ln n_layer*(N))²: the only term that differs between shapes
+        of the same size N trained on the same tokens."""
+        p = fit.params
+        return p["kappa"] * (math.log(shape.n_layer) - p["p"] - p["q"] * math.log(N)) ** 2
