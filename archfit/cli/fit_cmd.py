@@ -7,18 +7,47 @@ import sys
 import click
 
 from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table
+from archfit.errors import ArchfitError
+from archfit.numbers import parse_number
+
+
+def parse_pairs(items: tuple[str, ...] | list[str], flag: str, example: str) -> dict[str, str]:
+    """``KEY=VALUE`` items of a repeatable option as a dict."""
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise click.BadParameter(f"{it!r}: write KEY=VALUE, e.g. {example}", param_hint=flag)
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
 
 
 def parse_map(items: tuple[str, ...]) -> dict[str, str]:
     """``--map params='Model Size'`` items as {archfit column: source column}."""
-    out = {}
     for it in items:
         if "=" not in it:
             raise click.BadParameter(f"{it!r}: write archfit_column=source_column, e.g. "
                                      "params='Model Size'", param_hint="--map")
-        k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+    return parse_pairs(items, "--map", "params='Model Size'")
+
+
+def _value(key: str, text: str, flag: str) -> float:
+    try:
+        return float(parse_number(text))
+    except ArchfitError:
+        raise click.BadParameter(f"{key}={text!r}: not a number", param_hint=flag) from None
+
+
+def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
+    """``NAME|FILE[:PARAM=SD,...]`` as (source, widths)."""
+    if not text:
+        return None, {}
+    src, _, rest = text.partition(":")
+    if not src:
+        raise click.BadParameter(f"{text!r}: name a published fit or a fit file first, e.g. "
+                                 "levine2020:a=0.5,b=0.02", param_hint="--prior")
+    pairs = parse_pairs([p for p in rest.split(",") if p], "--prior", "levine2020:a=0.5,b=0.02")
+    return src, {k: _value(k, v, "--prior") for k, v in pairs.items()}
 
 
 @click.command()
@@ -36,8 +65,14 @@ def parse_map(items: tuple[str, ...]) -> dict[str, str]:
               help="Sizes (or compute budgets for chinchilla) for derived quantities.")
 @click.option("--drop-highest-loss", type=int, default=0, show_default=True,
               help="Drop the K highest-loss runs first (Epoch's protocol drops 5).")
+@click.option("--fix", "fixes", multiple=True, metavar="PARAM=VALUE",
+              help="Hold a parameter at a value, e.g. --fix b=0.0555 (repeatable).")
+@click.option("--prior", default=None, metavar="NAME|FILE[:PARAM=SD,...]",
+              help="Gaussian prior on the parameters shared with a published fit or fit file; "
+                   "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
-def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_json):
+def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, prior,
+        as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
     \b
@@ -45,12 +80,15 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_j
       archfit fit sweeps/demo.parquet --law levine --out fits/demo-levine.json
       archfit fit datasets/chinchilla_epoch2024.csv --law chinchilla --drop-highest-loss 5
       archfit fit raw.csv --law chinchilla --map params="Model Size" --map flops="Training FLOP"
+      archfit fit demo.parquet --law levine --prior levine2020:a=0.5,b=0.02
     """
     from archfit.laws import get_law
     from archfit.laws.fitting import fit as fit_law
     from archfit.store import read_runs
 
     get_law(law)  # unknown law: fail before reading anything
+    fix = {k: _value(k, v, "--fix") for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items()}
+    prior_src, widths = parse_prior(prior)
     table = read_runs(files, parse_map(maps))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
@@ -74,7 +112,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, as_j
             prog.update(task, completed=done)
     try:
         result = fit_law(table, law, bootstrap=bootstrap, seed=seed, targets=targets,
-                         progress=progress)
+                         progress=progress, fix=fix, prior=prior_src, prior_widths=widths)
     finally:
         if progress is not None:
             prog.stop()

@@ -38,6 +38,7 @@ class Fit:
     name: str | None = None
     archfit_version: str = ""
     mapping: dict[str, str] = field(default_factory=dict)  # the --map the data was read with
+    prior: dict[str, Any] = field(default_factory=dict)  # --fix/--prior: source, values, data-only
 
     @property
     def law_obj(self) -> Law:
@@ -90,7 +91,8 @@ class Fit:
         lines += [f"  {k}: {v}" for k, v in self.conventions.items()]
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
-        lines += ["", *_table("param", self.params, self.ci, 14, 14)]
+        lines += ["", *(_prior_table(self) if self.prior else
+                        _table("param", self.params, self.ci, 14, 14))]
         if self.derived:
             lines += ["", *_table("derived", self.derived, self.derived_ci, 26, 12)]
         lines += _diagnostic_lines(self.diagnostics)
@@ -109,6 +111,7 @@ class Fit:
             "derived_ci": self.derived_ci, "n_points": self.n_points,
             "diagnostics": self.diagnostics, "bootstrap": self.bootstrap, "inputs": self.inputs,
             "notes": self.notes, "conventions": self.conventions, "mapping": self.mapping,
+            "prior": self.prior,
             "extra": self.extra, "source": self.source, "archfit_version": self.archfit_version,
             "trust": self.trust,
         })
@@ -138,6 +141,7 @@ class Fit:
             source=d.get("source"), name=d.get("name"),
             archfit_version=str(d.get("archfit_version") or ""),
             mapping={str(k): str(v) for k, v in (d.get("mapping") or {}).items()},
+            prior=dict(d.get("prior") or {}),
         )
 
     @classmethod
@@ -180,6 +184,30 @@ def _table(head: str, values: Mapping[str, float], cis: Mapping[str, Any], w: in
     for name, val in values.items():
         lo, hi = cis.get(name) or (None, None)
         lines.append(f"  {name:<{w}}{_g(val):>{wv}}{_g(lo):>14}{_g(hi):>14}")
+    return lines
+
+
+def _prior_table(f: Fit) -> list[str]:
+    """Prior, data alone and posterior side by side (a fit made with --fix or --prior)."""
+    pr, alone = f.prior, f.prior.get("data_only")
+    lines = [f"  prior: {pr.get('source') or 'stated'}" + (
+        f" (data residual scale {pr['residual_scale']:.3g} in log loss)"
+        if pr.get("residual_scale") else ""),
+        f"  {'param':<10}{'prior':>22}{'data alone':>14}{'posterior':>12}{'95% CI':>24}",
+        "  " + "-" * 82]
+    for name, val in f.params.items():
+        if name in pr.get("fixed", {}):
+            p = "fixed"
+        elif name in pr.get("prior", {}):
+            m, sd = pr["prior"][name]
+            p = f"{_g(m)} ± {_g(sd)}"
+        else:
+            p = "-"
+        a = _g(alone.get(name)) if isinstance(alone, dict) else "-"
+        lo, hi = f.ci.get(name) or (None, None)
+        lines.append(f"  {name:<10}{p:>22}{a:>14}{_g(val):>12}{'[' + _g(lo) + ', ' + _g(hi) + ']':>24}")
+    if isinstance(alone, str):
+        lines.append(f"  data alone: {alone}")
     return lines
 
 

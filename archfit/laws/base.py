@@ -48,6 +48,21 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class Constraints:
+    """Parameters held fixed and Gaussian priors (mean, sd) on others, by public name.
+    ``scale`` is the data's residual scale (log loss) from the data-only fit, so a prior weighs
+    against the data as a likelihood would."""
+
+    fixed: dict[str, float] = field(default_factory=dict)
+    prior: dict[str, tuple[float, float]] = field(default_factory=dict)
+    source: str = ""
+    scale: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.fixed or self.prior)
+
+
+@dataclass(frozen=True)
 class MeasuredOptimum:
     """An optimum measured directly in the data (one per size class), drawn beside the law."""
 
@@ -80,6 +95,8 @@ class Law:
     param_names: ClassVar[tuple[str, ...]]
     min_points: ClassVar[int]
     role: ClassVar[str] = "loss"  # one of ROLES
+    # fit_point takes constraints= (--fix / --prior); laws that do not are refused them
+    supports_constraints: ClassVar[bool] = False
     default_targets: ClassVar[tuple[float, ...]] = ()
     own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())
     # what the target of a shape law counts (recommend sizes shapes in this convention)
@@ -132,10 +149,10 @@ class Law:
 
         return np.log(data["loss"]), np.log(self.predict(params, data))
 
-    def heldout(self, data: Data) -> dict[str, Any]:
+    def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         from archfit.laws.fitting import heldout_largest_class
 
-        return heldout_largest_class(self, data)
+        return heldout_largest_class(self, data, constraints)
 
     # ------------------------------------------------------------------ roles (plain math)
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
@@ -233,7 +250,8 @@ class Law:
         span, the extrapolation factor, parameters on bounds, the optimum's CI width, the
         held-out error and the bootstrap's failure rate, one line per reason."""
         t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
-        _span_reasons(self, t, target)
+        _span_reasons(self, t, target, (fit.prior or {}).get("source") if (
+            fit.prior or {}).get("prior") else None)
         for r in self.bound_reasons(fit):
             t.weak(r)
         sp = self.spread(fit, target)
@@ -250,7 +268,7 @@ class Law:
         return t
 
 
-def _span_reasons(law: Law, t: Trust, target: float | None) -> None:
+def _span_reasons(law: Law, t: Trust, target: float | None, prior: str | None) -> None:
     span = t.checks["span"]
     top, bottom = span.get("params_max"), span.get("params_min")
     if not top:
@@ -263,10 +281,12 @@ def _span_reasons(law: Law, t: Trust, target: float | None) -> None:
     if law.role in ("shape", "ff") and n_cls is not None and n_cls < limits.MIN_SIZE_CLASSES:
         t.weak(f"only {n_cls} size classes")
     if target is not None:
-        t.extrapolation_factor = target / top
-        t.grade(t.extrapolation_factor, limits.EXTRAPOLATION,
-                f"{target:.3g} is {t.extrapolation_factor:.3g}x beyond the largest run "
-                f"({top:.3g})")
+        t.extrapolation_factor = f = target / top
+        line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
+        if prior and f > limits.EXTRAPOLATION[0]:  # the prior's evidence reaches further
+            t.weak(f"{line}; the prior {prior} carries the answer there")
+        else:
+            t.grade(f, limits.EXTRAPOLATION, line)
 
 
 def _heldout_reason(law: Law, t: Trust, fit: Fit) -> None:

@@ -19,7 +19,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws.base import Data, Estimate, Law, register
+from archfit.laws.base import Constraints, Data, Estimate, Law, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -72,6 +72,52 @@ class JointObjective:
         return self.value_and_grad(th)[0]
 
 
+_INTERNAL = ("E", "A", "alpha", "B", "beta", "kappa", "p_ref", "q")
+_LOG = {"E", "A", "B", "kappa"}  # held in log space internally
+
+
+def _fixed_bounds(bounds: list[tuple[Any, Any]], c: Constraints) -> list[tuple[Any, Any]]:
+    """--fix as equal bounds on the internal parameters (p only together with q)."""
+    out = list(bounds)
+    for name, v in c.fixed.items():
+        if name == "p":
+            if "q" not in c.fixed:
+                raise FitError("depth-joint: fix p together with q (the optimizer holds p at "
+                               "N = 1e8, which moves with q)")
+            name, v = "p_ref", v + c.fixed["q"] * LN_N_REF
+        i = _INTERNAL.index(name)
+        x = math.log(v) if name in _LOG else v
+        out[i] = (x, x)
+    return out
+
+
+def _prior_term(c: Constraints, n: int) -> Any:
+    """Gaussian priors on public parameters, weighed against the Huber data term as a
+    likelihood whose residual scale is ``c.scale`` (the data-only fit's)."""
+    import numpy as np
+
+    s = c.scale or HUBER_DELTA
+    tau = HUBER_DELTA * s if s > HUBER_DELTA else s * s  # Huber's linear / quadratic regime
+    weight = tau / (HUBER_DELTA ** 2 * n)
+
+    def term(th: np.ndarray) -> tuple[float, np.ndarray]:
+        val, g = 0.0, np.zeros_like(th)
+        for name, (m, sd) in c.prior.items():
+            if name == "p":
+                v, dv = th[6] - th[7] * LN_N_REF, {6: 1.0, 7: -LN_N_REF}
+            else:
+                i = _INTERNAL.index(name)
+                v = math.exp(th[i]) if name in _LOG else th[i]
+                dv = {i: v if name in _LOG else 1.0}
+            z = (v - m) / sd
+            val += 0.5 * z * z
+            for i, d in dv.items():
+                g[i] += z / sd * d
+        return weight * val, weight * g
+
+    return term
+
+
 @register
 class DepthJoint(Law):
     name = "depth-joint"
@@ -86,6 +132,7 @@ class DepthJoint(Law):
     role = "shape"
     default_targets = (1e9, 1e12)
     lower_bounds = {"E": 0.0, "kappa": 0.0}
+    supports_constraints = True
 
     def prepare(self, frame: Any) -> Data:
         if "params" not in frame.columns and {"n_layer", "d_model"} <= set(frame.columns):
@@ -151,12 +198,13 @@ class DepthJoint(Law):
         return np.array(starts)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
         from scipy.optimize import minimize
 
         lnN, lnL, lnD, t = self._arrays(data)
-        obj = JointObjective(lnN, lnL, lnD, t)
+        obj = JointObjective(lnN, lnL, lnD, t,
+                             prior=_prior_term(constraints, len(t)) if constraints else None)
         if start is not None:
             starts = np.atleast_2d(self._to_internal(start))
         else:
@@ -166,6 +214,10 @@ class DepthJoint(Law):
                   (None, None), (None, None), (-1.0, 2.0)]
         if lnD is None:
             bounds[3] = bounds[4] = (None, None)
+        if constraints:
+            bounds = _fixed_bounds(bounds, constraints)
+            starts = np.array([[min(max(v, lo if lo is not None else v), hi if hi is not None
+                                    else v) for v, (lo, hi) in zip(s0, bounds)] for s0 in starts])
         best = None
         for s0 in starts:
             if lnD is None:

@@ -12,7 +12,9 @@ import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
-from archfit.laws.base import Data, Estimate, Law, get_law
+from dataclasses import replace
+
+from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.store import RunTable, read_runs
 
 HUBER_DELTA = 1e-3
@@ -89,7 +91,7 @@ def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
     return np.stack([np.log(data[n]) for n in names], axis=1)
 
 
-def heldout_largest_class(law: Law, data: Data) -> dict[str, Any]:
+def heldout_largest_class(law: Law, data: Data, constraints: Any = None) -> dict[str, Any]:
     """Fit on all but the largest size class, report the error on the largest."""
     cls = law.classes(data)
     top = cls.max()
@@ -97,7 +99,8 @@ def heldout_largest_class(law: Law, data: Data) -> dict[str, Any]:
     try:
         if len(train["loss"]) < law.min_points:
             raise FitError("too few runs below the largest size class")
-        est = law.fit_point(train, full=False)
+        kw = {"constraints": constraints} if constraints else {}
+        est = law.fit_point(train, full=False, **kw)
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}
     p = dict(zip(law.param_names, est.params))
@@ -266,6 +269,47 @@ def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
     return np.asarray(res.params), cov, res
 
 
+def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequence[str],
+               cons: Constraints) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares with some coefficients fixed and Gaussian priors on others (the
+    posterior mode and covariance). Without absolute weights the data's variance is taken from
+    the residuals (or the data-only fit's residual scale when too few points are left)."""
+    n, k = X.shape
+    if w is None:
+        if n > k:
+            c, *_ = np.linalg.lstsq(X, y, rcond=None)
+            s2 = float(np.sum((y - X @ c) ** 2)) / (n - k)
+        else:
+            s2 = (cons.scale or 0.05) ** 2
+        w = np.full(n, 1.0 / max(s2, 1e-8))
+    fixed = [i for i, nm in enumerate(names) if nm in cons.fixed]
+    free = [i for i in range(k) if i not in fixed]
+    y2 = y - X[:, fixed] @ np.array([cons.fixed[names[i]] for i in fixed]) if fixed else y
+    sw = np.sqrt(w)
+    A, b = [X[:, free] * sw[:, None]], [y2 * sw]
+    for j, i in enumerate(free):
+        if names[i] in cons.prior:
+            m, sd = cons.prior[names[i]]
+            row = np.zeros((1, len(free)))
+            row[0, j] = 1.0 / sd
+            A.append(row)
+            b.append(np.array([m / sd]))
+    Am, bm = np.concatenate(A), np.concatenate(b)
+    if Am.shape[0] < len(free):
+        raise FitError("too few size classes for the free parameters: fix or put a prior on "
+                       "more of them")
+    cf, *_ = np.linalg.lstsq(Am, bm, rcond=None)
+    coef, cov = np.zeros(k), np.zeros((k, k))
+    coef[free] = cf
+    for i in fixed:
+        coef[i] = cons.fixed[names[i]]
+    try:
+        cov[np.ix_(free, free)] = np.linalg.inv(Am.T @ Am)
+    except np.linalg.LinAlgError:
+        cov[:] = np.nan
+    return coef, cov
+
+
 # ============================================================================ the driver
 def fit(
     frame: Any = None,
@@ -278,14 +322,22 @@ def fit(
     targets: Sequence[float] | None = None,
     heldout: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    fix: dict[str, float] | None = None,
+    prior: Any = None,
+    prior_widths: dict[str, float] | None = None,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``).
 
     Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over runs, or over
-    shapes when several seeds share one; Wald intervals from the covariance when
+    shapes when several seeds or token counts share one; Wald intervals from the covariance when
     ``bootstrap=0`` and the law has one), derived quantities at ``targets``, and diagnostics
     (RMSE and R² in log space, held-out check on the largest size class, the data's span).
+
+    ``fix`` holds parameters at values (``{"b": 0.0555}``); ``prior`` adds Gaussian priors on
+    the parameters this law shares with a published fit or fit artifact (a name, path or
+    :class:`Fit`; sd from ``prior_widths`` or from its CI), or is a dict ``{name: (mean, sd)}``.
+    The fit records prior, data-only and posterior values side by side.
     """
     import archfit
 
@@ -296,31 +348,102 @@ def fit(
     lw = get_law(law)
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
+    cons = constraints_for(lw, fix, prior, prior_widths)
     data = lw.prepare(table.frame)
     targets = list(targets) if targets else list(lw.default_targets)
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1), np.errstate(all="ignore"):
-        est = lw.fit_point(data)
-        if not np.all(np.isfinite(est.params)):
-            raise FitError(f"law {lw.name!r} did not converge to finite parameters; check the "
-                           "data spans enough sizes (and tokens) for this law")
+        est, cons, data_only = _point(lw, data, cons)
         params = {n: float(v) for n, v in zip(lw.param_names, est.params)}
         f = Fit(law=lw.name, params=params, cov=est.cov.tolist() if est.cov is not None else None,
                 derived=lw.derived(params, targets, est.extra), n_points=int(len(data["loss"])),
-                diagnostics=_diagnostics(lw, data, params, est, heldout), inputs=table.inputs,
-                conventions=_conventions(table), mapping=dict(table.mapping),
+                diagnostics=_diagnostics(lw, data, params, est, heldout, cons),
+                inputs=table.inputs, conventions=_conventions(table), mapping=dict(table.mapping),
                 extra={k: v for k, v in est.extra.items() if k not in ("notes",
                                                                          "residual_space")},
-                archfit_version=archfit.__version__)
+                archfit_version=archfit.__version__, prior=_prior_record(cons, data_only))
         notes = list(table.notes)
-        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes)
+        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons)
         f.notes = notes + list(est.extra.get("notes", []))
     return f
 
 
+def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
+                    widths: dict[str, float] | None) -> Constraints:
+    """Check and resolve ``fix`` and ``prior`` into the law's :class:`Constraints`."""
+    fix, widths = dict(fix or {}), dict(widths or {})
+    if not fix and prior is None:
+        return Constraints()
+    if not lw.supports_constraints:
+        from archfit.laws.base import LAWS
+
+        able = [n for n, x in sorted(LAWS.items()) if x.supports_constraints]
+        raise FitInputError(f"law {lw.name!r} takes no --fix/--prior; laws that do: "
+                            f"{', '.join(able)}")
+    for name in [*fix, *widths]:
+        if name not in lw.param_names:
+            raise FitInputError(f"{name!r} is not a parameter of {lw.name} "
+                                f"({', '.join(lw.param_names)})")
+    source, means = "", {}
+    if isinstance(prior, dict):
+        means = {k: tuple(v) for k, v in prior.items()}
+        source = "stated"
+    elif prior is not None:
+        from archfit.laws.artifact import load_fit
+
+        pf = load_fit(prior)
+        source = pf.label
+        shared = [n for n in lw.param_names if n in pf.params and n not in fix]
+        if not shared:
+            raise FitInputError(f"the prior {source} shares no free parameter with {lw.name} "
+                                f"({', '.join(lw.param_names)})")
+        for n in shared:
+            ci = (pf.ci or {}).get(n)
+            sd = widths.get(n, (ci[1] - ci[0]) / 3.92 if ci else None)
+            if sd is None:
+                raise FitInputError(
+                    f"the prior {source} carries no uncertainty for {n!r}: state its width, "
+                    f"e.g. --prior {source}:" + ",".join(f"{m}=SD" for m in shared))
+            means[n] = (pf.params[n], sd)
+    for n, (_, sd) in means.items():
+        if n not in lw.param_names:
+            raise FitInputError(f"{n!r} is not a parameter of {lw.name}")
+        if not sd > 0:
+            raise FitInputError(f"the prior width of {n!r} must be positive, got {sd}")
+    return Constraints(fixed={k: float(v) for k, v in fix.items()},
+                       prior={k: (float(m), float(sd)) for k, (m, sd) in means.items()},
+                       source=source)
+
+
+def _point(lw: Law, data: Data, cons: Constraints) -> tuple[Estimate, Constraints, Any]:
+    """The point estimate; with constraints, also the data-only fit (None when the data alone
+    cannot be fitted) whose residual scale weighs the prior."""
+    if not cons:
+        return lw.fit_point(data), cons, None
+    try:
+        alone = lw.fit_point(data, full=False)
+        p = dict(zip(lw.param_names, alone.params))
+        obs, fitted = lw.residuals(p, data, alone.extra)
+        r = obs - fitted
+        scale = float(1.4826 * np.median(np.abs(r - np.median(r)))) if len(r) > 2 else None
+        cons = replace(cons, scale=scale if scale and scale > 0 else None)
+        data_only: Any = p
+    except FitError as e:
+        data_only = f"the data alone cannot be fitted: {e}"
+    return lw.fit_point(data, constraints=cons), cons, data_only
+
+
+def _prior_record(cons: Constraints, data_only: Any) -> dict[str, Any]:
+    if not cons:
+        return {}
+    return {"source": cons.source, "fixed": cons.fixed,
+            "prior": {k: list(v) for k, v in cons.prior.items()},
+            "data_only": data_only, "residual_scale": cons.scale}
+
+
 def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
-                 heldout: bool) -> dict[str, Any]:
+                 heldout: bool, cons: Constraints) -> dict[str, Any]:
     obs, fitted = lw.residuals(params, data, est.extra)
     resid = obs - fitted
     ss_tot = float(np.sum((obs - obs.mean()) ** 2))
@@ -333,7 +456,7 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
         "span": _span(lw, data),
     }
     if heldout:
-        d["heldout"] = lw.heldout(data)
+        d["heldout"] = lw.heldout(data, constraints=cons) if cons else lw.heldout(data)
     return d
 
 
@@ -363,13 +486,13 @@ def _conventions(table: RunTable) -> dict[str, str]:
 
 def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, seed: int,
                  targets: list[float], progress: Callable[[int, int], None] | None,
-                 notes: list[str]) -> None:
+                 notes: list[str], cons: Constraints) -> None:
     """Fill ``f.ci``, ``f.derived_ci`` and ``f.bootstrap``: percentile bootstrap, else Wald."""
     f.ci = {n: None for n in lw.param_names}
     f.derived_ci = {k: None for k in f.derived}
     if bootstrap > 0:
         samples, dsamples, n_failed = bootstrap_fits(lw, data, est, bootstrap, seed, targets,
-                                                     progress)
+                                                     progress, cons=cons)
         n_ok = len(samples)
         f.bootstrap = {"n": bootstrap, "n_ok": n_ok, "n_failed": n_failed, "seed": seed,
                        "unit": "shape" if len(np.unique(lw.groups(data))) < len(data["loss"])
@@ -398,7 +521,8 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, see
 
 def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
                    targets: Sequence[float], progress: Callable[[int, int], None] | None,
-                   workers: int | None = None) -> tuple[np.ndarray, list, int]:
+                   workers: int | None = None, cons: Constraints | None = None
+                   ) -> tuple[np.ndarray, list, int]:
     """Refit on ``n`` resamples of the bootstrap units (warm-started at the point estimate).
     Resamples are drawn up front from ``seed``, so results do not depend on the worker count;
     with several cores they are spread over processes."""
@@ -411,7 +535,8 @@ def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if n >= 64 else 1
     chunks = [c for c in np.array_split(np.arange(n), min(n, max(1, workers) * 8)) if len(c)]
-    jobs = [(lw.name, data, est.params, [picks[i] for i in c], list(targets)) for c in chunks]
+    jobs = [(lw.name, data, est.params, [picks[i] for i in c], list(targets), cons)
+            for c in chunks]
     results: list[tuple[np.ndarray | None, dict[str, float]]] = []
     for part in _run_chunks(jobs, workers):
         results.extend(part)
@@ -447,7 +572,8 @@ def _run_chunks(jobs: list[tuple], workers: int) -> Any:
 
 
 def _boot_chunk(law_name: str, data: Data, start: np.ndarray, picks: list[np.ndarray],
-                targets: list[float]) -> list[tuple[np.ndarray | None, dict[str, float]]]:
+                targets: list[float], cons: Constraints | None = None
+                ) -> list[tuple[np.ndarray | None, dict[str, float]]]:
     from threadpoolctl import threadpool_limits
 
     lw = get_law(law_name)
@@ -456,7 +582,8 @@ def _boot_chunk(law_name: str, data: Data, start: np.ndarray, picks: list[np.nda
     with np.errstate(all="ignore"), threadpool_limits(1):
         for idx in picks:
             try:
-                e = lw.fit_point(subset(data, idx), start=start, full=False)
+                kw = {"constraints": cons} if cons else {}
+                e = lw.fit_point(subset(data, idx), start=start, full=False, **kw)
                 if not np.all(np.isfinite(e.params)):
                     raise FitError("non-finite")
             except (FitError, np.linalg.LinAlgError, ValueError, FloatingPointError):

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Data, Estimate, Figure, Law, MeasuredOptimum, register
+from archfit.laws.base import Constraints, Data, Estimate, Figure, Law, MeasuredOptimum, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -101,6 +101,7 @@ class Levine(Law):
     role = "shape"
     default_targets = (1e9, 175e9, 1e12)
     lower_bounds = {"b": 0.0}  # b <= 0: the optimal depth would not grow with width
+    supports_constraints = True
     heldout_limits = (0.25, 0.5)  # relative error of the largest class's optimal depth
     own_figures = (Figure("loss_vs_depth", "Loss vs depth per size class (N = non-embedding "
                           "params)", draw_loss_vs_depth,
@@ -123,23 +124,26 @@ class Levine(Law):
         return self.optimal_depth(params, data["params"])
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
+        """Long because the steps share their arrays: depths, size classes, per-class optima,
+        then the relation between them (OLS/WLS, or its posterior under --fix/--prior)."""
         import numpy as np
 
-        from archfit.laws.fitting import best_per_shape, class_optima, ols
+        from archfit.laws.fitting import best_per_shape, class_optima, linear_map, ols
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("levine needs at least 3 different depths per size class; all runs "
                            f"have depths {sorted(set(data['n_layer'].astype(int).tolist()))}")
         cls = self.classes(data)
-        if len(np.unique(cls)) < 2:
+        need = 1 if constraints else 2  # a prior or a fixed b calibrates from one class
+        if len(np.unique(cls)) < need:
             raise FitError("levine needs at least 2 size classes (parameter budgets); the runs "
                            "form only one")
         points = best_per_shape(data, cls, "n_layer")
         optima, notes = class_optima(points, "n_layer")
-        if len(optima) < 2:
-            raise FitError(f"levine needs an interior optimum depth in at least 2 size classes, "
-                           f"found {len(optima)}" + (f" ({notes[0]})" if notes else ""))
+        if len(optima) < need:
+            raise FitError(f"levine needs an interior optimum depth in at least {need} size "
+                           f"class(es), found {len(optima)}" + (f" ({notes[0]})" if notes else ""))
         N = np.array([o["params"] for o in optima])
         Ls = np.array([o["opt"] for o in optima])
         ln_d = 0.5 * np.log(N / (12 * Ls))
@@ -148,8 +152,11 @@ class Levine(Law):
         if np.all(np.isfinite(se)) and np.all(se > 0):
             # var(ln d*) = var(x*)/4 to first order (ln d* = ln(N/12)/2 - x*/2)
             w = 1.0 / (0.25 * se**2)
-        coef, cov, res = ols(np.stack([np.ones_like(Ls), Ls], axis=1), ln_d, w,
-                             full and len(optima) > 2)
+        X = np.stack([np.ones_like(Ls), Ls], axis=1)
+        if constraints:
+            (coef, cov), res = linear_map(X, ln_d, w, self.param_names, constraints), None
+        else:
+            coef, cov, res = ols(X, ln_d, w, full and len(optima) > 2)
         extra: dict[str, Any] = {"notes": notes}
         if full:
             extra.update(self._extra(optima, points, N, Ls, ln_d, w, cov, res))
@@ -185,7 +192,7 @@ class Levine(Law):
         fit = np.array([params["a"] + params["b"] * c["opt"] for c in cl])
         return obs, fit
 
-    def heldout(self, data: Data) -> dict[str, Any]:
+    def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         import numpy as np
 
         from archfit.laws.fitting import best_per_shape, class_optima, subset
@@ -194,7 +201,7 @@ class Levine(Law):
         top = cls.max()
         test = subset(data, cls == top)
         try:
-            est = self.fit_point(subset(data, cls != top), full=False)
+            est = self.fit_point(subset(data, cls != top), full=False, constraints=constraints)
             opt, _ = class_optima(best_per_shape(test, np.zeros(len(test["loss"]), int),
                                                  "n_layer"), "n_layer")
             if not opt:
