@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -48,10 +48,11 @@ def _save(fig: Any, out_dir: str, name: str, fmt: str) -> str:
 
 
 def optimal_shape_vs_size(fit: Fit, target: float | None = None,
-                          recommended: Any = None) -> Any:
+                          recommended: Any = None, references: Sequence[Fit] = ()) -> Any:
     """Any shape law: optimal depth (and width) against size, the fitted law with its bootstrap
-    band, the optima measured in the data, extrapolated to ``target`` with the recommended
-    shape marked."""
+    band, the optima measured in the data and where the data end, other shape laws
+    (``references``) for comparison, extrapolated to ``target`` with the recommended shape
+    marked."""
     law = fit.law_obj
     measured = law.measured_optima(fit)
     lo_n = min([m.params for m in measured], default=1e6) / 2
@@ -68,6 +69,13 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
                     yerr=[[m.value - m.low for m in measured],
                           [m.high - m.value for m in measured]],
                     fmt="o", color="C0", label="measured optimum per size class (±1 SE)")
+    for i, ref in enumerate(references):
+        ax.plot(Ns, [ref.law_obj.optimum(ref.params, n)[0] for n in Ns], "-.",
+                color=f"C{4 + i}", label=f"optimal depth ({ref.label}, for comparison)")
+    top = (fit.diagnostics.get("span") or {}).get("params_max")
+    if top:
+        ax.axvline(top, color="0.4", ls="--", lw=0.8, label=f"largest run in the data ({top:.3g})")
+        ax.axvspan(top, Ns[-1], color="0.9", zorder=0)
     ax2 = ax.twinx()
     ax2.plot(Ns, opt[:, 1], "--", color="C1", label="optimal width d_model")
     ax2.set_yscale("log")
@@ -137,12 +145,15 @@ def law_figure(fit: Fit, spec: Figure, data: Any = None) -> Any:
 
 
 def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
-             target: float | None = None, recommended: Any = None) -> list[str]:
-    """Write every figure the fit's law lists; returns their paths."""
+             target: float | None = None, recommended: Any = None,
+             references: Sequence[Fit] = ()) -> list[str]:
+    """Write every figure the fit's law lists; returns their paths. ``references``: other
+    shape-law fits drawn beside this one on the optimal-depth figure."""
     if fmt not in FORMATS:
         raise ArchfitError(f"unknown figure format {fmt!r}; use {', '.join(FORMATS)}")
     generic: dict[str, Callable[[], Any]] = {
-        "optimal_depth_vs_size": lambda: optimal_shape_vs_size(fit, target, recommended),
+        "optimal_depth_vs_size": lambda: optimal_shape_vs_size(fit, target, recommended,
+                                                               references),
         "residuals": lambda: residuals(fit),
     }
     prefix = fit.label.replace("/", "_")

@@ -12,6 +12,7 @@ numpy-free (``archfit recommend`` is a cold path).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -368,3 +369,38 @@ def recommend(
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
         compute=target.compute, notes=notes, trust=verdict.to_dict(),
     )
+
+
+def compare(params: float | None = None, *, compute: float | None = None,
+            fit: Fit | str | Sequence[Fit | str] | None = None, **options: Any
+            ) -> list[dict[str, Any]]:
+    """One row per applicable shape law (the given fits, then every bundled published one):
+    its recommended depth and width at the target, the optimum's CI and the verdict, so that
+    disagreement between laws is visible at a glance. A law that cannot answer gets a row with
+    its reason."""
+    from archfit.laws.published import PUBLISHED
+
+    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+    labelled = []
+    for g in given:
+        f = load_fit(g)
+        src = g if isinstance(g, str) and g not in PUBLISHED else None
+        labelled.append((f, f"{f.label} ({os.path.basename(src)})" if src else f.label))
+    others = [f for f, _ in labelled if f.law_obj.role != "shape"]
+    shape_fits = [(f, lab) for f, lab in labelled if f.law_obj.role == "shape"]
+    names = {f.label for f, _ in shape_fits}
+    shape_fits += [(load_fit(n), n) for n in PUBLISHED
+                   if n not in names and load_fit(n).law_obj.role == "shape"]
+    rows = []
+    for f, label in shape_fits:
+        row: dict[str, Any] = {"law": label, "formula": f.law_obj.formula}
+        try:
+            r = recommend(params, compute=compute, fit=[f, *others], **options)
+        except RecommendError as e:
+            row.update(error=str(e), verdict="-")
+        else:
+            row.update(n_layer=r.shape.n_layer, d_model=r.shape.d_model,
+                       n_layer_opt=r.n_layer_opt, ci=(r.ci or {}).get("n_layer"),
+                       verdict=r.trust["verdict"], reasons=r.trust["reasons"])
+        rows.append(row)
+    return rows

@@ -77,3 +77,28 @@ def test_recommend_prints_the_verdict_and_strict_refuses(tmp_path, cli, levine_s
     assert "uninformative" in r.output
     d = json.loads(cli("recommend", "--params", "1e9", "--fit", p, "--json").output)
     assert d["trust"]["verdict"] == "uninformative" and d["trust"]["extrapolation_factor"] > 1000
+
+
+def test_compare_shows_every_applicable_law(tmp_path, cli, levine_synthetic):
+    f = fit(levine_synthetic(noise=0.0005), law="levine", bootstrap=50)
+    p = tmp_path / "mine.json"
+    f.to_json(p)
+    r = cli("recommend", "--params", "7e9", "--compare", "--fit", p, "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"]
+    assert [row["law"] for row in rows] == ["levine (mine.json)", "levine2020"]
+    assert all(row["verdict"] in ("informative", "weak", "uninformative") for row in rows)
+    assert rows[0]["ci"] and rows[1]["ci"] is None
+    text = cli("recommend", "--params", "7e9", "--compare", "--fit", p).output
+    assert "levine2020" in text and "verdict" in text.splitlines()[0]
+
+
+def test_plot_overlays_a_reference_and_refuses_a_loss_law(tmp_path, cli, levine_synthetic):
+    f = fit(levine_synthetic(), law="levine", bootstrap=30)
+    p = tmp_path / "l.json"
+    f.to_json(p)
+    r = cli("plot", p, "--reference", "levine2020", "--target", "1e9", "-o", tmp_path / "f",
+            "--json")
+    assert r.exit_code == 0, r.output
+    r = cli("plot", p, "--reference", "epoch2024", "-o", tmp_path / "f")
+    assert r.exit_code == 2 and "has no optimal depth" in r.output

@@ -19,8 +19,10 @@ from archfit.cli.fit_cmd import parse_map
               help="Map a foreign column of DATA (default: the map the fit was made with).")
 @click.option("--target", type=NUMBER, default=None,
               help="Extrapolate to this size and mark the recommended shape there.")
+@click.option("--reference", "references", multiple=True, metavar="FILE|NAME",
+              help="Another shape-law fit to draw beside this one (e.g. levine2020).")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
-def plot(fit_file, data, out_dir, fmt, maps, target, as_json):
+def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
     """Draw a fit and its evidence: the figures its law lists (loss vs depth, optimal depth vs
     size with its CI band, iso-loss contours, shape penalty, residuals).
 
@@ -42,7 +44,15 @@ def plot(fit_file, data, out_dir, fmt, maps, target, as_json):
         from archfit.recommender import recommend
 
         rec = recommend(target, fit=fit)
-    paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec)
+    refs = [load_fit(r) for r in references]
+    for r in refs:
+        if r.law_obj.role != "shape":
+            from archfit.errors import ArchfitError
+
+            raise ArchfitError(f"--reference {r.label}: a {r.law} fit has no optimal depth to "
+                               "draw; give a shape-law fit (e.g. levine2020)")
+    paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec,
+                     references=refs)
     if as_json:
         emit_json({"figures": paths})
         return

@@ -27,10 +27,12 @@ from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
 @click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
 @shape_options("tied_embeddings", "position")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
+@click.option("--compare", is_flag=True,
+              help="One row per applicable shape law (your fits and every published one).")
 @click.option("--strict", is_flag=True,
               help="Exit with status 2 when the verdict is uninformative.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def recommend(params, compute, fits, laws, ff_ratio, strict, as_json, **kw):
+def recommend(params, compute, fits, laws, ff_ratio, compare, strict, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -45,6 +47,9 @@ def recommend(params, compute, fits, laws, ff_ratio, strict, as_json, **kw):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
     if ff_ratio != "auto":
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
+    if compare:
+        _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw)
+        return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
             **kw)
     if strict and r.trust["verdict"] == "uninformative":
@@ -69,3 +74,20 @@ def recommend(params, compute, fits, laws, ff_ratio, strict, as_json, **kw):
             cells.append(f"{v:+.2%}" if k == "rel_error" else
                          (f"{v:.4f}" if k == "loss_penalty" and v is not None else fmt(v)))
         click.echo("  ".join(f"{c:>15}" for c in cells))
+
+
+def _compare(params, compute, fits, ff_ratio, as_json, kw):  # type: ignore[no-untyped-def]
+    from archfit.recommender import compare
+
+    rows = compare(params, compute=compute, fit=fits or None, ff_ratio=ff_ratio, **kw)
+    if as_json:
+        emit_json({"target": params or compute, "rows": rows})
+        return
+    click.echo(f"{'law':<22}{'layers':>8}{'d_model':>10}{'optimum':>10}{'95% CI':>20}  verdict")
+    for r in rows:
+        if "error" in r:
+            click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}  {r['error']}")
+            continue
+        ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
+        click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
+                   f"{ci:>20}  {r['verdict']}")
