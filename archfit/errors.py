@@ -50,3 +50,32 @@ class FitInputError(ArchfitError):
 
 class RecommendError(ArchfitError):
     """A recommendation that cannot be made from the given law or options."""
+
+
+class OutputError(ArchfitError):
+    """An output path that would destroy or cannot hold a result (an input, a foreign file, a
+    directory where a file is due, a folder that cannot be written)."""
+
+
+class RunDirError(ArchfitError):
+    """A run directory that cannot be used as asked (another run's checkpoint, say)."""
+
+
+def describe_os_error(e: OSError) -> str:
+    """One line for a failure of the operating system: what, which file, how to mend."""
+    import errno
+
+    where = e.filename if e.filename is not None else "a file"
+    hints = {
+        errno.ENOSPC: "no space left on the disk that holds it; free space or write elsewhere",
+        errno.EDQUOT: "disk quota exceeded; free space or write elsewhere",
+        errno.EACCES: "permission denied; choose a folder you can write to",
+        errno.EPERM: "operation not permitted; choose a folder you can write to",
+        errno.EROFS: "the file system is read-only; write elsewhere",
+        errno.ENOENT: "no such file or directory",
+        errno.EISDIR: "is a directory; give a file path",
+        errno.ENOTDIR: "a part of the path is a file, not a directory",
+        errno.ENAMETOOLONG: "the file name is too long",
+    }
+    hint = hints.get(e.errno or -1, e.strerror or type(e).__name__)
+    return f"{where}: {hint}"

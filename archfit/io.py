@@ -9,7 +9,9 @@ import hashlib
 import math
 import os
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
+
+from archfit.errors import OutputError
 
 TMP_MARK = ".tmp-"  # every temporary file's name holds this (sweeps clean such leftovers)
 
@@ -79,3 +81,60 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return jsonable(obj.tolist())
     return obj
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _writable_ancestor(path: str) -> None:
+    """The nearest existing ancestor of ``path`` must be a folder this process can write."""
+    anc = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(anc):
+        anc = os.path.dirname(anc)
+    if not os.path.isdir(anc):
+        raise OutputError(f"{anc}: is a file, not a folder; choose another output path")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise OutputError(f"{anc}: cannot write here (permission denied); choose a folder you "
+                          "can write to")
+
+
+def check_output_file(path: str | os.PathLike[str], what: str, *,
+                      inputs: Iterable[str | os.PathLike[str]] = (), force: bool = False,
+                      ours: Callable[[str], bool] | None = None) -> None:
+    """Refuse, before any work, an output file that would lose a user's data: one that is also
+    an input, a directory, a folder that cannot be written, or an existing file that is not
+    archfit's own ``what`` (``ours(path)`` says whether it is) unless ``force``."""
+    p = os.fspath(path)
+    for i in inputs:
+        if _same(p, os.fspath(i)):
+            raise OutputError(f"{p}: is also an input; write the {what} to another path")
+    if os.path.isdir(p):
+        raise OutputError(f"{p}: is a directory; give a file path for the {what}")
+    _writable_ancestor(p)
+    if os.path.exists(p):
+        if not os.access(p, os.W_OK) and not force:
+            raise OutputError(f"{p}: exists and is read-only; refusing to replace it")
+        if not force and not (ours is not None and ours(p)):
+            raise OutputError(f"{p}: exists and is not an archfit {what}; refusing to replace it "
+                              "(choose another path, or --force to overwrite)")
+
+
+def check_output_dir(path: str | os.PathLike[str], what: str, *,
+                     inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
+    """Refuse, before any work, an output folder that is a file, an input, or not writable."""
+    p = os.fspath(path)
+    for i in inputs:
+        if _same(p, os.fspath(i)):
+            raise OutputError(f"{p}: is also an input; choose another folder for the {what}")
+    if os.path.exists(p):
+        if not os.path.isdir(p):
+            raise OutputError(f"{p}: is a file; give a folder for the {what}")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise OutputError(f"{p}: cannot write here (permission denied); choose a folder you "
+                              "can write to")
+        return
+    _writable_ancestor(p)

@@ -180,10 +180,13 @@ def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -
     return _Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"])
 
 
+def _given(fit: Fit | str | Sequence[Fit | str] | None) -> list[Fit | str]:
+    return [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+
+
 def _fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
-    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
     by_role: dict[str, Fit] = {}
-    for f in map(load_fit, given):
+    for f in map(load_fit, _given(fit)):
         role = f.law_obj.role
         if role not in ("shape", "compute", "ff"):
             raise RecommendError(
@@ -345,6 +348,12 @@ def recommend(
     _undeprecate(kw, deprecated)
     opts = _validate(params, compute, kw)
     fits = _fits_by_role(fit)
+    if params is not None and "compute" in fits and fits["shape"].name == DEFAULT_SHAPE_LAW \
+            and not any(load_fit(f).law_obj.role == "shape" for f in _given(fit)):
+        raise RecommendError(
+            f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
+            "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
+            f"use {DEFAULT_SHAPE_LAW}")
     target = _target(params, compute, fits)
     notes: list[str] = []
     ff = _ff(ff_ratio, fits, target.value, notes)
@@ -380,9 +389,8 @@ def compare(params: float | None = None, *, compute: float | None = None,
     its reason."""
     from archfit.laws.published import PUBLISHED
 
-    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
     labelled = []
-    for g in given:
+    for g in _given(fit):
         f = load_fit(g)
         src = g if isinstance(g, str) and g not in PUBLISHED else None
         labelled.append((f, f"{f.label} ({os.path.basename(src)})" if src else f.label))

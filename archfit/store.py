@@ -102,19 +102,44 @@ def write_runs(rows: list[dict[str, Any]], curves: list[dict[str, Any]], path: s
     return path, cpath
 
 
+def is_run_table(path: str) -> bool:
+    """Whether ``path`` is a run table (or curves table) archfit wrote (so it may be replaced)."""
+    try:
+        import pyarrow.parquet as pq
+
+        names = set(pq.read_schema(path).names)
+    except Exception:  # not parquet, unreadable: not ours
+        return False
+    return "run_id" in names and ("schema_version" in names or "step" in names)
+
+
+def _rows_in(path: str) -> int:
+    try:
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_rows)
+    except Exception:  # unreadable: nothing to protect beyond what the output check does
+        return 0
+
+
 def collect(spec: Spec, out: str, path: str) -> tuple[str, str, int]:
     """Gather every finished run of ``spec`` in the sweep directory ``out`` into ``path`` (one
     row per run) and the loss curves into ``NAME.curves.parquet``. Returns the paths and the
-    row count."""
-    from archfit.sweep.rundir import read_result
+    row count. A result whose run id or config does not match its directory is left out (and
+    set aside by the next ``sweep run``). A non-empty table is never replaced by an empty one."""
+    from archfit.errors import OutputError
+    from archfit.sweep.rundir import check_result
 
     rows, curves = [], []
     for r in spec.runs:
-        res = read_result(os.path.join(out, r.run_id))
+        res, _ = check_result(os.path.join(out, r.run_id), r)
         if res is None:
             continue
         rows.append(run_row(r, spec.name, res))
         curves.extend(curve_rows(r.run_id, res))
+    if not rows and os.path.exists(path) and _rows_in(path):
+        raise OutputError(f"no finished runs in {out} (is --out the sweep's folder?); refusing "
+                          f"to replace the {_rows_in(path)}-row table {path} with an empty one")
     p, cp = write_runs(rows, curves, path)
     return p, cp, len(rows)
 

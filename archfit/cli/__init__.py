@@ -4,12 +4,16 @@ pays for torch, matplotlib or polars it does not use."""
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
 import click
 
-from archfit.errors import ArchfitError
+from archfit.errors import ArchfitError, describe_os_error
+
+EXIT_BAD_INPUT = 2  # any expected failure: bad input, a file that cannot be read or written
+EXIT_RUNS_FAILED = 3  # sweep run: some runs failed or diverged (--allow-failures: 0)
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "shape": ("archfit.cli.shape_cmd:shape", "Count a shape's parameters and FLOPs exactly."),
@@ -43,13 +47,19 @@ class ArchfitGroup(click.Group):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        """The one error boundary: expected failures exit 2 with one line; anything else prints
+        one line and the path of a log holding the traceback (``--debug`` or ``ARCHFIT_DEBUG=1``
+        shows it instead)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in argv or os.environ.get("ARCHFIT_DEBUG", "") not in ("", "0")
+        if "--debug" in argv:
+            argv.remove("--debug")
         try:
-            rv = super().main(args, prog_name or "archfit", complete_var,
+            rv = super().main(argv, prog_name or "archfit", complete_var,
                               standalone_mode=False, **extra)
         except click.UsageError as e:
             where = e.ctx.command_path if e.ctx is not None else "archfit"
-            click.echo(f"Error: {e.format_message()} (see '{where} --help')", err=True)
-            sys.exit(2)
+            _fail(f"{e.format_message()} (see '{where} --help')")
         except click.ClickException as e:
             e.show()
             sys.exit(e.exit_code)
@@ -57,19 +67,53 @@ class ArchfitGroup(click.Group):
             click.echo("Aborted.", err=True)
             sys.exit(1)
         except ArchfitError as e:
-            click.echo(f"Error: {e}", err=True)
-            sys.exit(2)
+            _fail(str(e))
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
+        except OSError as e:
+            if debug:
+                raise
+            _fail(describe_os_error(e))
+        except Exception as e:  # the unexpected: one line here, the traceback in a log
+            if debug:
+                raise
+            _fail(f"unexpected {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}; "
+                  f"the traceback is in {_crash_log()} (or rerun with --debug); please report it",
+                  code=1)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
+    click.echo(f"Error: {' '.join(message.split())}", err=True)
+    sys.exit(code)
+
+
+def _crash_log() -> str:
+    """Write the current traceback to a log file; return its path."""
+    import tempfile
+    import time
+    import traceback
+
+    folder = os.environ.get("ARCHFIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "archfit")
+    try:
+        os.makedirs(os.path.join(folder, "logs"), exist_ok=True)
+        folder = os.path.join(folder, "logs")
+    except OSError:
+        folder = tempfile.gettempdir()
+    path = os.path.join(folder, f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    with open(path, "w") as f:
+        f.write(f"archfit {' '.join(sys.argv[1:])}\n\n{traceback.format_exc()}")
+    return path
+
+
 @click.group(cls=ArchfitGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="archfit", prog_name="archfit")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show full tracebacks (also ARCHFIT_DEBUG=1).")
+def main(debug: bool = False) -> None:
     """archfit: for N parameters, how deep and how wide?
 
     Counts shapes exactly, trains GPTs over depth x width grids, fits scaling laws to the

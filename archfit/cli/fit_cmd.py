@@ -70,9 +70,11 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--prior", default=None, metavar="NAME|FILE[:PARAM=SD,...]",
               help="Gaussian prior on the parameters shared with a published fit or fit file; "
                    "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
+@click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
+@click.option("--force", is_flag=True, help="Replace an existing --out that is not a fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
 def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, prior,
-        as_json):
+        dedupe, force, as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
     \b
@@ -89,6 +91,13 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     get_law(law)  # unknown law: fail before reading anything
     fix = {k: _value(k, v, "--fix") for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items()}
     prior_src, widths = parse_prior(prior)
+    if out:
+        from archfit.io import check_output_file
+        from archfit.laws.artifact import is_fit_artifact
+        from archfit.store import expand_paths
+
+        check_output_file(out, "fit artifact", inputs=expand_paths(files), force=force,
+                          ours=is_fit_artifact)
     table = read_runs(files, parse_map(maps))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
@@ -112,7 +121,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
             prog.update(task, completed=done)
     try:
         result = fit_law(table, law, bootstrap=bootstrap, seed=seed, targets=targets,
-                         progress=progress, fix=fix, prior=prior_src, prior_widths=widths)
+                         progress=progress, fix=fix, prior=prior_src, prior_widths=widths,
+                         dedupe=dedupe)
     finally:
         if progress is not None:
             prog.stop()

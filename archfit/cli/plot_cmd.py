@@ -33,7 +33,14 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
     from archfit.laws import load_fit
     from archfit.plots import draw_all
 
+    from archfit.errors import ArchfitError
+    from archfit.io import check_output_dir
+
     fit = load_fit(fit_file)
+    check_output_dir(out_dir, "figures", inputs=[fit_file, *data])
+    if target is not None and fit.law_obj.role != "shape":
+        raise ArchfitError(f"--target marks the recommended shape at a size: it needs a "
+                           f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
     if data:
         from archfit.store import read_runs
@@ -47,8 +54,6 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
     refs = [load_fit(r) for r in references]
     for r in refs:
         if r.law_obj.role != "shape":
-            from archfit.errors import ArchfitError
-
             raise ArchfitError(f"--reference {r.label}: a {r.law} fit has no optimal depth to "
                                "draw; give a shape-law fit (e.g. levine2020)")
     paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec,

@@ -16,6 +16,10 @@ def _out(spec: Any, out: str | None) -> str:
     return out or spec.default_out()
 
 
+MAX_RUNS_OPTION = click.option("--max-runs", type=INT, default=100_000, show_default=True,
+                               help="Refuse a spec that expands to more runs than this.")
+
+
 @click.group()
 def sweep() -> None:
     """Plan, run, watch and collect a sweep described in a TOML spec (see sweeps/*.toml)."""
@@ -27,12 +31,15 @@ def sweep() -> None:
               help="Training FLOP/s per run for the time estimate (default: measured on this "
                    "sweep's finished runs, else the spec's executor.throughput).")
 @click.option("--out", default=None, help="Sweep directory (for measured throughput).")
+@MAX_RUNS_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def plan(spec_path, throughput, out, as_json):
+def plan(spec_path, throughput, out, max_runs, as_json):
     """Print the expanded runs without training anything."""
     from archfit.sweep import load_spec, plan_rows
 
-    spec = load_spec(spec_path)
+    spec = load_spec(spec_path, max_runs)
+    if not as_json:
+        click.echo(f"sweep {spec.name}: {len(spec.runs)} runs", err=True)
     rows = plan_rows(spec, throughput, _out(spec, out))
     if as_json:
         emit_json(rows)
@@ -67,16 +74,30 @@ def plan(spec_path, throughput, out, as_json):
 @click.option("--no-wait", is_flag=True, help="Slurm: submit and return.")
 @click.option("--timeout", type=NUMBER, default=None, help="Stop waiting after this many s.")
 @click.option("--retry-failed", is_flag=True, help="Run failed runs again.")
+@click.option("--allow-failures", is_flag=True,
+              help="Exit 0 even when some runs failed or diverged (default: exit 3).")
+@MAX_RUNS_OPTION
 def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpus,
-        array_parallelism, address, no_wait, timeout, retry_failed):
-    """Run every unfinished run of the sweep. Idempotent: repeat it after any failure."""
-    from archfit import sweep as sw
+        array_parallelism, address, no_wait, timeout, retry_failed, allow_failures, max_runs):
+    """Run every unfinished run of the sweep. Idempotent: repeat it after any failure.
 
-    spec = sw.load_spec(spec_path)
+    Exit status: 0 when every run is ok, 3 when some failed or diverged (their errors are
+    listed; --allow-failures gives 0), 1 when some are still unfinished, 2 on bad input.
+    Results that are unreadable or belong to another run are set aside and the runs redone."""
+    from archfit import sweep as sw
+    from archfit.io import check_output_dir
+
+    spec = sw.load_spec(spec_path, max_runs)
     out = _out(spec, out)
+    check_output_dir(out, "sweep directory", inputs=[spec_path])
     ex = dict(spec.executor)
     kind = executor or ex.get("kind", "local")
+    if kind not in ("local", "slurm", "ray"):
+        raise click.UsageError(f"unknown executor {kind!r}")
     dirs = sw.prepare_dirs(spec, out)
+    for m in sw.heal(spec, out):
+        click.echo(f"run {m['run_id']}: {m['problem']}; moved to {m['moved_to']} and will "
+                   "be redone", err=True)
     before = sw.counts(spec, out)
     click.echo(f"sweep {spec.name}: {before['planned']} runs, {before['done']} finished, "
                f"executor {kind}, directory {out}", err=True)
@@ -110,6 +131,11 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         bar.stop()
     c = sw.counts(spec, out)
     _report(c)
+    bad = c["failed"] + c["diverged"]
+    if bad and not allow_failures:
+        click.echo(f"Error: {bad} of {c['planned']} runs failed or diverged (listed above); fix "
+                   "and rerun with --retry-failed, or pass --allow-failures", err=True)
+        sys.exit(3)
     if c["done"] < c["planned"] and not (kind == "slurm" and no_wait):
         sys.exit(1)
 
@@ -152,17 +178,22 @@ def _report(c: dict) -> None:
                f"{c['failed']} failed; {c['running']} running, {c['pending']} pending")
     for f in c["not_ok"]:
         click.echo(f"  {f['run_id']} {f['status']}: {f['error']}")
+    for f in c.get("corrupt", []):
+        click.echo(f"  {f['run_id']} pending: {f['problem']} ('sweep run' sets it aside and "
+                   "redoes the run)")
 
 
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--out", default=None)
+@MAX_RUNS_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def status(spec_path, out, as_json):
-    """Counts of done / running / failed / pending runs, and the failed runs' error lines."""
+def status(spec_path, out, max_runs, as_json):
+    """Counts of done / running / failed / pending runs, the failed runs' error lines, and
+    results that are unreadable or belong to another run."""
     from archfit import sweep as sw
 
-    spec = sw.load_spec(spec_path)
+    spec = sw.load_spec(spec_path, max_runs)
     c = sw.counts(spec, _out(spec, out))
     if as_json:
         emit_json(c)
@@ -174,14 +205,22 @@ def status(spec_path, out, as_json):
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--out", default=None, help="Sweep directory.")
 @click.option("-o", "--output", default=None, help="Parquet file (default sweeps/NAME.parquet).")
-def collect(spec_path, out, output):
-    """Gather every finished run into one parquet file (+ NAME.curves.parquet)."""
+@click.option("--force", is_flag=True, help="Replace an existing file that is not a run table.")
+@MAX_RUNS_OPTION
+def collect(spec_path, out, output, force, max_runs):
+    """Gather every finished run into one parquet file (+ NAME.curves.parquet). A file that is
+    not an archfit run table is never replaced without --force, nor a non-empty table by an
+    empty one."""
     from archfit import store
     from archfit import sweep as sw
+    from archfit.io import check_output_file
 
-    spec = sw.load_spec(spec_path)
+    spec = sw.load_spec(spec_path, max_runs)
     output = output or os.path.join(os.path.dirname(os.path.abspath(spec_path)),
                                     f"{spec.name}.parquet")
+    for p in (output, store.curves_path(output)):
+        check_output_file(p, "run table", inputs=[spec_path], force=force,
+                          ours=store.is_run_table)
     path, curves, n = store.collect(spec, _out(spec, out), output)
     if n == 0:
         click.echo("warning: no finished runs yet; wrote an empty table", err=True)

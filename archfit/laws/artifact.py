@@ -227,6 +227,16 @@ def _diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def is_fit_artifact(path: str) -> bool:
+    """Whether ``path`` holds a fit artifact archfit wrote (so it may be replaced)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and str(d.get("schema", "")).startswith("archfit.fit/")
+
+
 def load_fit(name_or_path: str | os.PathLike[str] | Fit) -> Fit:
     """A :class:`Fit` from a published name (``levine2020``, ``epoch2024``, ...) or a JSON file."""
     if isinstance(name_or_path, Fit):

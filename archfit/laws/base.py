@@ -94,6 +94,7 @@ class Law:
     columns: ClassVar[tuple[str, ...]]
     param_names: ClassVar[tuple[str, ...]]
     min_points: ClassVar[int]
+    min_sizes: ClassVar[int] = 0  # distinct size classes the law needs (0: no check)
     role: ClassVar[str] = "loss"  # one of ROLES
     # fit_point takes constraints= (--fix / --prior); laws that do not are refused them
     supports_constraints: ClassVar[bool] = False

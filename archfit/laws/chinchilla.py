@@ -55,6 +55,7 @@ class _ChinchillaBase(Law):
     columns = ("loss", "params", "tokens")
     param_names = ("E", "A", "B", "alpha", "beta")
     min_points = 6
+    min_sizes = 3
     role = "compute"
     default_targets = (1e21, 1e24)
     lower_bounds = {"E": 0.0}

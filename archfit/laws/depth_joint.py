@@ -129,6 +129,7 @@ class DepthJoint(Law):
     columns = ("loss", "params", "n_layer")
     param_names = ("E", "A", "alpha", "B", "beta", "kappa", "p", "q")
     min_points = 10
+    min_sizes = 3
     role = "shape"
     default_targets = (1e9, 1e12)
     lower_bounds = {"E": 0.0, "kappa": 0.0}

@@ -325,6 +325,7 @@ def fit(
     fix: dict[str, float] | None = None,
     prior: Any = None,
     prior_widths: dict[str, float] | None = None,
+    dedupe: bool = False,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``).
@@ -338,6 +339,10 @@ def fit(
     the parameters this law shares with a published fit or fit artifact (a name, path or
     :class:`Fit`; sd from ``prior_widths`` or from its CI), or is a dict ``{name: (mean, sd)}``.
     The fit records prior, data-only and posterior values side by side.
+
+    Sanity checks stop a fit that cannot be what it claims: exact duplicate rows (drop them
+    with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
+    columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
     import archfit
 
@@ -349,7 +354,9 @@ def fit(
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
     cons = constraints_for(lw, fix, prior, prior_widths)
-    data = lw.prepare(table.frame)
+    notes = list(table.notes)
+    data = lw.prepare(sane_frame(lw, table, dedupe, notes))
+    check_sizes(lw, data)
     targets = list(targets) if targets else list(lw.default_targets)
     from threadpoolctl import threadpool_limits
 
@@ -363,10 +370,46 @@ def fit(
                 extra={k: v for k, v in est.extra.items() if k not in ("notes",
                                                                          "residual_space")},
                 archfit_version=archfit.__version__, prior=_prior_record(cons, data_only))
-        notes = list(table.notes)
         _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons)
         f.notes = notes + list(est.extra.get("notes", []))
     return f
+
+
+def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
+    """The table's frame after the checks that stop a fit of data that cannot be what it
+    claims (see :func:`fit`); notes what it did."""
+    df, src = table.frame, table.sources
+    n_dup = df.height - df.unique(maintain_order=True).height
+    if n_dup:
+        if not dedupe:
+            raise FitInputError(f"{n_dup} of {df.height} rows are exact duplicates of other rows; "
+                                "they would narrow the CIs without adding evidence; pass "
+                                "--dedupe to drop them")
+        df = df.unique(maintain_order=True)
+        notes.append(f"dropped {n_dup} duplicate row(s) (--dedupe)")
+    if "params" in df.columns and df["params"].min() < 1e3:
+        raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
+                            f"values as small as {df['params'].min():.3g}: not a parameter "
+                            "count? Check for swapped columns and map them with --map")
+    if "loss" in df.columns and df["loss"].max() > 20:
+        raise FitInputError(f"column {src.get('loss', 'loss')!r} (archfit 'loss') has values up "
+                            f"to {df['loss'].max():.3g} nats/token: not a loss? Check for "
+                            "swapped columns and map them with --map")
+    if {"params", "loss"} <= set(df.columns) and df["params"].n_unique() >= 5:
+        rho = float(np.corrcoef(df["params"].rank().to_numpy(), df["loss"].rank().to_numpy())[0, 1])
+        if rho > 0.5:
+            notes.append(f"WARNING: loss grows with N (rank correlation {rho:+.2f}); scaling "
+                         "laws expect the opposite: check the columns and the runs")
+    return df
+
+
+def check_sizes(lw: Law, data: Data) -> None:
+    """Refuse a law whose parameters need more distinct sizes N than the runs have."""
+    if lw.min_sizes and "params" in data:
+        n = len(np.unique(np.round(np.log(data["params"]), 2)))  # sizes equal within 1%
+        if n < lw.min_sizes:
+            raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
+                           f"fit its {len(lw.param_names)} parameters; these runs have {n}")
 
 
 def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,

@@ -21,6 +21,7 @@ class KaplanN(Law):
     columns = ("loss", "params")
     param_names = ("N_c", "alpha_N")
     min_points = 3
+    min_sizes = 3
     role = "loss"
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -65,6 +66,7 @@ class KaplanND(Law):
     columns = ("loss", "params", "tokens")
     param_names = ("N_c", "D_c", "alpha_N", "alpha_D")
     min_points = 5
+    min_sizes = 3
     role = "loss"
 
     @staticmethod

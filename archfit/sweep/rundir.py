@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from archfit.io import TMP_MARK, atomic_write
-from archfit.sweep.spec import Spec
+from archfit.sweep.spec import Run, Spec
 
 TERMINAL = ("ok", "diverged", "failed")
 
@@ -47,13 +47,59 @@ def prepare_dirs(spec: Spec, out: str) -> list[str]:
     return dirs
 
 
-def read_result(run_dir: str) -> dict[str, Any] | None:
+def check_result(run_dir: str, run: Run | None = None
+                 ) -> tuple[dict[str, Any] | None, str | None]:
+    """(the result, None), (None, None) when the run has none yet, or (None, what is wrong)
+    when ``result.json`` is unreadable or, given ``run``, belongs to another run or config."""
     p = os.path.join(run_dir, "result.json")
     try:
-        with open(p) as f:
-            return json.load(f)
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
-        return None
+        return None, None
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"cannot be read ({getattr(e, 'strerror', None) or e})"
+    try:
+        res = json.loads(text)
+    except ValueError:
+        return None, "is truncated or not JSON"
+    if not isinstance(res, dict) or "status" not in res:
+        return None, "is not a run result"
+    if run is not None:
+        if res.get("run_id") != run.run_id:
+            return None, f"belongs to run {res.get('run_id')!r}, not {run.run_id}"
+        cfg = res.get("config") or {}
+        diff = [k for k, v in run.config.items() if cfg.get(k) != v]
+        if diff:
+            return None, f"was trained with another config ({', '.join(diff[:4])} differ)"
+    return res, None
+
+
+def read_result(run_dir: str) -> dict[str, Any] | None:
+    """The run's result, or None when it has none (or none that can be read)."""
+    return check_result(run_dir)[0]
+
+
+def set_aside(run_dir: str) -> str:
+    """Move an unusable ``result.json`` aside (``result.json.corrupt-<time>``) so the run is
+    trained again; the file is kept for inspection. Returns its new path."""
+    src = os.path.join(run_dir, "result.json")
+    dst = f"{src}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    os.replace(src, dst)
+    return dst
+
+
+def heal(spec: Spec, out: str) -> list[dict[str, str]]:
+    """Set aside every result of ``spec`` in ``out`` that is unreadable or foreign; returns
+    what was moved and why."""
+    moved = []
+    for r in spec.runs:
+        d = os.path.join(out, r.run_id)
+        _, problem = check_result(d, r)
+        if problem:
+            moved.append({"run_id": r.run_id, "problem": f"result.json {problem}",
+                          "moved_to": set_aside(d)})
+    return moved
 
 
 def is_locked(run_dir: str) -> bool:
@@ -69,25 +115,33 @@ def is_locked(run_dir: str) -> bool:
     return False
 
 
-def _finished(run_dir: str, retry_failed: bool) -> bool:
-    done = read_result(run_dir)
+def _finished(run_dir: str, retry_failed: bool, run: Run | None = None) -> bool:
+    done, problem = check_result(run_dir, run)
+    if problem:
+        set_aside(run_dir)
     return done is not None and not (retry_failed and done.get("status") == "failed")
+
+
+def _run_of(run_dir: str) -> Run:
+    with open(os.path.join(run_dir, "config.json")) as f:
+        spec = json.load(f)
+    return Run(spec["run_id"], spec["config"], spec["meta"])
 
 
 def run_one(run_dir: str, retry_failed: bool = False) -> str:
     """Train the run in ``run_dir`` unless it is finished or another worker holds it.
     Returns what happened: ok / diverged / failed / preempted / skipped / busy."""
-    if _finished(run_dir, retry_failed):
+    run = _run_of(run_dir)
+    if _finished(run_dir, retry_failed, run):
         return "skipped"
     with open(os.path.join(run_dir, "lock"), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return "busy"
-        if _finished(run_dir, retry_failed):  # finished while we waited for the lock
+        if _finished(run_dir, retry_failed, run):  # finished while we waited for the lock
             return "skipped"
-        with open(os.path.join(run_dir, "config.json")) as f:
-            spec = json.load(f)
+        spec = {"run_id": run.run_id, "config": run.config, "meta": run.meta}
         result = _train_logged(run_dir, spec)
         if result["status"] != "preempted":
             result["run_id"] = spec["run_id"]
@@ -125,10 +179,12 @@ def counts(spec: Spec, out: str) -> dict[str, Any]:
     """How many runs are ok, diverged, failed, running and pending, and the not-ok ones."""
     c: dict[str, Any] = {"planned": len(spec.runs), "ok": 0, "diverged": 0, "failed": 0,
                          "running": 0, "pending": 0}
-    failed = []
+    failed, corrupt = [], []
     for r in spec.runs:
         d = os.path.join(out, r.run_id)
-        res = read_result(d) if os.path.isdir(d) else None
+        res, problem = check_result(d, r) if os.path.isdir(d) else (None, None)
+        if problem:
+            corrupt.append({"run_id": r.run_id, "problem": f"result.json {problem}"})
         if res is not None:
             st = res.get("status", "failed")
             c[st if st in TERMINAL else "failed"] += 1
@@ -140,4 +196,5 @@ def counts(spec: Spec, out: str) -> dict[str, Any]:
             c["pending"] += 1
     c["done"] = c["ok"] + c["diverged"] + c["failed"]
     c["not_ok"] = failed
+    c["corrupt"] = corrupt  # counted as pending: 'sweep run' sets them aside and redoes them
     return c

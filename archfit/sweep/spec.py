@@ -186,11 +186,26 @@ def _runs(raw: dict[str, Any], name: str, shapes: list[tuple[Shape, float | None
     return runs
 
 
-def load_spec(path: str) -> Spec:
-    """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`)."""
+MAX_RUNS = 100_000
+
+
+def _size_bound(raw: dict[str, Any]) -> int:
+    """An upper bound on the runs a (schema-valid) spec expands to, from list lengths alone."""
+    g = raw.get("grid", {})
+    shapes = len(g["shapes"]) if "shapes" in g else len(g.get("params", [])) * max(
+        len(g.get("depths", [])), len(g.get("aspect_ratios", []))) * len(g.get("ff_ratios", [4]))
+    return shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
+
+
+def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
+    """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`).
+    A spec that could expand to more than ``max_runs`` runs is refused before expanding it."""
     raw = _read(path)
     problems: list[str] = []
     check(raw, SPEC, "spec", problems)
+    if not problems and _size_bound(raw) > max_runs:
+        raise SpecError(f"expands to up to {_size_bound(raw):,} runs, more than --max-runs "
+                        f"{max_runs:,}; shrink the grid, lrs or seeds, or raise --max-runs", path)
     budget = _budget(raw, problems)
     name = raw.get("name") or os.path.splitext(os.path.basename(path))[0]
     shapes, skipped, runs = [], [], []
