@@ -22,12 +22,18 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.errors import ArchfitError, DataError
+from archfit.errors import ArchfitError, DataError, RunDirError
 from archfit.io import atomic_path
 from archfit.shapes import Shape
 
 # bf16 dense peak FLOP/s by device name (vendor data sheets); unknown devices get MFU null
 PEAK_FLOPS = (("H200", 989e12), ("H100", 989e12), ("A100", 312e12))
+# a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
+# ended this many seconds after the signal, exit keeping the last checkpoint
+STOP_GRACE_S = 30.0
+EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped by a signal
+# config keys that may change between a run and its resume (they do not change its numbers)
+RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch")
 
 
 @dataclass(frozen=True)
@@ -237,9 +243,19 @@ def lr_at(step: int, total: int, cfg: TrainConfig) -> float:
 def _device(cfg: TrainConfig) -> str:
     import torch
 
-    if cfg.device != "auto":
-        return cfg.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ArchfitError(f"--device {cfg.device}: this machine has no CUDA device "
+                           "(torch.cuda.is_available() is False); use --device cpu or auto")
+    if cfg.device.startswith("mps") and not torch.backends.mps.is_available():
+        raise ArchfitError(f"--device {cfg.device}: MPS is not available here; use cpu or auto")
+    try:
+        torch.device(cfg.device)
+    except RuntimeError:
+        raise ArchfitError(f"--device {cfg.device!r}: not a torch device; use auto, cpu, cuda "
+                           "or cuda:N") from None
+    return cfg.device
 
 
 def _optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
@@ -330,13 +346,15 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     from archfit import data as data_mod
     from archfit.model import GPT
 
+    device = _device(cfg)  # before anything slow: a missing device is a bad input
+    if run_dir:
+        os.makedirs(run_dir, exist_ok=True)  # before training, so the result has a home
     td = data_mod.load(cfg.data, None if cfg.vocab_from_data else cfg.shape.vocab_size)
     td.check_window(cfg.shape.n_ctx)
     shape = cfg.shape.with_(vocab_size=td.vocab_size) if cfg.vocab_from_data else cfg.shape
     if shape.vocab_size < td.vocab_size:
         raise DataError(f"{td.name}: vocabulary {td.vocab_size} exceeds the model's "
                         f"{shape.vocab_size}")
-    device = _device(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     result = RunResult(status="ok", device=device, data_hash=td.data_hash, data_name=td.name,
@@ -363,12 +381,31 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
         result=result, rng=np.random.default_rng(cfg.seed))
 
 
-def _resume(s: _Session) -> None:
+def _resume(s: _Session, restart: bool) -> None:
+    """Continue from the run directory's checkpoint, if it is this run's; refuse another run's
+    (the difference shown) unless ``restart``, which discards it."""
     if not (s.ckpt_path and os.path.exists(s.ckpt_path)):
         return
     import torch
 
-    ck = torch.load(s.ckpt_path, map_location=s.device, weights_only=False)
+    try:
+        ck = torch.load(s.ckpt_path, map_location=s.device, weights_only=False)
+    except Exception as e:  # torch raises many kinds for a damaged file
+        if not restart:
+            raise RunDirError(f"{s.ckpt_path}: cannot be read ({type(e).__name__}); use "
+                              "--restart to discard it") from None
+        ck = None
+    mine = s.cfg.to_dict()
+    theirs = (ck or {}).get("config") or {}
+    diff = [f"{k} {theirs.get(k)!r} -> {v!r}" for k, v in mine.items()
+            if k not in RESUMABLE_CHANGES and theirs.get(k) != v]
+    if ck is None or diff:
+        if not restart:
+            raise RunDirError(f"{os.path.dirname(s.ckpt_path)}: holds a checkpoint of another "
+                              f"run ({'; '.join(diff[:4])}); use --restart to discard it, or "
+                              "another --run-dir")
+        os.unlink(s.ckpt_path)
+        return
     s.model.load_state_dict(ck["model"])
     for o, st in zip(s.opts, ck["optimizers"]):
         o.load_state_dict(st)
@@ -379,12 +416,17 @@ def _resume(s: _Session) -> None:
 
 
 class _Signals:
-    """SIGTERM/SIGUSR2 set a flag the loop checks at each step boundary; the handlers installed
-    before are restored afterwards (and called after the checkpoint: submitit's requeue)."""
+    """SIGTERM/SIGUSR2 set a flag the loop checks at each step boundary (there it checkpoints
+    and stops); the handlers installed before are restored afterwards (and called after the
+    checkpoint: submitit's requeue). A step still running ``grace_s`` after the signal is
+    abandoned: the process exits with :data:`EXIT_PREEMPTED`, keeping the last checkpoint
+    (written atomically, so intact). A second SIGTERM exits at once."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.previous: dict[int, Any] = {}
+        self.grace_s = float(os.environ.get("ARCHFIT_STOP_GRACE_S", STOP_GRACE_S))
+        self.timer: threading.Timer | None = None
 
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
@@ -393,7 +435,13 @@ class _Signals:
         return self
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.signum is not None and signum == signal.SIGTERM:
+            os._exit(EXIT_PREEMPTED)  # asked twice: now
         self.signum = signum
+        if self.timer is None:
+            self.timer = threading.Timer(self.grace_s, os._exit, args=(EXIT_PREEMPTED,))
+            self.timer.daemon = True
+            self.timer.start()
 
     def chain(self) -> None:
         prev = self.previous.get(self.signum)  # type: ignore[arg-type]
@@ -402,6 +450,8 @@ class _Signals:
             prev(self.signum, None)
 
     def __exit__(self, *exc: Any) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
         for sig, h in self.previous.items():
             signal.signal(sig, h)
 
@@ -500,14 +550,16 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
 
 
 def train(cfg: TrainConfig, run_dir: str | None = None,
-          progress: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
-    """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and a run
-    found there is resumed. Bad input raises a typed :class:`ArchfitError`; a run that diverges
-    or fails returns a result with that status (nothing is raised)."""
+          progress: Callable[[dict[str, Any]], None] | None = None,
+          restart: bool = False) -> RunResult:
+    """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and this
+    run's checkpoint found there is resumed (another run's is refused unless ``restart``). Bad
+    input raises a typed :class:`ArchfitError`; a run that diverges or fails returns a result
+    with that status (nothing is raised)."""
     t_wall = time.perf_counter()
     cfg.validate()
     s = _setup(cfg, run_dir)
-    _resume(s)
+    _resume(s, restart)
     try:
         with _Signals() as sig:
             _loop(s, sig, progress)

@@ -302,3 +302,44 @@ def test_steps_for_is_shared_by_trainer_and_planner():
     assert Budget(steps=7).steps_for(s, 256) == 7
     assert Budget(tokens=2560).steps_for(s, 256) == 10
     assert Budget(tokens_per_param=1).steps_for(s, 256) == round(s.params_non_embedding / 256)
+
+
+LONG_STEP = ["train", "--layers", "4", "--width", "512", "--heads", "8", "--ctx", "1024",
+             "--batch-size", "8", "--steps", "50", "--eval-every", "1000",
+             "--checkpoint-every", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grace,signals", [("1", 1), ("60", 2)])
+def test_sigterm_inside_a_long_step_stops_in_bounded_time(tmp_path, grace, signals):
+    """A stop signal in the middle of a step that takes several seconds: with a 1 s grace the
+    step is abandoned and the process exits within the grace, keeping the last checkpoint; a
+    second SIGTERM exits at once even with a long grace."""
+    import subprocess
+    import sys
+    import time
+
+    rd = tmp_path / "rd"
+    env = {**os.environ, "ARCHFIT_STOP_GRACE_S": grace}
+    p = subprocess.Popen([sys.executable, "-m", "archfit", *LONG_STEP, "--run-dir", str(rd)],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.time()
+        while not (rd / "checkpoint.pt").exists():
+            assert p.poll() is None and time.time() - t0 < 240, p.stderr.read()
+            time.sleep(0.05)
+        step_s = time.time() - t0
+        time.sleep(0.3)  # well inside step 2
+        t1 = time.time()
+        for _ in range(signals):
+            p.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+        rc = p.wait(timeout=60)
+        stop_s = time.time() - t1
+    finally:
+        p.kill()
+    assert rc == 143
+    assert stop_s < 3.0, (stop_s, step_s)  # a step here takes several seconds
+    ck = torch.load(rd / "checkpoint.pt", weights_only=False)  # intact: written atomically
+    assert ck["step"] >= 1 and ck["config"]["n_layer"] == 4
+    assert not [f for f in os.listdir(rd) if ".tmp-" in f]

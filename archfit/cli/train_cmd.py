@@ -39,11 +39,13 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
-@click.option("--run-dir", default=None, help="Checkpoint here; resume a run found here.")
+@click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
+@click.option("--restart", is_flag=True,
+              help="Discard a checkpoint in --run-dir that belongs to another config.")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--curve", is_flag=True, help="With --json: include the loss curve.")
-def train(tokens, tokens_per_param, steps, compile_, run_dir, as_json, curve, **kw):
+def train(tokens, tokens_per_param, steps, compile_, run_dir, restart, as_json, curve, **kw):
     """Train one GPT and report its losses, throughput and MFU.
 
     Example: archfit train --layers 4 --width 128 --heads 4 --tokens 2e6
@@ -59,9 +61,13 @@ def train(tokens, tokens_per_param, steps, compile_, run_dir, as_json, curve, **
     cfg = TrainConfig(shape=shape, budget=Budget(tokens, tokens_per_param, steps),
                       vocab_from_data=True, compile=compile_,
                       **{k: v for k, v in kw.items() if k not in SHAPE_FLAGS})
+    if run_dir:
+        from archfit.io import check_output_dir
+
+        check_output_dir(run_dir, "run directory")
     progress, bar = _progress(as_json)
     try:
-        result = run(cfg, run_dir=run_dir, progress=progress)
+        result = run(cfg, run_dir=run_dir, progress=progress, restart=restart)
     finally:
         if bar is not None:
             bar.stop()
@@ -75,7 +81,11 @@ def train(tokens, tokens_per_param, steps, compile_, run_dir, as_json, curve, **
     else:
         for k in RESULT_KEYS:
             click.echo(f"{k:<22}{fmt(d[k])}")
-    if result.status not in ("ok",):
+    if result.status == "preempted":
+        from archfit.train import EXIT_PREEMPTED
+
+        sys.exit(EXIT_PREEMPTED)
+    if result.status != "ok":
         sys.exit(1)
 
 
