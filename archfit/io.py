@@ -45,6 +45,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
             os.fsync(f.fileno())
         os.replace(tmp, target)
         _fsync_dir(folder)
+    except OSError as e:
+        if e.filename is None or e.filename == tmp:
+            e.filename = target  # name the user's file (and so its disk), not our temp file
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -105,17 +105,22 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         _report(sw.counts(spec, out))
         return
     bar = _Bar(before)
+    worker_errors: list[str] = []
+
+    def done(d: str, st: str) -> None:
+        if st.startswith("worker-error"):
+            worker_errors.append(f"{os.path.basename(d)}: {st.removeprefix('worker-error: ')}")
+        bar.tick(sw.counts(spec, out))
+
     try:
         if kind == "local":
             sw.run_local(dirs, concurrency or ex.get("concurrency"),
-                         threads or ex.get("threads_per_run"), retry_failed,
-                         on_done=lambda d, st: bar.tick(sw.counts(spec, out)))
+                         threads or ex.get("threads_per_run"), retry_failed, on_done=done)
         elif kind == "ray":
             opts = dict(ex.get("ray") or {})
             if address:
                 opts["address"] = address
-            sw.run_ray(dirs, opts, retry_failed,
-                       on_done=lambda d, st: bar.tick(sw.counts(spec, out)))
+            sw.run_ray(dirs, opts, retry_failed, on_done=done)
         else:
             opts = dict(ex.get("slurm") or {})
             for k, v in (("partition", partition), ("time_min", time_min), ("gpus_per_run", gpus),
@@ -131,6 +136,10 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         bar.stop()
     c = sw.counts(spec, out)
     _report(c)
+    if worker_errors:  # e.g. a full disk: the run could not even record its result
+        click.echo(f"Error: {len(worker_errors)} run(s) could not be trained or saved; first: "
+                   f"{worker_errors[0]}", err=True)
+        sys.exit(1)
     bad = c["failed"] + c["diverged"]
     if bad and not allow_failures:
         click.echo(f"Error: {bad} of {c['planned']} runs failed or diverged (listed above); fix "

@@ -70,7 +70,10 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
             try:
                 st = fut.result()
             except Exception as e:  # a worker died: the run stays pending and resumes later
-                st = f"worker-error: {e}"
+                from archfit.errors import describe_os_error
+
+                st = "worker-error: " + (describe_os_error(e) if isinstance(e, OSError)
+                                         else f"{type(e).__name__}: {e}")
             tally[st] = tally.get(st, 0) + 1
             if on_done is not None:
                 on_done(futs[fut], st)
