@@ -347,9 +347,10 @@ def recommend(
               position=position)
     _undeprecate(kw, deprecated)
     opts = _validate(params, compute, kw)
-    fits = _fits_by_role(fit)
-    if params is not None and "compute" in fits and fits["shape"].name == DEFAULT_SHAPE_LAW \
-            and not any(load_fit(f).law_obj.role == "shape" for f in _given(fit)):
+    given = [load_fit(f) for f in _given(fit)]
+    fits = _fits_by_role(given)
+    if params is not None and "compute" in fits and not any(
+            f.law_obj.role == "shape" for f in given):
         raise RecommendError(
             f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
             "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
