@@ -259,21 +259,12 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Sh
     try:
         members = iso_param_family(N_ne, sorted(depths), [ff], head_dim=opts.head_dim,
                                    multiple=opts.step, ff_multiple=opts.multiple_of,
-                                   ff_slack=0.05, tolerance=0.02, **opts.base)
+                                   ff_slack=0.05, tolerance=0.02, n_kv_head=opts.n_kv_head,
+                                   **opts.base)
     except ShapeError as e:
         raise RecommendError(str(e)) from None
-    cands = []
-    for m in members:
-        s = m.shape
-        if s is None:
-            continue
-        if opts.n_kv_head is not None:
-            if s.n_head % opts.n_kv_head:
-                continue
-            s = s.with_(n_kv_head=opts.n_kv_head)
-        if opts.tp and s.n_head % opts.tp:
-            continue
-        cands.append(s)
+    cands = [m.shape for m in members
+             if m.shape is not None and not (opts.tp and m.shape.n_head % opts.tp)]
     if not cands:
         raise RecommendError("no buildable shape near the optimum: loosen --multiple-of, "
                              "--head-dim or --tp")

@@ -322,12 +322,26 @@ def _heads_for(d_model: int, head_dim: int | None, n_head: int | None) -> int | 
 
 
 def _width_candidates(target: float, n_layer: int, ff_ratio: float, multiple: int,
-                      mlp: str) -> list[int]:
+                      mlp: str, kv_per_d: float = 1.0, kv_dim: int = 0) -> list[int]:
+    """Widths around the one whose count is ``target``: per layer Q and O take 2d², K and V take
+    2d·kv_dim (``kv_per_d``·d when the kv width grows with d, MHA: 1), the MLP mats·ff·d²."""
     mats = 3 if mlp == "swiglu" else 2
-    per_d2 = n_layer * (4 + mats * ff_ratio)
-    d0 = math.sqrt(target / per_d2)
+    a = n_layer * (2 + 2 * kv_per_d + mats * ff_ratio)
+    b = 2 * n_layer * kv_dim
+    d0 = (-b + math.sqrt(b * b + 4 * a * target)) / (2 * a)
     k = max(1, round(d0 / multiple))
     return sorted({m * multiple for m in range(max(1, k - 2), k + 3)})
+
+
+def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
+              n_kv_head: int | None) -> dict[str, Any]:
+    """How the key/value width depends on d: a fixed kv width (fixed kv heads of a fixed head
+    size), or a fraction of d (MHA, a GQA ratio, or fixed heads of a growing size)."""
+    if n_kv_head is None:
+        return {"kv_per_d": 1.0 / ratio}
+    if head_dim is not None:
+        return {"kv_per_d": 0.0, "kv_dim": n_kv_head * head_dim}
+    return {"kv_per_d": n_kv_head / n_head}  # type: ignore[operator]
 
 
 def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
@@ -361,6 +375,7 @@ def iso_param_family(
     n_head: int | None = None,
     multiple: int = 64,
     n_kv_head_ratio: int = 1,
+    n_kv_head: int | None = None,
     tolerance: float = 0.05,
     ff_multiple: int = 64,
     ff_slack: float = 0.15,
@@ -369,7 +384,9 @@ def iso_param_family(
     """For each depth (and ff ratio), the width whose non-embedding count lands closest to ``target``.
 
     Widths are multiples of ``multiple``; heads follow from a fixed ``head_dim`` (default 64) or
-    a fixed ``n_head``. ``n_kv_head_ratio`` groups query heads per key/value head (GQA).
+    a fixed ``n_head``. ``n_kv_head_ratio`` groups query heads per key/value head (GQA), or
+    ``n_kv_head`` fixes the number of key/value heads (as Llama-2-70B's 8); widths are sized with
+    the kv heads the shape will have.
     ``d_ff`` is ``ff_ratio * d_model`` rounded to ``ff_multiple``; with ``ff_slack > 0`` it may move
     up to that fraction away from the nominal ratio (in ``ff_multiple`` steps) when that brings the
     count closer to the target: a width step of 64 is a coarse knob at small depth, and d_ff is the
@@ -394,13 +411,18 @@ def iso_param_family(
                 raise ShapeError(f"depths must be positive whole numbers, got {L}")
             L = int(L)
             best: tuple[float, float, Shape] | None = None
-            for d in _width_candidates(target, L, ff, multiple, base.get("mlp", "gelu")):
+            # with fixed kv heads of a fixed size, only widths whose head count they divide
+            step = multiple if not (n_kv_head and head_dim) else math.lcm(
+                multiple, head_dim * n_kv_head)
+            for d in _width_candidates(target, L, ff, step, base.get("mlp", "gelu"),
+                                       **_kv_terms(head_dim, n_head, n_kv_head_ratio,
+                                                   n_kv_head)):
                 h = _heads_for(d, head_dim, n_head)
-                if h is None or h % n_kv_head_ratio:
+                if h is None or h % n_kv_head_ratio or (n_kv_head and h % n_kv_head):
                     continue
                 try:
                     nominal = Shape(n_layer=L, d_model=d, n_head=h, ff_ratio=ff,
-                                    n_kv_head=h // n_kv_head_ratio, **base)
+                                    n_kv_head=n_kv_head or h // n_kv_head_ratio, **base)
                 except ShapeError:
                     continue
                 for d_ff in _ff_candidates(nominal, ff, target, ff_multiple, ff_slack):

@@ -155,11 +155,9 @@ def test_deprecated_keyword_spellings_still_work():
         old = recommend(params=7e9, vocab=32000, ctx=4096, tied=False, rope=True)
     assert old.shape == new.shape and new.shape.vocab_size == 32000
     assert new.shape.position == "rope" and not new.shape.tied_embeddings
-    with pytest.raises(RecommendError) as new_err:
-        recommend(params=1e12, n_kv_head=1)
-    with pytest.warns(DeprecationWarning, match="n_kv_head"), pytest.raises(RecommendError) as e:
-        recommend(params=1e12, kv_heads=1)
-    assert str(e.value) == str(new_err.value)
+    with pytest.warns(DeprecationWarning, match="n_kv_head"):
+        assert recommend(params=1e12, kv_heads=1).shape == recommend(params=1e12,
+                                                                     n_kv_head=1).shape
     with pytest.raises(TypeError, match="unexpected keyword"):
         recommend(params=7e9, colour="blue")
 
@@ -213,3 +211,13 @@ def test_recommended_is_the_argmin_and_no_penalty_is_negative(A, alpha, B, beta,
     loss = {row["n_layer"]: law.shape_loss(f, r.shape.with_(n_layer=row["n_layer"]), N)
             for row in r.alternatives_records}
     assert loss[r.shape.n_layer] == min(loss.values())
+
+
+@pytest.mark.parametrize("N,kv", [(7e9, 8), (7e10, 8), (1e12, 1), (1e9, 4)])
+def test_gqa_and_mqa_shapes_are_sized_with_their_kv_heads(N, kv):
+    """The family sizes widths with the key/value heads the shape will have, so GQA and MQA
+    land on the target like multi-head attention does."""
+    r = recommend(params=N, n_kv_head=kv, mlp="swiglu", position="rope")
+    s = r.shape
+    assert s.n_kv_head == kv and s.n_head % kv == 0 and abs(r.rel_error) <= 0.02
+    assert s.params_non_embedding == pytest.approx(N, rel=0.02)
