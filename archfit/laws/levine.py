@@ -125,8 +125,8 @@ class Levine(Law):
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
-        """Long because the steps share their arrays: depths, size classes, per-class optima,
-        then the relation between them (OLS/WLS, or its posterior under --fix/--prior)."""
+        """Per-class optimal depths, then the relation between them: OLS/WLS, or its posterior
+        under --fix/--prior (one size class is then enough)."""
         import numpy as np
 
         from archfit.laws.fitting import best_per_shape, class_optima, linear_map, ols
