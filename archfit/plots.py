@@ -100,13 +100,8 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
 
 def _bootstrap_band(fit: Fit, Ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     law = fit.law_obj
-    samples = (fit.bootstrap or {}).get("samples") or {}
-    names = list(law.param_names)
-    if not all(n in samples for n in names):
-        return None
     curves = []
-    for i in range(min(300, len(samples[names[0]]))):
-        p = {n: float(samples[n][i]) for n in names}
+    for p in law.bootstrap_params(fit, limit=300):
         try:
             curves.append([law.optimum(p, n)[0] for n in Ns])
         except (ValueError, OverflowError, ZeroDivisionError):

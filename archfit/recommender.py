@@ -389,8 +389,8 @@ def compare(params: float | None = None, *, compute: float | None = None,
     others = [f for f, _ in labelled if f.law_obj.role != "shape"]
     shape_fits = [(f, lab) for f, lab in labelled if f.law_obj.role == "shape"]
     names = {f.label for f, _ in shape_fits}
-    shape_fits += [(load_fit(n), n) for n in PUBLISHED
-                   if n not in names and load_fit(n).law_obj.role == "shape"]
+    published = [(load_fit(n), n) for n in PUBLISHED if n not in names]
+    shape_fits += [(f, n) for f, n in published if f.law_obj.role == "shape"]
     rows = []
     for f, label in shape_fits:
         row: dict[str, Any] = {"law": label, "formula": f.law_obj.formula}

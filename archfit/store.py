@@ -137,9 +137,10 @@ def collect(spec: Spec, out: str, path: str) -> tuple[str, str, int]:
             continue
         rows.append(run_row(r, spec.name, res))
         curves.extend(curve_rows(r.run_id, res))
-    if not rows and os.path.exists(path) and _rows_in(path):
+    held = _rows_in(path) if not rows and os.path.exists(path) else 0
+    if held:
         raise OutputError(f"no finished runs in {out} (is --out the sweep's folder?); refusing "
-                          f"to replace the {_rows_in(path)}-row table {path} with an empty one")
+                          f"to replace the {held}-row table {path} with an empty one")
     p, cp = write_runs(rows, curves, path)
     return p, cp, len(rows)
 

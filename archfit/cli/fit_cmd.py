@@ -11,12 +11,13 @@ from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
 
 
-def parse_pairs(items: tuple[str, ...] | list[str], flag: str, example: str) -> dict[str, str]:
+def parse_pairs(items: tuple[str, ...] | list[str], flag: str, example: str,
+                form: str = "KEY=VALUE") -> dict[str, str]:
     """``KEY=VALUE`` items of a repeatable option as a dict."""
     out = {}
     for it in items:
         if "=" not in it:
-            raise click.BadParameter(f"{it!r}: write KEY=VALUE, e.g. {example}", param_hint=flag)
+            raise click.BadParameter(f"{it!r}: write {form}, e.g. {example}", param_hint=flag)
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
@@ -24,11 +25,7 @@ def parse_pairs(items: tuple[str, ...] | list[str], flag: str, example: str) -> 
 
 def parse_map(items: tuple[str, ...]) -> dict[str, str]:
     """``--map params='Model Size'`` items as {archfit column: source column}."""
-    for it in items:
-        if "=" not in it:
-            raise click.BadParameter(f"{it!r}: write archfit_column=source_column, e.g. "
-                                     "params='Model Size'", param_hint="--map")
-    return parse_pairs(items, "--map", "params='Model Size'")
+    return parse_pairs(items, "--map", "params='Model Size'", "archfit_column=source_column")
 
 
 def _value(key: str, text: str, flag: str) -> float:

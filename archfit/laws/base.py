@@ -175,14 +175,19 @@ class Law:
         (then recommend ranks by distance from the optimal depth)."""
         return None
 
-    def optimum_ci(self, fit: Fit, N: float) -> dict[str, list[float]] | None:
-        """95% percentile band of the optimum at N over the fit's bootstrap samples."""
+    def bootstrap_params(self, fit: Fit, limit: int | None = None) -> list[dict[str, float]]:
+        """The fit's bootstrap resamples as parameter dicts (none when it carries no samples)."""
         samples = (fit.bootstrap or {}).get("samples") or {}
         if not all(n in samples for n in self.param_names):
-            return None
+            return []
+        k = len(samples[self.param_names[0]])
+        return [{n: float(samples[n][i]) for n in self.param_names}
+                for i in range(k if limit is None else min(k, limit))]
+
+    def optimum_ci(self, fit: Fit, N: float) -> dict[str, list[float]] | None:
+        """95% percentile band of the optimum at N over the fit's bootstrap samples."""
         Ls, ds = [], []
-        for i in range(len(samples[self.param_names[0]])):
-            p = {n: float(samples[n][i]) for n in self.param_names}
+        for p in self.bootstrap_params(fit):
             try:
                 L, d = self.optimum(p, N)
             except (ValueError, OverflowError, ZeroDivisionError):
