@@ -18,6 +18,7 @@ _LAZY = {
     "fixed_width_family": "archfit.shapes",
     "aspect_ratio_family": "archfit.shapes",
     "parse_number": "archfit.numbers",
+    "known_models": "archfit.known",
     "fit": "archfit.laws.fitting",
     "load_fit": "archfit.laws",
     "Fit": "archfit.laws",

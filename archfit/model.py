@@ -88,7 +88,7 @@ class Attention(nn.Module):
     def __init__(self, s: Shape, sc: Scaling):
         super().__init__()
         self.n_head, self.n_kv, self.hd = s.n_head, s.n_kv_head, s.head_dim
-        self.qkv = nn.Linear(s.d_model, s.d_model + 2 * s.kv_dim, bias=s.bias)
+        self.qkv = nn.Linear(s.d_model, s.d_model + 2 * s.kv_dim, bias=s.bias or s.qkv_bias)
         self.proj = nn.Linear(s.d_model, s.d_model, bias=s.bias)
         self.proj.is_residual = True  # type: ignore[attr-defined]
         self.q_norm = _norm(s.norm, s.head_dim, s.bias) if s.qk_norm else None

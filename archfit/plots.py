@@ -98,6 +98,61 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     return fig
 
 
+def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
+    """Depth against size (Kaplan's N, log-log) for known models, one labelled marker per model
+    (coloured by family), over the law's optimal depth and its bootstrap band."""
+    law = fit.law_obj
+    Ns_m = [p.N for p in placements]
+    Ns = np.logspace(math.log10(min(Ns_m) / 2), math.log10(max(Ns_m) * 2), 120)
+    fig, ax = _plt().subplots(figsize=(10.0, 6.5))
+    ax.plot(Ns, [law.optimum(fit.params, n)[0] for n in Ns], "-", color="k",
+            label=f"optimal depth ({fit.label})")
+    band = _bootstrap_band(fit, Ns)
+    if band is not None:
+        ax.fill_between(Ns, band[0], band[1], color="0.6", alpha=0.3, label="95% bootstrap band")
+    families = list(dict.fromkeys(p.model.family for p in placements))
+    cmap, markers = _plt().get_cmap("tab20"), "osD^v<>pPXh*"
+    seen: set[str] = set()
+    for p in placements:
+        i = families.index(p.model.family)
+        ax.plot([p.N], [p.model.shape.n_layer], markers[i % len(markers)],
+                color=cmap((2 * i) % 20 + (i // 10) % 2), ms=7, alpha=0.85, gid="known-model",
+                label=None if p.model.family in seen else p.model.family)
+        seen.add(p.model.family)
+    # one label per spot: models of the same depth and (within 3%) the same size share it
+    spots: dict[tuple[int, int], list[str]] = {}
+    for p in placements:
+        spots.setdefault((p.model.shape.n_layer, round(math.log10(p.N) * 80)), []).append(
+            p.model.name)
+    for k, (L, _) in enumerate(spots):
+        names = spots[(L, _)]
+        N = 10 ** (_ / 80)
+        ax.annotate(", ".join(names), (N, L), textcoords="offset points",
+                    xytext=(5, 4 if k % 2 else -8), fontsize=6, color="0.25")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("non-embedding parameters, Kaplan's N (log scale; counted from each model's "
+                  "published shape)")
+    ax.set_ylabel("depth n_layer (log scale)")
+    ax.set_title(f"Known models against the optimal depth of {fit.label} (verdict at these "
+                 f"sizes: {placements[-1].verdict})\n{law.formula.split('[')[0].strip()}",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def draw_known_models(fit: Fit, placements: Sequence[Any], out_dir: str,
+                      fmt: str = "png") -> str:
+    """Write :func:`known_models_map` as ``known_models.FMT`` in ``out_dir``; returns its path."""
+    if fmt not in FORMATS:
+        raise ArchfitError(f"unknown figure format {fmt!r}; use {', '.join(FORMATS)}")
+    if not placements:
+        raise ArchfitError("no known models to draw")
+    os.makedirs(out_dir, exist_ok=True)
+    return _save(known_models_map(fit, placements), out_dir, "known_models", fmt)
+
+
 def _bootstrap_band(fit: Fit, Ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     law = fit.law_obj
     curves = []

@@ -59,7 +59,8 @@ class Recommendation:
             "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
             "n_kv_head": s.n_kv_head, "head_dim": s.head_dim, "d_ff": s.d_ff,
             "ff_ratio": s.ff_ratio, "mlp": s.mlp, "vocab_size": s.vocab_size, "n_ctx": s.n_ctx,
-            "tied_embeddings": s.tied_embeddings,
+            "tied_embeddings": s.tied_embeddings, "position": s.position, "norm": s.norm,
+            "bias": s.bias,
             "params_non_embedding": s.params_non_embedding, "params_total": s.params_total,
             "params_embedding": s.params_embedding,
             "target_params": self.target_params, "target_convention": self.target_convention,
@@ -121,6 +122,7 @@ class _Options:
     n_kv_head: int | None
     tp: int | None
     top: int
+    ff_multiple: int  # d_ff is a multiple of this
 
 
 @dataclass(frozen=True)
@@ -176,8 +178,13 @@ def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -
     step = _lcm(multiple_of, head_dim)
     if tp:
         step = _lcm(step, head_dim * tp)
-    base = {k: kw[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position")}
-    return _Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"])
+    base = {k: kw[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position",
+                               "bias", "norm")}
+    ff_multiple = kw["ff_multiple"] or multiple_of
+    if not (isinstance(ff_multiple, int) and ff_multiple > 0):
+        raise RecommendError(f"ff_multiple must be a positive whole number, got {ff_multiple!r}")
+    return _Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"],
+                    ff_multiple)
 
 
 def _given(fit: Fit | str | Sequence[Fit | str] | None) -> list[Fit | str]:
@@ -258,7 +265,7 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Sh
         depths |= {max(1, math.floor(L_opt)), math.ceil(L_opt)}
     try:
         members = iso_param_family(N_ne, sorted(depths), [ff], head_dim=opts.head_dim,
-                                   multiple=opts.step, ff_multiple=opts.multiple_of,
+                                   multiple=opts.step, ff_multiple=opts.ff_multiple,
                                    ff_slack=0.05, tolerance=0.02, n_kv_head=opts.n_kv_head,
                                    **opts.base)
     except ShapeError as e:
@@ -323,6 +330,9 @@ def recommend(
     top: int = 5,
     tied_embeddings: bool = True,
     position: str = "learned",
+    bias: bool = True,
+    norm: str = "layernorm",
+    ff_multiple: int | None = None,
     **deprecated: Any,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
@@ -332,10 +342,11 @@ def recommend(
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
     ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names; the old
     spellings ``vocab``, ``ctx``, ``kv_heads``, ``tied`` and ``rope`` still work (deprecated).
+    ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``).
     """
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
-              position=position)
+              position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
     _undeprecate(kw, deprecated)
     opts = _validate(params, compute, kw)
     given = [load_fit(f) for f in _given(fit)]

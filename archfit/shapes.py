@@ -59,7 +59,9 @@ class Shape:
 
     ``d_ff`` may be left out and given through ``ff_ratio`` (``d_ff = round(ff_ratio * d_model)``);
     ``n_kv_head`` defaults to ``n_head`` (multi-head attention); 1 is MQA, between is GQA.
-    ``bias`` puts biases on every linear layer except the output head, and on the norms.
+    ``bias`` puts biases on every linear layer except the output head, and on the norms;
+    ``qkv_bias`` puts them on the query, key and value projections only (Qwen2), and is implied
+    by ``bias``.
     """
 
     n_layer: int
@@ -75,6 +77,7 @@ class Shape:
     bias: bool = True
     norm: str = "layernorm"
     qk_norm: bool = False
+    qkv_bias: bool = False
     ff_ratio: float | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -149,8 +152,8 @@ class Shape:
         d, f, kv = self.d_model, self.d_ff, self.kv_dim
         assert f is not None
         attn = d * d + 2 * d * kv + d * d
-        if self.bias:
-            attn += d + 2 * kv + d
+        if self.bias or self.qkv_bias:
+            attn += d + 2 * kv + (d if self.bias else 0)
         mats = 3 if self.mlp == "swiglu" else 2
         mlp = mats * d * f
         if self.bias:
@@ -233,6 +236,21 @@ class Shape:
         )
         return out
 
+    @classmethod
+    def from_hf_config(cls, cfg: dict[str, Any]) -> Shape:
+        """The shape of a transformers ``config.json`` dict (GPT-2, Llama, Mistral, Qwen2,
+        GPT-NeoX) or of nanoGPT ``model_args``; warns about fields it does not know
+        (:func:`archfit.frameworks.read_config` lists them)."""
+        from archfit.frameworks import shape_from_hf_config
+
+        return shape_from_hf_config(cfg)
+
+    def to_hf_config(self, kind: str = "hf-llama") -> dict[str, Any]:
+        """A transformers ``config.json`` dict: ``hf-llama`` (LlamaConfig) or ``hf-gpt2``."""
+        from archfit.frameworks import hf_config
+
+        return hf_config(self, kind)
+
     def with_(self, **changes: Any) -> Shape:
         """A copy with some fields changed (``d_ff`` is recomputed from ``ff_ratio`` if given)."""
         if "ff_ratio" in changes and "d_ff" not in changes:
@@ -242,7 +260,7 @@ class Shape:
 
 _FIELDS = {
     "n_layer", "d_model", "n_head", "d_ff", "vocab_size", "n_ctx", "n_kv_head", "mlp",
-    "tied_embeddings", "position", "bias", "norm", "qk_norm", "ff_ratio",
+    "tied_embeddings", "position", "bias", "norm", "qk_norm", "qkv_bias", "ff_ratio",
 }
 
 
@@ -306,7 +324,7 @@ class FamilyMember:
 
 
 _BASE_FIELDS = ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position", "bias", "norm",
-                "qk_norm")
+                "qk_norm", "qkv_bias")
 
 
 def _check_target(target: float) -> None:

@@ -69,7 +69,9 @@ class Budget:
 
 _SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "n_kv_head", "mlp",
                "position", "tied_embeddings", "bias", "norm", "qk_norm")
-_FLAT_SHAPE = _SHAPE_KEYS + ("vocab_size", "ctx")  # the flat (on-disk) names of shape fields
+# written only when set, so the records (and run ids) of shapes without them are unchanged
+_OPTIONAL_SHAPE_KEYS = ("qkv_bias",)
+_FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
 _BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
 
 
@@ -133,6 +135,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         s = self.shape
         out: dict[str, Any] = {k: getattr(s, k) for k in _SHAPE_KEYS}
+        out.update({k: True for k in _OPTIONAL_SHAPE_KEYS if getattr(s, k)})
         out.update(ff_ratio=None, vocab_size=None if self.vocab_from_data else s.vocab_size,
                    ctx=s.n_ctx)
         out.update(self.budget.to_dict() if self.budget else dict.fromkeys(_BUDGET_KEYS))
@@ -153,7 +156,7 @@ class TrainConfig:
 def _from_flat(d: dict[str, Any]) -> dict[str, Any]:
     """shape / budget / vocab_from_data from flat keys (``n_layer=..., ctx=..., tokens=...``)."""
     out: dict[str, Any] = {}
-    sk = {k: d[k] for k in _SHAPE_KEYS if k in d and d[k] is not None}
+    sk = {k: d[k] for k in _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS if k in d and d[k] is not None}
     if sk or "ctx" in d or "vocab_size" in d:
         base = {"n_layer": 4, "d_model": 128, "n_head": 4}
         out["shape"] = Shape(**{**base, **sk}, vocab_size=d.get("vocab_size") or 256,

@@ -15,13 +15,13 @@ PKG = ROOT / "archfit"
 # io -> shapes -> model -> train -> sweep -> store -> laws -> recommend -> plots -> cli
 LAYERS = [
     ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers")),
-    ("shapes", ("archfit.shapes",)),
+    ("shapes", ("archfit.shapes", "archfit.frameworks", "archfit.known")),
     ("model", ("archfit.model",)),
     ("train", ("archfit.data", "archfit.train")),
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),
-    ("recommend", ("archfit.recommender",)),
+    ("recommend", ("archfit.recommender", "archfit.landscape")),
     ("plots", ("archfit.plots",)),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

@@ -88,6 +88,8 @@ SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "mlp": ("--mlp", dict(type=click.Choice(MLP_KINDS), default="gelu", show_default=True,
                           help="MLP kind (swiglu has three matrices).")),
     "qk_norm": ("--qk-norm", dict(is_flag=True, help="Normalize queries and keys per head.")),
+    "qkv_bias": ("--qkv-bias", dict(is_flag=True, help="Biases on the q/k/v projections only "
+                                                      "(Qwen2); --no-bias removes the rest.")),
     "tied_embeddings": ("--untied", dict(flag_value=False, default=True,
                                          help="Untied output head (counted as embedding).")),
     "position": ("--rope", dict(flag_value="rope", default="learned",

@@ -9,7 +9,7 @@ from archfit.cli.fit_cmd import parse_map
 
 
 @click.command()
-@click.argument("fit_file")
+@click.argument("fit_file", required=False)
 @click.argument("data", nargs=-1)
 @click.option("-o", "--out", "out_dir", default="plots", show_default=True,
               help="Folder for the figures.")
@@ -21,14 +21,17 @@ from archfit.cli.fit_cmd import parse_map
               help="Extrapolate to this size and mark the recommended shape there.")
 @click.option("--reference", "references", multiple=True, metavar="FILE|NAME",
               help="Another shape-law fit to draw beside this one (e.g. levine2020).")
+@click.option("--known-models", "known", is_flag=True,
+              help="Draw the known models (datasets/known_models.csv) on the law's optimal-depth "
+                   "map instead (FIT_FILE defaults to levine2020).")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
-def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
+def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json):
     """Draw a fit and its evidence: the figures its law lists (loss vs depth, optimal depth vs
     size with its CI band, iso-loss contours, shape penalty, residuals).
 
     FIT_FILE is a fit artifact or a published name; DATA (optional) are the runs, drawn as
     points where a figure can show them, read with the fit's own column map unless --map
-    gives another.
+    gives another. With --known-models: GPT-2/3, Llama, Qwen2.5, ... against the law.
     """
     from archfit.laws import load_fit
     from archfit.plots import draw_all
@@ -36,6 +39,12 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
     from archfit.errors import ArchfitError
     from archfit.io import check_output_dir
 
+    if known:
+        _known(fit_file, data, out_dir, fmt, maps, target, references, as_json)
+        return
+    if fit_file is None:
+        raise click.UsageError("give FIT_FILE (a fit artifact or a published name such as "
+                               "levine2020), or --known-models")
     fit = load_fit(fit_file)
     check_output_dir(out_dir, "figures", inputs=[fit_file, *data])
     if target is not None and fit.law_obj.role != "shape":
@@ -64,3 +73,21 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, as_json):
     click.echo(f"wrote {len(paths)} figure(s):")
     for p in paths:
         click.echo(f"  {p}")
+
+
+def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # type: ignore[no-untyped-def]
+    from archfit.io import check_output_dir
+    from archfit.landscape import place_known_models
+    from archfit.plots import draw_known_models
+
+    if data or maps or target is not None or references:
+        raise click.UsageError("--known-models draws the known models only: drop DATA, --map, "
+                               "--target and --reference")
+    f, rows = place_known_models(fit_file)
+    check_output_dir(out_dir, "figures")
+    path = draw_known_models(f, rows, out_dir, fmt)
+    if as_json:
+        emit_json({"figures": [path], "models": len(rows)})
+        return
+    click.echo(f"wrote 1 figure ({len(rows)} models against {f.label}):")
+    click.echo(f"  {path}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
+from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refuse_inexpressible,
+                              write_export)
 
 
 @click.command()
@@ -23,16 +25,21 @@ from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
               help="d_model (and d_ff) are multiples of this.")
 @click.option("--ff-ratio", default="4", show_default=True,
               help="d_ff/d_model, or 'auto' (needs an ff-ratio --fit).")
+@click.option("--ff-multiple", type=INT, default=None,
+              help="d_ff is a multiple of this (default: --multiple-of).")
 @shape_options("mlp", "n_kv_head")
 @click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
-@shape_options("tied_embeddings", "position")
+@shape_options("tied_embeddings", "position", "bias", "norm")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
 @click.option("--compare", is_flag=True,
               help="One row per applicable shape law (your fits and every published one).")
 @click.option("--strict", is_flag=True,
               help="Exit with status 2 when the verdict is uninformative.")
+@emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def recommend(params, compute, fits, laws, ff_ratio, compare, strict, as_json, **kw):
+@click.pass_context
+def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, emit, out_dir, force,
+              as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -40,11 +47,18 @@ def recommend(params, compute, fits, laws, ff_ratio, compare, strict, as_json, *
       archfit recommend --params 1e12
       archfit recommend --params 7B --fit fits/demo-levine.json --tp 8
       archfit recommend --compute 1e24 --law hoffmann2022
+      archfit recommend --params 7e9 --emit hf-llama -o out/
     """
     from archfit.recommender import recommend as rec
 
     if (params is None) == (compute is None):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
+    check_emit_args(emit, out_dir, force, as_json)
+    if emit is not None and compare:
+        raise click.UsageError("--emit exports one shape; drop --compare")
+    kw["ff_ratio"] = ff_ratio
+    design = apply_family(ctx, emit, kw)
+    ff_ratio = kw.pop("ff_ratio")
     if ff_ratio != "auto":
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     if compare:
@@ -60,7 +74,19 @@ def recommend(params, compute, fits, laws, ff_ratio, compare, strict, as_json, *
     if as_json:
         emit_json(r.to_dict())
         return
+    if emit is not None:
+        refuse_inexpressible(ctx, r.shape, emit)
+        if out_dir is None:  # the config on stdout, the rest on stderr
+            click.echo(design, err=True)
+            click.echo(_verdict_summary(r), err=True)
+            write_export(r.shape, emit, None, force)
+            return
+        click.echo(design)
     click.echo(r.text())
+    if emit is not None:
+        path = write_export(r.shape, emit, out_dir, force)
+        click.echo(f"\nwrote {path} ({emit}; params_total {r.shape.params_total:,})")
+        return
     click.echo("")
     cols = [("n_layer", "layers"), ("d_model", "d_model"), ("n_head", "heads"), ("d_ff", "d_ff"),
             ("params_non_embedding", "non-emb params"), ("rel_error", "vs target"),
@@ -91,3 +117,10 @@ def _compare(params, compute, fits, ff_ratio, as_json, kw):  # type: ignore[no-u
         ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
         click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
                    f"{ci:>20}  {r['verdict']}")
+
+
+def _verdict_summary(r):  # type: ignore[no-untyped-def]
+    s = r.shape
+    return (f"recommended: {s.n_layer} x {s.d_model:,} (heads {s.n_head}, kv {s.n_kv_head}, d_ff "
+            f"{s.d_ff:,}), params_total {s.params_total:,}; law {r.law}; verdict "
+            f"{r.trust.get('verdict')}: " + "; ".join(r.trust.get("reasons", [])))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST, emit_json, fmt,
-                                pick, print_table, shape_options)
+from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
+                                emit_json, fmt, pick, print_table, shape_options)
+from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
+                              refuse_inexpressible, write_export)
+from archfit.frameworks import get_format, llama_ffn_hidden
 from archfit.errors import ShapeError
 from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, \
     iso_param_family
@@ -13,25 +16,84 @@ from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_w
 
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "qk_norm",
-               *ARCH_FIELDS, n_layer={"required": True}, d_model={"required": True},
-               n_head={"required": True})
+               "qkv_bias", *ARCH_FIELDS)
+@click.option("--from", "from_file", default=None, metavar="FILE",
+              help="Read the shape from an HF config.json (or its folder), a nanoGPT checkpoint "
+                   "(.pt) or its model_args JSON, instead of the shape flags.")
+@emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def shape(as_json, **fields):
-    """Count a shape's parameters (each convention named) and FLOPs per token.
+@click.pass_context
+def shape(ctx, from_file, emit, out_dir, force, as_json, **fields):
+    """Count a shape's parameters (each convention named) and FLOPs per token; read one from a
+    framework config (--from) or export it to one (--emit).
 
-    Example: archfit shape --layers 12 --width 768 --heads 12 --vocab 50257 --ctx 1024
+    \b
+    Examples:
+      archfit shape --layers 12 --width 768 --heads 12 --vocab 50257 --ctx 1024
+      archfit shape --from path/to/config.json
+      archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --emit hf-llama -o out/
     """
-    if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
-        raise click.UsageError("give --ff-ratio or --d-ff, not both")
-    s = Shape(**fields)
+    check_emit_args(emit, out_dir, force, as_json)
+    imported = None
+    if from_file is not None:
+        given = [SHAPE_FLAGS[k][0] for k in fields if explicit(ctx, k)]
+        if given:
+            raise click.UsageError(f"give --from or shape flags ({', '.join(given)}), not both")
+        imported = read_config_file(from_file)
+        s = imported.shape
+    else:
+        missing = [SHAPE_FLAGS[k][0] for k in ("n_layer", "d_model", "n_head")
+                   if fields[k] is None]
+        if missing:
+            raise click.UsageError(f"Missing option {', '.join(missing)} (or read a config "
+                                   "with --from)")
+        if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
+            raise click.UsageError("give --ff-ratio or --d-ff, not both")
+        line = apply_family(ctx, emit, fields)
+        if line:
+            if get_format(emit).style == "llama" and fields["d_ff"] is None \
+                    and not explicit(ctx, "ff_ratio"):
+                fields["d_ff"] = llama_ffn_hidden(fields["d_model"], 256)
+                fields["ff_ratio"] = None
+        s = Shape(**fields)
+    if emit is not None:
+        refuse_inexpressible(ctx, s, emit)
+        if imported is None:
+            click.echo(line, err=True)
+        path = write_export(s, emit, out_dir, force)
+        if path:
+            click.echo(f"wrote {path} ({emit}; params_total {s.params_total:,})")
+        return
     d = s.to_dict()
     if as_json:
+        if imported is not None:
+            d["import"] = {"file": from_file, **imported.to_dict()}
         emit_json(d)
         return
-    rows = [{"component": k, "params": v} for k, v in d["breakdown"].items()]
+    if imported is not None:
+        _print_import(from_file, imported)
+    _print_shape(s)
+
+
+def _print_import(path, imp):  # type: ignore[no-untyped-def]
+    click.echo(f"read {path}: {imp.family} config")
+    for n in imp.notes:
+        click.echo(f"  note: {n}")
+    if imp.unknown:
+        click.echo(f"  unknown fields (not used; check they do not change the shape): "
+                   f"{', '.join(imp.unknown)}")
+    if imp.ignored:
+        click.echo(f"  fields that do not change the counts: {', '.join(imp.ignored)}")
+
+
+def _print_shape(s: Shape) -> None:
+    rows = [{"component": k, "params": v} for k, v in s.breakdown().items()]
+    arch = ", ".join([s.mlp, s.position, s.norm,
+                      "biases" if s.bias else ("q/k/v biases" if s.qkv_bias else "no biases")]
+                     + (["qk-norm"] if s.qk_norm else []))
     print_table(rows, [("component", "component"), ("params", "parameters")],
                 title=f"{s.n_layer} layers x d_model {s.d_model}, {s.n_head} heads "
-                      f"(kv {s.n_kv_head}), d_ff {s.d_ff}, {s.mlp}, vocab {s.vocab_size}, "
+                      f"(kv {s.n_kv_head}), d_ff {s.d_ff}, {arch}, vocab {s.vocab_size}, "
                       f"ctx {s.n_ctx}, {'tied' if s.tied_embeddings else 'untied'}")
     click.echo(f"params_total          {fmt(s.params_total)}  (every trainable parameter)")
     click.echo(f"params_non_embedding  {fmt(s.params_non_embedding)}  "
@@ -40,6 +102,47 @@ def shape(as_json, **fields):
     for conv in FLOP_CONVENTIONS:
         click.echo(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
                    f"({FLOP_CONVENTIONS[conv]})")
+
+
+def read_config_file(path: str):  # type: ignore[no-untyped-def]
+    """An HF config.json (or a folder holding one), nanoGPT model_args JSON, or a nanoGPT
+    checkpoint (.pt, read with torch.load(weights_only=True))."""
+    import json
+    import os
+
+    from archfit.errors import describe_os_error
+    from archfit.frameworks import FormatError, read_config
+
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    if not os.path.exists(path):
+        raise FormatError(f"{path}: no such file; give an HF config.json, its folder, or a "
+                          "nanoGPT checkpoint")
+    if path.endswith((".pt", ".pth", ".ckpt")):
+        import torch
+
+        try:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
+            raise FormatError(f"{path}: not a readable torch checkpoint "
+                              f"({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
+        if not isinstance(ckpt, dict) or "model_args" not in ckpt:
+            raise FormatError(f"{path}: a checkpoint without model_args (not nanoGPT's format)")
+        cfg = ckpt
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except OSError as e:
+            raise FormatError(f"{path}: {describe_os_error(e)}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise FormatError(f"{path}: not valid JSON ({e})") from None
+    try:
+        return read_config(cfg)
+    except FormatError as e:
+        raise FormatError(f"{path}: {e}") from None
+    except ShapeError as e:
+        raise FormatError(f"{path}: the config's shape is not valid: {e}") from None
 
 
 @click.command()

@@ -1,0 +1,55 @@
+"""``archfit compare``: where today's known models sit on a shape law's map."""
+
+from __future__ import annotations
+
+import click
+
+from archfit.cli.common import emit_json
+
+
+@click.command()
+@click.option("--fit", "fit", default=None, metavar="FILE|NAME",
+              help="A shape-law fit or published name (default levine2020).")
+@click.option("--family", "families", multiple=True, metavar="NAME",
+              help="Only these families (repeatable), e.g. GPT-3, Llama-2.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def compare(fit, families, as_json):
+    """Each known model's depth against the law's optimal depth at its size (Kaplan's N), with
+    the optimum's 95% CI where the fit has bootstrap samples.
+
+    \b
+    Examples:
+      archfit compare
+      archfit compare --fit fits/my-levine.json --family GPT-3 --family Llama-3
+    """
+    from archfit.errors import ArchfitError
+    from archfit.known import KNOWN_MODELS_PATH, load_known_models
+    from archfit.landscape import place_known_models
+
+    models = load_known_models()
+    if families:
+        known = sorted({m.family for m in models})
+        bad = [f for f in families if f not in known]
+        if bad:
+            raise ArchfitError(f"unknown family {', '.join(bad)}; choose from {', '.join(known)}")
+        models = [m for m in models if m.family in families]
+    f, rows = place_known_models(fit, models)
+    verdicts = sorted({r.verdict for r in rows})
+    reasons = f.law_obj.trust(f, rows[-1].N).reasons if rows else []
+    if as_json:
+        emit_json({"law": f.label, "formula": f.law_obj.formula, "table": KNOWN_MODELS_PATH,
+                   "N_convention": "params_non_embedding (Kaplan's N)",
+                   "models": [r.to_dict() for r in rows]})
+        return
+    click.echo(f"law: {f.label}: {f.law_obj.formula}")
+    click.echo("N: non-embedding parameters (Kaplan's N), counted by archfit from each model's "
+               "published shape (datasets/known_models.csv)")
+    click.echo(f"verdict of the law at these sizes: {', '.join(verdicts)}"
+               + (f" ({'; '.join(reasons)})" if reasons else ""))
+    click.echo("")
+    click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>16}  depth vs "
+               "optimum")
+    for r in rows:
+        ci = f"[{r.ci[0]:.1f}, {r.ci[1]:.1f}]" if r.ci else "-"
+        click.echo(f"{r.model.name:<16}{r.N:>10.3g}{r.model.shape.n_layer:>8}"
+                   f"{r.n_layer_opt:>9.1f}{ci:>16}  {r.summary}")

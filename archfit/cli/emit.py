@@ -1,0 +1,82 @@
+"""``--emit FORMAT [-o DIR]``: the architecture a format implies, and writing the export."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import click
+from click.core import ParameterSource
+
+from archfit.frameworks import FORMATS, STYLE_TEXT, FormatError, get_format, problems
+from archfit.io import atomic_write, check_output_dir, check_output_file
+from archfit.shapes import Shape
+
+_FLAG_OF = {"mlp": "--mlp", "ff_ratio": "--ff-ratio", "position": "--rope",
+            "norm": "--rmsnorm", "bias": "--no-bias", "tied_embeddings": "--untied",
+            "d_ff": "--d-ff", "n_kv_head": "--kv-heads", "qk_norm": "--qk-norm"}
+
+
+def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
+    f = click.option("-o", "--out", "out_dir", default=None, metavar="DIR",
+                     help="With --emit: write the config into this folder (stdout if absent).")(f)
+    return click.option("--emit", "emit", type=click.Choice(list(FORMATS)), default=None,
+                        help="Export the shape: " + "; ".join(
+                            f"{k}: {v.description}" for k, v in FORMATS.items()) + ".")(f)
+
+
+def explicit(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave this option (rather than its default)."""
+    return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                              ParameterSource.ENVIRONMENT)
+
+
+def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str | None:
+    """Set the architecture options the user left at their defaults to the format's family
+    (``--emit hf-llama`` designs a Llama-style shape); returns the line that says so."""
+    if fmt is None:
+        return None
+    f = get_format(fmt)
+    for name, value in f.defaults.items():
+        if name not in kw or explicit(ctx, name):
+            continue
+        if name == "ff_ratio" and kw.get("d_ff") is not None:
+            continue  # an explicit --d-ff stands
+        kw[name] = value
+    given = [_FLAG_OF.get(k, k) for k in f.defaults if k in kw and explicit(ctx, k)]
+    return (f"--emit {fmt}: designing {STYLE_TEXT[f.style]}"
+            + (f" (as given: {', '.join(given)})" if given else ""))
+
+
+def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:
+    why = problems(shape, fmt)
+    if why:
+        given = [_FLAG_OF[k] for k in _FLAG_OF if k in ctx.params and explicit(ctx, k)]
+        hint = f" (you asked for {', '.join(given)})" if given else ""
+        raise FormatError(f"--emit {fmt} cannot express this shape{hint}: {'; '.join(why)}")
+
+
+def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool) -> str | None:
+    """The export on stdout, or written atomically into ``out_dir``; returns the path."""
+    text = get_format(fmt).render(shape)
+    if out_dir is None:
+        click.echo(text, nl=False)
+        return None
+    path = os.path.join(out_dir, get_format(fmt).filename)
+    check_output_dir(out_dir, f"{fmt} config")
+    check_output_file(path, f"{fmt} config", force=force)
+    os.makedirs(out_dir, exist_ok=True)
+    atomic_write(path, text)
+    return path
+
+
+def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: bool) -> None:
+    if fmt is None and (out_dir is not None or force):
+        raise click.UsageError("-o/--force go with --emit FORMAT")
+    if fmt is not None and as_json:
+        raise click.UsageError("give --emit or --json, not both")
+    if out_dir is not None:
+        check_output_dir(out_dir, f"{fmt} config")
+        check_output_file(os.path.join(out_dir, get_format(fmt).filename),  # type: ignore[arg-type]
+                          f"{fmt} config", force=force)

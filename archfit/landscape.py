@@ -1,0 +1,85 @@
+"""Known models on a shape law's map: each published model's depth against the law's optimal
+depth at its size (Kaplan's N), with the optimum's CI where the fit has one. numpy-free."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from archfit.errors import RecommendError
+from archfit.known import KnownModel, load_known_models
+from archfit.laws import Fit, load_fit
+from archfit.laws.published import DEFAULT_SHAPE_LAW
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One model against the law at its size."""
+
+    model: KnownModel
+    N: int  # Kaplan's N: non-embedding parameters
+    n_layer_opt: float
+    d_model_opt: float
+    ci: list[float] | None  # 95% bootstrap CI of the optimal depth
+    verdict: str  # the law's verdict on answering at this N
+
+    @property
+    def ratio(self) -> float:
+        return self.model.shape.n_layer / self.n_layer_opt
+
+    @property
+    def call(self) -> str:
+        """``deeper`` / ``shallower`` than the optimum (beyond its CI when there is one), or
+        ``within CI``."""
+        L = self.model.shape.n_layer
+        if self.ci is not None and self.ci[0] <= L <= self.ci[1]:
+            return "within CI"
+        return "deeper" if L > self.n_layer_opt else "shallower"
+
+    @property
+    def summary(self) -> str:
+        """``1.19x too deep`` / ``1.92x too shallow`` / ``0.97x, within the CI``."""
+        if self.call == "within CI":
+            return f"{self.ratio:.2f}x, within the CI"
+        r = self.ratio if self.ratio >= 1 else 1 / self.ratio
+        return f"{r:.2f}x too {'deep' if self.ratio > 1 else 'shallow'}"
+
+    def line(self, law: str) -> str:
+        ci = f" [{self.ci[0]:.1f}, {self.ci[1]:.1f}]" if self.ci else ""
+        return (f"{self.model.name}: {self.model.shape.n_layer} layers, {law} optimum "
+                f"{self.n_layer_opt:.1f}{ci} -> {self.summary}")
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.model.shape
+        return {"name": self.model.name, "family": self.model.family, "n_layer": s.n_layer,
+                "d_model": s.d_model, "N": self.N, "N_convention": "params_non_embedding "
+                "(Kaplan's N)", "params_total": s.params_total,
+                "n_layer_opt": self.n_layer_opt, "d_model_opt": self.d_model_opt,
+                "n_layer_opt_ci": self.ci, "depth_ratio": self.ratio, "call": self.call, "summary": self.summary,
+                "verdict": self.verdict, "source": self.model.source}
+
+
+def place_known_models(fit: Fit | str | None = None,
+                       models: Sequence[KnownModel] | None = None) -> tuple[Fit, list[Placement]]:
+    """Each known model (default: the bundled table) against a shape law's optimal depth at its
+    Kaplan N; ``fit`` is a shape-law fit or published name (default levine2020)."""
+    f = load_fit(fit if fit is not None else DEFAULT_SHAPE_LAW)
+    law = f.law_obj
+    if law.role != "shape":
+        raise RecommendError(f"{f.label} is a {law.role} law: it has no optimal depth to compare "
+                             "models with; give a shape-law fit (e.g. levine2020)")
+    out = []
+    for m in (load_known_models() if models is None else models):
+        N = m.shape.params_non_embedding
+        try:
+            L, d = law.optimum(f.params, N)
+        except (ValueError, OverflowError, ZeroDivisionError):
+            L, d = math.nan, math.nan
+        if not (math.isfinite(L) and L > 0):
+            raise RecommendError(f"the {f.label} fit gives no finite optimal depth at {m.name}'s "
+                                 f"size ({N:.3g})")
+        ci = law.optimum_ci(f, N)
+        out.append(Placement(m, N, L, d, ci["n_layer"] if ci else None,
+                             law.trust(f, N).verdict))
+    return f, out
