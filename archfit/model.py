@@ -152,8 +152,70 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+# tokens per chunk of the output layer's fused loss: chunk x vocab fp32 logits stay ~8 MiB
+LOSS_CHUNK_ELEMENTS = 1 << 21
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of ``mult * x @ w.T`` against ``targets``, computed in chunks of
+    tokens, with its gradients computed in the same pass (the loss is the graph's last node, so
+    the gradient of the logits, softmax - onehot, is known in the forward pass already). Neither
+    the full fp32 logits nor their softmax are ever materialized: the output layer costs its
+    three matmuls and a chunk of memory. Logits are computed in the input dtype (bf16 under
+    autocast) and reduced in fp32."""
+
+    @staticmethod
+    def forward(ctx, x, w, targets, mult, chunk):  # type: ignore[no-untyped-def]
+        n = x.shape[0]
+        gx = torch.empty_like(x)
+        gw = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
+        total = torch.zeros((), dtype=torch.float32, device=x.device)
+        wc = w.to(x.dtype)
+        for i in range(0, n, chunk):
+            xs, ts = x[i:i + chunk], targets[i:i + chunk]
+            logits = (xs @ wc.t()).float()
+            if mult != 1.0:
+                logits.mul_(mult)
+            lse = torch.logsumexp(logits, dim=-1)
+            total += (lse - logits.gather(1, ts[:, None]).squeeze(1)).sum()
+            p = logits.sub_(lse[:, None]).exp_()  # softmax, in place
+            p[torch.arange(len(ts), device=p.device), ts] -= 1.0
+            g = p.mul_(mult / n).to(x.dtype)
+            gx[i:i + chunk] = g @ wc
+            gw.addmm_(g.t().float(), xs.float())  # .float() is free on fp32
+        ctx.save_for_backward(gx, gw)
+        ctx.w_dtype = w.dtype
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        gx, gw = ctx.saved_tensors
+        return gx * grad.to(gx.dtype), (gw * grad).to(ctx.w_dtype), None, None, None
+
+
+def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,
+                         mult: float = 1.0) -> torch.Tensor:
+    """``F.cross_entropy(mult * x @ w.T, targets)`` (mean over tokens) without materializing
+    the logits; x is (tokens, d), w is (vocab, d)."""
+    chunk = max(16, LOSS_CHUNK_ELEMENTS // w.shape[0])
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+        return _LinearCrossEntropy.apply(x, w, targets, mult, chunk)
+    total = torch.zeros((), dtype=torch.float32, device=x.device)
+    for i in range(0, x.shape[0], chunk):
+        logits = (x[i:i + chunk] @ w.to(x.dtype).t()).float()
+        if mult != 1.0:
+            logits.mul_(mult)
+        total += F.cross_entropy(logits, targets[i:i + chunk], reduction="sum")
+    return total / x.shape[0]
+
+
 class GPT(nn.Module):
-    """The model. ``forward(idx, targets=None)`` returns (logits, loss)."""
+    """The model. ``forward(idx, targets=None)`` returns (logits, None), or with targets
+    (None, mean cross-entropy): the loss is fused with the output layer
+    (:func:`linear_cross_entropy`) and no logits are materialized (``fused_loss=False``
+    computes full logits and ``F.cross_entropy``, the reference)."""
+
+    fused_loss = True
 
     def __init__(self, shape: Shape, parametrization: str = "standard", base_width: int = 128,
                  base_depth: int = 2):
@@ -206,9 +268,12 @@ class GPT(nn.Module):
             x = b(x, rot)
         x = self.ln_f(x)
         w = self.tok_emb.weight if self.head is None else self.head.weight
+        mult = self.scaling.logit_mult
+        if targets is not None and self.fused_loss:
+            return None, linear_cross_entropy(x.reshape(B * T, -1), w, targets.reshape(-1), mult)
         logits = F.linear(x, w)
-        if self.scaling.logit_mult != 1.0:
-            logits = logits * self.scaling.logit_mult
+        if mult != 1.0:
+            logits = logits * mult
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))

@@ -10,6 +10,7 @@ one. torch is imported inside :func:`train` only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -33,7 +34,10 @@ PEAK_FLOPS = (("H200", 989e12), ("H100", 989e12), ("A100", 312e12))
 STOP_GRACE_S = 30.0
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped by a signal
 # config keys that may change between a run and its resume (they do not change its numbers)
-RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch")
+RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch",
+                     "micro_batch")
+# config keys that say how a run is executed, not what it computes: not part of its identity
+RUNTIME_KEYS = ("micro_batch",)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,10 @@ _SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "n_kv_head", 
 _OPTIONAL_SHAPE_KEYS = ("qkv_bias",)
 _FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
 _BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
+# options added after 0.1: in the record only when not at their default (run ids unchanged)
+_OPTIONAL_CFG = ("precision", "parallel", "micro_batch")
+PRECISIONS = ("auto", "bf16", "fp32")
+PARALLEL = ("ddp", "fsdp")
 
 
 @dataclass
@@ -113,6 +121,12 @@ class TrainConfig:
     compile: bool = False
     divergence_factor: float = 2.5
     threads: int | None = None
+    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere | bf16 | fp32
+    parallel: str = "ddp"  # with several processes: ddp | fsdp (FSDP2 fully_shard)
+    # sequences per forward pass and process (None: the whole share of a batch); a batch is
+    # split into micro-batches whose gradients add up to the batch's, so the numbers are the
+    # same whatever fits in memory (archfit.memory.choose_micro_batch picks it)
+    micro_batch: int | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -127,6 +141,16 @@ class TrainConfig:
                 raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ArchfitError(f"lr must be positive, got {self.lr}")
+        if self.micro_batch is not None and (not isinstance(self.micro_batch, int)
+                                             or self.micro_batch <= 0):
+            raise ArchfitError(f"micro_batch must be a positive whole number, got "
+                               f"{self.micro_batch!r}")
+        if self.precision not in PRECISIONS:
+            raise ArchfitError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                               f"{self.precision!r}")
+        if self.parallel not in PARALLEL:
+            raise ArchfitError(f"parallel must be one of {', '.join(PARALLEL)}, got "
+                               f"{self.parallel!r}")
 
     def steps(self) -> int:
         self.validate()
@@ -140,7 +164,8 @@ class TrainConfig:
                    ctx=s.n_ctx)
         out.update(self.budget.to_dict() if self.budget else dict.fromkeys(_BUDGET_KEYS))
         out.update({f.name: getattr(self, f.name) for f in fields(self)
-                    if f.name not in ("shape", "budget", "vocab_from_data")})
+                    if f.name not in ("shape", "budget", "vocab_from_data")
+                    and not (f.name in _OPTIONAL_CFG and getattr(self, f.name) == f.default)})
         return out
 
     @classmethod
@@ -210,6 +235,8 @@ class RunResult:
     curve: list[dict[str, Any]] = field(default_factory=list)
     archfit_version: str = ""
     resumed_from_step: int | None = None
+    world_size: int = 1  # processes that trained this run (torch.distributed)
+    parallel: str | None = None  # ddp | fsdp when world_size > 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -291,6 +318,94 @@ def _optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
     return [torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, **kw)]
 
 
+# ============================================================================ processes
+@dataclass
+class _Dist:
+    """This process's place in a multi-process run (torch.distributed, env:// variables as
+    torchrun and submitit set them); world 1 is a single-process run."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    owned: bool = False  # this run initialized the process group (and destroys it)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def mean(self, value: float) -> float:
+        """The mean of ``value`` over the processes."""
+        if self.world == 1:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t)
+        return float(t[0]) / self.world
+
+    def any(self, flag: bool) -> bool:
+        """Whether any process has ``flag`` (e.g. a stop signal): all stop at the same step."""
+        if self.world == 1:
+            return flag
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t[0])
+
+
+def _dist_setup(cfg: TrainConfig, device: str) -> tuple[_Dist, str]:
+    """Join the process group when the environment names one (WORLD_SIZE > 1): gloo on CPU,
+    NCCL on CUDA, one GPU per process (LOCAL_RANK)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return _Dist(), device
+    import torch
+    import torch.distributed as dist
+
+    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if cfg.batch_size % world:
+        raise ArchfitError(f"batch_size {cfg.batch_size} is not divisible by the {world} "
+                           "processes; each takes an equal share of every batch")
+    if device.startswith("cuda"):
+        idx = local if torch.cuda.device_count() > local else 0
+        torch.cuda.set_device(idx)
+        device = f"cuda:{idx}"
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return _Dist(rank, world, local, owned), device
+
+
+def _wrap(model: Any, cfg: TrainConfig, d: _Dist, device: str) -> Any:
+    """The model the steps run: itself, DDP, or FSDP2 (``fully_shard`` on each block and the
+    root) when several processes train it."""
+    if d.world == 1:
+        return model
+    if cfg.parallel == "fsdp":
+        try:
+            from torch.distributed.fsdp import fully_shard
+        except ImportError:
+            raise ArchfitError("parallel fsdp needs torch >= 2.6 (torch.distributed.fsdp."
+                               "fully_shard); use parallel ddp") from None
+        for b in model.blocks:
+            fully_shard(b)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=[d.local_rank] if device.startswith(
+        "cuda") else None)
+
+
 # ============================================================================ one run
 @dataclass
 class _Session:
@@ -309,6 +424,7 @@ class _Session:
     ckpt_path: str | None
     result: RunResult
     rng: np.random.Generator
+    dist: _Dist = field(default_factory=_Dist)
     start_step: int = 0
     best_val: float = math.inf
     curve: list[dict[str, Any]] = field(default_factory=list)
@@ -328,18 +444,59 @@ class _Session:
         self.model.train()
         return sum(losses) / len(self.val)
 
+    def state(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Full (unsharded) model and optimizer state dicts; collective under FSDP."""
+        if self.dist.world > 1 and self.cfg.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                                 get_model_state_dict,
+                                                                 get_optimizer_state_dict)
+
+            o = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            return (get_model_state_dict(self.model, options=o),
+                    [get_optimizer_state_dict(self.model, opt, options=o) for opt in self.opts])
+        return self.model.state_dict(), [o.state_dict() for o in self.opts]
+
+    def load_state(self, model_sd: dict[str, Any], opt_sds: list[dict[str, Any]]) -> None:
+        if self.dist.world > 1 and self.cfg.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                                 set_model_state_dict,
+                                                                 set_optimizer_state_dict)
+
+            o = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(self.model, model_sd, options=o)
+            for opt, sd in zip(self.opts, opt_sds):
+                set_optimizer_state_dict(self.model, opt, sd, options=o)
+            return
+        self.model.load_state_dict(model_sd)
+        for opt, sd in zip(self.opts, opt_sds):
+            opt.load_state_dict(sd)
+
     def save(self, step: int) -> None:
+        """Checkpoint atomically: process 0 writes, every process waits for it."""
         if self.ckpt_path is None:
             return
         import torch
 
-        with atomic_path(self.ckpt_path) as tmp:
-            torch.save({"model": self.model.state_dict(),
-                        "optimizers": [o.state_dict() for o in self.opts],
-                        "data_rng": self.rng.bit_generator.state,
-                        "torch_rng": torch.get_rng_state(), "step": step,
-                        "best_val": self.best_val, "curve": self.curve,
-                        "config": self.cfg.to_dict()}, tmp)
+        model_sd, opt_sds = self.state()
+        if self.dist.main:
+            with atomic_path(self.ckpt_path) as tmp:
+                torch.save({"model": model_sd, "optimizers": opt_sds,
+                            "data_rng": self.rng.bit_generator.state,
+                            "torch_rng": torch.get_rng_state(), "step": step,
+                            "best_val": self.best_val, "curve": self.curve,
+                            "config": self.cfg.to_dict(), "world_size": self.dist.world}, tmp)
+        self.dist.barrier()
+
+
+def _autocast(cfg: TrainConfig, device: str) -> Any:
+    """bf16 autocast on CUDA (``auto``) or wherever asked (``bf16``, CPU included: the same
+    code path a GPU run takes); fp32 otherwise."""
+    import torch
+
+    kind = device.split(":")[0]
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and kind == "cuda")
+    return torch.autocast(kind if kind in ("cuda", "cpu") else "cpu", dtype=torch.bfloat16,
+                          enabled=bf16)
 
 
 def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
@@ -350,6 +507,7 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     from archfit.model import GPT
 
     device = _device(cfg)  # before anything slow: a missing device is a bad input
+    dist, device = _dist_setup(cfg, device)
     if run_dir:
         os.makedirs(run_dir, exist_ok=True)  # before training, so the result has a home
     td = data_mod.load(cfg.data, None if cfg.vocab_from_data else cfg.shape.vocab_size)
@@ -372,21 +530,31 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     model = GPT(shape, cfg.parametrization, cfg.mup_base_width, cfg.mup_base_depth).to(device)
     if model.num_params() != shape.params_total:  # the shape core is the one count
         raise AssertionError("model and shape disagree on the parameter count")
+    wrapped = _wrap(model, cfg, dist, device)
+    result.world_size = dist.world
+    result.parallel = cfg.parallel if dist.world > 1 else None
     return _Session(
         cfg=cfg, shape=shape, td=td, device=device, model=model,
-        opts=_optimizers(model, cfg, device),
-        step_fn=torch.compile(model) if cfg.compile else model,
+        opts=_optimizers(model, cfg, device),  # after fully_shard: on the sharded parameters
+        step_fn=torch.compile(wrapped) if cfg.compile else wrapped,
         val=torch.from_numpy(td.val_windows(cfg.eval_windows, shape.n_ctx)).to(device),
-        autocast=(torch.autocast("cuda", dtype=torch.bfloat16) if device.startswith("cuda")
-                  else torch.autocast("cpu", enabled=False)),
+        autocast=_autocast(cfg, device),
         total_steps=cfg.budget.steps_for(shape, cfg.tokens_per_step),  # type: ignore[union-attr]
         ckpt_path=os.path.join(run_dir, "checkpoint.pt") if run_dir else None,
-        result=result, rng=np.random.default_rng(cfg.seed))
+        result=result, rng=np.random.default_rng(cfg.seed), dist=dist)
 
 
 def _resume(s: _Session, restart: bool) -> None:
     """Continue from the run directory's checkpoint, if it is this run's; refuse another run's
     (the difference shown) unless ``restart``, which discards it."""
+    s.dist.barrier()  # every process sees the same checkpoint (or none)
+    try:
+        _resume_from_file(s, restart)
+    finally:
+        s.dist.barrier()
+
+
+def _resume_from_file(s: _Session, restart: bool) -> None:
     if not (s.ckpt_path and os.path.exists(s.ckpt_path)):
         return
     import torch
@@ -407,11 +575,10 @@ def _resume(s: _Session, restart: bool) -> None:
             raise RunDirError(f"{os.path.dirname(s.ckpt_path)}: holds a checkpoint of another "
                               f"run ({'; '.join(diff[:4])}); use --restart to discard it, or "
                               "another --run-dir")
-        os.unlink(s.ckpt_path)
+        if s.dist.main:
+            os.unlink(s.ckpt_path)
         return
-    s.model.load_state_dict(ck["model"])
-    for o, st in zip(s.opts, ck["optimizers"]):
-        o.load_state_dict(st)
+    s.load_state(ck["model"], ck["optimizers"])
     s.rng.bit_generator.state = ck["data_rng"]
     torch.set_rng_state(ck["torch_rng"])
     s.start_step, s.best_val, s.curve = ck["step"], ck["best_val"], ck["curve"]
@@ -469,14 +636,26 @@ def _step(s: _Session, step: int) -> tuple[float, float]:
         for g in o.param_groups:
             g["lr"] = lr * g.get("lr_mult", 1.0)
     total = 0.0
-    for _ in range(cfg.grad_accum):
-        x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
-        xb = torch.from_numpy(x).to(s.device, non_blocking=True)
-        yb = torch.from_numpy(y).to(s.device, non_blocking=True)
-        with s.autocast:
-            _, loss = s.step_fn(xb, yb)
-        (loss / cfg.grad_accum).backward()
-        total += float(loss.detach()) / cfg.grad_accum
+    d = s.dist
+    share = cfg.batch_size // d.world  # every process draws the same batch, takes its rows
+    micro = min(cfg.micro_batch or share, share)
+    if share % micro:
+        raise ArchfitError(f"micro_batch {micro} does not divide the {share} sequences each "
+                           "process takes of a batch")
+    passes = cfg.grad_accum * (share // micro)
+    for k in range(passes):
+        if k % (share // micro) == 0:
+            x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
+        lo = d.rank * share + (k % (share // micro)) * micro
+        xb = torch.from_numpy(x[lo:lo + micro]).to(s.device, non_blocking=True)
+        yb = torch.from_numpy(y[lo:lo + micro]).to(s.device, non_blocking=True)
+        sync = k == passes - 1 or not hasattr(s.step_fn, "no_sync")
+        with contextlib.nullcontext() if sync else s.step_fn.no_sync():
+            with s.autocast:
+                _, loss = s.step_fn(xb, yb)
+            (loss / passes).backward()
+        total += float(loss.detach()) / passes
+    total = d.mean(total)
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
     for o in s.opts:
@@ -492,10 +671,11 @@ def _loop(s: _Session, sig: _Signals, progress: Callable[[dict[str, Any]], None]
     cfg, ema, run_min = s.cfg, None, math.inf
     s.model.train()
     for step in range(s.start_step, s.total_steps):
-        if sig.signum is not None:
+        if s.dist.any(sig.signum is not None):
             s.save(step)
             sig.chain()
-            raise Preempted(f"stopped by signal {sig.signum} at step {step}")
+            raise Preempted(f"stopped by signal {sig.signum or 'on another process'} at step "
+                            f"{step}")
         t0 = time.perf_counter()
         total, lr = _step(s, step)
         s.train_time += time.perf_counter() - t0
@@ -517,7 +697,7 @@ def _loop(s: _Session, sig: _Signals, progress: Callable[[dict[str, Any]], None]
             point["val_loss"] = s.evaluate()
             s.best_val = min(s.best_val, point["val_loss"])
         s.curve.append(point)
-        if progress is not None:
+        if progress is not None and s.dist.main:
             progress({**point, "total_steps": s.total_steps})
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             s.save(step + 1)
@@ -574,4 +754,10 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
         s.result.status = "failed"
         s.result.error = f"{type(e).__name__}: {e}".splitlines()[0]
         s.result.config["traceback"] = traceback.format_exc(limit=5)
-    return _finish(s, t_wall)
+    try:
+        return _finish(s, t_wall)
+    finally:
+        if s.dist.owned:
+            import torch.distributed
+
+            torch.distributed.destroy_process_group()

@@ -32,8 +32,36 @@ def test_torch_count_equals_shape_count(s):
     m = GPT(s)
     assert m.num_params() == s.params_total
     x = torch.randint(0, s.vocab_size, (2, 16))
-    logits, loss = m(x, x)
+    logits, _ = m(x)
+    _, loss = m(x, x)
     assert logits.shape == (2, 16, s.vocab_size) and torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("parametrization,tied", [("standard", True), ("mup", False)])
+def test_fused_loss_equals_full_logits_cross_entropy(parametrization, tied, monkeypatch):
+    """The output layer fused with its loss (no logits materialized, gradient computed in the
+    forward pass) gives the reference loss and gradients, over several chunks."""
+    import archfit.model as model_mod
+
+    monkeypatch.setattr(model_mod, "LOSS_CHUNK_ELEMENTS", 97 * 7)  # 7 tokens a chunk
+    s = Shape(n_layer=2, d_model=32, n_head=2, vocab_size=97, n_ctx=16, tied_embeddings=tied)
+    torch.manual_seed(0)
+    m = GPT(s, parametrization)
+    x = torch.randint(0, 97, (3, 16))
+    y = torch.randint(0, 97, (3, 16))
+    out = {}
+    for fused in (True, False):
+        m.zero_grad(set_to_none=True)
+        m.fused_loss = fused
+        loss = m(x, y)[1]
+        (0.5 * loss).backward()
+        out[fused] = (loss.detach(), {n: p.grad.clone() for n, p in m.named_parameters()})
+    assert torch.allclose(out[True][0], out[False][0], rtol=1e-6, atol=1e-6)
+    for n, g in out[False][1].items():
+        assert torch.allclose(out[True][1][n], g, rtol=1e-4, atol=1e-7), n
+    with torch.no_grad():
+        m.fused_loss = True
+        assert torch.allclose(m(x, y)[1], out[False][0], rtol=1e-6)
 
 
 def test_gpt2_small_torch_count():

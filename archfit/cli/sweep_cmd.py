@@ -31,13 +31,25 @@ def sweep() -> None:
               help="Training FLOP/s per run for the time estimate (default: measured on this "
                    "sweep's finished runs, else the spec's executor.throughput).")
 @click.option("--out", default=None, help="Sweep directory (for measured throughput).")
+@click.option("--gpu", default=None, metavar="NAME",
+              help="Plan for this accelerator (h100, h200, a100, a100-40gb): per-run memory, "
+                   "micro-batch and GPU-hours.")
+@click.option("--gpu-memory", default=None, metavar="SIZE",
+              help="Memory per GPU, e.g. 80GiB (default: the --gpu's).")
+@click.option("--mfu", type=NUMBER, default=None,
+              help="Assumed model FLOPs utilization for GPU-hours (default 0.4).")
+@click.option("--activation-checkpointing", "ac", is_flag=True, default=None,
+              help="Plan with activation checkpointing.")
 @MAX_RUNS_OPTION
 @click.option("--json", "as_json", is_flag=True)
-def plan(spec_path, throughput, out, max_runs, as_json):
-    """Print the expanded runs without training anything."""
+def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json):
+    """Print the expanded runs without training anything; with --gpu, what they cost there."""
     from archfit.sweep import load_spec, plan_rows
 
     spec = load_spec(spec_path, max_runs)
+    if gpu or gpu_memory:
+        _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json)
+        return
     if not as_json:
         click.echo(f"sweep {spec.name}: {len(spec.runs)} runs", err=True)
     rows = plan_rows(spec, throughput, _out(spec, out))
@@ -59,6 +71,35 @@ def plan(spec_path, throughput, out, max_runs, as_json):
         click.echo(f"skipped: {s}")
 
 
+def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyped-def]
+    from archfit.memory import parse_memory
+    from archfit.sweep.plan import gpu_plan_rows
+
+    p = gpu_plan_rows(spec, gpu, parse_memory(gpu_memory) if gpu_memory else None, mfu,
+                      activation_checkpointing=ac)
+    if as_json:
+        emit_json(p)
+        return
+    rows = [{**r, "memory_gib": round(r["memory_gib"], 1)} for r in p["rows"]]
+    where = f"{p['gpu'] or 'GPU'} ({p['gpu_memory_gib']:.0f} GiB)"
+    print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
+                       ("params_non_embedding", "non-emb params"), ("tokens", "tokens"),
+                       ("gpus", "GPUs"), ("micro_batch", "micro-batch"),
+                       ("grad_accum", "accum"), ("memory_gib", "GiB/GPU"),
+                       ("flops", "FLOPs"), ("gpu_hours", "GPU-hours")],
+                title=f"sweep {spec.name} on {where}: {len(rows)} runs")
+    hours = p["total_gpu_hours"]
+    click.echo(f"total {p['total_flops']:.3g} training FLOPs ({p['flops_convention']})")
+    if hours is not None:
+        click.echo(f"total {hours:,.2f} GPU-hours on {p['gpu']} at MFU {p['mfu']:.2f} "
+                   f"(peak {p['peak_flops']:.3g} bf16 FLOP/s)")
+    click.echo(f"memory: {p['memory_convention']}; micro-batches keep 10% headroom, and the "
+               "global batch (batch_size x grad_accum) is unchanged")
+    for r in p["rows"]:
+        if not r["fits"]:
+            click.echo(f"does not fit: {r['run_id']}: {r['note']}")
+
+
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--executor", type=click.Choice(["local", "slurm", "ray"]), default=None,
@@ -68,7 +109,10 @@ def plan(spec_path, throughput, out, max_runs, as_json):
 @click.option("--threads", type=INT, default=None, help="Local CPU: torch threads per run.")
 @click.option("--partition", default=None, help="Slurm partition.")
 @click.option("--time-min", type=INT, default=None, help="Slurm time limit per run (minutes).")
-@click.option("--gpus", type=INT, default=None, help="Slurm: GPUs per run.")
+@click.option("--gpus", type=INT, default=None,
+              help="GPUs (= processes) per run, overriding the spec's gpus_per_run: Slurm "
+                   "gives each run one job of that many tasks; locally runs are packed onto "
+                   "the GPUs.")
 @click.option("--array-parallelism", type=INT, default=None, help="Slurm array %N cap.")
 @click.option("--address", default=None, help="Ray cluster address (default: local ray).")
 @click.option("--no-wait", is_flag=True, help="Slurm: submit and return.")
@@ -106,6 +150,10 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         return
     bar = _Bar(before)
     worker_errors: list[str] = []
+    by_dir = {os.path.join(out, r.run_id): r for r in spec.runs}
+
+    def gpus_of(d: str) -> int:
+        return gpus or (spec.gpus_for(by_dir[d]) if d in by_dir else 1)
 
     def done(d: str, st: str) -> None:
         if st.startswith("worker-error"):
@@ -115,7 +163,8 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
     try:
         if kind == "local":
             sw.run_local(dirs, concurrency or ex.get("concurrency"),
-                         threads or ex.get("threads_per_run"), retry_failed, on_done=done)
+                         threads or ex.get("threads_per_run"), retry_failed, on_done=done,
+                         gpus_per_run=gpus_of)
         elif kind == "ray":
             opts = dict(ex.get("ray") or {})
             if address:
@@ -127,7 +176,7 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
                          ("array_parallelism", array_parallelism)):
                 if v is not None:
                     opts[k] = v
-            ids = sw.submit_slurm(dirs, out, opts, retry_failed)
+            ids = sw.submit_slurm(dirs, out, opts, retry_failed, gpus_per_run=gpus_of)
             click.echo(f"submitted Slurm job array(s) {', '.join(ids) or '(none)'}; logs in "
                        f"{os.path.join(out, '_slurm')}", err=True)
             if not no_wait:

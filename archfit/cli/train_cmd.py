@@ -12,7 +12,7 @@ from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, s
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
                "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
                "params_total", "params_non_embedding", "peak_memory_bytes", "device",
-               "data_hash", "data_name")
+               "data_hash", "data_name", "world_size", "parallel")
 
 
 @click.command()
@@ -39,13 +39,20 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
+@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), default="auto",
+              show_default=True, help="auto: bf16 autocast on CUDA, fp32 on CPU.")
+@click.option("--nproc", type=INT, default=1, show_default=True,
+              help="Processes for this one run (torchrun; gloo on CPU, NCCL on GPUs).")
+@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp",
+              show_default=True, help="With --nproc > 1: DDP, or FSDP2 (fully_shard).")
 @click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
 @click.option("--restart", is_flag=True,
               help="Discard a checkpoint in --run-dir that belongs to another config.")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--curve", is_flag=True, help="With --json: include the loss curve.")
-def train(tokens, tokens_per_param, steps, compile_, run_dir, restart, as_json, curve, **kw):
+def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, as_json, curve,
+          **kw):
     """Train one GPT and report its losses, throughput and MFU.
 
     Example: archfit train --layers 4 --width 128 --heads 4 --tokens 2e6
@@ -67,7 +74,10 @@ def train(tokens, tokens_per_param, steps, compile_, run_dir, restart, as_json, 
         check_output_dir(run_dir, "run directory")
     progress, bar = _progress(as_json)
     try:
-        result = run(cfg, run_dir=run_dir, progress=progress, restart=restart)
+        if nproc > 1:
+            result = _launch(cfg, run_dir, nproc, restart, progress)
+        else:
+            result = run(cfg, run_dir=run_dir, progress=progress, restart=restart)
     finally:
         if bar is not None:
             bar.stop()
@@ -87,6 +97,20 @@ def train(tokens, tokens_per_param, steps, compile_, run_dir, restart, as_json, 
         sys.exit(EXIT_PREEMPTED)
     if result.status != "ok":
         sys.exit(1)
+
+
+def _launch(cfg, run_dir, nproc, restart, progress):  # type: ignore[no-untyped-def]
+    import shutil
+    import tempfile
+
+    from archfit.distributed import launch
+
+    tmp = None if run_dir else tempfile.mkdtemp(prefix="archfit-run-")
+    try:
+        return launch(cfg, run_dir or tmp, nproc, restart=restart, progress=progress)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _progress(quiet: bool) -> tuple[Any, Any]:

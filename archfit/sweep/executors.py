@@ -37,14 +37,26 @@ def _gpu_count() -> int:
         return 0
 
 
+def _gpu_ids() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [x.strip() for x in visible.split(",") if x.strip()]
+    return [str(i) for i in range(_gpu_count())]
+
+
 def run_local(dirs: list[str], concurrency: int | None = None, threads: int | None = None,
               retry_failed: bool = False,
-              on_done: Callable[[str, str], None] | None = None) -> dict[str, int]:
+              on_done: Callable[[str, str], None] | None = None,
+              gpus_per_run: Callable[[str], int] | None = None) -> dict[str, int]:
     """A pool of worker processes: one run per GPU (CUDA_VISIBLE_DEVICES from free slots), or
-    on CPU ``concurrency`` runs at a time with ``threads`` torch threads each."""
+    on CPU ``concurrency`` runs at a time with ``threads`` torch threads each. When some run
+    needs several GPUs (``gpus_per_run(run_dir)``), runs are packed onto the GPUs instead
+    (:func:`run_packed`), each trained by that many processes."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    if gpus_per_run is not None and _gpu_count() and any(gpus_per_run(d) > 1 for d in dirs):
+        return run_packed(dirs, _gpu_ids(), gpus_per_run, threads, retry_failed, on_done)
     gpus = _gpu_count()
     ctx = mp.get_context("spawn")
     slots = None
@@ -80,6 +92,65 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
     return tally
 
 
+def pack_order(needs: list[tuple[str, int]], n_gpus: int) -> list[list[str]]:
+    """Which runs start together, wave by wave, if every run takes its time: first fit in
+    order (a plan of :func:`run_packed`'s scheduling, for display and tests)."""
+    waves, todo = [], list(needs)
+    while todo:
+        free, wave, rest = n_gpus, [], []
+        for d, k in todo:
+            if k <= free:
+                wave.append(d)
+                free -= k
+            else:
+                rest.append((d, k))
+        waves.append(wave)
+        todo = rest
+    return waves
+
+
+def run_packed(dirs: list[str], gpu_ids: list[str], gpus_per_run: Callable[[str], int],
+               threads: int | None = None, retry_failed: bool = False,
+               on_done: Callable[[str, str], None] | None = None) -> dict[str, int]:
+    """Runs packed onto GPU slots: a run needing k GPUs starts when k are free (first fit, in
+    order), in its own process group of k processes (torchrun) that sees only its GPUs
+    (CUDA_VISIBLE_DEVICES)."""
+    import subprocess
+    import sys
+
+    todo = [(d, gpus_per_run(d)) for d in dirs if read_result(d) is None or retry_failed]
+    too_big = [(d, k) for d, k in todo if k > len(gpu_ids)]
+    if too_big:
+        raise SpecError(f"{os.path.basename(too_big[0][0])} needs {too_big[0][1]} GPUs and this "
+                        f"machine has {len(gpu_ids)}; lower gpus_per_run or use Slurm")
+    free, running, tally = list(gpu_ids), {}, {}  # type: ignore[var-annotated]
+    while todo or running:
+        for d, k in list(todo):
+            if k <= len(free):
+                mine, free = free[:k], free[k:]
+                env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(mine))
+                if threads:
+                    env["OMP_NUM_THREADS"] = str(threads)
+                cmd = [sys.executable, "-m", "archfit.sweep.worker", d, "--nproc", str(k)]
+                if retry_failed:
+                    cmd.append("--retry-failed")
+                running[d] = (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                               stderr=subprocess.DEVNULL, text=True), mine)
+                todo.remove((d, k))
+        time.sleep(0.2)
+        for d, (p, mine) in list(running.items()):
+            if p.poll() is None:
+                continue
+            out = (p.stdout.read() if p.stdout else "").strip().splitlines()  # type: ignore
+            st = out[-1] if p.returncode == 0 and out else f"worker-error: exit {p.returncode}"
+            del running[d]
+            free += mine
+            tally[st] = tally.get(st, 0) + 1
+            if on_done is not None:
+                on_done(d, st)
+    return tally
+
+
 class SlurmRun:
     """The callable each Slurm array task runs; on preemption or timeout submitit calls
     :meth:`checkpoint`, the trainer saves its checkpoint on the signal, and the job is
@@ -89,6 +160,11 @@ class SlurmRun:
         self.retry_failed = retry_failed
 
     def __call__(self, run_dir: str) -> str:
+        import submitit
+
+        if submitit.JobEnvironment().num_tasks > 1:  # one run, several tasks: one process group
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=True,
+                                                                  overwrite=True)
         return run_one(run_dir, self.retry_failed)
 
     def checkpoint(self, run_dir: str) -> Any:
@@ -115,13 +191,28 @@ def slurm_max_array_size() -> int:
 
 
 def submit_slurm(dirs: list[str], out: str, opts: dict[str, Any],
-                 retry_failed: bool = False) -> list[str]:
-    """Submit the unfinished runs as submitit job arrays; returns the job ids."""
-    import submitit
-
+                 retry_failed: bool = False,
+                 gpus_per_run: Callable[[str], int] | None = None) -> list[str]:
+    """Submit the unfinished runs as submitit job arrays, one array per GPU count: a run on
+    g GPUs is one job of g tasks (one process and one GPU each); returns the job ids."""
     todo = [d for d in dirs if read_result(d) is None or retry_failed]
     if not todo:
         return []
+    fixed = opts.get("gpus_per_run")
+    groups: dict[int, list[str]] = {}
+    for d in todo:
+        g = int(fixed) if fixed else (gpus_per_run(d) if gpus_per_run else 0)
+        groups.setdefault(g, []).append(d)
+    ids = []
+    for g, group in sorted(groups.items()):
+        ids += _submit_group(group, out, opts, g, retry_failed)
+    return ids
+
+
+def _submit_group(todo: list[str], out: str, opts: dict[str, Any], gpus: int,
+                  retry_failed: bool) -> list[str]:
+    import submitit
+
     ex = submitit.SlurmExecutor(folder=os.path.join(out, "_slurm", "%j"), max_num_timeout=10)
     params: dict[str, Any] = {"time": int(opts.get("time_min", 60)),
                               "cpus_per_task": int(opts.get("cpus_per_run", 1)),
@@ -129,8 +220,10 @@ def submit_slurm(dirs: list[str], out: str, opts: dict[str, Any],
                               "signal_delay_s": 60}
     if opts.get("partition"):
         params["partition"] = opts["partition"]
-    if opts.get("gpus_per_run"):
-        params["gpus_per_node"] = int(opts["gpus_per_run"])
+    if gpus:
+        params["gpus_per_node"] = gpus
+    if gpus > 1:
+        params["ntasks_per_node"] = gpus  # one process per GPU
     if opts.get("mem_gb"):
         params["mem"] = f"{int(opts['mem_gb'] * 1024)}MB"
     if opts.get("additional"):

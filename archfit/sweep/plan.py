@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from archfit import memory
+from archfit.errors import ArchfitError
 from archfit.sweep.rundir import read_result
-from archfit.sweep.spec import Spec
+from archfit.sweep.spec import Run, Spec
 
 
 def measured_flops_rate(spec: Spec, out: str | None) -> float | None:
@@ -45,3 +47,61 @@ def plan_rows(spec: Spec, throughput: float | None = None,
                      "lr": cfg.lr, "seed": cfg.seed, "tokens": tokens, "flops": flops,
                      "est_s": flops / rate if rate else None})
     return rows
+
+
+def memory_plan(spec: Spec, run: Run, budget_bytes: float, *,
+                activation_checkpointing: bool | None = None,
+                precision: str = "bf16") -> dict[str, Any]:
+    """A run's GPUs, micro-batch, gradient accumulation and peak memory per GPU for a memory
+    budget (bf16 autocast, as a GPU run trains); ``fits`` False with the reason when not even
+    one sequence fits."""
+    cfg = run.train_config
+    g = spec.gpus_for(run)
+    ac = bool(spec.executor.get("activation_checkpointing")) if activation_checkpointing is None \
+        else activation_checkpointing
+    kw = dict(precision=precision, optimizer=cfg.optimizer, activation_checkpointing=ac,
+              parallel=cfg.parallel, world=g, overhead_gib=1.0)
+    share = cfg.batch_size // g
+    row: dict[str, Any] = {"gpus": g, "global_batch": cfg.batch_size * cfg.grad_accum,
+                           "activation_checkpointing": ac}
+    try:
+        m, extra, e = memory.choose_micro_batch(cfg.shape, share, budget_bytes, **kw)
+    except ArchfitError as err:
+        e = memory.estimate(cfg.shape, 1, **kw)
+        row.update(fits=False, micro_batch=None, grad_accum=None,
+                   memory_gib=e.total / memory.GIB, note=str(err))
+        return row
+    row.update(fits=True, micro_batch=m, grad_accum=cfg.grad_accum * extra,
+               memory_gib=e.total / memory.GIB, memory=e.to_dict(), note="")
+    return row
+
+
+def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None = None,
+                  mfu: float | None = None, peak_flops: float | None = None,
+                  activation_checkpointing: bool | None = None) -> dict[str, Any]:
+    """The sweep on a named accelerator: per run its GPUs, micro-batch, accumulation, peak
+    memory per GPU, training FLOPs and GPU-hours at an assumed MFU; and the totals."""
+    name = gpu or spec.executor.get("gpu")
+    mem_gib, peak = memory.accelerator(name) if name else (None, None)
+    budget = gpu_memory or (spec.executor.get("gpu_memory_gb") or mem_gib or 0) * memory.GIB
+    if not budget:
+        raise ArchfitError("give --gpu NAME (" + ", ".join(memory.ACCELERATORS) + ") or "
+                           "--gpu-memory SIZE")
+    peak = peak_flops or peak
+    mfu = mfu or spec.executor.get("mfu") or memory.DEFAULT_MFU
+    rows = []
+    for r, base in zip(spec.runs, plan_rows(spec)):
+        row = {k: base[k] for k in ("run_id", "n_layer", "d_model", "n_head", "d_ff",
+                                     "params_non_embedding", "tokens", "flops")}
+        row.update(memory_plan(spec, r, budget,
+                               activation_checkpointing=activation_checkpointing))
+        row["gpu_hours"] = memory.gpu_hours(row["flops"], peak, mfu) if peak else None
+        rows.append(row)
+    hours = [r["gpu_hours"] for r in rows if r["gpu_hours"] is not None]
+    return {"gpu": name, "gpu_memory_gib": budget / memory.GIB, "peak_flops": peak, "mfu": mfu,
+            "flops_convention": "kaplan_train: 6N + 6*n_layer*n_ctx*d_model per token",
+            "memory_convention": "peak per GPU: bf16 autocast, fp32 master weights, grads and "
+                                 "AdamW states, activations, 1 GiB overhead (archfit.memory)",
+            "rows": rows, "total_flops": sum(r["flops"] for r in rows),
+            "total_gpu_hours": sum(hours) if hours else None,
+            "fits": all(r["fits"] for r in rows)}

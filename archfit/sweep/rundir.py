@@ -21,6 +21,7 @@ from typing import Any
 
 from archfit.io import TMP_MARK, atomic_write
 from archfit.sweep.spec import Run, Spec
+from archfit.train import RUNTIME_KEYS
 
 TERMINAL = ("ok", "diverged", "failed")
 
@@ -69,7 +70,7 @@ def check_result(run_dir: str, run: Run | None = None
         if res.get("run_id") != run.run_id:
             return None, f"belongs to run {res.get('run_id')!r}, not {run.run_id}"
         cfg = res.get("config") or {}
-        diff = [k for k, v in run.config.items() if cfg.get(k) != v]
+        diff = [k for k, v in run.config.items() if cfg.get(k) != v and k not in RUNTIME_KEYS]
         if diff:
             return None, f"was trained with another config ({', '.join(diff[:4])} differ)"
     return res, None
@@ -128,9 +129,15 @@ def _run_of(run_dir: str) -> Run:
     return Run(spec["run_id"], spec["config"], spec["meta"])
 
 
-def run_one(run_dir: str, retry_failed: bool = False) -> str:
+def run_one(run_dir: str, retry_failed: bool = False, nproc: int = 1) -> str:
     """Train the run in ``run_dir`` unless it is finished or another worker holds it.
-    Returns what happened: ok / diverged / failed / preempted / skipped / busy."""
+    Returns what happened: ok / diverged / failed / preempted / skipped / busy.
+
+    ``nproc > 1`` trains it in that many local processes (torchrun). Inside a multi-task job
+    (WORLD_SIZE > 1 in the environment, as submitit sets it on Slurm) every task calls this:
+    task 0 decides (finished? locked?) and tells the others, all train, task 0 writes."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+        return _run_one_rank(run_dir, retry_failed)
     run = _run_of(run_dir)
     if _finished(run_dir, retry_failed, run):
         return "skipped"
@@ -142,32 +149,79 @@ def run_one(run_dir: str, retry_failed: bool = False) -> str:
         if _finished(run_dir, retry_failed, run):  # finished while we waited for the lock
             return "skipped"
         spec = {"run_id": run.run_id, "config": run.config, "meta": run.meta}
-        result = _train_logged(run_dir, spec)
-        if result["status"] != "preempted":
-            result["run_id"] = spec["run_id"]
-            result["meta"] = spec["meta"]
-            write_json(os.path.join(run_dir, "result.json"), result)
-            ck = os.path.join(run_dir, "checkpoint.pt")
-            if os.path.exists(ck) and result["status"] == "ok":
-                os.unlink(ck)
+        result = _train_logged(run_dir, spec, nproc)
+        _record(run_dir, spec, result)
         return result["status"]
 
 
-def _train_logged(run_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
+def _record(run_dir: str, spec: dict[str, Any], result: dict[str, Any]) -> None:
+    if result["status"] != "preempted":
+        result["run_id"] = spec["run_id"]
+        result["meta"] = spec["meta"]
+        write_json(os.path.join(run_dir, "result.json"), result)
+        ck = os.path.join(run_dir, "checkpoint.pt")
+        if os.path.exists(ck) and result["status"] == "ok":
+            os.unlink(ck)
+
+
+def _run_one_rank(run_dir: str, retry_failed: bool) -> str:
+    """One task of a multi-task run (see :func:`run_one`)."""
+    import torch
+    import torch.distributed as dist
+
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    rank = dist.get_rank()
+    run = _run_of(run_dir)
+    spec = {"run_id": run.run_id, "config": run.config, "meta": run.meta}
+    with contextlib.ExitStack() as stack:
+        decision = ["go"]
+        if rank == 0:
+            if _finished(run_dir, retry_failed, run):
+                decision = ["skipped"]
+            else:
+                lock = stack.enter_context(open(os.path.join(run_dir, "lock"), "a"))
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    decision = ["busy"]
+        dist.broadcast_object_list(decision, src=0)
+        try:
+            if decision[0] != "go":
+                return decision[0]
+            result = _train_logged(run_dir, spec)
+            if rank == 0:
+                _record(run_dir, spec, result)
+            return result["status"]
+        finally:
+            if owned:
+                dist.destroy_process_group()
+
+
+def _train_logged(run_dir: str, spec: dict[str, Any], nproc: int = 1) -> dict[str, Any]:
     from archfit.train import TrainConfig, train
 
+    rank = os.environ.get("RANK")
     with open(os.path.join(run_dir, "log.txt"), "a", buffering=1) as log:
         log.write(f"--- start {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()} host "
                   f"{os.uname().nodename} CUDA_VISIBLE_DEVICES="
-                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}\n")
+                  f"{os.environ.get('CUDA_VISIBLE_DEVICES', '')}"
+                  + (f" rank {rank}/{os.environ.get('WORLD_SIZE')}" if rank else "")
+                  + (f" nproc {nproc}" if nproc > 1 else "") + "\n")
 
         def progress(p: dict[str, Any]) -> None:
             if "val_loss" in p or p["step"] % 50 == 0:
                 log.write(json.dumps(p) + "\n")
 
         try:
-            res = train(TrainConfig.from_dict(spec["config"]), run_dir=run_dir,
-                        progress=progress).to_dict()
+            cfg = TrainConfig.from_dict(spec["config"])
+            if nproc > 1:
+                from archfit.distributed import launch
+
+                res = launch(cfg, run_dir, nproc, progress=progress).to_dict()
+            else:
+                res = train(cfg, run_dir=run_dir, progress=progress).to_dict()
         except Exception as e:  # a run that raises is recorded, and the sweep goes on
             res = {"status": "failed", "error": f"{type(e).__name__}: {e}".splitlines()[0],
                    "config": spec["config"]}

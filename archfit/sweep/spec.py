@@ -16,7 +16,7 @@ from typing import Any
 from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.shapes import Shape, aspect_ratio_family, iso_param_family
 from archfit.sweep.schema import Key, check, number
-from archfit.train import Budget, TrainConfig
+from archfit.train import RUNTIME_KEYS, Budget, TrainConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +50,9 @@ SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"
 RAY = {"address": Key("str"), "num_gpus": Key("number"), "num_cpus": Key("number"),
        "max_retries": Key("int")}
 EXECUTOR = {"kind": Key("str", choices=("local", "slurm", "ray")), "concurrency": POS_INT,
-            "threads_per_run": POS_INT, "throughput": POS_NUM,
+            "threads_per_run": POS_INT, "throughput": POS_NUM, "gpus_per_run": POS_INT,
+            "gpus_per_run_by_size": Key("table"), "gpu": Key("str"),
+            "gpu_memory_gb": POS_NUM, "mfu": POS_NUM, "activation_checkpointing": Key("bool"),
             "slurm": Key("table", table=SLURM), "ray": Key("table", table=RAY)}
 SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
         "seeds": Key("list", item="int", nonempty=True),
@@ -89,8 +91,21 @@ class Spec:
     def default_out(self) -> str:
         return os.path.join(os.path.dirname(os.path.abspath(self.path)), "runs", self.name)
 
+    def gpus_for(self, run: Run) -> int:
+        """GPUs (= processes) that train ``run``: ``executor.gpus_per_run_by_size`` (the entry of
+        the largest size class at or below the run's target size; 1 below the smallest),
+        else ``executor.gpus_per_run`` (or ``executor.slurm.gpus_per_run``), else 1."""
+        ex = self.executor
+        by_size = ex.get("gpus_per_run_by_size")
+        if by_size:
+            size = float(run.meta.get("target_params") or run.shape.params_non_embedding)
+            fits = [(number(k), int(v)) for k, v in by_size.items() if number(k) <= size]
+            return max(fits)[1] if fits else 1
+        return int(ex.get("gpus_per_run") or (ex.get("slurm") or {}).get("gpus_per_run") or 1)
+
 
 def run_id_of(config: dict[str, Any], meta: dict[str, Any]) -> str:
+    config = {k: v for k, v in config.items() if k not in RUNTIME_KEYS}
     blob = json.dumps({"config": config, "target_params": meta.get("target_params")},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -197,6 +212,31 @@ def _size_bound(raw: dict[str, Any]) -> int:
     return shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
 
 
+def _check_gpus(ex: dict[str, Any], runs: list[Run], problems: list[str]) -> None:
+    """gpus_per_run_by_size: sizes (numbers) to whole GPU counts; each count divides the
+    batch of the runs it applies to (every process takes an equal share)."""
+    by_size = ex.get("gpus_per_run_by_size")
+    if isinstance(by_size, dict):
+        for k, v in by_size.items():
+            try:
+                number(k)
+            except (ArchfitError, ValueError, TypeError):
+                problems.append(f"executor.gpus_per_run_by_size: {k!r} is not a size (e.g. "
+                                "\"1e8\" = 1)")
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                problems.append(f"executor.gpus_per_run_by_size.{k}: expected a positive whole "
+                                f"number of GPUs, got {v!r}")
+    if problems:
+        return
+    spec = Spec("", "", {}, runs, executor=dict(ex))
+    for r in runs:
+        g, b = spec.gpus_for(r), r.config.get("batch_size") or 1
+        if g > 1 and b % g:
+            problems.append(f"executor: a run with batch_size {b} on {g} GPUs: the batch must "
+                            "divide evenly among the processes")
+            return
+
+
 def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
     """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`).
     A spec that could expand to more than ``max_runs`` runs is refused before expanding it."""
@@ -215,7 +255,26 @@ def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
         runs = _runs(raw, name, shapes, budget)  # type: ignore[arg-type]
         if len({r.run_id for r in runs}) != len(runs):
             problems.append("grid: some runs are identical (duplicate shapes, lrs or seeds)")
+    _check_gpus(raw.get("executor") or {}, runs, problems)
     if problems:
         raise SpecError(problems, path)
-    return Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped,
+    spec = Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped,
                 executor=dict(raw.get("executor", {})))
+    _assign_micro_batches(spec)
+    return spec
+
+
+def _assign_micro_batches(spec: Spec) -> None:
+    """With a GPU named (executor.gpu or gpu_memory_gb), each run's micro-batch is the largest
+    that fits (archfit.memory); it is not part of the run id."""
+    ex = spec.executor
+    if not (ex.get("gpu") or ex.get("gpu_memory_gb")):
+        return
+    from archfit import memory
+    from archfit.sweep.plan import memory_plan
+
+    mem = ex.get("gpu_memory_gb") or memory.accelerator(ex["gpu"])[0]
+    for r in spec.runs:
+        row = memory_plan(spec, r, mem * memory.GIB)
+        if row["fits"]:
+            r.config["micro_batch"] = row["micro_batch"]

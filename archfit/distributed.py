@@ -1,0 +1,126 @@
+"""Multi-process runs: ``launch(cfg, run_dir, nproc)`` starts ``nproc`` processes with torchrun
+(``python -m torch.distributed.run --standalone``) on this machine; each runs
+:func:`archfit.train.train`, which joins the process group from the environment (gloo on CPU,
+NCCL on GPUs, one GPU per process) and trains one model with DDP or FSDP2. Process 0 writes the
+checkpoint and the result; every process resumes from the checkpoint.
+
+On Slurm the job's tasks are the processes (submitit sets MASTER_ADDR/PORT, RANK and
+WORLD_SIZE from the job: :func:`archfit.sweep.executors.SlurmRun`).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any, Callable
+
+from archfit.errors import ArchfitError
+from archfit.io import atomic_write
+from archfit.train import RunResult, TrainConfig
+
+CONFIG_FILE = "dist-config.json"
+RESULT_FILE = "dist-result.json"
+
+
+def launch(cfg: TrainConfig, run_dir: str, nproc: int, restart: bool = False,
+           threads: int | None = None,
+           progress: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+    """Train ``cfg`` in ``nproc`` processes on this machine; returns process 0's result (its
+    ``world_size`` is ``nproc``). ``threads``: torch threads per process (default: the CPUs
+    shared out); ``progress`` gets process 0's progress points as they come."""
+    cfg.validate()
+    if nproc < 1:
+        raise ArchfitError(f"--nproc must be at least 1, got {nproc}")
+    if cfg.batch_size % nproc:
+        raise ArchfitError(f"batch_size {cfg.batch_size} is not divisible by --nproc {nproc}; "
+                           "each process takes an equal share of every batch")
+    os.makedirs(run_dir, exist_ok=True)
+    cfg_path, res_path = os.path.join(run_dir, CONFIG_FILE), os.path.join(run_dir, RESULT_FILE)
+    atomic_write(cfg_path, json.dumps(cfg.to_dict()))
+    if os.path.exists(res_path):
+        os.unlink(res_path)
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(threads or max(1, (os.cpu_count() or 1) // nproc)))
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)  # a fresh group of our own, not an enclosing job's
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+           f"--nproc-per-node={nproc}", "-m", "archfit.distributed", run_dir]
+    if restart:
+        cmd.append("--restart")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+
+    def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to the workers
+        proc.send_signal(signum)
+
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGUSR2)} \
+        if _main_thread() else {}
+    tail: collections.deque[str] = collections.deque(maxlen=5)
+    try:
+        for line in proc.stderr:  # type: ignore[union-attr]
+            point = _progress_point(line)
+            if point is None:
+                if line.strip():
+                    tail.append(line.strip())
+            elif progress is not None:
+                progress(point)
+        proc.wait()
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    if not os.path.exists(res_path):
+        raise ArchfitError(f"the {nproc}-process run ended (exit {proc.returncode}) without a "
+                           f"result: {' | '.join(list(tail)[-3:])[:400]}")
+    with open(res_path) as f:
+        res = json.load(f)
+    if res.pop("bad_input", False):
+        raise ArchfitError(res["error"])
+    return RunResult(**res)
+
+
+def _progress_point(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        p = json.loads(line)
+    except ValueError:
+        return None
+    return p if isinstance(p, dict) and "step" in p else None
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def worker(run_dir: str, restart: bool = False) -> int:
+    """One process of a run (what torchrun starts): train, and on process 0 write the result."""
+    from archfit.train import EXIT_PREEMPTED, train
+
+    with open(os.path.join(run_dir, CONFIG_FILE)) as f:
+        cfg = TrainConfig.from_dict(json.load(f))
+    rank = int(os.environ.get("RANK", "0"))
+
+    def progress(p: dict[str, Any]) -> None:
+        if rank == 0:
+            print(json.dumps(p), file=sys.stderr, flush=True)
+
+    try:
+        result = train(cfg, run_dir=run_dir, progress=progress, restart=restart)
+    except ArchfitError as e:
+        if rank == 0:
+            atomic_write(os.path.join(run_dir, RESULT_FILE),
+                         json.dumps({"status": "failed", "error": str(e), "bad_input": True}))
+        return 2
+    if rank == 0:
+        atomic_write(os.path.join(run_dir, RESULT_FILE), json.dumps(result.to_dict()))
+    return EXIT_PREEMPTED if result.status == "preempted" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(worker(sys.argv[1], "--restart" in sys.argv[2:]))

@@ -1,0 +1,181 @@
+"""Peak training memory of a run, the micro-batch that fits a budget, and what a sweep costs on
+a named accelerator. Plain arithmetic on the shape (no torch).
+
+The estimate follows what :mod:`archfit.model` and :mod:`archfit.train` keep alive, per process:
+
+``weights``
+    fp32 master parameters (4 bytes each); under bf16 autocast also the bf16 copies autocast
+    caches for the step (2 bytes each, for matrices).
+``grads``
+    fp32 gradients (4 bytes each); DDP adds its gradient buckets (another 4).
+``optimizer``
+    AdamW: two fp32 moments (8 bytes each); Muon keeps one for the hidden matrices; plus the
+    step's temporaries (one fp32 copy of the parameters for AdamW's foreach update).
+``activations``
+    Per layer and token, what the backward pass needs: the residual stream at each norm's input
+    (fp32), the norms' outputs, q/k/v (and their rotated copies with RoPE), the attention
+    output and its re-layout for the projection, the MLP's up projection and activation
+    (SwiGLU: both halves, the SiLU and the product), in the compute dtype (4 bytes fp32,
+    2 bf16), and the contiguous q/k/v the attention kernel keeps. Attention is flash-style: no
+    n_ctx² scores, only a log-sum-exp per head and token. During the backward pass one
+    layer's gradient temporaries are alive too. With activation checkpointing, a layer keeps
+    only its input, and one layer's full activations are alive during its recomputation.
+``head``
+    The output layer fused with its loss: its gradient buffers (fp32 weight-sized, and the
+    final hidden states' gradient) and one chunk of logits and their softmax.
+
+FSDP shards weights, grads and optimizer state over the processes and gathers one layer's
+weights at a time. Not counted: the framework's fixed overhead (CUDA context, kernels), given
+as ``overhead_gib`` (default 1.0 on GPUs), and allocator fragmentation, for which the micro-batch
+choice keeps ``headroom`` (10%) free.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from archfit.errors import ArchfitError
+from archfit.shapes import Shape
+
+GIB = 1 << 30
+LOSS_CHUNK_ELEMENTS = 1 << 21  # as archfit.model: logits per chunk of the fused loss
+
+# name -> (memory GiB, dense bf16 peak FLOP/s from the vendor's data sheet)
+ACCELERATORS: dict[str, tuple[float, float]] = {
+    "h100": (80.0, 989e12),  # H100 SXM5 80GB
+    "h200": (141.0, 989e12),  # H200 SXM 141GB
+    "a100": (80.0, 312e12),  # A100 SXM4 80GB
+    "a100-40gb": (40.0, 312e12),
+}
+DEFAULT_MFU = 0.4
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak bytes of one process of a training run, by part."""
+
+    weights: int
+    grads: int
+    optimizer: int
+    activations: int
+    head: int
+    overhead: int
+    micro_batch: int
+
+    @property
+    def total(self) -> int:
+        return (self.weights + self.grads + self.optimizer + self.activations + self.head
+                + self.overhead)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "total": self.total}
+
+
+def _per_layer_token(s: Shape, act: int) -> int:
+    """Bytes one token keeps alive in one layer for the backward pass (see the module doc)."""
+    d, kv, f = s.d_model, s.kv_dim, s.d_ff
+    assert f is not None
+    resid = 2 * 4 * d  # the residual stream at the two norms' inputs, fp32
+    norms = 2 * act * d  # the norms' outputs (the projections' inputs)
+    attn = act * (d + 2 * kv)  # q, k, v
+    if s.position == "rope":
+        attn += act * (d + kv)  # rotated q and k
+    if s.qk_norm:
+        attn += act * (d + kv)
+    attn += act * (d + 2 * kv)  # the contiguous q/k/v the attention kernel keeps
+    attn += 2 * act * d + 4 * s.n_head  # attention output, its re-layout; log-sum-exp
+    mlp = act * (2 * f + 2 * f) if s.mlp == "swiglu" else act * 2 * f
+    return resid + norms + attn + mlp
+
+
+def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
+             optimizer: str = "adamw", activation_checkpointing: bool = False,
+             parallel: str = "ddp", world: int = 1, overhead_gib: float = 0.0
+             ) -> MemoryEstimate:
+    """Peak memory of one process training ``shape`` on ``micro_batch`` sequences of
+    ``shape.n_ctx`` tokens (``precision`` fp32 or bf16: the compute dtype of activations)."""
+    if micro_batch < 1:
+        raise ArchfitError(f"micro_batch must be at least 1, got {micro_batch}")
+    if precision not in ("fp32", "bf16"):
+        raise ArchfitError(f"precision must be fp32 or bf16 for an estimate, got {precision!r}")
+    s, P = shape, shape.params_total
+    act = 4 if precision == "fp32" else 2
+    tokens = micro_batch * s.n_ctx
+    matrices = P - s.n_layer * s.layer_breakdown()["norms"]
+    shard = world if (parallel == "fsdp" and world > 1) else 1
+    layer_params = s.params_non_embedding // max(1, s.n_layer)
+    weights = 4 * P // shard + (2 * matrices // shard if act == 2 else 0)
+    if shard > 1:
+        weights += (4 + (2 if act == 2 else 0)) * layer_params  # one gathered layer
+    grads = 4 * P // shard + (4 * P if parallel == "ddp" and world > 1 else 0)
+    states = 8 if optimizer == "adamw" else 4
+    opt = states * P // shard + 4 * P // shard
+    per_layer = _per_layer_token(s, act) * tokens
+    if activation_checkpointing:
+        acts = s.n_layer * 4 * s.d_model * tokens + per_layer
+    else:
+        acts = s.n_layer * per_layer
+    acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
+    up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff  # type: ignore[operator]
+    acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
+    chunk = max(16, LOSS_CHUNK_ELEMENTS // s.vocab_size)
+    head = 4 * s.vocab_size * s.d_model + act * s.d_model * tokens + 2 * 4 * chunk * s.vocab_size
+    return MemoryEstimate(weights=int(weights), grads=int(grads), optimizer=int(opt),
+                          activations=int(acts), head=int(head),
+                          overhead=int(overhead_gib * GIB), micro_batch=micro_batch)
+
+
+def choose_micro_batch(shape: Shape, per_process_batch: int, budget_bytes: float, *,
+                       headroom: float = 0.1, **kw: Any) -> tuple[int, int, MemoryEstimate]:
+    """The largest micro-batch dividing ``per_process_batch`` whose estimate fits
+    ``budget_bytes`` less ``headroom``; returns (micro_batch, grad_accum, estimate). Raises
+    :class:`ArchfitError` when not even one sequence fits."""
+    limit = budget_bytes * (1 - headroom)
+    for m in sorted((m for m in range(1, per_process_batch + 1) if per_process_batch % m == 0),
+                    reverse=True):
+        e = estimate(shape, m, **kw)
+        if e.total <= limit:
+            return m, per_process_batch // m, e
+    e = estimate(shape, 1, **kw)
+    raise ArchfitError(f"{shape.n_layer}x{shape.d_model}: one sequence needs "
+                       f"{e.total / GIB:.1f} GiB, more than the {budget_bytes / GIB:.0f} GiB "
+                       "budget less headroom; use activation checkpointing, FSDP or more GPUs")
+
+
+def accelerator(name: str) -> tuple[float, float]:
+    """(memory GiB, peak bf16 FLOP/s) of a named accelerator."""
+    try:
+        return ACCELERATORS[name.lower()]
+    except KeyError:
+        raise ArchfitError(f"unknown accelerator {name!r}; choose one of "
+                           f"{', '.join(ACCELERATORS)} (or give --gpu-memory and --peak-flops)"
+                           ) from None
+
+
+def gpu_hours(flops: float, peak_flops: float, mfu: float = DEFAULT_MFU) -> float:
+    """GPU-hours to do ``flops`` at ``mfu`` of ``peak_flops``."""
+    if not 0 < mfu <= 1:
+        raise ArchfitError(f"MFU must be in (0, 1], got {mfu}")
+    return flops / (peak_flops * mfu) / 3600.0
+
+
+def parse_memory(text: str) -> float:
+    """``80GiB``, ``80GB`` (taken as GiB, as GPUs are sold), ``81920MiB`` or a number of GiB ->
+    bytes."""
+    t = str(text).strip().lower().replace(" ", "")
+    for suffix, mult in (("gib", GIB), ("gb", GIB), ("mib", 1 << 20), ("mb", 1 << 20),
+                         ("tib", 1 << 40), ("g", GIB)):
+        if t.endswith(suffix):
+            t, m = t[: -len(suffix)], mult
+            break
+    else:
+        m = GIB
+    try:
+        v = float(t)
+    except ValueError:
+        raise ArchfitError(f"--gpu-memory {text!r}: give a size such as 80GiB") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise ArchfitError(f"--gpu-memory {text!r}: must be positive")
+    return v * m
