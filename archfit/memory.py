@@ -22,7 +22,7 @@ The estimate follows what :mod:`archfit.model` and :mod:`archfit.train` keep ali
     only its input, and one layer's full activations are alive during its recomputation.
 ``head``
     The output layer fused with its loss: its gradient buffers (fp32 weight-sized, and the
-    final hidden states' gradient) and one chunk of logits and their softmax.
+    final hidden states' gradient) and one chunk of logits (the softmax is taken in place).
 
 FSDP shards weights, grads and optimizer state over the processes and gathers one layer's
 weights at a time. Not counted: the framework's fixed overhead (CUDA context, kernels), given
@@ -40,7 +40,7 @@ from archfit.errors import ArchfitError
 from archfit.shapes import Shape
 
 GIB = 1 << 30
-LOSS_CHUNK_ELEMENTS = 1 << 21  # as archfit.model: logits per chunk of the fused loss
+LOSS_CHUNK_ELEMENTS = 1 << 25  # as archfit.model: logits per chunk of the fused loss
 
 # name -> (memory GiB, dense bf16 peak FLOP/s from the vendor's data sheet)
 ACCELERATORS: dict[str, tuple[float, float]] = {
@@ -121,7 +121,8 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff  # type: ignore[operator]
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
     chunk = max(16, LOSS_CHUNK_ELEMENTS // s.vocab_size)
-    head = 4 * s.vocab_size * s.d_model + act * s.d_model * tokens + 2 * 4 * chunk * s.vocab_size
+    head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
+            + 4 * min(chunk, tokens) * s.vocab_size)
     return MemoryEstimate(weights=int(weights), grads=int(grads), optimizer=int(opt),
                           activations=int(acts), head=int(head),
                           overhead=int(overhead_gib * GIB), micro_batch=micro_batch)

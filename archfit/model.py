@@ -152,8 +152,9 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-# tokens per chunk of the output layer's fused loss: chunk x vocab fp32 logits stay ~8 MiB
-LOSS_CHUNK_ELEMENTS = 1 << 21
+# logits per chunk of the output layer's fused loss (128 MiB in fp32: 667 tokens at vocab
+# 50257); smaller chunks make the matmuls and weight-gradient updates slower, larger cost memory
+LOSS_CHUNK_ELEMENTS = 1 << 25
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -171,17 +172,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
         gw = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         wc = w.to(x.dtype)
+        # one logits buffer for all chunks (a fresh one per chunk costs page faults on CPU)
+        buf = torch.empty((min(chunk, n), w.shape[0]), dtype=x.dtype, device=x.device)
         for i in range(0, n, chunk):
             xs, ts = x[i:i + chunk], targets[i:i + chunk]
-            logits = (xs @ wc.t()).float()
+            logits = torch.mm(xs, wc.t(), out=buf[:len(xs)]).float()
             if mult != 1.0:
                 logits.mul_(mult)
-            lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, ts[:, None]).squeeze(1)).sum()
-            p = logits.sub_(lse[:, None]).exp_()  # softmax, in place
+            # log-sum-exp and softmax in place, in one pass over the chunk each
+            top = logits.amax(dim=-1, keepdim=True)
+            target = logits.gather(1, ts[:, None]).squeeze(1)
+            p = logits.sub_(top).exp_()
+            z = p.sum(dim=-1, keepdim=True)
+            total += (top.squeeze(1) + z.log().squeeze(1) - target).sum()
+            p.div_(z)
             p[torch.arange(len(ts), device=p.device), ts] -= 1.0
             g = p.mul_(mult / n).to(x.dtype)
-            gx[i:i + chunk] = g @ wc
+            torch.mm(g, wc, out=gx[i:i + chunk])
             gw.addmm_(g.t().float(), xs.float())  # .float() is free on fp32
         ctx.save_for_backward(gx, gw)
         ctx.w_dtype = w.dtype
@@ -190,7 +197,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[no-untyped-def]
         gx, gw = ctx.saved_tensors
-        return gx * grad.to(gx.dtype), (gw * grad).to(ctx.w_dtype), None, None, None
+        # the buffers are this call's own: scale them in place (no second weight-sized copy)
+        return gx.mul_(grad.to(gx.dtype)), gw.mul_(grad).to(ctx.w_dtype), None, None, None
 
 
 def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,

@@ -2,14 +2,19 @@
 shape, batch, context, thread count and dtype, measured side by side in one process.
 
     pip install -e '.[bench]' && python benchmarks/bench_train.py [--layers 4 --width 256 ...]
+    python benchmarks/bench_train.py --gpt2-124m     # GPT-2 small's shape (slow on a CPU)
 
-Prints tokens/s for both, their ratio (target on CPU: >= 1.0) and peak memory (RSS growth).
+Prints tokens/s for both, their ratio (target at the default shape: >= 1.3) and peak memory
+(RSS growth). archfit's output layer is fused with its loss (no full logits, the gradient taken
+in the forward pass), which is where the default shape spends most of its time; HF's
+GPT2LMHeadModel materializes the fp32 logits and their log-softmax.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import sys
 import time
 
 import torch
@@ -68,7 +73,6 @@ def one(a: argparse.Namespace) -> None:
 def main() -> None:
     import json
     import subprocess
-    import sys
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=4)
@@ -81,8 +85,14 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--gpt2-124m", action="store_true",
+                    help="GPT-2 small: 12 layers x 768, 12 heads (3 timed steps, 1 warm-up)")
     ap.add_argument("--only", choices=["archfit", "hf"], default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.gpt2_124m:
+        a.layers, a.width, a.heads = 12, 768, 12
+        if "--steps" not in sys.argv:
+            a.steps, a.warmup = 3, 1
     if a.only:
         one(a)
         return
@@ -91,7 +101,10 @@ def main() -> None:
           "process, alternated, best of 2")
     res: dict[str, list[dict]] = {"archfit": [], "hf": []}
     for name in ("archfit", "hf", "archfit", "hf"):
-        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--only", name],
+        args = [x for x in sys.argv[1:] if x != "--gpt2-124m"]
+        args += ["--layers", str(a.layers), "--width", str(a.width), "--heads", str(a.heads),
+                 "--steps", str(a.steps), "--warmup", str(a.warmup)]
+        out = subprocess.run([sys.executable, __file__, *args, "--only", name],
                              capture_output=True, text=True, check=True).stdout
         res[name].append(json.loads(out.strip().splitlines()[-1]))
     best = {k: max(r["tokens_per_s"] for r in v) for k, v in res.items()}
@@ -100,7 +113,7 @@ def main() -> None:
         print(f"{label:<20} {best[k]:>10,.0f} tokens/s   params {res[k][0]['params']:,}   "
               f"peak memory growth during training {mem:,.0f} MiB")
     print(f"ratio archfit / HF GPT2LMHeadModel: {best['archfit'] / best['hf']:.2f}x "
-          "(target on CPU >= 1.0x)")
+          "(target at the default shape: >= 1.3x)")
 
 
 if __name__ == "__main__":

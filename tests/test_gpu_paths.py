@@ -160,3 +160,9 @@ def test_run_ids_do_not_depend_on_the_micro_batch(repo, tmp_path):
     planned = load_spec(str(gpu))
     assert [r.run_id for r in plain.runs] == [r.run_id for r in planned.runs]
     assert all(r.config.get("micro_batch") for r in planned.runs)
+
+
+def test_memory_model_uses_the_models_loss_chunk():
+    import archfit.model as model_mod
+
+    assert memory.LOSS_CHUNK_ELEMENTS == model_mod.LOSS_CHUNK_ELEMENTS
