@@ -83,8 +83,9 @@ def _check_vocab(arr: np.ndarray, path: str, vocab: int | None) -> int:
     return top
 
 
-def read_tokens(path: str) -> np.ndarray:
-    """One token file: modded-nanogpt shard (magic header), raw uint16 ``.bin``, or ``.npy``."""
+def read_tokens(path: str, dtype: str = "uint16") -> np.ndarray:
+    """One token file: modded-nanogpt shard (magic header), raw ``.bin`` (uint16, or ``dtype``
+    as a prepared dataset's manifest says), or ``.npy``."""
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     size = os.path.getsize(path)
@@ -105,9 +106,11 @@ def read_tokens(path: str) -> np.ndarray:
             if HEADER_INTS * 4 + 2 * n > size:
                 raise DataError(f"{path}: shard header says {n} tokens but the file is truncated")
             return np.memmap(path, dtype=np.uint16, mode="r", offset=HEADER_INTS * 4, shape=(n,))
-    if size % 2:
-        raise DataError(f"{path}: odd byte count: not a uint16 token file (nanoGPT .bin)")
-    return np.memmap(path, dtype=np.uint16, mode="r")
+    width = np.dtype(dtype).itemsize
+    if size % width:
+        what = "odd byte count" if size % 2 else f"{size} bytes"
+        raise DataError(f"{path}: {what}: not a whole number of {dtype} tokens (nanoGPT .bin)")
+    return np.memmap(path, dtype=np.dtype(dtype).newbyteorder("<"), mode="r")
 
 
 def _bytes_cache(name: str, chunks: list[bytes]) -> tuple[str, str]:
@@ -190,6 +193,10 @@ def load(source: str | None = None, vocab_size: int | None = None) -> TokenData:
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file or folder; give a nanoGPT folder (train.bin, "
                         "val.bin), a .bin/.npy token file, or text")
+    if path.endswith("manifest.json") and os.path.isfile(path):
+        path = os.path.dirname(path) or "."
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, "manifest.json")):
+        return _prepared(path, vocab_size)
     if os.path.isdir(path):
         tb, vb = os.path.join(path, "train.bin"), os.path.join(path, "val.bin")
         if os.path.exists(tb) and os.path.exists(vb):
@@ -217,6 +224,27 @@ def load(source: str | None = None, vocab_size: int | None = None) -> TokenData:
     tp, digest = _bytes_cache("text-train", [b[:cut]])
     vp, _ = _bytes_cache("text-val", [b[cut:]])
     return _finish(tp, vp, 256, hashlib.sha256(b).hexdigest(), path)
+
+
+def _prepared(folder: str, vocab_size: int | None) -> TokenData:
+    """A dataset written by ``archfit data prepare``: dtype and vocabulary from its manifest,
+    identified by the manifest's hash."""
+    import json
+
+    man = os.path.join(folder, "manifest.json")
+    try:
+        with open(man) as f:
+            m = json.load(f)
+        dtype, vocab = m["dtype"], int(m["vocab_size"])
+        files = [os.path.join(folder, m[s]["file"]) for s in ("train", "val")]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise DataError(f"{man}: not a readable archfit manifest ({e})") from None
+    if vocab_size is not None and vocab > vocab_size:
+        raise DataError(f"{man}: the tokenizer's vocabulary {vocab} exceeds the model's "
+                        f"{vocab_size}; raise vocab_size")
+    train, val = (read_tokens(p, dtype) for p in files)
+    return TokenData(TokenSplit(train, files[0]), TokenSplit(val, files[1]),
+                     vocab_size or vocab, _hash_file(man), folder)
 
 
 def _finish(tp: str, vp: str, vocab: int, digest: str, name: str) -> TokenData:

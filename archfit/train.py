@@ -78,7 +78,7 @@ _OPTIONAL_SHAPE_KEYS = ("qkv_bias",)
 _FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
 _BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
 # options added after 0.1: in the record only when not at their default (run ids unchanged)
-_OPTIONAL_CFG = ("precision", "parallel", "micro_batch")
+_OPTIONAL_CFG = ("precision", "parallel", "micro_batch", "data_sha256")
 PRECISIONS = ("auto", "bf16", "fp32")
 PARALLEL = ("ddp", "fsdp")
 
@@ -100,6 +100,9 @@ class TrainConfig:
     mup_base_width: int = 128
     mup_base_depth: int = 2
     data: str | None = None  # None: the embedded default corpus
+    # a prepared dataset's manifest hash (archfit data prepare): part of the run's identity,
+    # checked against the data when the run starts
+    data_sha256: str | None = None
     batch_size: int = 16
     grad_accum: int = 1
     lr: float = 3e-3
@@ -512,6 +515,9 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
         os.makedirs(run_dir, exist_ok=True)  # before training, so the result has a home
     td = data_mod.load(cfg.data, None if cfg.vocab_from_data else cfg.shape.vocab_size)
     td.check_window(cfg.shape.n_ctx)
+    if cfg.data_sha256 and td.data_hash != cfg.data_sha256:
+        raise DataError(f"{cfg.data}: its manifest changed since this run was planned (hash "
+                        f"{td.data_hash[:12]}, planned {cfg.data_sha256[:12]}); re-plan the sweep")
     shape = cfg.shape.with_(vocab_size=td.vocab_size) if cfg.vocab_from_data else cfg.shape
     if shape.vocab_size < td.vocab_size:
         raise DataError(f"{td.name}: vocabulary {td.vocab_size} exceeds the model's "

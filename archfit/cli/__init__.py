@@ -19,6 +19,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "shape": ("archfit.cli.shape_cmd:shape", "Count a shape's parameters and FLOPs exactly."),
     "grid": ("archfit.cli.shape_cmd:grid", "Iso-parameter families of shapes for a target size."),
     "train": ("archfit.cli.train_cmd:train", "Train one GPT and report its losses."),
+    "data": ("archfit.cli.data_cmd:data", "Tokenize a corpus into training shards."),
     "sweep": ("archfit.cli.sweep_cmd:sweep", "Plan, run, watch and collect sweeps."),
     "fit": ("archfit.cli.fit_cmd:fit", "Fit a scaling law to tables of runs."),
     "laws": ("archfit.cli.fit_cmd:laws", "List the laws and the published fits shipped."),

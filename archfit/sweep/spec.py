@@ -189,19 +189,35 @@ def _runs(raw: dict[str, Any], name: str, shapes: list[tuple[Shape, float | None
     model, trn = raw.get("model", {}), raw.get("train", {})
     train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
     runs = []
+    data_sha = _manifest_sha(raw.get("data"))
     for s, target in shapes:
         for lr in (number(x) for x in raw.get("lrs") or [3e-3]):
             for seed in raw.get("seeds") or [0]:
                 cfg = TrainConfig(shape=s, budget=budget,
                                   vocab_from_data=model.get("vocab_size") is None,
                                   parametrization=model.get("parametrization", "standard"),
-                                  data=raw.get("data"), lr=lr, seed=seed, **train_kw)
+                                  data=raw.get("data"), data_sha256=data_sha, lr=lr,
+                                  seed=seed, **train_kw)
                 c, meta = cfg.to_dict(), {"target_params": target, "sweep": name}
                 runs.append(Run(run_id_of(c, meta), c, meta))
     return runs
 
 
 MAX_RUNS = 100_000
+
+
+def _manifest_sha(data: str | None) -> str | None:
+    """The hash of a prepared dataset's manifest (data = its folder or manifest.json): it goes
+    into every run's id, so other data means other runs."""
+    if not data:
+        return None
+    p = os.path.expanduser(data)
+    man = p if p.endswith("manifest.json") else os.path.join(p, "manifest.json")
+    if not os.path.isfile(man):
+        return None
+    from archfit.prepare import manifest_hash
+
+    return manifest_hash(man)
 
 
 def _size_bound(raw: dict[str, Any]) -> int:
