@@ -43,7 +43,9 @@ TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
          "grad_clip": Key("number"), "optimizer": Key("str", choices=("adamw", "muon")),
          "eval_every": POS_INT, "eval_windows": POS_INT, "checkpoint_every": Key("int"),
          "decay_fraction": Key("number"), "beta1": Key("number"), "beta2": Key("number"),
-         "compile": Key("bool"), "threads": POS_INT}
+         "compile": Key("bool"), "threads": POS_INT,
+         "precision": Key("str", choices=("auto", "bf16", "fp32")),
+         "parallel": Key("str", choices=("ddp", "fsdp"))}
 SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"),
          "cpus_per_run": POS_INT, "mem_gb": POS_NUM, "array_parallelism": POS_INT,
          "max_array_size": POS_INT, "additional": Key("table")}
