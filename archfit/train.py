@@ -388,6 +388,26 @@ def _dist_setup(cfg: TrainConfig, device: str) -> tuple[_Dist, str]:
     return _Dist(rank, world, local, owned), device
 
 
+def auto_micro_batch(cfg: TrainConfig, shape: Shape, world: int, device_bytes: int
+                     ) -> TrainConfig:
+    """The config with the largest micro-batch whose estimated peak (archfit.memory) fits the
+    device's memory; unchanged when the whole share fits, or when nothing does (the run then
+    tries its whole share, and the device says whether it fits)."""
+    from dataclasses import replace
+
+    from archfit.memory import choose_micro_batch
+
+    bf16 = cfg.precision in ("auto", "bf16")
+    try:
+        m, _, _ = choose_micro_batch(shape, cfg.batch_size // world, device_bytes,
+                                     precision="bf16" if bf16 else "fp32",
+                                     optimizer=cfg.optimizer, parallel=cfg.parallel,
+                                     world=world, overhead_gib=1.0)
+    except ArchfitError:
+        return cfg
+    return cfg if m == cfg.batch_size // world else replace(cfg, micro_batch=m)
+
+
 def _wrap(model: Any, cfg: TrainConfig, d: _Dist, device: str) -> Any:
     """The model the steps run: itself, DDP, or FSDP2 (``fully_shard`` on each block and the
     root) when several processes train it."""
@@ -537,6 +557,12 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     if model.num_params() != shape.params_total:  # the shape core is the one count
         raise AssertionError("model and shape disagree on the parameter count")
     wrapped = _wrap(model, cfg, dist, device)
+    if device.startswith("cuda") and cfg.micro_batch is None:
+        import torch
+
+        cfg = auto_micro_batch(cfg, shape, dist.world,
+                               torch.cuda.get_device_properties(device).total_memory)
+        result.config = cfg.to_dict()
     result.world_size = dist.world
     result.parallel = cfg.parallel if dist.world > 1 else None
     return _Session(

@@ -166,3 +166,17 @@ def test_memory_model_uses_the_models_loss_chunk():
     import archfit.model as model_mod
 
     assert memory.LOSS_CHUNK_ELEMENTS == model_mod.LOSS_CHUNK_ELEMENTS
+
+
+def test_on_a_gpu_the_micro_batch_comes_from_the_device_memory():
+    """The choice the trainer makes from torch.cuda's total memory (no GPU here: the device's
+    size is given as a number, as torch would report it)."""
+    from archfit.train import auto_micro_batch
+
+    s = Shape(n_layer=24, d_model=2048, n_head=16, vocab_size=50257, n_ctx=2048)
+    cfg = TrainConfig(shape=s, budget=Budget(steps=1), batch_size=64)
+    small = auto_micro_batch(cfg, s, 1, 40 * memory.GIB)
+    assert small.micro_batch and 64 % small.micro_batch == 0 and small.micro_batch < 64
+    assert memory.estimate(s, small.micro_batch, precision="bf16",
+                           overhead_gib=1.0).total <= 0.9 * 40 * memory.GIB
+    assert auto_micro_batch(cfg, s, 1, 10_000 * memory.GIB).micro_batch is None
