@@ -153,6 +153,28 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["laws", "--bogus"], "No such option"),
         (["demo", "--spec", str(d / "nope.toml")], "no such sweep spec"),
         (["demo", "--spec", toml, "--out", csv], "is a file"),
+        (["shape", "--from", str(d / "nope.json")], "no such file"),
+        (["shape", "--from", csv], "not valid JSON"),
+        (["shape", *shp, "--emit", "hf-llama", "--mlp", "gelu"], "cannot express"),
+        (["shape", *shp, "--emit", "nanogpt", "--kv-heads", "1"], "cannot express"),
+        (["recommend", "--params", "1e9", "--emit", "hf-gpt2", "-o", csv], "is a file"),
+        (["recommend", "--params", "1e9", "--emit", "hf-gpt2", "--json"], "not both"),
+        (["recommend", "--params", "1e9", "-o", str(d / "x")], "go with --emit"),
+        (["compare", "--fit", "epoch2024"], "no optimal depth"),
+        (["compare", "--family", "Nope"], "unknown family"),
+        (["plot", "--known-models", str(d / "chin.json"), "-o", str(d / "folder")],
+         "no optimal depth"),
+        (["data", "prepare", str(d / "nope.txt"), "-o", str(d / "dp"), "--tokenizer", "bytes"],
+         "no such file"),
+        (["data", "prepare", csv, "-o", str(d / "dp"), "--tokenizer", str(d / "nope.json")],
+         "no such file"),
+        (["data", "prepare", csv, "-o", str(d / "dp"), "--tokenizer", csv],
+         "not a tiktoken BPE file"),
+        (["data", "prepare", csv, "-o", str(d / "dp"), "--tokenizer", "bytes",
+          "--val-fraction", "2"], "between 0 and 1"),
+        ([*tr, "--steps", "1", "--nproc", "2", "--batch-size", "3"], "not divisible"),
+        (["sweep", "plan", toml, "--gpu", "tpu9"], "unknown accelerator"),
+        (["sweep", "plan", toml, "--gpu-memory", "lots"], "give a size"),
     ]
 
 
@@ -166,10 +188,11 @@ def test_the_catalogue_is_large(inputs):
     assert len(cases) >= 60
     verbs = {c[0][0] if c[0][0] != "sweep" else "sweep " + c[0][1] for c in cases}
     assert verbs >= {"shape", "grid", "train", "sweep plan", "sweep run", "sweep status",
-                     "sweep collect", "fit", "recommend", "plot", "laws", "demo"}
+                     "sweep collect", "fit", "recommend", "plot", "laws", "demo", "compare",
+                     "data"}
 
 
-@pytest.mark.parametrize("i", range(76))
+@pytest.mark.parametrize("i", range(93))
 def test_bad_input(inputs, i):
     cases = catalogue(inputs)
     if i >= len(cases):
