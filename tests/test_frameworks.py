@@ -257,6 +257,12 @@ def test_litgpt_yaml_fields():
     assert y["attn_bias"] is True and y["bias"] is False
 
 
+def test_the_cli_lists_every_format():
+    from archfit.cli.emit import FORMAT_NAMES
+
+    assert FORMAT_NAMES == tuple(FORMATS)
+
+
 def test_formats_name_what_they_cannot_express():
     gpt2_like = Shape(n_layer=2, d_model=64, n_head=4)
     assert problems(gpt2_like, "hf-gpt2") == []

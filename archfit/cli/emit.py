@@ -5,12 +5,19 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from typing import TYPE_CHECKING
+
 import click
 from click.core import ParameterSource
 
-from archfit.frameworks import FORMATS, STYLE_TEXT, FormatError, get_format, problems
 from archfit.io import atomic_write, check_output_dir, check_output_file
-from archfit.shapes import Shape
+
+if TYPE_CHECKING:
+    from archfit.shapes import Shape
+
+# archfit.frameworks.FORMATS's names (a test keeps them equal): written out so that
+# `archfit recommend` imports the exporters only when --emit is given
+FORMAT_NAMES = ("hf-llama", "hf-gpt2", "nanogpt", "megatron", "torchtitan", "litgpt")
 
 _FLAG_OF = {"mlp": "--mlp", "ff_ratio": "--ff-ratio", "position": "--rope",
             "norm": "--rmsnorm", "bias": "--no-bias", "tied_embeddings": "--untied",
@@ -21,9 +28,10 @@ def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
     f = click.option("-o", "--out", "out_dir", default=None, metavar="DIR",
                      help="With --emit: write the config into this folder (stdout if absent).")(f)
-    return click.option("--emit", "emit", type=click.Choice(list(FORMATS)), default=None,
-                        help="Export the shape: " + "; ".join(
-                            f"{k}: {v.description}" for k, v in FORMATS.items()) + ".")(f)
+    return click.option("--emit", "emit", type=click.Choice(FORMAT_NAMES), default=None,
+                        help="Export the shape: hf-llama / hf-gpt2 (transformers config.json), "
+                             "nanogpt (GPTConfig), megatron (arguments), torchtitan (TOML), "
+                             "litgpt (YAML).")(f)
 
 
 def explicit(ctx: click.Context, name: str) -> bool:
@@ -37,6 +45,8 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
     (``--emit hf-llama`` designs a Llama-style shape); returns the line that says so."""
     if fmt is None:
         return None
+    from archfit.frameworks import STYLE_TEXT, get_format
+
     f = get_format(fmt)
     for name, value in f.defaults.items():
         if name not in kw or explicit(ctx, name):
@@ -50,6 +60,8 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
 
 
 def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:
+    from archfit.frameworks import FormatError, problems
+
     why = problems(shape, fmt)
     if why:
         given = [_FLAG_OF[k] for k in _FLAG_OF if k in ctx.params and explicit(ctx, k)]
@@ -59,6 +71,8 @@ def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:
 
 def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool) -> str | None:
     """The export on stdout, or written atomically into ``out_dir``; returns the path."""
+    from archfit.frameworks import get_format
+
     text = get_format(fmt).render(shape)
     if out_dir is None:
         click.echo(text, nl=False)
@@ -77,6 +91,8 @@ def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: 
     if fmt is not None and as_json:
         raise click.UsageError("give --emit or --json, not both")
     if out_dir is not None:
+        from archfit.frameworks import get_format
+
         check_output_dir(out_dir, f"{fmt} config")
         check_output_file(os.path.join(out_dir, get_format(fmt).filename),  # type: ignore[arg-type]
                           f"{fmt} config", force=force)
