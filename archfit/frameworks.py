@@ -301,8 +301,10 @@ def _render_litgpt(s: Shape) -> str:
         f"norm_qk: {'true' if s.qk_norm else 'false'}",
         f"mlp_class_name: {'LLaMAMLP' if llama else 'GptNeoxMLP'}",
         f"intermediate_size: {s.d_ff}",
-        "",
     ]
+    if not llama:
+        lines.append("gelu_approximate: tanh")  # archfit's GELU (and GPT-2's)
+    lines.append("")
     return "\n".join(lines)
 
 
