@@ -45,11 +45,6 @@ class Placement:
         r = self.ratio if self.ratio >= 1 else 1 / self.ratio
         return f"{r:.2f}x too {'deep' if self.ratio > 1 else 'shallow'}"
 
-    def line(self, law: str) -> str:
-        ci = f" [{self.ci[0]:.1f}, {self.ci[1]:.1f}]" if self.ci else ""
-        return (f"{self.model.name}: {self.model.shape.n_layer} layers, {law} optimum "
-                f"{self.n_layer_opt:.1f}{ci} -> {self.summary}")
-
     def to_dict(self) -> dict[str, Any]:
         s = self.model.shape
         return {"name": self.model.name, "family": self.model.family, "n_layer": s.n_layer,

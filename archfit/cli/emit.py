@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 from click.core import ParameterSource
@@ -69,30 +67,34 @@ def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:
         raise FormatError(f"--emit {fmt} cannot express this shape{hint}: {'; '.join(why)}")
 
 
+def _export_path(fmt: str, out_dir: str) -> str:
+    from archfit.frameworks import get_format
+
+    return os.path.join(out_dir, get_format(fmt).filename)
+
+
 def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool) -> str | None:
-    """The export on stdout, or written atomically into ``out_dir``; returns the path."""
+    """The export on stdout, or written atomically into ``out_dir`` (checked beforehand by
+    :func:`check_emit_args`); returns the path."""
     from archfit.frameworks import get_format
 
     text = get_format(fmt).render(shape)
     if out_dir is None:
         click.echo(text, nl=False)
         return None
-    path = os.path.join(out_dir, get_format(fmt).filename)
-    check_output_dir(out_dir, f"{fmt} config")
-    check_output_file(path, f"{fmt} config", force=force)
+    path = _export_path(fmt, out_dir)
     os.makedirs(out_dir, exist_ok=True)
     atomic_write(path, text)
     return path
 
 
 def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: bool) -> None:
+    """Option combinations, and the output folder and file, before any work."""
     if fmt is None and (out_dir is not None or force):
         raise click.UsageError("-o/--force go with --emit FORMAT")
     if fmt is not None and as_json:
         raise click.UsageError("give --emit or --json, not both")
     if out_dir is not None:
-        from archfit.frameworks import get_format
-
         check_output_dir(out_dir, f"{fmt} config")
-        check_output_file(os.path.join(out_dir, get_format(fmt).filename),  # type: ignore[arg-type]
-                          f"{fmt} config", force=force)
+        check_output_file(_export_path(fmt, out_dir), f"{fmt} config",  # type: ignore[arg-type]
+                          force=force)

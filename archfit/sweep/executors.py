@@ -55,17 +55,15 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    if gpus_per_run is not None and _gpu_count() and any(gpus_per_run(d) > 1 for d in dirs):
-        return run_packed(dirs, _gpu_ids(), gpus_per_run, threads, retry_failed, on_done)
-    gpus = _gpu_count()
+    ids = _gpu_ids()
+    gpus = len(ids)
+    if gpus_per_run is not None and gpus and any(gpus_per_run(d) > 1 for d in dirs):
+        return run_packed(dirs, ids, gpus_per_run, threads, retry_failed, on_done)
     ctx = mp.get_context("spawn")
     slots = None
     if gpus:
         concurrency = min(concurrency or gpus, gpus)
         slots = ctx.Queue()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        ids = [x.strip() for x in visible.split(",")] if visible else [str(i) for i in
-                                                                         range(gpus)]
         for i in ids[:concurrency]:
             slots.put(i)
     else:
@@ -92,20 +90,24 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
     return tally
 
 
+def _first_fit(todo: list[tuple[str, int]], free: int) -> list[tuple[str, int]]:
+    """The runs (in order) that start now on ``free`` GPUs: each that still fits."""
+    start = []
+    for d, k in todo:
+        if k <= free:
+            start.append((d, k))
+            free -= k
+    return start
+
+
 def pack_order(needs: list[tuple[str, int]], n_gpus: int) -> list[list[str]]:
-    """Which runs start together, wave by wave, if every run takes its time: first fit in
-    order (a plan of :func:`run_packed`'s scheduling, for display and tests)."""
+    """Which runs start together, wave by wave, if every run takes its time (the rule of
+    :func:`run_packed`, for display and tests)."""
     waves, todo = [], list(needs)
     while todo:
-        free, wave, rest = n_gpus, [], []
-        for d, k in todo:
-            if k <= free:
-                wave.append(d)
-                free -= k
-            else:
-                rest.append((d, k))
-        waves.append(wave)
-        todo = rest
+        wave = _first_fit(todo, n_gpus)
+        waves.append([d for d, _ in wave])
+        todo = [x for x in todo if x not in wave]
     return waves
 
 
@@ -125,18 +127,17 @@ def run_packed(dirs: list[str], gpu_ids: list[str], gpus_per_run: Callable[[str]
                         f"machine has {len(gpu_ids)}; lower gpus_per_run or use Slurm")
     free, running, tally = list(gpu_ids), {}, {}  # type: ignore[var-annotated]
     while todo or running:
-        for d, k in list(todo):
-            if k <= len(free):
-                mine, free = free[:k], free[k:]
-                env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(mine))
-                if threads:
-                    env["OMP_NUM_THREADS"] = str(threads)
-                cmd = [sys.executable, "-m", "archfit.sweep.worker", d, "--nproc", str(k)]
-                if retry_failed:
-                    cmd.append("--retry-failed")
-                running[d] = (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                               stderr=subprocess.DEVNULL, text=True), mine)
-                todo.remove((d, k))
+        for d, k in _first_fit(todo, len(free)):
+            mine, free = free[:k], free[k:]
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES=",".join(mine))
+            if threads:
+                env["OMP_NUM_THREADS"] = str(threads)
+            cmd = [sys.executable, "-m", "archfit.sweep.worker", d, "--nproc", str(k)]
+            if retry_failed:
+                cmd.append("--retry-failed")
+            running[d] = (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, text=True), mine)
+            todo.remove((d, k))
         time.sleep(0.2)
         for d, (p, mine) in list(running.items()):
             if p.poll() is None:

@@ -230,10 +230,10 @@ def _size_bound(raw: dict[str, Any]) -> int:
     return shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
 
 
-def _check_gpus(ex: dict[str, Any], runs: list[Run], problems: list[str]) -> None:
+def _check_gpus(spec: Spec, problems: list[str]) -> None:
     """gpus_per_run_by_size: sizes (numbers) to whole GPU counts; each count divides the
     batch of the runs it applies to (every process takes an equal share)."""
-    by_size = ex.get("gpus_per_run_by_size")
+    by_size = spec.executor.get("gpus_per_run_by_size")
     if isinstance(by_size, dict):
         for k, v in by_size.items():
             try:
@@ -246,8 +246,7 @@ def _check_gpus(ex: dict[str, Any], runs: list[Run], problems: list[str]) -> Non
                                 f"number of GPUs, got {v!r}")
     if problems:
         return
-    spec = Spec("", "", {}, runs, executor=dict(ex))
-    for r in runs:
+    for r in spec.runs:
         g, b = spec.gpus_for(r), r.config.get("batch_size") or 1
         if g > 1 and b % g:
             problems.append(f"executor: a run with batch_size {b} on {g} GPUs: the batch must "
@@ -273,11 +272,11 @@ def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
         runs = _runs(raw, name, shapes, budget)  # type: ignore[arg-type]
         if len({r.run_id for r in runs}) != len(runs):
             problems.append("grid: some runs are identical (duplicate shapes, lrs or seeds)")
-    _check_gpus(raw.get("executor") or {}, runs, problems)
-    if problems:
-        raise SpecError(problems, path)
     spec = Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped,
                 executor=dict(raw.get("executor", {})))
+    _check_gpus(spec, problems)
+    if problems:
+        raise SpecError(problems, path)
     _assign_micro_batches(spec)
     return spec
 
