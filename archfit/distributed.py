@@ -28,7 +28,8 @@ RESULT_FILE = "dist-result.json"
 
 def launch(cfg: TrainConfig, run_dir: str, nproc: int, restart: bool = False,
            threads: int | None = None,
-           progress: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
+           progress: Callable[[dict[str, Any]], None] | None = None,
+           memory_check: bool = True) -> RunResult:
     """Train ``cfg`` in ``nproc`` processes on this machine; returns process 0's result (its
     ``world_size`` is ``nproc``). ``threads``: torch threads per process (default: the CPUs
     shared out); ``progress`` gets process 0's progress points as they come."""
@@ -51,6 +52,8 @@ def launch(cfg: TrainConfig, run_dir: str, nproc: int, restart: bool = False,
            f"--nproc-per-node={nproc}", "-m", "archfit.distributed", run_dir]
     if restart:
         cmd.append("--restart")
+    if not memory_check:
+        cmd.append("--no-memory-check")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
@@ -98,7 +101,7 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def worker(run_dir: str, restart: bool = False) -> int:
+def worker(run_dir: str, restart: bool = False, memory_check: bool = True) -> int:
     """One process of a run (what torchrun starts): train, and on process 0 write the result."""
     from archfit.train import EXIT_PREEMPTED, train
 
@@ -111,7 +114,8 @@ def worker(run_dir: str, restart: bool = False) -> int:
             print(json.dumps(p), file=sys.stderr, flush=True)
 
     try:
-        result = train(cfg, run_dir=run_dir, progress=progress, restart=restart)
+        result = train(cfg, run_dir=run_dir, progress=progress, restart=restart,
+                       memory_check=memory_check)
     except ArchfitError as e:
         if rank == 0:
             atomic_write(os.path.join(run_dir, RESULT_FILE),
@@ -123,4 +127,5 @@ def worker(run_dir: str, restart: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(worker(sys.argv[1], "--restart" in sys.argv[2:]))
+    sys.exit(worker(sys.argv[1], "--restart" in sys.argv[2:],
+                    "--no-memory-check" not in sys.argv[2:]))

@@ -165,6 +165,24 @@ def _archfit_block(s: Shape) -> dict[str, Any]:
             "archfit_version": _version()}
 
 
+def is_archfit_export(path: str) -> bool:
+    """Whether ``path`` is a config archfit exported (an HF config.json with its ``archfit``
+    entry, or a file whose header says "written by archfit"): such a file may be replaced."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(1 << 16)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if any("written by archfit" in line for line in head.splitlines()[:3]):
+        return True
+    try:
+        cfg = json.loads(head)
+    except ValueError:
+        return False
+    return isinstance(cfg, dict) and isinstance(cfg.get("archfit"), dict) \
+        and "params_total" in cfg["archfit"]
+
+
 def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
     """A transformers ``config.json`` dict (``hf-llama``: LlamaConfig, ``hf-gpt2``: GPT2Config),
     with an ``archfit`` entry holding the counts and their convention."""
@@ -439,7 +457,11 @@ def _must_be(cfg: dict[str, Any], key: str, allowed: Any, why: str) -> None:
 
 def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
     """Fields that would change the count in a way no Shape can express."""
-    if fam.act_field in cfg and cfg[fam.act_field] not in fam.acts:
+    act = cfg.get(fam.act_field)
+    if fam.act_field in cfg and not isinstance(act, str):
+        raise FormatError(f"{fam.act_field} must be a string naming the activation, got "
+                          f"{act!r}")
+    if fam.act_field in cfg and act not in fam.acts:
         raise FormatError(f"{fam.act_field} = {cfg[fam.act_field]!r}: archfit counts a {fam.name} "
                           f"MLP with {' or '.join(sorted(fam.acts))} only")
     if fam.name in ("llama", "mistral"):
@@ -452,7 +474,7 @@ def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
     if fam.name == "gpt2":
         _must_be(cfg, "add_cross_attention", (False, None), "cross-attention is not a "
                  "decoder-only shape")
-    hd = cfg.get("head_dim")
+    hd = _whole(cfg, "head_dim") if "head_dim" in cfg else None
     d, h = cfg.get(fam.names["d_model"]), cfg.get(fam.names["n_head"])
     if hd is not None and isinstance(d, int) and isinstance(h, int) and h and hd * h != d:
         raise FormatError(f"head_dim {hd} x {h} heads != hidden size {d}: archfit's shapes have "
@@ -476,6 +498,9 @@ def from_hf_config(cfg: dict[str, Any]) -> Imported:
     if mt is None:
         raise FormatError("missing field model_type: cannot tell the model family (add "
                           f"\"model_type\": one of {', '.join(_FAMILIES)})")
+    if not isinstance(mt, str):
+        raise FormatError(f"model_type must be a string naming the model family (one of "
+                          f"{', '.join(_FAMILIES)}), got {mt!r}")
     fam = _FAMILIES.get(mt)
     if fam is None:
         raise FormatError(f"unknown model family model_type={mt!r}; archfit reads "

@@ -106,16 +106,48 @@ def _writable_ancestor(path: str) -> None:
                           "can write to")
 
 
-def check_output_file(path: str | os.PathLike[str], what: str, *,
-                      inputs: Iterable[str | os.PathLike[str]] = (), force: bool = False,
-                      ours: Callable[[str], bool] | None = None) -> None:
-    """Refuse, before any work, an output file that would lose a user's data: one that is also
-    an input, a directory, a folder that cannot be written, or an existing file that is not
-    archfit's own ``what`` (``ours(path)`` says whether it is) unless ``force``."""
+def check_output(path: str | os.PathLike[str], what: str, *,
+                 inputs: Iterable[str | os.PathLike[str]] = (), force: bool = False,
+                 ours: Callable[[str], bool] | None = None, folder: bool = False,
+                 files: Iterable[str] = ()) -> None:
+    """The one rule for every output archfit writes, checked before any work:
+
+    - never an input of the same command, even with ``force`` (for a ``folder``, neither the
+      folder nor any of the ``files`` the command writes into it);
+    - never a file or folder that archfit did not make, unless ``force``: an existing file is
+      replaced only when ``ours(path)`` says it is archfit's ``what``; an existing folder whose
+      ``files`` are already there is written into only when ``ours(folder)`` says so (without
+      ``ours``, a folder is archfit's to fill, as a sweep or figures folder is);
+    - never a directory where a file is due, a file where a folder is due, or a place this
+      process cannot write.
+    """
     p = os.fspath(path)
+    names = list(files)
+    targets = [p] + [os.path.join(p, f) for f in names] if folder else [p]
     for i in inputs:
-        if _same(p, os.fspath(i)):
-            raise OutputError(f"{p}: is also an input; write the {what} to another path")
+        for t in targets:
+            if _same(t, os.fspath(i)):
+                raise OutputError(f"{t}: is also an input of this command; write the {what} "
+                                  "elsewhere (--force never replaces an input)")
+    if folder:
+        if os.path.exists(p):
+            if not os.path.isdir(p):
+                raise OutputError(f"{p}: is a file; give a folder for the {what}")
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise OutputError(f"{p}: cannot write here (permission denied); choose a folder "
+                                  "you can write to")
+            there = [f for f in names if os.path.lexists(os.path.join(p, f))]
+            if there and ours is not None and not ours(p) and not force:
+                raise OutputError(f"{p}: already holds {', '.join(there)}, not made by archfit; "
+                                  f"refusing to replace them (choose another folder for the "
+                                  f"{what}, or --force to overwrite)")
+            for f in there:
+                if os.path.isdir(os.path.join(p, f)):
+                    raise OutputError(f"{os.path.join(p, f)}: is a directory where the {what} "
+                                      "writes a file; choose another folder")
+            return
+        _writable_ancestor(p)
+        return
     if os.path.isdir(p):
         raise OutputError(f"{p}: is a directory; give a file path for the {what}")
     _writable_ancestor(p)
@@ -125,20 +157,3 @@ def check_output_file(path: str | os.PathLike[str], what: str, *,
         if not force and not (ours is not None and ours(p)):
             raise OutputError(f"{p}: exists and is not an archfit {what}; refusing to replace it "
                               "(choose another path, or --force to overwrite)")
-
-
-def check_output_dir(path: str | os.PathLike[str], what: str, *,
-                     inputs: Iterable[str | os.PathLike[str]] = ()) -> None:
-    """Refuse, before any work, an output folder that is a file, an input, or not writable."""
-    p = os.fspath(path)
-    for i in inputs:
-        if _same(p, os.fspath(i)):
-            raise OutputError(f"{p}: is also an input; choose another folder for the {what}")
-    if os.path.exists(p):
-        if not os.path.isdir(p):
-            raise OutputError(f"{p}: is a file; give a folder for the {what}")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise OutputError(f"{p}: cannot write here (permission denied); choose a folder you "
-                              "can write to")
-        return
-    _writable_ancestor(p)

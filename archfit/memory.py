@@ -180,3 +180,29 @@ def parse_memory(text: str) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise ArchfitError(f"--gpu-memory {text!r}: must be positive")
     return v * m
+
+
+def host_memory_bytes() -> int | None:
+    """Memory this process can still take on this machine: ``MemAvailable`` from
+    /proc/meminfo, capped by a cgroup v2 limit (``memory.max`` less ``memory.current``) when a
+    container sets one; None where neither can be read."""
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        avail = None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            room = int(limit) - used
+            avail = room if avail is None else min(avail, room)
+    except (OSError, ValueError):
+        pass
+    return avail

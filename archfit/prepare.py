@@ -11,12 +11,24 @@ interrupted run resumes where it stopped. Documents go to validation determinist
 1/val_fraction-th document, the first one included). Tokenizers: tiktoken (``gpt2``, or a local ``.tiktoken`` BPE
 file, or a folder holding GPT-2's ``vocab.bpe`` and ``encoder.json``), a Hugging Face
 ``tokenizers`` ``tokenizer.json``, or ``bytes`` (UTF-8 bytes, vocabulary 256).
+
+Inputs are checked for what they are before any work: compressed sources (gzip, bzip2, xz,
+zstd; by their first bytes, whatever their name) are read through a decompressor; a text or
+JSONL source that looks binary is refused; a JSONL record whose text field is not a string is
+refused, naming the field and the line; a tokenizer whose largest id does not fit the token
+dtype is refused. The output folder follows archfit's one output rule
+(:func:`archfit.io.check_output`): never an input, and never a folder of someone else's token
+files without ``--force``.
 """
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
 import hashlib
 import json
+import lzma
 import os
 import time
 from dataclasses import dataclass
@@ -25,13 +37,21 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from archfit.errors import ArchfitError, DataError
-from archfit.io import atomic_write, file_sha256
+from archfit.io import atomic_write, check_output, file_sha256
 
 MANIFEST = "manifest.json"
 STATE = "prepare-state.json"
 TEXT_BLOCK = 1 << 16  # text files are cut into documents of about this many bytes, at newlines
 BATCH_BYTES = 1 << 22  # text tokenized per batch (and progress saved after each)
 EOT_NAMES = ("<|endoftext|>", "</s>", "<eos>", "[EOS]", "<|end_of_text|>")
+# every file prepare writes into its output folder
+OUTPUTS = ("train.bin", "val.bin", MANIFEST, STATE, "train.bin.partial", "val.bin.partial")
+SNIFF_BYTES = 1 << 16  # how much of a text source is read up front to see that it is text
+BINARY_SHARE = 0.05  # more than this share of undecodable bytes (or any NUL): not text
+# first bytes of the compressed formats read through a decompressor
+MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+         (b"\x28\xb5\x2f\xfd", "zstd"))
+COMPRESSED_SUFFIXES = (".gz", ".gzip", ".bz2", ".xz", ".zst", ".zstd")
 
 
 class TokenizerError(ArchfitError):
@@ -46,6 +66,11 @@ class Tokenizer:
     eot: int | None
     sha256: str
     encode: Callable[[list[str]], list[Any]]  # token ids per text (lists or integer arrays)
+    max_id: int = -1  # the largest id it can emit (-1: vocab_size - 1)
+
+    @property
+    def top_id(self) -> int:
+        return self.max_id if self.max_id >= 0 else self.vocab_size - 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "vocab_size": self.vocab_size,
@@ -55,7 +80,8 @@ class Tokenizer:
 def _tiktoken(enc: Any, name: str, sha: str) -> Tokenizer:
     eot = enc.eot_token if "<|endoftext|>" in enc.special_tokens_set else None
     return Tokenizer(name, "tiktoken", enc.n_vocab, eot, sha,
-                     lambda texts: enc.encode_ordinary_batch(texts))
+                     lambda texts: enc.encode_ordinary_batch(texts),
+                     max_id=int(getattr(enc, "max_token_value", enc.n_vocab - 1)))
 
 
 def load_tokenizer(spec: str) -> Tokenizer:
@@ -143,7 +169,7 @@ def _hf_tokenizer(path: str) -> Tokenizer:
         return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
 
     return Tokenizer(os.path.basename(path), "tokenizers", tok.get_vocab_size(True), eot,
-                     file_sha256(path), encode)
+                     file_sha256(path), encode, max_id=max(vocab.values(), default=-1))
 
 
 # ============================================================================ sources
@@ -153,21 +179,86 @@ class Source:
     kind: str  # text | jsonl | parquet
     size: int
     sha256: str
+    compression: str | None = None  # gzip | bzip2 | xz | zstd
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "bytes": self.size, "sha256": self.sha256}
+        d = {"path": self.path, "kind": self.kind, "bytes": self.size, "sha256": self.sha256}
+        if self.compression:
+            d["compression"] = self.compression
+        return d
 
 
 def _kind(path: str) -> str:
-    if path.endswith(".parquet"):
+    base = path.lower()
+    for suffix in COMPRESSED_SUFFIXES:
+        base = base.removesuffix(suffix)
+    if base.endswith(".parquet"):
         return "parquet"
-    if path.endswith((".jsonl", ".ndjson", ".jsonl.txt")):
+    if base.endswith((".jsonl", ".ndjson", ".jsonl.txt")):
         return "jsonl"
     return "text"
 
 
+def _compression(path: str) -> str | None:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return next((name for magic, name in MAGIC if head.startswith(magic)), None)
+
+
+def _open(raw: Any, compression: str | None, path: str) -> Any:
+    """A binary file object giving the decompressed bytes of ``raw`` (the file on disk, whose
+    position then says how much of it has been read)."""
+    if compression is None:
+        return raw
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "bzip2":
+        return bz2.BZ2File(raw, "rb")
+    if compression == "xz":
+        return lzma.LZMAFile(raw, "rb")
+    try:
+        from compression import zstd  # type: ignore[import-not-found]  # Python >= 3.14
+
+        return zstd.ZstdFile(raw, "rb")
+    except ImportError:
+        pass
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        raise DataError(f"{path}: is zstd-compressed, and reading zstd needs Python >= 3.14 or "
+                        "the zstandard package (pip install zstandard); or decompress it "
+                        "first (zstd -d)") from None
+    return zstandard.ZstdDecompressor().stream_reader(raw)
+
+
+def _sniff(path: str, compression: str | None) -> None:
+    """Refuse a text/JSONL source whose first bytes are not text (or not a valid stream of its
+    compression), before any work."""
+    try:
+        with open(path, "rb") as raw, _open(raw, compression, path) as f:
+            head = f.read(SNIFF_BYTES)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        raise DataError(f"{path}: not a readable {compression} file ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:80] if str(e) else ''}); check the file "
+                        "or decompress it yourself") from None
+    except Exception as e:  # noqa: BLE001 - zstd readers raise their own error types
+        raise DataError(f"{path}: not a readable {compression} file ({type(e).__name__})") \
+            from None
+    if not head:
+        return
+    text = head.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - (1 if text.endswith("\ufffd") else 0)  # a cut last character
+    share = bad / max(1, len(text))
+    if b"\x00" in head or share > BINARY_SHARE:
+        why = "it holds NUL bytes" if b"\x00" in head else \
+            f"{share:.0%} of its first {len(head) // 1024} KiB is not UTF-8 text"
+        raise DataError(f"{path}: looks like binary data, not text ({why}); give text, JSONL "
+                        "or parquet sources (compressed with gzip, bzip2, xz or zstd is fine)")
+
+
 def check_sources(paths: list[str], field: str, column: str) -> list[Source]:
-    """Every source exists, and its field/column is there (checked before any work)."""
+    """Every source exists, is what its kind says (text is text, a compressed file is read
+    through its decompressor), and its field/column is there (checked before any work)."""
     if not paths:
         raise DataError("give at least one source file (text, .jsonl or .parquet)")
     out = []
@@ -175,24 +266,45 @@ def check_sources(paths: list[str], field: str, column: str) -> list[Source]:
         if not os.path.isfile(p):
             raise DataError(f"{p}: no such file" + ("; give files, not folders"
                                                      if os.path.isdir(p) else ""))
-        kind = _kind(p)
+        kind, comp = _kind(p), _compression(p)
         if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            try:
-                names = pq.ParquetFile(p).schema_arrow.names
-            except Exception as e:  # noqa: BLE001 - pyarrow raises several types
-                raise DataError(f"{p}: not a readable parquet file ({type(e).__name__})") \
-                    from None
-            if column not in names:
-                raise DataError(f"{p}: no column {column!r} (columns: {', '.join(names)}); "
-                                "name the text column with --column")
-        out.append(Source(p, kind, os.path.getsize(p), file_sha256(p)))
+            if comp is not None:
+                raise DataError(f"{p}: a {comp}-compressed parquet file; decompress it first "
+                                "(parquet compresses its own pages)")
+            _check_parquet(p, column)
+        else:
+            _sniff(p, comp)
+        out.append(Source(p, kind, os.path.getsize(p), file_sha256(p), comp))
     return out
 
 
+def _check_parquet(p: str, column: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.ParquetFile(p).schema_arrow
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types
+        raise DataError(f"{p}: not a readable parquet file ({type(e).__name__})") from None
+    if column not in schema.names:
+        raise DataError(f"{p}: no column {column!r} (columns: {', '.join(schema.names)}); "
+                        "name the text column with --column")
+    t = schema.field(column).type
+    is_text = pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
+    if not is_text:
+        raise DataError(f"{p}: column {column!r} holds {t}, not text; name the text column "
+                        "with --column")
+
+
+def _type_name(v: Any) -> str:
+    return {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
+            list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
 def _documents(src: Source, field: str, column: str) -> Iterator[tuple[str, int]]:
-    """(document, bytes read) in order; text files in blocks of ~TEXT_BLOCK bytes at newlines."""
+    """(document, bytes of the file read for it) in order; text files in blocks of about
+    TEXT_BLOCK bytes at newlines."""
     if src.kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -200,10 +312,18 @@ def _documents(src: Source, field: str, column: str) -> Iterator[tuple[str, int]
         per_row = src.size / max(1, f.metadata.num_rows)
         for batch in f.iter_batches(columns=[column], batch_size=1024):
             for v in batch.column(0).to_pylist():
-                if v is not None:
-                    yield str(v), int(per_row)
+                if v is not None:  # a missing document
+                    yield v, int(per_row)
         return
-    with open(src.path, "rb") as fh:
+    with open(src.path, "rb") as raw, _open(raw, src.compression, src.path) as fh:
+        pos = 0
+
+        def read() -> int:  # bytes of the file on disk consumed since the last document
+            nonlocal pos
+            now = raw.tell()
+            done, pos = now - pos, now
+            return max(0, done)
+
         if src.kind == "jsonl":
             for i, line in enumerate(fh, start=1):
                 if not line.strip():
@@ -215,7 +335,11 @@ def _documents(src: Source, field: str, column: str) -> Iterator[tuple[str, int]
                 if not isinstance(rec, dict) or field not in rec:
                     raise DataError(f"{src.path} line {i}: no field {field!r}; name the text "
                                     "field with --field")
-                yield str(rec[field]), len(line)
+                if not isinstance(rec[field], str):
+                    raise DataError(f"{src.path} line {i}: field {field!r} is "
+                                    f"{_type_name(rec[field])}, not a string; fix that record "
+                                    "or name the text field with --field")
+                yield rec[field], read()
             return
         while True:
             block = fh.read(TEXT_BLOCK)
@@ -223,7 +347,7 @@ def _documents(src: Source, field: str, column: str) -> Iterator[tuple[str, int]
                 return
             if len(block) == TEXT_BLOCK:
                 block += fh.readline()
-            yield block.decode("utf-8", errors="replace"), len(block)
+            yield block.decode("utf-8", errors="replace"), read()
 
 
 # ============================================================================ prepare
@@ -246,20 +370,67 @@ def prepare(paths: list[str], out_dir: str, tokenizer: str = "gpt2", *, field: s
     ``progress(bytes_done, bytes_total)`` is called after every batch."""
     if not 0 < val_fraction < 1:
         raise DataError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
+    tok_file = [tokenizer] if tokenizer not in ("gpt2", "bytes") else []
+    check_output(out_dir, "prepared data", inputs=[*paths, *tok_file], force=force,
+                 ours=is_prepared_folder, folder=True, files=OUTPUTS)
     tok = load_tokenizer(tokenizer)
     if dtype is None:
         dtype = "uint16"
     if dtype not in ("uint16", "uint32"):
         raise DataError(f"--dtype must be uint16 or uint32, got {dtype!r}")
-    if dtype == "uint16" and tok.vocab_size > 1 << 16:
-        raise DataError(f"the tokenizer's vocabulary ({tok.vocab_size:,}) does not fit uint16 "
-                        "token ids; add --dtype uint32")
+    if tok.top_id >= 1 << (8 * np.dtype(dtype).itemsize):
+        raise DataError(f"the tokenizer's ids go up to {tok.top_id:,} (vocabulary "
+                        f"{tok.vocab_size:,}), which does not fit {dtype} token ids; add "
+                        "--dtype uint32")
     sources = check_sources(paths, field, column)
     settings = _settings(sources, tok, dtype, val_fraction, field, column)
+    created = not os.path.exists(out_dir)
     state = _start(out_dir, settings, force)
-    _run(sources, tok, np.dtype(dtype).newbyteorder("<"), state, out_dir, field, column,
-         progress)
-    return _finish(out_dir, settings, state)
+    try:
+        _run(sources, tok, np.dtype(dtype).newbyteorder("<"), state, out_dir, field, column,
+             progress)
+        return _finish(out_dir, settings, state)
+    except DataError:
+        if not state.get("resumed"):  # bad input found on the way: leave nothing half-made
+            for name in (STATE, "train.bin.partial", "val.bin.partial"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(out_dir, name))
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(out_dir)
+        raise
+
+
+def is_prepared_folder(folder: str) -> bool:
+    """Whether ``folder`` is archfit's prepared data (its manifest), or an interrupted
+    ``data prepare`` (its progress file): the only folders prepare writes into without
+    ``--force`` when token files are already there."""
+    try:
+        with open(os.path.join(folder, MANIFEST)) as f:
+            m = json.load(f)
+        if isinstance(m, dict) and m.get("format") == "nanogpt-bin" and "archfit_version" in m:
+            return True
+    except (OSError, ValueError):
+        pass
+    return os.path.isfile(os.path.join(folder, STATE))
+
+
+def _read_state(st: str) -> dict[str, Any]:
+    """An interrupted run's progress file, or a one-line refusal when it is damaged."""
+    mend = "delete it, or use --force to start over"
+    try:
+        with open(st, encoding="utf-8") as f:
+            state = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(f"{st}: not a readable progress file ({type(e).__name__}); {mend}") \
+            from None
+    keys = ("settings", "source", "doc_in_source", "docs", "bytes", "train", "val")
+    if not isinstance(state, dict) or not all(k in state for k in keys) or not all(
+            isinstance(state[k], dict) and isinstance(state[k].get("tokens"), int)
+            for k in ("train", "val")):
+        raise DataError(f"{st}: not a progress file of archfit data prepare (expected an object "
+                        f"with {', '.join(keys)}); {mend}")
+    return state
 
 
 def _start(out_dir: str, settings: dict[str, Any], force: bool) -> dict[str, Any]:
@@ -273,8 +444,7 @@ def _start(out_dir: str, settings: dict[str, Any], force: bool) -> dict[str, Any
                         "or --force to replace it")
     os.makedirs(out_dir, exist_ok=True)
     if os.path.exists(st) and not force:
-        with open(st) as f:
-            state = json.load(f)
+        state = _read_state(st)
         if state.get("settings") == settings:
             for split in ("train", "val"):
                 part = os.path.join(out_dir, f"{split}.bin.partial")
@@ -328,28 +498,58 @@ def _flush(batch: list[str], size: int, si: int, first: int, tok: Tokenizer, dt:
            files: dict[str, Any], state: dict[str, Any], vf: float, out_dir: str) -> None:
     """Tokenize a batch of documents, append each to its split, save the progress."""
     ids = tok.encode(batch)
+    top = np.iinfo(dt).max
     for toks in ids:
         split = "val" if _is_val(state["docs"], vf) else "train"
-        arr = np.asarray(toks, dtype=dt)
+        wide = np.asarray(toks, dtype=np.int64)
+        if wide.size and (int(wide.max()) > top or int(wide.min()) < 0):
+            raise DataError(f"the tokenizer emitted id {int(wide.max()):,}, outside {dt.name} "
+                            "token ids; use --dtype uint32")
+        arr = wide.astype(dt)
         if tok.eot is not None:
             arr = np.append(arr, np.asarray([tok.eot], dtype=dt))
-        files[split].write(arr.tobytes())
+        _write(files[split], arr.tobytes())
         state[split]["tokens"] += len(arr)
         state[split]["docs"] += 1
         state["docs"] += 1
     for fh in files.values():
-        fh.flush()
-        os.fsync(fh.fileno())
+        try:
+            fh.flush()
+            os.fsync(fh.fileno())
+        except OSError as e:
+            e.filename = e.filename or fh.name  # name the file (and so its disk)
+            raise
     state["source"], state["doc_in_source"] = si, first + len(batch)
     state["bytes"] += size
     atomic_write(os.path.join(out_dir, STATE), json.dumps(state))
 
 
+def _write(fh: Any, data: bytes) -> None:
+    try:
+        fh.write(data)
+    except OSError as e:
+        e.filename = e.filename or fh.name  # a full disk names the file it was writing
+        raise
+
+
 def _finish(out_dir: str, settings: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    if state["val"]["tokens"] < 2 or state["train"]["tokens"] < 2:
-        raise DataError(f"{state['docs']} documents made {state['train']['tokens']} train and "
-                        f"{state['val']['tokens']} validation tokens: too few for both splits; "
-                        "add data or raise --val-fraction")
+    tr, va, docs = state["train"]["tokens"], state["val"]["tokens"], state["docs"]
+    if va < 2 or tr < 2:
+        vf = settings["val_fraction"]
+        every = max(1, round(1 / vf))
+        if docs < 2:  # document 0 goes to validation: one document leaves training nothing
+            mend = (f"there {'is' if docs == 1 else 'are'} {docs} document(s) and each split "
+                    "needs one, whatever --val-fraction; add data (a text file is cut into "
+                    f"documents of about {TEXT_BLOCK // 1024} KiB at newlines)")
+        elif every == 1:
+            mend = f"--val-fraction {vf} sends every document to validation; lower it"
+        elif tr < 2:
+            mend = "the training documents are (nearly) empty; add data"
+        else:
+            mend = (f"validation took documents 0, {every}, {2 * every}, ... and they are "
+                    "(nearly) empty; raise --val-fraction or add data")
+        raise DataError(f"{docs} documents made {tr} train and {va} validation tokens: too few "
+                        f"for both splits; {mend}")
     splits = {}
     for split in ("train", "val"):
         part, final = (os.path.join(out_dir, f"{split}.bin.partial"),

@@ -408,6 +408,41 @@ def auto_micro_batch(cfg: TrainConfig, shape: Shape, world: int, device_bytes: i
     return cfg if m == cfg.batch_size // world else replace(cfg, micro_batch=m)
 
 
+def check_memory(cfg: TrainConfig, shape: Shape, device: str, world: int = 1) -> None:
+    """Refuse, before anything is allocated, a run whose estimated peak (archfit.memory) does
+    not fit this machine: on CUDA the device's memory at a micro-batch of one sequence (the run
+    picks the largest that fits), elsewhere the memory the host has available at the run's
+    micro-batch. Skip it with ``train(..., memory_check=False)`` (``--no-memory-check``)."""
+    from archfit import memory
+
+    share = max(1, cfg.batch_size // world)
+    bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.startswith("cuda"))
+    kw = dict(precision="bf16" if bf16 else "fp32", optimizer=cfg.optimizer,
+              parallel=cfg.parallel, world=world)
+    if device.startswith("cuda"):
+        import torch
+
+        have = torch.cuda.get_device_properties(device).total_memory
+        micro, where = cfg.micro_batch or 1, f"{torch.cuda.get_device_name(device)}'s memory"
+        need = memory.estimate(shape, micro, overhead_gib=1.0, **kw).total  # type: ignore[arg-type]
+    else:
+        room = memory.host_memory_bytes()
+        if room is None:
+            return
+        # every local process of a multi-process run takes its own share of the host
+        have, micro, where = room // max(1, world), min(cfg.micro_batch or share, share), \
+            "the memory this machine has available" + (f" per process ({world})" if world > 1
+                                                       else "")
+        need = memory.estimate(shape, micro, **kw).total  # type: ignore[arg-type]
+    if need > have:
+        gib = memory.GIB
+        raise ArchfitError(
+            f"{shape.n_layer}x{shape.d_model} at ctx {shape.n_ctx:,} with {micro} sequence(s) "
+            f"per pass needs about {need / gib:.1f} GiB (archfit.memory's estimate), more than "
+            f"{where} ({have / gib:.1f} GiB); shorten --ctx, lower --batch-size or give "
+            "--micro-batch, or --no-memory-check to try anyway")
+
+
 def _wrap(model: Any, cfg: TrainConfig, d: _Dist, device: str) -> Any:
     """The model the steps run: itself, DDP, or FSDP2 (``fully_shard`` on each block and the
     root) when several processes train it."""
@@ -522,7 +557,7 @@ def _autocast(cfg: TrainConfig, device: str) -> Any:
                           enabled=bf16)
 
 
-def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
+def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> _Session:
     import torch
 
     import archfit
@@ -542,6 +577,8 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
     if shape.vocab_size < td.vocab_size:
         raise DataError(f"{td.name}: vocabulary {td.vocab_size} exceeds the model's "
                         f"{shape.vocab_size}")
+    if memory_check:
+        check_memory(cfg, shape, device, dist.world)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     result = RunResult(status="ok", device=device, data_hash=td.data_hash, data_name=td.name,
@@ -576,6 +613,35 @@ def _setup(cfg: TrainConfig, run_dir: str | None) -> _Session:
         result=result, rng=np.random.default_rng(cfg.seed), dist=dist)
 
 
+def load_checkpoint(path: str, device: str = "cpu") -> dict[str, Any]:
+    """A checkpoint of archfit's, read with ``torch.load(weights_only=True)``: tensors and plain
+    values only, so a planted file cannot run code. Anything else is refused in one line
+    (:class:`RunDirError`), and nothing in it is executed."""
+    import pickle
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols it will refuse
+            warnings.simplefilter("ignore")
+            ck = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:
+        import re
+
+        m = re.search(r"GLOBAL ([\w.]+)|Unsupported (operand \d+)", str(e))
+        detail = f" (it asks for {m.group(1) or m.group(2)})" if m else ""
+        raise RunDirError(f"{path}: holds objects archfit's checkpoints never contain{detail}; "
+                          "refusing to load it, since unpickling it could run code (delete it, "
+                          "or --restart to discard it)") from None
+    except Exception as e:  # noqa: BLE001 - torch raises many kinds for a damaged file
+        raise RunDirError(f"{path}: cannot be read ({type(e).__name__}); use --restart to "
+                          "discard it") from None
+    if not isinstance(ck, dict) or not {"model", "optimizers", "step"} <= set(ck):
+        raise RunDirError(f"{path}: not an archfit checkpoint (no model, optimizers and step); "
+                          "use --restart to discard it")
+    return ck
+
+
 def _resume(s: _Session, restart: bool) -> None:
     """Continue from the run directory's checkpoint, if it is this run's; refuse another run's
     (the difference shown) unless ``restart``, which discards it."""
@@ -591,13 +657,12 @@ def _resume_from_file(s: _Session, restart: bool) -> None:
         return
     import torch
 
+    ck = None
     try:
-        ck = torch.load(s.ckpt_path, map_location=s.device, weights_only=False)
-    except Exception as e:  # torch raises many kinds for a damaged file
+        ck = load_checkpoint(s.ckpt_path, s.device)
+    except RunDirError:
         if not restart:
-            raise RunDirError(f"{s.ckpt_path}: cannot be read ({type(e).__name__}); use "
-                              "--restart to discard it") from None
-        ck = None
+            raise
     mine = s.cfg.to_dict()
     theirs = (ck or {}).get("config") or {}
     diff = [f"{k} {theirs.get(k)!r} -> {v!r}" for k, v in mine.items()
@@ -620,42 +685,98 @@ def _resume_from_file(s: _Session, restart: bool) -> None:
 class _Signals:
     """SIGTERM/SIGUSR2 set a flag the loop checks at each step boundary (there it checkpoints
     and stops); the handlers installed before are restored afterwards (and called after the
-    checkpoint: submitit's requeue). A step still running ``grace_s`` after the signal is
-    abandoned: the process exits with :data:`EXIT_PREEMPTED`, keeping the last checkpoint
-    (written atomically, so intact). A second SIGTERM exits at once."""
+    checkpoint: submitit's requeue).
+
+    The stop is bounded even when the signal lands inside one long operation (a torch kernel
+    holds the main thread, so a Python handler would run only when it returns): the C-level
+    handler writes each signal to a pipe (:func:`signal.set_wakeup_fd`) at once, and a watchdog
+    thread reading it starts the grace period then. A step still running ``grace_s`` after the
+    signal is abandoned: the process exits with :data:`EXIT_PREEMPTED`, keeping the last
+    checkpoint (written atomically, so intact). A second SIGTERM exits at once."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.previous: dict[int, Any] = {}
         self.grace_s = float(os.environ.get("ARCHFIT_STOP_GRACE_S", STOP_GRACE_S))
         self.timer: threading.Timer | None = None
+        self.terms = 0  # SIGTERMs seen (counted by the watchdog alone)
+        self._pipe: tuple[int, int] | None = None
+        self._old_fd = -1
+        self._lock = threading.Lock()
 
     def __enter__(self) -> _Signals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGUSR2):
-                self.previous[sig] = signal.signal(sig, self._on_signal)
+        if threading.current_thread() is not threading.main_thread():
+            return self  # signals reach the main thread only: its owner handles them
+        for sig in self.SIGNALS:
+            self.previous[sig] = signal.signal(sig, self._on_signal)
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            self._old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # pragma: no cover - not the main thread of the main interpreter
+            os.close(r)
+            os.close(w)
+            return self
+        self._pipe = (r, w)
+        threading.Thread(target=self._watch, args=(r,), name="archfit-stop-watchdog",
+                         daemon=True).start()
         return self
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        if self.signum is not None and signum == signal.SIGTERM:
-            os._exit(EXIT_PREEMPTED)  # asked twice: now
-        self.signum = signum
-        if self.timer is None:
-            self.timer = threading.Timer(self.grace_s, os._exit, args=(EXIT_PREEMPTED,))
-            self.timer.daemon = True
-            self.timer.start()
+        # runs when the main thread is between bytecodes; the watchdog has counted it already
+        # (or will, when set_wakeup_fd is unavailable: then count here)
+        if self._pipe is None:
+            self._seen(signum)
+
+    def _watch(self, fd: int) -> None:
+        try:
+            while True:
+                data = os.read(fd, 64)
+                if not data:  # the write end was closed: the run is over
+                    return
+                for signum in data:
+                    if signum in self.SIGNALS:
+                        self._seen(signum)
+        except OSError:
+            return
+        finally:
+            os.close(fd)  # the reader closes its own end, so the number is never reused under it
+
+    def _seen(self, signum: int) -> None:
+        with self._lock:
+            if signum == signal.SIGTERM:
+                self.terms += 1
+                if self.terms > 1 or (self.signum is not None and self.signum != signum):
+                    os._exit(EXIT_PREEMPTED)  # asked twice: now
+            if self.signum is None:
+                self.signum = signum
+            if self.timer is None:
+                self.timer = threading.Timer(self.grace_s, os._exit, args=(EXIT_PREEMPTED,))
+                self.timer.daemon = True
+                self.timer.start()
 
     def chain(self) -> None:
         prev = self.previous.get(self.signum)  # type: ignore[arg-type]
         if callable(prev):  # e.g. submitit's handler: requeue the job, then exit
-            signal.signal(self.signum, prev)  # type: ignore[arg-type]
+            self._restore()
             prev(self.signum, None)
+
+    def _restore(self) -> None:
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._old_fd)
+            _, w = self._pipe
+            self._pipe = None
+            os.close(w)
+        for sig, h in self.previous.items():
+            signal.signal(sig, h)
+        self.previous = {}
 
     def __exit__(self, *exc: Any) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        for sig, h in self.previous.items():
-            signal.signal(sig, h)
+        self._restore()
 
 
 def _step(s: _Session, step: int) -> tuple[float, float]:
@@ -766,14 +887,16 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
 
 def train(cfg: TrainConfig, run_dir: str | None = None,
           progress: Callable[[dict[str, Any]], None] | None = None,
-          restart: bool = False) -> RunResult:
+          restart: bool = False, memory_check: bool = True) -> RunResult:
     """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and this
-    run's checkpoint found there is resumed (another run's is refused unless ``restart``). Bad
-    input raises a typed :class:`ArchfitError`; a run that diverges or fails returns a result
-    with that status (nothing is raised)."""
+    run's checkpoint found there is resumed (another run's is refused unless ``restart``; a
+    checkpoint is read with ``weights_only=True``, so it never runs code). A run whose
+    estimated memory does not fit the machine is refused before it starts unless
+    ``memory_check=False``. Bad input raises a typed :class:`ArchfitError`; a run that
+    diverges or fails returns a result with that status (nothing is raised)."""
     t_wall = time.perf_counter()
     cfg.validate()
-    s = _setup(cfg, run_dir)
+    s = _setup(cfg, run_dir, memory_check)
     _resume(s, restart)
     try:
         with _Signals() as sig:

@@ -57,7 +57,7 @@ def test_bf16_checkpoint_resume_keeps_fp32_state(tmp_path):
     r1 = train(TrainConfig(shape=TINY, budget=Budget(steps=4), batch_size=4, eval_every=4,
                            eval_windows=4, precision="bf16", checkpoint_every=2),
                run_dir=str(tmp_path))
-    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert all(v.dtype == torch.float32 for v in ck["model"].values() if v.is_floating_point())
     assert r1.status == "ok"
 

@@ -368,6 +368,6 @@ def test_sigterm_inside_a_long_step_stops_in_bounded_time(tmp_path, grace, signa
         p.kill()
     assert rc == 143
     assert stop_s < 3.0, (stop_s, step_s)  # a step here takes several seconds
-    ck = torch.load(rd / "checkpoint.pt", weights_only=False)  # intact: written atomically
+    ck = torch.load(rd / "checkpoint.pt", weights_only=True)  # intact: written atomically
     assert ck["step"] >= 1 and ck["config"]["n_layer"] == 4
     assert not [f for f in os.listdir(rd) if ".tmp-" in f]

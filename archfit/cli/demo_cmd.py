@@ -54,10 +54,10 @@ def demo(spec_path, out_dir, target, bootstrap, concurrency):
     if spec_path is None:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         spec_path = os.path.join(here, "sweeps", "demo.toml")
-    from archfit.io import check_output_dir
+    from archfit.io import check_output
 
     spec = sw.load_spec(spec_path)
-    check_output_dir(out_dir, "demo's output", inputs=[spec_path])
+    check_output(out_dir, "demo's output", inputs=[spec_path], folder=True)
     runs = os.path.join(out_dir, "runs")
     dirs = sw.prepare_dirs(spec, runs)
     c = sw.counts(spec, runs)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 from click.core import ParameterSource
 
-from archfit.io import atomic_write, check_output_dir, check_output_file
+from archfit.io import atomic_write, check_output
 
 if TYPE_CHECKING:
     from archfit.shapes import Shape
@@ -88,13 +88,19 @@ def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool) -> st
     return path
 
 
-def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: bool) -> None:
-    """Option combinations, and the output folder and file, before any work."""
+def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: bool,
+                    inputs: tuple[str, ...] = ()) -> None:
+    """Option combinations, and the output folder and file, before any work: the export never
+    replaces one of the command's ``inputs`` (``shape --from``'s config), and replaces an
+    existing file without ``--force`` only when archfit wrote it."""
     if fmt is None and (out_dir is not None or force):
         raise click.UsageError("-o/--force go with --emit FORMAT")
     if fmt is not None and as_json:
         raise click.UsageError("give --emit or --json, not both")
     if out_dir is not None:
-        check_output_dir(out_dir, f"{fmt} config")
-        check_output_file(_export_path(fmt, out_dir), f"{fmt} config",  # type: ignore[arg-type]
-                          force=force)
+        from archfit.frameworks import is_archfit_export
+
+        what = f"{fmt} config"
+        check_output(out_dir, what, inputs=inputs, folder=True)
+        check_output(_export_path(fmt, out_dir), what, inputs=inputs,  # type: ignore[arg-type]
+                     force=force, ours=is_archfit_export)

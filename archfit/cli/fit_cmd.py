@@ -89,12 +89,12 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     fix = {k: _value(k, v, "--fix") for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items()}
     prior_src, widths = parse_prior(prior)
     if out:
-        from archfit.io import check_output_file
+        from archfit.io import check_output
         from archfit.laws.artifact import is_fit_artifact
         from archfit.store import expand_paths
 
-        check_output_file(out, "fit artifact", inputs=expand_paths(files), force=force,
-                          ours=is_fit_artifact)
+        check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
+                     ours=is_fit_artifact)
     table = read_runs(files, parse_map(maps))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:

@@ -37,7 +37,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json)
     from archfit.plots import draw_all
 
     from archfit.errors import ArchfitError
-    from archfit.io import check_output_dir
+    from archfit.io import check_output
 
     if known:
         _known(fit_file, data, out_dir, fmt, maps, target, references, as_json)
@@ -46,7 +46,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json)
         raise click.UsageError("give FIT_FILE (a fit artifact or a published name such as "
                                "levine2020), or --known-models")
     fit = load_fit(fit_file)
-    check_output_dir(out_dir, "figures", inputs=[fit_file, *data])
+    check_output(out_dir, "figures", inputs=[fit_file, *data], folder=True)
     if target is not None and fit.law_obj.role != "shape":
         raise ArchfitError(f"--target marks the recommended shape at a size: it needs a "
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
@@ -76,7 +76,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json)
 
 
 def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # type: ignore[no-untyped-def]
-    from archfit.io import check_output_dir
+    from archfit.io import check_output
     from archfit.landscape import place_known_models
     from archfit.plots import draw_known_models
 
@@ -84,7 +84,7 @@ def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # 
         raise click.UsageError("--known-models draws the known models only: drop DATA, --map, "
                                "--target and --reference")
     f, rows = place_known_models(fit_file)
-    check_output_dir(out_dir, "figures")
+    check_output(out_dir, "figures", folder=True)
     path = draw_known_models(f, rows, out_dir, fmt)
     if as_json:
         emit_json({"figures": [path], "models": len(rows)})

@@ -33,7 +33,11 @@ def shape(ctx, from_file, emit, out_dir, force, as_json, **fields):
       archfit shape --from path/to/config.json
       archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --emit hf-llama -o out/
     """
-    check_emit_args(emit, out_dir, force, as_json)
+    import os
+
+    source = () if from_file is None else (
+        os.path.join(from_file, "config.json") if os.path.isdir(from_file) else from_file,)
+    check_emit_args(emit, out_dir, force, as_json, inputs=source)
     imported = None
     if from_file is not None:
         given = [SHAPE_FLAGS[k][0] for k in fields if explicit(ctx, k)]

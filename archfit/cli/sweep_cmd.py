@@ -129,11 +129,11 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
     listed; --allow-failures gives 0), 1 when some are still unfinished, 2 on bad input.
     Results that are unreadable or belong to another run are set aside and the runs redone."""
     from archfit import sweep as sw
-    from archfit.io import check_output_dir
+    from archfit.io import check_output
 
     spec = sw.load_spec(spec_path, max_runs)
     out = _out(spec, out)
-    check_output_dir(out, "sweep directory", inputs=[spec_path])
+    check_output(out, "sweep directory", inputs=[spec_path], folder=True)
     ex = dict(spec.executor)
     kind = executor or ex.get("kind", "local")
     if kind not in ("local", "slurm", "ray"):
@@ -271,14 +271,13 @@ def collect(spec_path, out, output, force, max_runs):
     empty one."""
     from archfit import store
     from archfit import sweep as sw
-    from archfit.io import check_output_file
+    from archfit.io import check_output
 
     spec = sw.load_spec(spec_path, max_runs)
     output = output or os.path.join(os.path.dirname(os.path.abspath(spec_path)),
                                     f"{spec.name}.parquet")
     for p in (output, store.curves_path(output)):
-        check_output_file(p, "run table", inputs=[spec_path], force=force,
-                          ours=store.is_run_table)
+        check_output(p, "run table", inputs=[spec_path], force=force, ours=store.is_run_table)
     path, curves, n = store.collect(spec, _out(spec, out), output)
     if n == 0:
         click.echo("warning: no finished runs yet; wrote an empty table", err=True)

@@ -49,10 +49,13 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--restart", is_flag=True,
               help="Discard a checkpoint in --run-dir that belongs to another config.")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True)
+@click.option("--no-memory-check", "no_memory_check", is_flag=True,
+              help="Start even when archfit.memory estimates the run does not fit this "
+                   "machine's memory (refused up front otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--curve", is_flag=True, help="With --json: include the loss curve.")
-def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, as_json, curve,
-          **kw):
+def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no_memory_check,
+          as_json, curve, **kw):
     """Train one GPT and report its losses, throughput and MFU.
 
     Example: archfit train --layers 4 --width 128 --heads 4 --tokens 2e6
@@ -69,15 +72,16 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, as
                       vocab_from_data=True, compile=compile_,
                       **{k: v for k, v in kw.items() if k not in SHAPE_FLAGS})
     if run_dir:
-        from archfit.io import check_output_dir
+        from archfit.io import check_output
 
-        check_output_dir(run_dir, "run directory")
+        check_output(run_dir, "run directory", folder=True)
     progress, bar = _progress(as_json)
     try:
         if nproc > 1:
-            result = _launch(cfg, run_dir, nproc, restart, progress)
+            result = _launch(cfg, run_dir, nproc, restart, progress, not no_memory_check)
         else:
-            result = run(cfg, run_dir=run_dir, progress=progress, restart=restart)
+            result = run(cfg, run_dir=run_dir, progress=progress, restart=restart,
+                         memory_check=not no_memory_check)
     finally:
         if bar is not None:
             bar.stop()
@@ -99,7 +103,7 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, as
         sys.exit(1)
 
 
-def _launch(cfg, run_dir, nproc, restart, progress):  # type: ignore[no-untyped-def]
+def _launch(cfg, run_dir, nproc, restart, progress, memory_check):  # type: ignore[no-untyped-def]
     import shutil
     import tempfile
 
@@ -107,7 +111,8 @@ def _launch(cfg, run_dir, nproc, restart, progress):  # type: ignore[no-untyped-
 
     tmp = None if run_dir else tempfile.mkdtemp(prefix="archfit-run-")
     try:
-        return launch(cfg, run_dir or tmp, nproc, restart=restart, progress=progress)
+        return launch(cfg, run_dir or tmp, nproc, restart=restart, progress=progress,
+                      memory_check=memory_check)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
