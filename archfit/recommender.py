@@ -175,6 +175,12 @@ def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -
     for name in ("tp", "n_kv_head"):
         if kw[name] is not None and kw[name] <= 0:
             raise RecommendError(f"{name} must be a positive whole number, got {kw[name]}")
+    kv = kw["n_kv_head"]
+    if tp and kv and kv % tp and tp % kv:
+        raise RecommendError(
+            f"{kv} KV heads cannot be split over tensor parallelism {tp}: each rank needs whole "
+            f"KV heads (KV heads a multiple of tp) or a replicated share (tp a multiple of KV "
+            f"heads); use --kv-heads {_lcm(kv, tp)} or a --tp that {kv} divides or divides")
     step = _lcm(multiple_of, head_dim)
     if tp:
         step = _lcm(step, head_dim * tp)

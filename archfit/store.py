@@ -181,12 +181,13 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     out: list[str] = []
     for p in paths:
         p = os.fspath(p)
-        if os.path.exists(p):
-            out.append(p)
-            continue
-        matches = sorted(glob.glob(p))
+        matches = [p] if os.path.exists(p) else sorted(glob.glob(p))
         if not matches:
             raise FitInputError(f"{p}: no such file (nor any file matching it as a glob)")
+        for m in matches:
+            if os.path.isdir(m):
+                raise FitInputError(f"{m}: is a directory; give the table files in it (e.g. "
+                                    f"{os.path.join(m, '*.parquet')})")
         out.extend(matches)
     if not out:
         raise FitInputError("no input files given; pass parquet, CSV or JSONL files of runs")

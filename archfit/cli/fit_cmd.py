@@ -19,7 +19,11 @@ def parse_pairs(items: tuple[str, ...] | list[str], flag: str, example: str,
         if "=" not in it:
             raise click.BadParameter(f"{it!r}: write {form}, e.g. {example}", param_hint=flag)
         k, v = it.split("=", 1)
-        out[k.strip()] = v.strip()
+        k = k.strip()
+        if k in out and out[k] != v.strip():
+            raise click.BadParameter(f"{k} is given twice ({k}={out[k]} and {k}={v.strip()}); "
+                                     "give it once", param_hint=flag)
+        out[k] = v.strip()
     return out
 
 

@@ -52,9 +52,11 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json)
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
     if data:
+        from archfit.laws.fitting import sane_frame
         from archfit.store import read_runs
 
-        frame = read_runs(data, parse_map(maps) if maps else fit.mapping).frame
+        table = read_runs(data, parse_map(maps) if maps else fit.mapping)
+        frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
     rec = None
     if target is not None and fit.law_obj.role == "shape":
         from archfit.recommender import recommend

@@ -62,7 +62,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, emit,
     if ff_ratio != "auto":
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     if compare:
-        _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw)
+        _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw, strict)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
             **kw)
@@ -102,10 +102,20 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, emit,
         click.echo("  ".join(f"{c:>15}" for c in cells))
 
 
-def _compare(params, compute, fits, ff_ratio, as_json, kw):  # type: ignore[no-untyped-def]
+def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ignore[no-untyped-def]
     from archfit.recommender import compare
 
     rows = compare(params, compute=compute, fit=fits or None, ff_ratio=ff_ratio, **kw)
+    _compare_table(params, compute, rows, as_json)
+    weak = [r["law"] for r in rows if r.get("verdict") == "uninformative"]
+    if strict and weak:  # after the table, so the reader sees which rows
+        from archfit.errors import RecommendError
+
+        raise RecommendError(f"--strict: the verdict of {', '.join(weak)} is uninformative; "
+                             "drop that fit, or --strict")
+
+
+def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-def]
     if as_json:
         emit_json({"target": params or compute, "rows": rows})
         return

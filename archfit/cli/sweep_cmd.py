@@ -46,8 +46,8 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     """Print the expanded runs without training anything; with --gpu, what they cost there."""
     from archfit.sweep import load_spec, plan_rows
 
-    spec = load_spec(spec_path, max_runs)
-    if gpu or gpu_memory:
+    spec = load_spec(spec_path, max_runs, check_data=True)
+    if gpu is not None or gpu_memory is not None:
         _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json)
         return
     if not as_json:
@@ -131,13 +131,14 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
     from archfit import sweep as sw
     from archfit.io import check_output
 
-    spec = sw.load_spec(spec_path, max_runs)
+    spec = sw.load_spec(spec_path, max_runs, check_data=True)
     out = _out(spec, out)
     check_output(out, "sweep directory", inputs=[spec_path], folder=True)
     ex = dict(spec.executor)
     kind = executor or ex.get("kind", "local")
     if kind not in ("local", "slurm", "ray"):
         raise click.UsageError(f"unknown executor {kind!r}")
+    sw.check_executor(kind, address or (ex.get("ray") or {}).get("address"))
     dirs = sw.prepare_dirs(spec, out)
     for m in sw.heal(spec, out):
         click.echo(f"run {m['run_id']}: {m['problem']}; moved to {m['moved_to']} and will "

@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any, Callable
 
-from archfit.errors import SpecError
+from archfit.errors import ArchfitError, SpecError
 from archfit.sweep.rundir import counts, read_result, run_one
 from archfit.sweep.spec import Spec
 
@@ -174,6 +174,25 @@ class SlurmRun:
         return submitit.helpers.DelayedSubmission(SlurmRun(self.retry_failed), run_dir)
 
 
+def check_executor(kind: str, address: str | None = None) -> None:
+    """The executor can run here: checked before any run directory is made. Slurm needs its
+    commands (submitit calls sbatch and srun); Ray needs the ray package (``archfit[ray]``)."""
+    import shutil
+
+    if kind == "slurm":
+        missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+        if missing:
+            raise ArchfitError(f"--executor slurm: {' and '.join(missing)} not found on PATH, so "
+                               "this machine cannot submit to Slurm; run from a Slurm login "
+                               "node, or use --executor local or ray")
+    elif kind == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise ArchfitError("--executor ray: the ray package is not installed; pip install "
+                               "'archfit[ray]', or use --executor local or slurm")
+
+
 def slurm_max_array_size() -> int:
     import subprocess
 
@@ -214,7 +233,13 @@ def _submit_group(todo: list[str], out: str, opts: dict[str, Any], gpus: int,
                   retry_failed: bool) -> list[str]:
     import submitit
 
-    ex = submitit.SlurmExecutor(folder=os.path.join(out, "_slurm", "%j"), max_num_timeout=10)
+    # submitit pickles each job's call into this folder and the compute node unpickles it: the
+    # folder is the user's alone (0700), so only someone who can already run code as the user
+    # could plant a pickle there
+    jobs_dir = os.path.join(out, "_slurm")
+    os.makedirs(jobs_dir, mode=0o700, exist_ok=True)
+    os.chmod(jobs_dir, 0o700)
+    ex = submitit.SlurmExecutor(folder=os.path.join(jobs_dir, "%j"), max_num_timeout=10)
     params: dict[str, Any] = {"time": int(opts.get("time_min", 60)),
                               "cpus_per_task": int(opts.get("cpus_per_run", 1)),
                               "array_parallelism": int(opts.get("array_parallelism", 64)),

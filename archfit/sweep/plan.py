@@ -81,8 +81,8 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
                   activation_checkpointing: bool | None = None) -> dict[str, Any]:
     """The sweep on a named accelerator: per run its GPUs, micro-batch, accumulation, peak
     memory per GPU, training FLOPs and GPU-hours at an assumed MFU; and the totals."""
-    name = gpu or spec.executor.get("gpu")
-    mem_gib, peak = memory.accelerator(name) if name else (None, None)
+    name = gpu if gpu is not None else spec.executor.get("gpu")
+    mem_gib, peak = memory.accelerator(name) if name is not None else (None, None)
     budget = gpu_memory or (spec.executor.get("gpu_memory_gb") or mem_gib or 0) * memory.GIB
     if not budget:
         raise ArchfitError("give --gpu NAME (" + ", ".join(memory.ACCELERATORS) + ") or "

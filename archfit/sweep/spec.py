@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,6 +223,30 @@ def _manifest_sha(data: str | None) -> str | None:
     return manifest_hash(man)
 
 
+NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _check_name(name: Any, given: bool, problems: list[str]) -> None:
+    """A sweep's name names its folders and its run table: a plain name (letters, digits and
+    ``-_.``, not starting with ``.`` or ``-``), so nothing it writes can land outside the
+    output folder."""
+    if not isinstance(name, str) or not NAME_RULE.fullmatch(name) or name in (".", ".."):
+        where = "name" if given else "the spec's file name (used as its name)"
+        problems.append(f"{where}: {name!r} is not a plain name; use letters, digits and -_. "
+                        "only (e.g. name = \"depth-sweep-1\")")
+
+
+def _check_data(data: Any, problems: list[str]) -> None:
+    """The data a spec names exists now (plan and run check it before anything is made)."""
+    if not isinstance(data, str) or data in ("", "stdlib"):
+        return
+    p = os.path.expanduser(data)
+    if not os.path.exists(p):
+        problems.append(f"data: {data}: no such file or folder (a relative path is read from "
+                        f"the folder archfit runs in, {os.getcwd()}); run archfit data "
+                        "prepare, or give the path of prepared data, a token file or text")
+
+
 def _size_bound(raw: dict[str, Any]) -> int:
     """An upper bound on the runs a (schema-valid) spec expands to, from list lengths alone."""
     g = raw.get("grid", {})
@@ -254,9 +279,11 @@ def _check_gpus(spec: Spec, problems: list[str]) -> None:
             return
 
 
-def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
+def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> Spec:
     """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`).
-    A spec that could expand to more than ``max_runs`` runs is refused before expanding it."""
+    A spec that could expand to more than ``max_runs`` runs is refused before expanding it.
+    ``check_data``: the data it names must exist now (``sweep plan`` and ``run``; ``status``
+    and ``collect`` of a finished sweep do not need it)."""
     raw = _read(path)
     problems: list[str] = []
     check(raw, SPEC, "spec", problems)
@@ -265,6 +292,9 @@ def load_spec(path: str, max_runs: int = MAX_RUNS) -> Spec:
                         f"{max_runs:,}; shrink the grid, lrs or seeds, or raise --max-runs", path)
     budget = _budget(raw, problems)
     name = raw.get("name") or os.path.splitext(os.path.basename(path))[0]
+    _check_name(name, "name" in raw, problems)
+    if check_data:
+        _check_data(raw.get("data"), problems)
     shapes, skipped, runs = [], [], []
     if not any(p.startswith(("grid", "model", "train.ctx")) for p in problems):
         shapes, skipped = _shapes(raw, problems)
