@@ -65,7 +65,8 @@ def describe_os_error(e: OSError) -> str:
     """One line for a failure of the operating system: what, which file, how to mend."""
     import errno
 
-    where = e.filename if e.filename is not None else "a file"
+    where = e.filename if e.filename is not None else \
+        "a file archfit was writing or reading (the system did not say which)"
     hints = {
         errno.ENOSPC: "no space left on the disk that holds it; free space or write elsewhere",
         errno.EDQUOT: "disk quota exceeded; free space or write elsewhere",

@@ -228,7 +228,10 @@ def _open(raw: Any, compression: str | None, path: str) -> Any:
         raise DataError(f"{path}: is zstd-compressed, and reading zstd needs Python >= 3.14 or "
                         "the zstandard package (pip install zstandard); or decompress it "
                         "first (zstd -d)") from None
-    return zstandard.ZstdDecompressor().stream_reader(raw)
+    import io
+
+    return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(  # type: ignore[arg-type]
+        raw, read_across_frames=True))
 
 
 def _sniff(path: str, compression: str | None) -> None:
@@ -237,6 +240,8 @@ def _sniff(path: str, compression: str | None) -> None:
     try:
         with open(path, "rb") as raw, _open(raw, compression, path) as f:
             head = f.read(SNIFF_BYTES)
+    except DataError:
+        raise
     except (OSError, EOFError, lzma.LZMAError) as e:
         raise DataError(f"{path}: not a readable {compression} file ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:80] if str(e) else ''}); check the file "

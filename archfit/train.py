@@ -439,8 +439,8 @@ def check_memory(cfg: TrainConfig, shape: Shape, device: str, world: int = 1) ->
         raise ArchfitError(
             f"{shape.n_layer}x{shape.d_model} at ctx {shape.n_ctx:,} with {micro} sequence(s) "
             f"per pass needs about {need / gib:.1f} GiB (archfit.memory's estimate), more than "
-            f"{where} ({have / gib:.1f} GiB); shorten --ctx, lower --batch-size or give "
-            "--micro-batch, or --no-memory-check to try anyway")
+            f"{where} ({have / gib:.1f} GiB); shorten --ctx, or lower --batch-size (raise "
+            "--grad-accum to keep the tokens per step), or --no-memory-check to try anyway")
 
 
 def _wrap(model: Any, cfg: TrainConfig, d: _Dist, device: str) -> Any:

@@ -23,6 +23,7 @@ from archfit.errors import ArchfitError, SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = (ROOT / "sweeps" / "smoke.toml").read_text()
+PROGRESS = re.compile(r"prepare: \d+% of [\d.,]+ MiB$")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,52 @@ def inputs(tmp_path_factory):
                         for N in (2e5, 4e5, 8e5) for i, L in enumerate((1, 2, 3, 4, 6))])
     lev.write_csv(d / "lev.csv")
     fit(lev, law="levine", bootstrap=100).to_json(d / "thin.json")
+    _safety_inputs(d)
     return d
+
+
+def _safety_inputs(d: Path) -> None:
+    """Inputs for the second catalogue (issue 20): user folders, archfit's own outputs that a
+    command also reads, damaged progress files, mistyped configs, binary and mistyped corpora."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from archfit.prepare import prepare
+
+    text = "".join(f"line {i}: depth and width of a transformer\n" for i in range(4000))
+    (d / "corpus.txt").write_text(text)
+    (d / "one.txt").write_text("a single short document")
+    (d / "binary.txt").write_bytes(bytes(range(256)) * 400)
+    (d / "latin.txt").write_bytes(("caf\xe9 " * 3000).encode("latin-1"))
+    recs = [{"text": f"document {i} " * 20} for i in range(50)]
+    for name, bad in (("null", None), ("number", 12345), ("list", ["a", "b"])):
+        rows = recs[:7] + [{"text": bad}] + recs[7:]
+        (d / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    user = d / "userdata"  # a user's own nanoGPT folder: no archfit manifest
+    user.mkdir()
+    (user / "train.bin").write_bytes(b"\x01\x00" * 64)
+    (user / "val.bin").write_bytes(b"\x02\x00" * 64)
+    prepare([str(d / "corpus.txt")], str(d / "dp"), "bytes", val_fraction=0.1)
+    for name, state in (("badstate", "{nope"), ("liststate", "[1, 2]")):
+        (d / name).mkdir()
+        (d / name / "prepare-state.json").write_text(state)
+    tok = Tokenizer(models.WordLevel({"line": 0, "depth": 1, "[UNK]": 70000}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(d / "sparse-tokenizer.json"))  # 3 entries, but an id past uint16
+    (d / "hf").mkdir()  # an HF config that shape --from reads
+    (d / "hf" / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+         "num_attention_heads": 2, "intermediate_size": 256, "vocab_size": 100,
+         "rms_norm_eps": 1e-5}))
+    base = json.loads((d / "hf" / "config.json").read_text())
+    for name, change in (("mt_list", {"model_type": ["llama"]}),
+                         ("act_list", {"hidden_act": ["silu"]}),
+                         ("hd_str", {"head_dim": "32"})):
+        (d / f"{name}.json").write_text(json.dumps({**base, **change}))
+    for name, value in (("abs", "/tmp/archfit-escape"), ("up", "../../x"), ("sp", "a b")):
+        (d / f"name_{name}.toml").write_text(
+            re.sub(r"(?m)^name = .*$", f"name = {json.dumps(value)}", SMOKE))
+    (d / "nodata.toml").write_text(f"data = {json.dumps(str(d / 'no-such-data'))}\n" + SMOKE)
+    (d / "tables").mkdir()
 
 
 def catalogue(d: Path) -> list[tuple[list[str], str]]:
@@ -175,6 +221,66 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         ([*tr, "--steps", "1", "--nproc", "2", "--batch-size", "3"], "not divisible"),
         (["sweep", "plan", toml, "--gpu", "tpu9"], "unknown accelerator"),
         (["sweep", "plan", toml, "--gpu-memory", "lots"], "give a size"),
+        *safety_catalogue(d),
+    ]
+
+
+def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
+    """The second catalogue (issue 20): user files never replaced, paths that cannot escape,
+    inputs checked for what they are, messages that name the real problem."""
+    csv, toml = str(d / "good.csv"), str(d / "good.toml")
+    prep = ["data", "prepare", "--tokenizer", "bytes"]
+    return [
+        # outputs: never a user's folder without --force, never an input even with --force
+        ([*prep, str(d / "corpus.txt"), "-o", str(d / "userdata")], "not made by archfit"),
+        ([*prep, str(d / "dp" / "train.bin"), "-o", str(d / "dp"), "--force"],
+         "is also an input"),
+        ([*prep, str(d / "corpus.txt"), "-o", str(d / "dp2"), "--tokenizer",
+          str(d / "dp2" / "x")], "no such file"),
+        (["shape", "--from", str(d / "hf"), "--emit", "hf-llama", "-o", str(d / "hf"),
+          "--force"], "is also an input"),
+        (["shape", "--from", str(d / "hf" / "config.json"), "--emit", "hf-llama", "-o",
+          str(d / "hf")], "is also an input"),
+        # spec names are plain names; plan and run check the data before making anything
+        (["sweep", "plan", str(d / "name_abs.toml")], "not a plain name"),
+        (["sweep", "run", str(d / "name_up.toml")], "not a plain name"),
+        (["sweep", "collect", str(d / "name_sp.toml")], "not a plain name"),
+        (["sweep", "plan", str(d / "nodata.toml")], "no such file or folder"),
+        (["sweep", "run", str(d / "nodata.toml"), "--out", str(d / "swout")],
+         "no such file or folder"),
+        # corpora: what they are, or refused naming the field and the line
+        ([*prep, str(d / "binary.txt"), "-o", str(d / "o1")], "looks like binary data"),
+        ([*prep, str(d / "latin.txt"), "-o", str(d / "o1")], "not UTF-8 text"),
+        ([*prep, str(d / "null.jsonl"), "-o", str(d / "o2")], "line 8: field 'text' is null"),
+        ([*prep, str(d / "number.jsonl"), "-o", str(d / "o2")], "is a number, not a string"),
+        ([*prep, str(d / "list.jsonl"), "-o", str(d / "o2")], "is a list, not a string"),
+        (["data", "prepare", str(d / "corpus.txt"), "-o", str(d / "o3"), "--tokenizer",
+          str(d / "sparse-tokenizer.json")], "ids go up to 70,000"),
+        ([*prep, str(d / "corpus.txt"), "-o", str(d / "badstate")],
+         "not a readable progress file"),
+        ([*prep, str(d / "corpus.txt"), "-o", str(d / "liststate")], "not a progress file"),
+        ([*prep, str(d / "one.txt"), "-o", str(d / "o4")], "whatever --val-fraction"),
+        ([*prep, str(d / "corpus.txt"), "-o", str(d / "o4"), "--val-fraction", "0.9"],
+         "sends every document to validation"),
+        # configs with mistyped fields
+        (["shape", "--from", str(d / "mt_list.json")], "model_type must be a string"),
+        (["shape", "--from", str(d / "act_list.json")], "hidden_act must be a string"),
+        (["shape", "--from", str(d / "hd_str.json")], "head_dim must be a whole number"),
+        # options that were silently accepted
+        (["sweep", "plan", toml, "--gpu", ""], "unknown accelerator ''"),
+        (["fit", str(d / "lev.csv"), "--law", "levine", "--fix", "a=1", "--fix", "a=2"],
+         "given twice"),
+        (["recommend", "--params", "1e9", "--fit", str(d / "thin.json"), "--compare",
+          "--strict"], "uninformative"),
+        (["recommend", "--params", "7e9", "--tp", "3", "--kv-heads", "2"],
+         "cannot be split over tensor parallelism 3"),
+        (["plot", str(d / "chin.json"), str(d / "swapped.csv"), "-o", str(d / "folder")],
+         "not a parameter count"),
+        (["fit", str(d / "tables")], "is a directory"),
+        (["fit", str(d / "table*")], "is a directory"),
+        # a run that cannot fit this machine's memory is refused before it starts
+        (["train", "--layers", "4", "--width", "512", "--heads", "8", "--ctx", "100000",
+          "--batch-size", "16", "--steps", "1"], "needs about"),
     ]
 
 
@@ -192,7 +298,7 @@ def test_the_catalogue_is_large(inputs):
                      "data"}
 
 
-@pytest.mark.parametrize("i", range(93))
+@pytest.mark.parametrize("i", range(130))
 def test_bad_input(inputs, i):
     cases = catalogue(inputs)
     if i >= len(cases):
@@ -201,7 +307,8 @@ def test_bad_input(inputs, i):
     before = tree(inputs)
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2, (args, r.output)
-    lines = r.stderr.strip().splitlines()
+    # progress lines ("prepare: 40% of 1.2 MiB") may come before the error: one error line
+    lines = [x for x in r.stderr.strip().splitlines() if not PROGRESS.match(x)]
     assert len(lines) == 1 and lines[0].startswith("Error:"), (args, r.stderr)
     assert needle in lines[0], (args, lines[0])
     assert "Traceback" not in r.output
@@ -278,3 +385,146 @@ def test_any_table_fits_or_raises_a_typed_error(cols, law):
         assert str(e).strip()
     else:
         assert all(math.isfinite(v) for v in f.params.values())
+
+
+# ---------------------------------------------------------------------------- faults (issue 20)
+TINY = ["train", "--layers", "1", "--width", "16", "--heads", "2", "--ctx", "16",
+        "--batch-size", "2", "--steps", "2", "--eval-every", "1"]
+
+
+def _plant_payload(path: Path, marker: Path) -> None:
+    """A checkpoint whose unpickling runs a command (os.system writes ``marker``): what an
+    attacker who can write a run directory would leave there."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for protocol in (2,):
+        path.write_bytes(pickle.dumps({"model": Payload(), "step": 1}, protocol=protocol))
+
+
+def test_the_payload_is_real(tmp_path):
+    """The planted file does run its command when unpickled without weights_only (so the
+    tests below would see the marker if archfit ran it)."""
+    import pickle
+
+    marker = tmp_path / "ran"
+    _plant_payload(tmp_path / "checkpoint.pt", marker)
+    pickle.loads((tmp_path / "checkpoint.pt").read_bytes())
+    assert marker.exists()
+
+
+def test_a_planted_checkpoint_never_runs_under_train(tmp_path):
+    rd, marker = tmp_path / "rd", tmp_path / "ran"
+    _plant_payload(rd / "checkpoint.pt", marker)
+    before = (rd / "checkpoint.pt").read_bytes()
+    r = CliRunner().invoke(main, [*TINY, "--run-dir", str(rd)])
+    assert r.exit_code == 2, r.output
+    line = r.stderr.strip()
+    assert "\n" not in line and "refusing to load it" in line and "posix.system" in line, line
+    assert not marker.exists()
+    assert (rd / "checkpoint.pt").read_bytes() == before  # kept for the user to inspect
+    # --restart discards it (unread) and trains
+    r = CliRunner().invoke(main, [*TINY, "--run-dir", str(rd), "--restart", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["status"] == "ok" and not marker.exists()
+
+
+def test_a_planted_checkpoint_never_runs_under_sweep_run(tmp_path):
+    spec, out, marker = tmp_path / "s.toml", tmp_path / "runs", tmp_path / "ran"
+    spec.write_text(re.sub(r"(?m)^steps = .*$", "steps = 2", SMOKE))
+    from archfit import sweep as sw
+
+    s = sw.load_spec(str(spec))
+    dirs = sw.prepare_dirs(s, str(out))
+    _plant_payload(Path(dirs[0]) / "checkpoint.pt", marker)
+    r = CliRunner().invoke(main, ["sweep", "run", str(spec), "--out", str(out)])
+    assert r.exit_code == 3, r.output  # that run failed, the others trained
+    assert not marker.exists()
+    res = json.loads((Path(dirs[0]) / "result.json").read_text())
+    assert res["status"] == "failed" and "refusing to load it" in res["error"]
+    assert all(json.loads((Path(d) / "result.json").read_text())["status"] == "ok"
+               for d in dirs[1:])
+
+
+def test_sweep_run_without_slurm_refuses_before_making_anything(tmp_path, monkeypatch):
+    """Where sbatch/srun are not on PATH, --executor slurm exits 2 and creates nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys_executable(), bin_dir / "python3")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    out = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["sweep", "run", str(ROOT / "sweeps" / "smoke.toml"),
+                                  "--executor", "slurm", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "sbatch and srun not found" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def sys_executable() -> str:
+    import sys
+
+    return sys.executable
+
+
+@pytest.mark.parametrize("suffix", ["gz", "bz2", "xz", "zst"])
+def test_compressed_corpora_give_the_tokens_of_their_plain_copy(tmp_path, suffix):
+    import bz2
+    import gzip
+    import lzma
+
+    recs = "\n".join(json.dumps({"text": f"record {i}: " + "depth width " * (i % 7 + 1)})
+                     for i in range(300)) + "\n"
+    plain = tmp_path / "c.jsonl"
+    plain.write_text(recs)
+    packed = tmp_path / f"c.jsonl.{suffix}"
+    if suffix == "zst":
+        import zstandard  # an archfit dependency
+
+        packed.write_bytes(zstandard.ZstdCompressor().compress(recs.encode()))
+    else:
+        opener = {"gz": gzip.open, "bz2": bz2.open, "xz": lzma.open}[suffix]
+        with opener(packed, "wt") as f:
+            f.write(recs)
+    outs = {}
+    for name, src in (("plain", plain), ("packed", packed)):
+        r = CliRunner().invoke(main, ["data", "prepare", str(src), "-o", str(tmp_path / name),
+                                      "--tokenizer", "bytes", "--json"])
+        assert r.exit_code == 0, r.output
+        outs[name] = json.loads(r.stdout)
+    for split in ("train", "val"):
+        assert ((tmp_path / "plain" / f"{split}.bin").read_bytes()
+                == (tmp_path / "packed" / f"{split}.bin").read_bytes())
+    assert outs["packed"]["sources"][0]["compression"] in ("gzip", "bzip2", "xz", "zstd")
+
+
+def test_a_full_disk_names_the_file(tmp_path):
+    """A real ENOSPC (the token file is /dev/full): one line naming the file, exit 2."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.symlink("/dev/full", out / "train.bin.partial")
+    (tmp_path / "c.txt").write_text("depth and width\n" * 20000)
+    r = CliRunner().invoke(main, ["data", "prepare", str(tmp_path / "c.txt"), "-o", str(out),
+                                  "--tokenizer", "bytes", "--force"])
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.stderr.strip().splitlines() if not PROGRESS.match(x)]
+    assert len(lines) == 1 and "train.bin.partial: no space left" in lines[0], r.stderr
+
+
+def test_an_archfit_export_is_replaced_without_force_a_user_file_is_not(tmp_path):
+    shp = ["shape", "--layers", "2", "--width", "64", "--heads", "2", "--emit", "megatron",
+           "-o", str(tmp_path)]
+    assert CliRunner().invoke(main, shp).exit_code == 0
+    first = (tmp_path / "megatron_args.sh").read_text()
+    r = CliRunner().invoke(main, [*shp[:2], "4", *shp[3:]])  # another shape, same file
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "megatron_args.sh").read_text() != first
+    (tmp_path / "megatron_args.sh").write_text("# my own launcher\n")
+    r = CliRunner().invoke(main, shp)
+    assert r.exit_code == 2 and "not an archfit megatron config" in r.stderr
+    assert (tmp_path / "megatron_args.sh").read_text() == "# my own launcher\n"
