@@ -725,10 +725,13 @@ class _Signals:
         return self
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        # runs when the main thread is between bytecodes; the watchdog has counted it already
-        # (or will, when set_wakeup_fd is unavailable: then count here)
+        # runs when the main thread is between bytecodes: raise the flag now, so the loop
+        # stops at the very next step boundary; the watchdog counts each signal (here when
+        # set_wakeup_fd is unavailable) and starts the grace period
         if self._pipe is None:
             self._seen(signum)
+        elif self.signum is None:
+            self.signum = signum
 
     def _watch(self, fd: int) -> None:
         try:

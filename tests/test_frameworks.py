@@ -297,9 +297,13 @@ def test_recommend_emit_hf_llama_loads_with_autoconfig_and_counts_exactly(cli, t
                        "--json").output)
     assert j["params_total"] == n  # the design the format implies = the explicit flags
     assert cfg.num_hidden_layers == j["n_layer"] and cfg.intermediate_size % 256 == 0
-    # again onto the same folder: refused without --force, replaced with it
+    # again onto the same folder: archfit's own export is replaced; a user's file is not
+    # without --force
+    assert cli("recommend", "--params", "7e9", "--emit", "hf-llama", "-o", out).exit_code == 0
+    (out / "config.json").write_text('{"model_type": "llama", "mine": true}')
     again = cli("recommend", "--params", "7e9", "--emit", "hf-llama", "-o", out)
     assert again.exit_code == 2 and "--force" in again.output
+    assert json.loads((out / "config.json").read_text())["mine"] is True
     assert cli("recommend", "--params", "7e9", "--emit", "hf-llama", "-o", out,
                "--force").exit_code == 0
 

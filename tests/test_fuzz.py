@@ -245,7 +245,6 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["sweep", "plan", str(d / "name_abs.toml")], "not a plain name"),
         (["sweep", "run", str(d / "name_up.toml")], "not a plain name"),
         (["sweep", "collect", str(d / "name_sp.toml")], "not a plain name"),
-        (["sweep", "plan", str(d / "nodata.toml")], "no such file or folder"),
         (["sweep", "run", str(d / "nodata.toml"), "--out", str(d / "swout")],
          "no such file or folder"),
         # corpora: what they are, or refused naming the field and the line
@@ -528,3 +527,16 @@ def test_an_archfit_export_is_replaced_without_force_a_user_file_is_not(tmp_path
     r = CliRunner().invoke(main, shp)
     assert r.exit_code == 2 and "not an archfit megatron config" in r.stderr
     assert (tmp_path / "megatron_args.sh").read_text() == "# my own launcher\n"
+
+
+def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_path):
+    """A plan may be for a cluster that holds the data: it warns in one line and exits 0. A
+    run here is refused before any run directory is made."""
+    spec = str(inputs / "nodata.toml")
+    r = CliRunner().invoke(main, ["sweep", "plan", spec, "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.stdout)) == 6
+    assert r.stderr.startswith("warning: data:") and "no such file or folder" in r.stderr
+    r = CliRunner().invoke(main, ["sweep", "run", spec, "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "no such file or folder" in r.stderr
+    assert not (tmp_path / "o").exists()

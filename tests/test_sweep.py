@@ -108,14 +108,18 @@ def test_local_run_idempotent_collect_fit(tmp_path):
 
 def test_failed_runs_are_recorded_and_sweep_goes_on(tmp_path):
     spec = tmp_path / "fail.toml"
-    spec.write_text(open(SMOKE).read().replace('lrs = [3e-3]', 'lrs = [3e-3]\ndata = "/no/data"'))
+    # data that exists but holds no window of the spec's context: every run fails when it
+    # opens it (a missing path is refused before the sweep starts)
+    (tmp_path / "tiny.txt").write_text("too short")
+    spec.write_text(open(SMOKE).read().replace(
+        'lrs = [3e-3]', f'lrs = [3e-3]\ndata = "{tmp_path / "tiny.txt"}"'))
     out = tmp_path / "runs"
     r = subprocess.run(archfit_cmd("sweep", "run", spec, "--out", out), capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 3, r.stderr  # every run failed: not a success
     assert r.stderr.strip().splitlines()[-1].startswith("Error: 6 of 6 runs failed or diverged")
     c = sw.counts(sw.load_spec(str(spec)), str(out))
-    assert c["failed"] == 6 and "no such file" in c["not_ok"][0]["error"]
+    assert c["failed"] == 6 and "window" in c["not_ok"][0]["error"]
     r = CliRunner().invoke(main, ["sweep", "status", str(spec), "--out", str(out)])
     assert "failed: DataError" in r.output
     r = subprocess.run(archfit_cmd("sweep", "run", spec, "--out", out, "--allow-failures"),

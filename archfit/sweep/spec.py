@@ -236,15 +236,23 @@ def _check_name(name: Any, given: bool, problems: list[str]) -> None:
                         "only (e.g. name = \"depth-sweep-1\")")
 
 
-def _check_data(data: Any, problems: list[str]) -> None:
-    """The data a spec names exists now (plan and run check it before anything is made)."""
+def missing_data(data: Any) -> str | None:
+    """Why the data a spec names cannot be opened here, or None (``sweep run`` refuses such a
+    spec before anything is made; ``sweep plan`` warns, since a plan may be for a cluster
+    that holds the data)."""
     if not isinstance(data, str) or data in ("", "stdlib"):
-        return
-    p = os.path.expanduser(data)
-    if not os.path.exists(p):
-        problems.append(f"data: {data}: no such file or folder (a relative path is read from "
-                        f"the folder archfit runs in, {os.getcwd()}); run archfit data "
-                        "prepare, or give the path of prepared data, a token file or text")
+        return None
+    if os.path.exists(os.path.expanduser(data)):
+        return None
+    return (f"data: {data}: no such file or folder (a relative path is read from the folder "
+            f"archfit runs in, {os.getcwd()}); run archfit data prepare, or give the path of "
+            "prepared data, a token file or text")
+
+
+def _check_data(data: Any, problems: list[str]) -> None:
+    why = missing_data(data)
+    if why:
+        problems.append(why)
 
 
 def _size_bound(raw: dict[str, Any]) -> int:
@@ -282,8 +290,8 @@ def _check_gpus(spec: Spec, problems: list[str]) -> None:
 def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> Spec:
     """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`).
     A spec that could expand to more than ``max_runs`` runs is refused before expanding it.
-    ``check_data``: the data it names must exist now (``sweep plan`` and ``run``; ``status``
-    and ``collect`` of a finished sweep do not need it)."""
+    ``check_data``: the data it names must exist now (``sweep run``; ``plan`` warns instead,
+    and ``status`` and ``collect`` of a finished sweep do not need it)."""
     raw = _read(path)
     problems: list[str] = []
     check(raw, SPEC, "spec", problems)
