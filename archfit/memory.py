@@ -37,18 +37,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from archfit.errors import ArchfitError
+from archfit.perf import DEVICES
 from archfit.shapes import Shape
 
 GIB = 1 << 30
 LOSS_CHUNK_ELEMENTS = 1 << 25  # as archfit.model: logits per chunk of the fused loss
 
-# name -> (memory GiB, dense bf16 peak FLOP/s from the vendor's data sheet)
-ACCELERATORS: dict[str, tuple[float, float]] = {
-    "h100": (80.0, 989e12),  # H100 SXM5 80GB
-    "h200": (141.0, 989e12),  # H200 SXM 141GB
-    "a100": (80.0, 312e12),  # A100 SXM4 80GB
-    "a100-40gb": (40.0, 312e12),
-}
+# name -> (memory GiB, dense bf16 peak FLOP/s), read from the one device table (archfit.perf)
+ACCELERATORS: dict[str, tuple[float, float]] = {k: (d.memory_gib, d.peak_flops)
+                                                for k, d in DEVICES.items()}
 DEFAULT_MFU = 0.4
 
 
@@ -73,7 +70,7 @@ class MemoryEstimate:
         return {**asdict(self), "total": self.total}
 
 
-def _per_layer_token(s: Shape, act: int) -> int:
+def per_layer_token_bytes(s: Shape, act: int) -> int:
     """Bytes one token keeps alive in one layer for the backward pass (see the module doc)."""
     d, kv, f = s.d_model, s.kv_dim, s.d_ff
     assert f is not None
@@ -112,7 +109,7 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     grads = 4 * P // shard + (4 * P if parallel == "ddp" and world > 1 else 0)
     states = 8 if optimizer == "adamw" else 4
     opt = states * P // shard + 4 * P // shard
-    per_layer = _per_layer_token(s, act) * tokens
+    per_layer = per_layer_token_bytes(s, act) * tokens
     if activation_checkpointing:
         acts = s.n_layer * 4 * s.d_model * tokens + per_layer
     else:

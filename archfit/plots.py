@@ -218,3 +218,76 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
                                f"{', '.join(generic)} or give a Figure")
         paths.append(_save(fig, out_dir, f"{prefix}-{name}", fmt))
     return paths
+
+
+PNG_SOFTWARE = "archfit"  # the PNG text chunk that marks a figure as archfit's own
+
+
+def is_archfit_png(path: str) -> bool:
+    """Whether ``path`` is a PNG archfit drew (its Software text chunk): such a file may be
+    replaced without --force."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"\x89PNG") and b"Software\x00" + PNG_SOFTWARE.encode() in head
+
+
+def draw_pareto(choice: Any, path: str) -> str:
+    """Predicted loss against GPU-hours (time/cost) or decode latency (latency) for every
+    candidate shape of an objective (:class:`archfit.objectives.Choice`): the Pareto front,
+    the pick and the loss-optimal shape marked, depth labelled."""
+    plt = _plt()
+    rows = [dict(r) for r in choice.rows]
+    for r in rows:
+        r["s_per_mtok"] = 1e6 / r["tokens_per_s"]
+    hours = {r.get("gpu_hours") for r in rows}
+    if choice.objective == "latency":
+        xkey, xlabel, what = "latency_ms", "decode latency, ms per token at batch 1 (modelled)", \
+            "latency"
+    elif len(hours) > 1 and None not in hours:  # the same loss, in different GPU-hours
+        xkey, xlabel, what = "gpu_hours", "GPU-hours to reach the loss-optimal shape's loss", \
+            "training time"
+    else:  # one budget: loss against speed
+        xkey, xlabel, what = "s_per_mtok", "GPU-seconds per million training tokens " \
+            "(throughput model)", "training speed"
+    ykey = "predicted_loss" if all(r.get("predicted_loss") is not None for r in rows) \
+        else "shape_penalty"
+    pts = [r for r in rows if r.get(xkey) is not None and r.get(ykey) is not None
+           and math.isfinite(r[xkey]) and math.isfinite(r[ykey])]
+    if not pts:
+        raise ArchfitError("no candidate has both numbers the Pareto figure needs")
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    ax.scatter([r[xkey] for r in pts], [r[ykey] for r in pts], color="0.6", s=18,
+               label="candidate shapes (same size)", zorder=2)
+    front, best = [], math.inf
+    for r in sorted(pts, key=lambda r: (r[xkey], r[ykey])):
+        if r[ykey] < best:
+            front.append(r)
+            best = r[ykey]
+    ax.plot([r[xkey] for r in front], [r[ykey] for r in front], "-o", color="tab:blue", ms=4,
+            label="Pareto front", zorder=3)
+    for r in pts:
+        ax.annotate(f"{r['n_layer']}", (r[xkey], r[ykey]), textcoords="offset points",
+                    xytext=(3, 3), fontsize=8, color="0.35")
+    for key, style, label in (("loss_optimal", dict(marker="s", color="tab:green"),
+                               "loss-optimal"),
+                              ("chosen", dict(marker="*", color="tab:red", s=180),
+                               f"{choice.objective} pick")):
+        r = next(x for x in pts if x.get(key))
+        ax.scatter([r[xkey]], [r[ykey]], zorder=4, s=style.pop("s", 70),
+                   label=f"{label}: {r['n_layer']} x {r['d_model']:,}", **style)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("predicted loss (nats/token)" if ykey == "predicted_loss" else
+                  "predicted shape penalty (nats/token)")
+    ax.set_title(f"objective {choice.objective}: loss against {what} (labels: depth)\n"
+                 f"{choice.tradeoff}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png",
+                    metadata={"Software": PNG_SOFTWARE})
+    plt.close(fig)
+    return path

@@ -45,6 +45,11 @@ class Recommendation:
     compute: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
     trust: dict[str, Any] = field(default_factory=dict)
+    # every buildable shape within 2% of the target and its shape-law loss penalty (None
+    # without a loss model): what objectives other than loss choose from (archfit.objectives)
+    candidates: list[tuple[Shape, float | None]] = field(default_factory=list, repr=False)
+    shape_fit: Any = field(default=None, repr=False)
+    fits: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def alternatives(self) -> Any:
@@ -257,14 +262,18 @@ def _optimum(shape_fit: Fit, target: _Target, opts: _Options) -> tuple[float, fl
     return L_opt, d_opt, N_ne
 
 
-def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Shape]:
+DEPTH_SPAN = (0.75, 1.3)  # candidate depths around the optimum (recommend --objective: wider)
+
+
+def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
+                span: tuple[float, float] = DEPTH_SPAN) -> list[Shape]:
     if math.sqrt(N_ne / (12 * L_opt)) < opts.step / 2:
         raise RecommendError(
             f"the law's optimal depth at {N_ne:.3g} parameters is {L_opt:.3g} layers, which "
             f"leaves a width below one step of {opts.step}: no buildable shape is near it "
             "(check the fit's verdict; the data may not constrain the optimum)")
-    lo = max(1, int(math.floor(L_opt * 0.75)))
-    hi = max(lo + 1, int(math.ceil(L_opt * 1.3)))
+    lo = max(1, int(math.floor(L_opt * span[0])))
+    hi = max(lo + 1, int(math.ceil(L_opt * span[1])))
     depths = set(range(lo, hi + 1))
     if len(depths) > 64:  # very deep optima: ~64 depths spread over the range, and its centre
         depths = {round(lo + i * (hi - lo) / 63) for i in range(64)}
@@ -285,7 +294,8 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options) -> list[Sh
 
 
 def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_ne: float,
-          opts: _Options, notes: list[str]) -> tuple[Shape, list[dict[str, Any]]]:
+          opts: _Options, notes: list[str]
+          ) -> tuple[Shape, list[dict[str, Any]], list[tuple[Shape, float | None]]]:
     """Candidates within 2% of the target, compared at the same size. With a loss model the
     recommendation is the argmin of the law's predicted loss at the target size and every
     penalty is measured from it (so none is negative); without one, it is the integer depth
@@ -317,7 +327,8 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
              "aspect_ratio": s.aspect_ratio, "recommended": s == best} for s in within]
     rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_loss else
                              abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
-    return best, rows[: opts.top + 1]
+    pen = [(s, loss[s] - loss[best] if has_loss else None) for s in within]  # type: ignore[operator]
+    return best, rows[: opts.top + 1], pen
 
 
 def recommend(
@@ -339,6 +350,7 @@ def recommend(
     bias: bool = True,
     norm: str = "layernorm",
     ff_multiple: int | None = None,
+    depth_span: tuple[float, float] = DEPTH_SPAN,
     **deprecated: Any,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
@@ -348,7 +360,8 @@ def recommend(
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
     ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names; the old
     spellings ``vocab``, ``ctx``, ``kv_heads``, ``tied`` and ``rope`` still work (deprecated).
-    ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``).
+    ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
+    candidate depths as multiples of the optimal depth (wider for :mod:`archfit.objectives`).
     """
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
@@ -368,13 +381,13 @@ def recommend(
     ff = _ff(ff_ratio, fits, target.value, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = _optimum(shape_fit, target, opts)
-    cands = _candidates(N_ne, L_opt, ff, opts)
+    cands = _candidates(N_ne, L_opt, ff, opts, depth_span)
     law = shape_fit.law_obj
     ci = law.optimum_ci(shape_fit, N_ne)
     if ci is None:
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
-    best, rows = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
+    best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
     verdict = law.trust(shape_fit, N_ne)
     if target.compute is not None:
         cf = fits["compute"]
@@ -385,7 +398,8 @@ def recommend(
         shape=best, target_params=target.value, target_convention=target.convention,
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
-        compute=target.compute, notes=notes, trust=verdict.to_dict(),
+        compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
+        shape_fit=shape_fit, fits=fits,
     )
 
 

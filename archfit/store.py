@@ -264,6 +264,22 @@ def _drop_unusable(out: Any, notes: list[str]) -> Any:
     return out
 
 
+def read_tables(paths: Iterable[str]) -> Any:
+    """Run tables (parquet, CSV, JSONL; globs expanded) concatenated as they are, columns
+    unrenamed: for readers that want a run table's own columns (``archfit throughput``)."""
+    import polars as pl
+
+    frames = []
+    for p in expand_paths(paths):
+        df = _read_one(p)
+        check_schema_version(df, p)
+        frames.append(df)
+    try:
+        return pl.concat(frames, how="diagonal_relaxed")
+    except Exception as e:  # noqa: BLE001 - polars raises several types
+        raise FitInputError(f"the input files do not share compatible columns: {e}") from None
+
+
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
               *, frame: Any = None) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.

@@ -27,8 +27,6 @@ from archfit.errors import ArchfitError, DataError, RunDirError
 from archfit.io import atomic_path
 from archfit.shapes import Shape
 
-# bf16 dense peak FLOP/s by device name (vendor data sheets); unknown devices get MFU null
-PEAK_FLOPS = (("H200", 989e12), ("H100", 989e12), ("A100", 312e12))
 # a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
 # ended this many seconds after the signal, exit keeping the last checkpoint
 STOP_GRACE_S = 30.0
@@ -250,10 +248,12 @@ class Preempted(Exception):
 
 
 def peak_flops(device_name: str) -> float | None:
-    for key, value in PEAK_FLOPS:
-        if key in device_name:
-            return value
-    return None
+    """bf16 dense peak FLOP/s of a CUDA device (archfit.perf's table); None when unknown (the
+    run's MFU is then null)."""
+    from archfit.perf import DEVICES, device_key
+
+    key = device_key(device_name)
+    return DEVICES[key].peak_flops if key else None
 
 
 def lr_at(step: int, total: int, cfg: TrainConfig) -> float:

@@ -18,11 +18,11 @@ LAYERS = [
     ("shapes", ("archfit.shapes", "archfit.frameworks", "archfit.known")),
     ("model", ("archfit.model",)),
     ("train", ("archfit.data", "archfit.train", "archfit.distributed", "archfit.memory",
-               "archfit.prepare")),
+               "archfit.perf", "archfit.prepare")),
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),
-    ("recommend", ("archfit.recommender", "archfit.landscape")),
+    ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives")),
     ("plots", ("archfit.plots",)),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

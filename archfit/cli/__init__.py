@@ -25,6 +25,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "laws": ("archfit.cli.fit_cmd:laws", "List the laws and the published fits shipped."),
     "recommend": ("archfit.cli.recommend_cmd:recommend", "Recommend a shape for a size or budget."),
     "plot": ("archfit.cli.plot_cmd:plot", "Draw a fit and its evidence."),
+    "throughput": ("archfit.cli.throughput_cmd:throughput",
+                   "Calibrate a step-time model on measured runs; measured vs predicted."),
     "compare": ("archfit.cli.compare_cmd:compare",
                 "Known models (GPT-3, Llama, ...) against a law's optimal depth."),
     "demo": ("archfit.cli.demo_cmd:demo", "Run the demo end to end: sweep, fit, recommend, plots."),

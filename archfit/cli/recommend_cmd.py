@@ -35,11 +35,34 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               help="One row per applicable shape law (your fits and every published one).")
 @click.option("--strict", is_flag=True,
               help="Exit with status 2 when the verdict is uninformative.")
+@click.option("--objective", type=click.Choice(["loss", "time", "cost", "latency"]),
+              default="loss", show_default=True,
+              help="loss: the law's optimum; time/cost: the lowest loss in --gpu-hours (or "
+                   "--tokens' loss soonest); latency: the lowest loss within --max-latency-ms.")
+@click.option("--gpu", default=None, metavar="NAME",
+              help="With --objective: the accelerator (h100, h200, a100, a100-40gb; default "
+                   "h100) for modelled speed and decode latency.")
+@click.option("--perf", "perf_file", default=None, metavar="FILE",
+              help="A calibrated step model (archfit throughput --out) instead of the modelled "
+                   "training speed.")
+@click.option("--gpu-hours", type=NUMBER, default=None, help="--objective time/cost: budget.")
+@click.option("--tokens", type=NUMBER, default=None,
+              help="--objective time/cost: the run length whose loss to reach soonest; "
+                   "latency: the tokens the loss is predicted at.")
+@click.option("--max-latency-ms", type=NUMBER, default=None,
+              help="--objective latency: decode ms per token at batch 1.")
+@click.option("--gpu-batch-tokens", type=NUMBER, default=None,
+              help="Tokens per GPU and optimizer step for the training speed (default 2^19).")
+@click.option("--usd-per-gpu-hour", type=NUMBER, default=None, help="--objective cost: price.")
+@click.option("--pareto", default=None, metavar="PNG",
+              help="With --objective: draw predicted loss against GPU-hours or latency per "
+                   "candidate, the Pareto front and the pick.")
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, emit, out_dir, force,
-              as_json, **kw):
+def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objective, gpu,
+              perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour,
+              pareto, emit, out_dir, force, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -63,6 +86,18 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, emit,
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     if compare:
         _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw, strict)
+        return
+    objective_opts = dict(gpu=gpu, perf_file=perf_file, gpu_hours=gpu_hours, tokens=tokens,
+                          max_latency_ms=max_latency_ms, gpu_batch_tokens=gpu_batch_tokens,
+                          usd_per_gpu_hour=usd_per_gpu_hour, pareto=pareto)
+    if objective != "loss" or any(v is not None for v in objective_opts.values()):
+        from archfit.cli.objective_view import run_objective
+
+        if emit is not None:
+            raise click.UsageError("--objective shows the trade-off; export its pick with "
+                                   "archfit shape --emit")
+        run_objective(params, compute, list(fits) + list(laws), ff_ratio, objective, kw,
+                      objective_opts, strict, as_json)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
             **kw)

@@ -20,10 +20,19 @@ from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_w
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from an HF config.json (or its folder), a nanoGPT checkpoint "
                    "(.pt) or its model_args JSON, instead of the shape flags.")
+@click.option("--gpu", default=None, metavar="NAME",
+              help="Also predict training tokens/s per GPU and decode ms/token at batch 1 on "
+                   "this accelerator (h100, h200, a100, a100-40gb).")
+@click.option("--perf", "perf_file", default=None, metavar="FILE",
+              help="With --gpu: a calibrated step model (archfit throughput --out) for the "
+                   "training speed instead of the modelled one.")
+@click.option("--batch-tokens", type=NUMBER, default=None,
+              help="With --gpu: tokens per GPU and optimizer step (default 2^19).")
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
-def shape(ctx, from_file, emit, out_dir, force, as_json, **fields):
+def shape(ctx, from_file, gpu, perf_file, batch_tokens, emit, out_dir, force, as_json,
+          **fields):
     """Count a shape's parameters (each convention named) and FLOPs per token; read one from a
     framework config (--from) or export it to one (--emit).
 
@@ -69,14 +78,40 @@ def shape(ctx, from_file, emit, out_dir, force, as_json, **fields):
             click.echo(f"wrote {path} ({emit}; params_total {s.params_total:,})")
         return
     d = s.to_dict()
+    perf = _perf(s, gpu, perf_file, batch_tokens) if gpu or perf_file or batch_tokens else None
     if as_json:
         if imported is not None:
             d["import"] = {"file": from_file, **imported.to_dict()}
+        if perf is not None:
+            d["perf"] = perf
         emit_json(d)
         return
     if imported is not None:
         _print_import(from_file, imported)
     _print_shape(s)
+    if perf is not None:
+        t, lat = perf["training"], perf["decode"]
+        click.echo(f"training on {perf['gpu']}: {t['tokens_per_s']:,.0f} tokens/s per GPU at "
+                   f"{t['batch_tokens']:,.0f} tokens per step ({t['kind']}: {t['source']})")
+        click.echo(f"decode on {perf['gpu']}: {lat['ms_per_token']:.3g} ms/token at batch 1, "
+                   f"context {lat['context']:,} ({lat['bound']}-bound, "
+                   f"{lat['layer_overhead_ms']:.2g} ms of it per-layer overhead; modelled: "
+                   f"{lat['assumptions']})")
+
+
+def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
+    """Training speed (calibrated or modelled) and decode latency (modelled) of a shape."""
+    from archfit.objectives import DEFAULT_BATCH_TOKENS, DEFAULT_GPU
+    from archfit.perf import decode_latency, device, load_step_model, modelled
+
+    gpu = gpu or DEFAULT_GPU
+    device(gpu)
+    model = load_step_model(perf_file) if perf_file else modelled(gpu)
+    bt = batch_tokens or DEFAULT_BATCH_TOKENS
+    return {"gpu": gpu,
+            "training": {"tokens_per_s": model.tokens_per_s(s, bt), "batch_tokens": bt,
+                         "kind": model.kind, "device": model.device, "source": model.source},
+            "decode": decode_latency(s, gpu)}
 
 
 def _print_import(path, imp):  # type: ignore[no-untyped-def]

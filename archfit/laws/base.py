@@ -168,6 +168,12 @@ class Law:
         """ff laws: the best d_ff / d_model at N."""
         raise NotImplementedError(f"{self.name} is not an ff-ratio law")
 
+    def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
+        """Laws with a size and a data term: the loss of a model of ``N`` parameters (in the
+        law's own convention) trained on ``D`` tokens, shape terms excluded (plain math).
+        None for laws without a data term."""
+        return None
+
     def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
         """Shape laws with a loss model: the predicted loss (nats/token, up to a constant that is
         the same for every shape of size N) of a model of ``shape``'s depth *sized to exactly N*

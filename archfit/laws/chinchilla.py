@@ -69,6 +69,11 @@ class _ChinchillaBase(Law):
         D = np.asarray(data["tokens"], float)
         return params["E"] + params["A"] / N ** params["alpha"] + params["B"] / D ** params["beta"]
 
+    def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
+        """E + A / N^alpha + B / D^beta"""
+        p = params
+        return p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
+
     def compute_optimal(self, params: Mapping[str, float], C: float) -> tuple[float, float]:
         return compute_optimal(params, C)
 

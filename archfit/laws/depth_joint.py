@@ -255,6 +255,11 @@ class DepthJoint(Law):
                          math.log(max(B, 1e-30)), be, math.log(max(K, 1e-300)),
                          p + q * LN_N_REF, q])
 
+    def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
+        """E + A / N^alpha + B / D^beta"""
+        p = params
+        return p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
+
     def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
         import numpy as np
 

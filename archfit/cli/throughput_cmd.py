@@ -1,0 +1,100 @@
+"""``archfit throughput``: a step-time model calibrated on a sweep's measured tokens/s, with
+its CIs, held-out error and verdict, and measured against predicted speed per run."""
+
+from __future__ import annotations
+
+import click
+
+from archfit.cli.common import COUNT, emit_json, print_table
+
+
+def _is_step_model(path: str) -> bool:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f).get("format") == "archfit-step-model"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+@click.command()
+@click.argument("data", nargs=-1, required=True)
+@click.option("--perf", "perf_file", default=None, metavar="FILE",
+              help="Compare the runs with this step model instead of calibrating one.")
+@click.option("--out", default=None, metavar="FILE",
+              help="Write the calibrated step model (JSON) here, atomically.")
+@click.option("--force", is_flag=True, help="With --out: replace a file that is not archfit's.")
+@click.option("--bootstrap", type=COUNT, default=200, show_default=True,
+              help="Bootstrap resamples (over runs) for the coefficients' CIs.")
+@click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto",
+              show_default=True,
+              help="The runs' compute dtype (auto: fp32 for CPU runs, bf16 on GPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
+    """Calibrate a training step-time model on the measured tokens/s of run tables (DATA:
+    collected sweeps), or compare the runs with a saved one (--perf). The model is
+
+      seconds per step = a * matmul FLOPs + b * memory bytes + c * n_layer + d
+
+    (archfit.perf): a and b say how fast the device multiplies and moves memory, c is the
+    per-layer overhead that slows deep narrow shapes.
+
+    Example: archfit throughput sweeps/smoke.parquet --out fits/cpu-steps.json
+    """
+    from archfit.errors import ArchfitError
+    from archfit.io import atomic_write, check_output
+    from archfit.perf import fit_step_model, load_step_model, measured_runs
+    from archfit.store import expand_paths, read_tables
+
+    files = expand_paths(data)
+    if out:
+        check_output(out, "step model", inputs=[*files, *([perf_file] if perf_file else [])],
+                     force=force, ours=_is_step_model)
+    runs = measured_runs(read_tables(files).to_dicts())
+    if not runs:
+        raise ArchfitError("no run in DATA measured its speed (ok runs with tokens_per_s, "
+                           "tokens and steps); give collected run tables (archfit sweep "
+                           "collect)")
+    devices = sorted({r["device"] for r in runs})
+    prec = precision if precision != "auto" else (
+        "fp32" if all(d.startswith("cpu") for d in devices) else "bf16")
+    if perf_file:
+        model = load_step_model(perf_file)
+        model.runs = [{"run_id": r["run_id"], "n_layer": r["shape"].n_layer,
+                       "d_model": r["shape"].d_model, "measured": r["tokens_per_s"],
+                       "predicted": model.tokens_per_s(r["shape"], r["tokens_per_step"])}
+                      for r in runs]
+    else:
+        model = fit_step_model(runs, precision=prec, bootstrap=bootstrap)
+    for r in model.runs:
+        r["error"] = r["predicted"] / r["measured"] - 1
+    if out:
+        import json
+
+        atomic_write(out, json.dumps(model.to_dict(), indent=2) + "\n")
+    if as_json:
+        emit_json({**model.to_dict(), "written": out})
+        return
+    click.echo(f"step model: {model.label()}; {model.precision}")
+    names = {"flop_s": "s per matmul FLOP", "byte_s": "s per byte moved",
+             "layer_s": "s per layer and step", "step_s": "s per step"}
+    for k, what in names.items():
+        ci = (model.ci or {}).get(k)
+        click.echo(f"  {what:<22}{getattr(model, k):.4g}"
+                   + (f"  [{ci[0]:.3g}, {ci[1]:.3g}] (95% bootstrap CI)" if ci else ""))
+    if model.flop_s:
+        click.echo(f"  -> {1 / model.flop_s:.3g} matmul FLOP/s effective")
+    print_table(sorted(model.runs, key=lambda r: r["n_layer"]),
+                [("n_layer", "layers"), ("d_model", "d_model"), ("measured", "measured tok/s"),
+                 ("predicted", "predicted tok/s"), ("error", "error")],
+                title=f"{len(model.runs)} runs on {', '.join(devices)}")
+    if model.heldout:
+        h = model.heldout
+        click.echo(f"held-out: fitted on {h['fit_on']} runs, predicted {h['predicted']}: median "
+                   f"|error| {h['median_abs_rel_error']:.1%}, worst {h['max_abs_rel_error']:.1%}")
+    if model.trust:
+        click.echo(f"verdict: {model.trust['verdict'].upper()}: "
+                   + "; ".join(model.trust["reasons"]))
+    if out:
+        click.echo(f"wrote {out}")

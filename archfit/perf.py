@@ -1,0 +1,303 @@
+"""How fast a shape trains and serves on a device: a step-time model, calibrated by a sweep's
+own measured tokens/s or modelled from a data sheet, and a decode-latency model. Plain
+arithmetic on the shape (no torch; numpy and scipy only inside :func:`fit_step_model`).
+
+**Training step time** (seconds per optimizer step, one process or GPU)::
+
+    t = flop_s * F + byte_s * B + layer_s * n_layer + step_s
+
+- ``F``: the step's exact matrix-multiply FLOPs (``matmul_train``: forward and backward of every
+  projection, the attention scores over the whole context and the logits).
+- ``B``: the step's memory traffic in bytes: every activation the backward pass keeps is
+  written once and read once (archfit.memory's per-layer, per-token bytes), and AdamW reads and
+  writes its fp32 state (parameter, gradient, two moments: 28 bytes per parameter).
+- ``n_layer``: a fixed cost per layer and step (kernel launches, Python, synchronisation);
+  it is what makes deep narrow shapes slow at the same FLOPs.
+- ``step_s``: a fixed cost per step.
+
+*Modelled* (:func:`modelled`): ``flop_s = 1 / (MATMUL_EFFICIENCY * peak)``, ``byte_s =
+1 / (BANDWIDTH_EFFICIENCY * bandwidth)``, ``layer_s = LAYER_OVERHEAD_S``, ``step_s =
+STEP_OVERHEAD_S``: assumptions, stated as such. *Calibrated* (:func:`fit_step_model`): the
+four coefficients fitted (non-negative least squares, relative error) to measured runs, with
+bootstrap CIs, a held-out error and a verdict.
+
+**Decode latency** (one new token, :func:`decode_latency`): a roofline. The step reads every
+weight once (bf16) and the KV cache of ``batch`` sequences of ``context`` tokens; it does
+2 FLOPs per weight per sequence plus the attention over the context. Its time is the larger
+of bytes / (``BANDWIDTH_EFFICIENCY`` * bandwidth) and FLOPs / (``MATMUL_EFFICIENCY`` * peak),
+plus ``DECODE_LAYER_S`` per layer for the kernels each layer launches (eager, no CUDA
+graphs). Tensor parallelism, speculative decoding and quantized weights are not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+from archfit.errors import ArchfitError
+from archfit.shapes import Shape
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth."""
+
+    key: str
+    name: str
+    memory_gib: float
+    peak_flops: float
+    bandwidth: float  # bytes/s
+    source: str
+
+
+# vendor data sheets (dense, no sparsity): the one table of devices in archfit
+DEVICES: dict[str, Device] = {d.key: d for d in (
+    Device("h100", "H100 SXM5 80GB", 80.0, 989e12, 3.35e12, "NVIDIA H100 data sheet"),
+    Device("h200", "H200 SXM 141GB", 141.0, 989e12, 4.8e12, "NVIDIA H200 data sheet"),
+    Device("a100", "A100 SXM4 80GB", 80.0, 312e12, 2.039e12, "NVIDIA A100 data sheet"),
+    Device("a100-40gb", "A100 SXM4 40GB", 40.0, 312e12, 1.555e12, "NVIDIA A100 data sheet"),
+)}
+# the substring torch.cuda.get_device_name() holds for each (MFU of a measured run)
+DEVICE_NAME_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
+
+MATMUL_EFFICIENCY = 0.5  # share of peak FLOP/s a large bf16 matmul reaches (assumed)
+BANDWIDTH_EFFICIENCY = 0.8  # share of the data sheet's bandwidth a stream reaches (assumed)
+LAYER_OVERHEAD_S = 60e-6  # per layer and training step: ~30 kernels x 2 us (assumed)
+STEP_OVERHEAD_S = 2e-3  # per training step: optimizer launch, data, sync (assumed)
+DECODE_LAYER_S = 40e-6  # per layer and decoded token: ~10 kernels x 4 us, eager (assumed)
+OPTIMIZER_BYTES = 28  # AdamW fp32: read/write parameter, m, v (24) + read gradient (4)
+ASSUMPTIONS = (f"matmuls at {MATMUL_EFFICIENCY:.0%} of peak, memory at "
+               f"{BANDWIDTH_EFFICIENCY:.0%} of bandwidth, {LAYER_OVERHEAD_S * 1e6:.0f} us per "
+               f"layer and step, {STEP_OVERHEAD_S * 1e3:.0f} ms per step (assumed, not "
+               "measured)")
+
+
+def device(name: str) -> Device:
+    try:
+        return DEVICES[str(name).lower()]
+    except KeyError:
+        raise ArchfitError(f"unknown accelerator {name!r}; choose one of "
+                           f"{', '.join(DEVICES)}") from None
+
+
+def device_key(torch_name: str) -> str | None:
+    """The :data:`DEVICES` key of a CUDA device name (``NVIDIA H100 80GB HBM3`` -> h100)."""
+    return next((k for sub, k in DEVICE_NAME_KEYS if sub in torch_name), None)
+
+
+# ============================================================================ training
+def step_features(shape: Shape, tokens_per_step: float, precision: str = "bf16"
+                  ) -> tuple[float, float, float, float]:
+    """(matmul FLOPs, bytes of memory traffic, layers, 1) of one training step."""
+    from archfit.memory import per_layer_token_bytes
+
+    act = 2 if precision == "bf16" else 4
+    flops = shape.flops_per_token("matmul_train") * tokens_per_step
+    acts = 2 * per_layer_token_bytes(shape, act) * shape.n_layer * tokens_per_step
+    return flops, acts + OPTIMIZER_BYTES * shape.params_total, float(shape.n_layer), 1.0
+
+
+COEFFICIENTS = ("flop_s", "byte_s", "layer_s", "step_s")
+
+
+@dataclass
+class StepModel:
+    """Seconds per training step as a linear model of :func:`step_features` (see the module
+    doc). ``kind`` is ``modelled`` (a data sheet and stated assumptions) or ``calibrated``
+    (fitted to measured runs: ``ci``, ``heldout`` and ``trust`` say how well)."""
+
+    flop_s: float
+    byte_s: float
+    layer_s: float
+    step_s: float
+    device: str
+    kind: str  # modelled | calibrated
+    precision: str = "bf16"
+    source: str = ""
+    ci: dict[str, list[float]] | None = None
+    heldout: dict[str, Any] | None = None
+    trust: dict[str, Any] | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def step_time(self, shape: Shape, tokens_per_step: float) -> float:
+        f = step_features(shape, tokens_per_step, self.precision)
+        return sum(c * x for c, x in zip(self.coefficients(), f))
+
+    def tokens_per_s(self, shape: Shape, tokens_per_step: float) -> float:
+        return tokens_per_step / self.step_time(shape, tokens_per_step)
+
+    def coefficients(self) -> tuple[float, float, float, float]:
+        return self.flop_s, self.byte_s, self.layer_s, self.step_s
+
+    def label(self) -> str:
+        return f"{self.kind} for {self.device}" + (f" ({self.source})" if self.source else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": "archfit-step-model", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepModel:
+        if d.get("format") != "archfit-step-model":
+            raise ArchfitError("not an archfit step model (archfit throughput --out writes one)")
+        try:
+            return cls(**{k: v for k, v in d.items() if k != "format"})
+        except TypeError as e:
+            raise ArchfitError(f"a damaged step model: {e}") from None
+
+
+def modelled(dev: str | Device) -> StepModel:
+    """The step-time model of a data sheet and :data:`ASSUMPTIONS` (bf16)."""
+    d = device(dev) if isinstance(dev, str) else dev
+    return StepModel(flop_s=1 / (MATMUL_EFFICIENCY * d.peak_flops),
+                     byte_s=1 / (BANDWIDTH_EFFICIENCY * d.bandwidth), layer_s=LAYER_OVERHEAD_S,
+                     step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled",
+                     source=f"{d.source}; {ASSUMPTIONS}")
+
+
+def load_step_model(path: str) -> StepModel:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        raise ArchfitError(f"{path}: no such step model (archfit throughput DATA --out FILE "
+                           "writes one)") from None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise ArchfitError(f"{path}: not a readable step model ({type(e).__name__})") from None
+    if not isinstance(d, dict):
+        raise ArchfitError(f"{path}: not an archfit step model")
+    try:
+        return StepModel.from_dict(d)
+    except ArchfitError as e:
+        raise ArchfitError(f"{path}: {e}") from None
+
+
+def measured_runs(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of a run table that measured their speed: shape, tokens per step, tokens/s."""
+    out = []
+    for r in rows:
+        tps, tokens, steps = r.get("tokens_per_s"), r.get("tokens"), r.get("steps")
+        if r.get("status") not in (None, "ok") or not tps or not tokens or not steps:
+            continue
+        if not all(r.get(k) for k in ("n_layer", "d_model", "n_head")):
+            continue
+        kw = {k: r[k] for k in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
+                                "vocab_size", "n_ctx", "mlp", "position", "norm",
+                                "tied_embeddings") if r.get(k) is not None}
+        out.append({"shape": Shape(**kw), "tokens_per_step": tokens / steps,
+                    "tokens_per_s": float(tps), "device": r.get("device") or "unknown",
+                    "run_id": r.get("run_id")})
+    return out
+
+
+def _nnls_rel(feats: Any, times: Any) -> Any:
+    """Non-negative coefficients minimising the squared relative error of step times."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    scale = feats.max(axis=0)
+    scale[scale == 0] = 1.0
+    A = feats / scale / times[:, None]  # rows in relative units
+    coef, _ = nnls(A, np.ones(len(times)))
+    return coef / scale
+
+
+def fit_step_model(runs: list[dict[str, Any]], *, precision: str = "fp32",
+                   bootstrap: int = 200, seed: int = 0, device_name: str | None = None
+                   ) -> StepModel:
+    """Calibrate :class:`StepModel` on measured runs (:func:`measured_runs`): coefficients by
+    non-negative least squares on relative error, 95% bootstrap CIs over runs, a held-out check
+    (fit on every other run by size of its step time, predict the rest) and a verdict."""
+    import numpy as np
+
+    if len(runs) < 5:
+        raise ArchfitError(f"{len(runs)} runs measured their speed; a step model needs at least "
+                           "5 (different depths or widths)")
+    devices = sorted({r["device"] for r in runs})
+    if len(devices) > 1:
+        raise ArchfitError(f"the runs come from several devices ({', '.join(devices)}); "
+                           "calibrate one device at a time")
+    feats = np.array([step_features(r["shape"], r["tokens_per_step"], precision) for r in runs])
+    times = np.array([r["tokens_per_step"] / r["tokens_per_s"] for r in runs])
+    coef = _nnls_rel(feats, times)
+    rng = np.random.default_rng(seed)
+    boots = np.array([_nnls_rel(feats[i], times[i]) for i in
+                      (rng.integers(0, len(runs), len(runs)) for _ in range(bootstrap))])
+    ci = {n: [float(np.percentile(boots[:, k], 2.5)), float(np.percentile(boots[:, k], 97.5))]
+          for k, n in enumerate(COEFFICIENTS)}
+    heldout = holdout_check(feats, times)
+    model = StepModel(*map(float, coef), device=device_name or devices[0], kind="calibrated",
+                      precision=precision,
+                      source=f"fitted to {len(runs)} measured runs", ci=ci, heldout=heldout)
+    model.runs = [{"run_id": r["run_id"], "n_layer": r["shape"].n_layer,
+                   "d_model": r["shape"].d_model, "measured": r["tokens_per_s"],
+                   "predicted": model.tokens_per_s(r["shape"], r["tokens_per_step"])}
+                  for r in runs]
+    model.trust = step_model_trust(heldout, len(runs))
+    return model
+
+
+def holdout_check(feats: Any, times: Any) -> dict[str, Any]:
+    """Fit on alternate runs (ordered by step time), predict the others: relative errors of
+    the predicted tokens/s."""
+    import numpy as np
+
+    order = np.argsort(times)
+    train, test = order[::2], order[1::2]
+    coef = _nnls_rel(feats[train], times[train])
+    pred = feats[test] @ coef
+    err = times[test] / pred - 1  # tokens/s predicted vs measured
+    return {"fit_on": int(len(train)), "predicted": int(len(test)),
+            "max_abs_rel_error": float(np.max(np.abs(err))),
+            "median_abs_rel_error": float(np.median(np.abs(err))),
+            "errors": [float(e) for e in err]}
+
+
+# held-out error of predicted tokens/s that makes a step model informative / weak
+STEP_INFORMATIVE, STEP_WEAK = 0.10, 0.25
+
+
+def step_model_trust(heldout: Mapping[str, Any], n: int) -> dict[str, Any]:
+    worst = heldout["max_abs_rel_error"]
+    reasons = [f"held-out tokens/s within {worst:.1%} on {heldout['predicted']} runs "
+               f"(fitted on the other {heldout['fit_on']})"]
+    if worst <= STEP_INFORMATIVE and n >= 8:
+        verdict = "informative"
+    elif worst <= STEP_WEAK:
+        verdict = "weak"
+        if n < 8:
+            reasons.append(f"only {n} runs")
+    else:
+        verdict = "uninformative"
+    return {"verdict": verdict, "reasons": reasons}
+
+
+# ============================================================================ inference
+def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
+                   context: int | None = None, dtype_bytes: int = 2) -> dict[str, Any]:
+    """Predicted time to decode one token for ``batch`` sequences holding ``context`` tokens
+    (default: the shape's n_ctx) on ``dev``, and what bounds it (see the module doc)."""
+    d = device(dev) if isinstance(dev, str) else dev
+    if batch < 1:
+        raise ArchfitError(f"batch must be at least 1, got {batch}")
+    ctx = shape.n_ctx if context is None else context
+    head = shape.vocab_size * shape.d_model  # the output layer (tied or not) is read once
+    weights = (shape.params_non_embedding + head) * dtype_bytes
+    kv = batch * ctx * shape.n_layer * 2 * shape.kv_dim * dtype_bytes
+    flops = batch * (2 * (shape.params_non_embedding + head)
+                     + 4 * shape.n_layer * ctx * shape.d_model)
+    t_mem = (weights + kv) / (BANDWIDTH_EFFICIENCY * d.bandwidth)
+    t_cmp = flops / (MATMUL_EFFICIENCY * d.peak_flops)
+    t = max(t_mem, t_cmp) + shape.n_layer * DECODE_LAYER_S
+    return {"ms_per_token": t * 1e3, "batch": batch, "context": ctx, "device": d.key,
+            "weight_bytes": weights, "kv_cache_bytes": kv, "flops": flops,
+            "bound": "memory" if t_mem >= t_cmp else "compute",
+            "layer_overhead_ms": shape.n_layer * DECODE_LAYER_S * 1e3,
+            "kind": "modelled",
+            "assumptions": (f"bf16 weights and KV cache read once per token at "
+                            f"{BANDWIDTH_EFFICIENCY:.0%} of {d.bandwidth / 1e12:.2f} TB/s, "
+                            f"matmuls at {MATMUL_EFFICIENCY:.0%} of peak, "
+                            f"{DECODE_LAYER_S * 1e6:.0f} us of kernel launches per layer "
+                            "(eager); no tensor parallelism, no speculative decoding")}

@@ -1,0 +1,209 @@
+"""Shapes for the hardware: the step-time model calibrated on real CPU runs, the modelled GPU
+speed and decode latency, and recommend's objectives checked against a brute-force search."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from scipy.stats import spearmanr
+
+from archfit import perf
+from archfit.shapes import Shape
+
+H = 200.0  # GPU-hours of the time-objective tests
+
+
+@pytest.mark.slow
+def test_throughput_model_on_a_cpu_iso_param_sweep(cli, repo, tmp_path):
+    """Ten shapes of one size, depth 1 to 32, trained and timed on this CPU: tokens/s falls
+    with depth, and the step model fitted on every other shape predicts the rest within 15%."""
+    spec = repo / "sweeps" / "throughput-cpu.toml"
+    out, table = tmp_path / "runs", tmp_path / "tp.parquet"
+    assert cli("sweep", "run", spec, "--out", out).exit_code == 0
+    assert cli("sweep", "collect", spec, "--out", out, "-o", table).exit_code == 0
+    r = cli("throughput", table, "--json", "--out", tmp_path / "steps.json")
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.output)
+    runs = sorted(m["runs"], key=lambda x: x["n_layer"])
+    depths = [x["n_layer"] for x in runs]
+    tps = [x["measured"] for x in runs]
+    print("\ndepth:  " + "  ".join(f"{d:>6}" for d in depths))
+    print("tok/s:  " + "  ".join(f"{t:>6.0f}" for t in tps))
+    print(f"held-out errors (fit on {m['heldout']['fit_on']}, predict "
+          f"{m['heldout']['predicted']}): "
+          + ", ".join(f"{e:+.1%}" for e in m["heldout"]["errors"]))
+    assert depths[0] == 1 and depths[-1] == 32 and len(runs) == 10
+    assert spearmanr(depths, tps).statistic <= -0.9
+    assert tps[-1] < 0.5 * tps[0]
+    assert m["heldout"]["max_abs_rel_error"] <= 0.15
+    assert m["trust"]["verdict"] in ("informative", "weak")
+    # the saved model answers for the same runs (archfit throughput --perf)
+    again = json.loads(cli("throughput", table, "--perf", tmp_path / "steps.json",
+                           "--json").output)
+    assert [x["predicted"] for x in again["runs"]] == pytest.approx(
+        [x["predicted"] for x in m["runs"]])
+
+
+def _iso(L: int, d: int, **kw) -> Shape:
+    return Shape(n_layer=L, d_model=d, n_head=d // 128, vocab_size=50257, n_ctx=2048, **kw)
+
+
+def test_modelled_gpu_speed_is_below_its_assumed_efficiency_and_falls_with_depth():
+    m = perf.modelled("h100")
+    big = _iso(32, 4096)
+    mfu = big.flops_per_token("kaplan_train") * m.tokens_per_s(big, 2 ** 19) / 989e12
+    assert 0.3 < mfu < perf.MATMUL_EFFICIENCY
+    family = [_iso(L, d) for L, d in ((8, 2560), (16, 1792), (32, 1280), (64, 896))]
+    speeds = [m.tokens_per_s(s, 2 ** 19) for s in family]
+    assert speeds == sorted(speeds, reverse=True)
+
+
+def test_latency_reproduces_the_direction_of_bian_et_al():
+    """Bian et al. 2025: at about 1B, 3072 x 12 is faster to serve at batch 1 than
+    2048 x 24. archfit's model, for those two GPT shapes on an H100:"""
+    deep = perf.decode_latency(_iso(24, 2048), "h100")
+    wide = perf.decode_latency(_iso(12, 3072), "h100")
+    print(f"\n2048 x 24: {deep['ms_per_token']:.2f} ms/token; 3072 x 12: "
+          f"{wide['ms_per_token']:.2f} ms/token (batch 1, ctx 2048, H100, modelled)")
+    assert wide["ms_per_token"] < deep["ms_per_token"]
+    assert deep["bound"] == wide["bound"] == "memory"
+    long_batch = perf.decode_latency(_iso(24, 2048), "h100", batch=64, context=8192)
+    assert long_batch["kv_cache_bytes"] > long_batch["weight_bytes"]
+
+
+@pytest.fixture(scope="module")
+def levine_fit(tmp_path_factory):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from conftest import _levine
+
+    from archfit.laws.fitting import fit
+
+    path = tmp_path_factory.mktemp("fit") / "levine.json"
+    fit(_levine(noise=0.002, seeds=2), law="levine", bootstrap=100).to_json(path)
+    return path
+
+
+def _brute_force(rec, gpu_hours):
+    """Every candidate's predicted loss after gpu_hours on a modelled H100, computed here
+    from the pieces (epoch2024's L(N, D) and the shape law's penalty)."""
+    from archfit.laws import load_fit
+
+    data = load_fit("epoch2024")
+    model = perf.modelled("h100")
+    best, best_loss = None, math.inf
+    for s, pen in rec.candidates:
+        D = model.tokens_per_s(s, 2 ** 19) * gpu_hours * 3600
+        loss = data.law_obj.loss_at(data.params, s.params_total, D) + pen
+        if loss < best_loss:
+            best, best_loss = s, loss
+    return best
+
+
+def test_time_objective_differs_from_loss_and_is_the_brute_force_pick(cli, levine_fit):
+    from archfit.cli.objective_view import OBJECTIVE_SPAN
+    from archfit.recommender import recommend
+
+    base = ["recommend", "--params", "3e8", "--fit", levine_fit, "--json"]
+    loss = json.loads(cli(*base, "--objective", "loss").output)
+    r = cli(*base, "--objective", "time", "--gpu-hours", H)
+    assert r.exit_code == 0, r.output
+    time_ = json.loads(r.output)
+    assert (time_["chosen"]["n_layer"], time_["chosen"]["d_model"]) != (
+        loss["n_layer"], loss["d_model"])
+    rec = recommend(3e8, fit=str(levine_fit), depth_span=OBJECTIVE_SPAN)
+    bf = _brute_force(rec, H)
+    assert (time_["chosen"]["n_layer"], time_["chosen"]["d_model"]) == (bf.n_layer, bf.d_model)
+    assert time_["loss_optimal"]["n_layer"] == loss["n_layer"]
+    assert "faster to train" in time_["tradeoff"]
+
+
+def test_tokens_mode_reaches_the_loss_optimal_loss_in_the_fewest_gpu_hours(cli, levine_fit):
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "time",
+            "--tokens", "6e9", "--json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)
+    ref = c["loss_optimal"]["predicted_loss"]
+    reach = [x for x in c["candidates"] if x["predicted_loss"] is not None
+             and math.isfinite(x["gpu_hours"])]
+    for x in reach:  # every one that reaches it does so at the reference loss
+        assert x["predicted_loss"] == pytest.approx(ref, rel=1e-6)
+    assert c["chosen"]["gpu_hours"] == min(x["gpu_hours"] for x in reach)
+    assert c["chosen"]["gpu_hours"] <= c["loss_optimal"]["gpu_hours"]
+
+
+def test_latency_objective_picks_the_best_shape_under_the_bound(cli, levine_fit):
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "latency",
+            "--max-latency-ms", "1.0", "--json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)
+    ok = [x for x in c["candidates"] if x["latency_ms"] <= 1.0]
+    assert c["chosen"]["latency_ms"] <= 1.0
+    assert c["chosen"]["shape_penalty"] == min(x["shape_penalty"] for x in ok)
+    assert c["chosen"]["n_layer"] < c["loss_optimal"]["n_layer"]
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "latency",
+            "--max-latency-ms", "0.01")
+    assert r.exit_code == 2 and "no candidate decodes" in r.stderr
+
+
+def test_pareto_figure_is_archfit_own_and_never_replaces_a_users_file(cli, levine_fit,
+                                                                     tmp_path):
+    png = tmp_path / "pareto.png"
+    args = ["recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "time",
+            "--gpu-hours", H, "--pareto", png]
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+    assert "faster to train than the loss-optimal" in r.output
+    assert cli(*args).exit_code == 0  # archfit's own figure: replaced
+    png.write_bytes(b"\x89PNG my holiday picture")
+    r = cli(*args)
+    assert r.exit_code == 2 and "--force" in r.stderr
+    assert png.read_bytes() == b"\x89PNG my holiday picture"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--objective", "time"], "needs --gpu-hours"),
+    (["--objective", "time", "--gpu-hours", "1", "--tokens", "1e9"], "not both"),
+    (["--objective", "latency"], "needs --max-latency-ms"),
+    (["--objective", "time", "--gpu-hours", "10", "--gpu", "tpu9"], "unknown accelerator"),
+    (["--objective", "time", "--gpu-hours", "10", "--perf", "nope.json"], "no such step"),
+])
+def test_objective_errors_say_what_to_give(cli, levine_fit, args, needle):
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, *args)
+    assert r.exit_code == 2 and needle in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_law_without_a_shape_penalty_cannot_trade_loss(cli):
+    r = cli("recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "100")
+    assert r.exit_code == 2 and "no loss model" in r.stderr
+
+
+def test_shape_reports_modelled_speed_and_latency(cli):
+    r = cli("shape", "--layers", "24", "--width", "2048", "--heads", "16", "--gpu", "h100",
+            "--json")
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.output)["perf"]
+    assert p["training"]["kind"] == "modelled" and p["training"]["tokens_per_s"] > 0
+    assert p["decode"]["kind"] == "modelled" and p["decode"]["ms_per_token"] > 0
+    text = cli("shape", "--layers", "24", "--width", "2048", "--heads", "16", "--gpu",
+               "h100").output
+    assert "tokens/s per GPU" in text and "ms/token at batch 1" in text
+
+
+def test_step_model_round_trip_and_refusals(tmp_path):
+    m = perf.modelled("a100")
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps(m.to_dict()))
+    back = perf.load_step_model(str(p))
+    s = _iso(12, 768)
+    assert back.tokens_per_s(s, 4096) == m.tokens_per_s(s, 4096)
+    p.write_text(json.dumps({"law": "levine"}))
+    with pytest.raises(Exception, match="not an archfit step model"):
+        perf.load_step_model(str(p))
+    with pytest.raises(Exception, match="at least 5"):
+        perf.fit_step_model([])
