@@ -31,7 +31,6 @@ graphs). Tensor parallelism, speculative decoding and quantized weights are not 
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 

@@ -228,7 +228,7 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
 def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
     """The second catalogue (issue 20): user files never replaced, paths that cannot escape,
     inputs checked for what they are, messages that name the real problem."""
-    csv, toml = str(d / "good.csv"), str(d / "good.toml")
+    toml = str(d / "good.toml")
     prep = ["data", "prepare", "--tokenizer", "bytes"]
     return [
         # outputs: never a user's folder without --force, never an input even with --force

@@ -113,6 +113,19 @@ def shape_options(*fields: str, **overrides: dict[str, Any]) -> Callable[[Any], 
     return deco
 
 
+def perf_options(f: Any) -> Any:
+    """--gpu, --perf and --gpu-batch-tokens: where archfit.perf predicts a shape's speed."""
+    f = click.option("--gpu-batch-tokens", type=NUMBER, default=None,
+                     help="Tokens per GPU and optimizer step for the training speed (default "
+                          "2^19).")(f)
+    f = click.option("--perf", "perf_file", default=None, metavar="FILE",
+                     help="A calibrated step model (archfit throughput --out) for the training "
+                          "speed instead of the modelled one.")(f)
+    return click.option("--gpu", default=None, metavar="NAME",
+                        help="The accelerator (h100, h200, a100, a100-40gb; default h100) whose "
+                             "training speed and decode latency archfit.perf predicts.")(f)
+
+
 def pick(kw: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
     """The entries of ``kw`` named in ``fields`` (a command's shape keyword arguments)."""
     return {k: kw[k] for k in fields if k in kw}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, fmt, shape_options
+from archfit.cli.common import INT, NUMBER, emit_json, fmt, perf_options, shape_options
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refuse_inexpressible,
                               write_export)
 
@@ -39,20 +39,13 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               default="loss", show_default=True,
               help="loss: the law's optimum; time/cost: the lowest loss in --gpu-hours (or "
                    "--tokens' loss soonest); latency: the lowest loss within --max-latency-ms.")
-@click.option("--gpu", default=None, metavar="NAME",
-              help="With --objective: the accelerator (h100, h200, a100, a100-40gb; default "
-                   "h100) for modelled speed and decode latency.")
-@click.option("--perf", "perf_file", default=None, metavar="FILE",
-              help="A calibrated step model (archfit throughput --out) instead of the modelled "
-                   "training speed.")
+@perf_options
 @click.option("--gpu-hours", type=NUMBER, default=None, help="--objective time/cost: budget.")
 @click.option("--tokens", type=NUMBER, default=None,
               help="--objective time/cost: the run length whose loss to reach soonest; "
                    "latency: the tokens the loss is predicted at.")
 @click.option("--max-latency-ms", type=NUMBER, default=None,
               help="--objective latency: decode ms per token at batch 1.")
-@click.option("--gpu-batch-tokens", type=NUMBER, default=None,
-              help="Tokens per GPU and optimizer step for the training speed (default 2^19).")
 @click.option("--usd-per-gpu-hour", type=NUMBER, default=None, help="--objective cost: price.")
 @click.option("--pareto", default=None, metavar="PNG",
               help="With --objective: draw predicted loss against GPU-hours or latency per "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
-                                emit_json, fmt, pick, print_table, shape_options)
+                                emit_json, fmt, perf_options, pick, print_table, shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
                               refuse_inexpressible, write_export)
 from archfit.frameworks import get_format, llama_ffn_hidden
@@ -20,18 +20,11 @@ from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_w
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from an HF config.json (or its folder), a nanoGPT checkpoint "
                    "(.pt) or its model_args JSON, instead of the shape flags.")
-@click.option("--gpu", default=None, metavar="NAME",
-              help="Also predict training tokens/s per GPU and decode ms/token at batch 1 on "
-                   "this accelerator (h100, h200, a100, a100-40gb).")
-@click.option("--perf", "perf_file", default=None, metavar="FILE",
-              help="With --gpu: a calibrated step model (archfit throughput --out) for the "
-                   "training speed instead of the modelled one.")
-@click.option("--batch-tokens", type=NUMBER, default=None,
-              help="With --gpu: tokens per GPU and optimizer step (default 2^19).")
+@perf_options
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
-def shape(ctx, from_file, gpu, perf_file, batch_tokens, emit, out_dir, force, as_json,
+def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force, as_json,
           **fields):
     """Count a shape's parameters (each convention named) and FLOPs per token; read one from a
     framework config (--from) or export it to one (--emit).
@@ -78,7 +71,8 @@ def shape(ctx, from_file, gpu, perf_file, batch_tokens, emit, out_dir, force, as
             click.echo(f"wrote {path} ({emit}; params_total {s.params_total:,})")
         return
     d = s.to_dict()
-    perf = _perf(s, gpu, perf_file, batch_tokens) if gpu or perf_file or batch_tokens else None
+    perf = _perf(s, gpu, perf_file, gpu_batch_tokens) if (
+        gpu or perf_file or gpu_batch_tokens) else None
     if as_json:
         if imported is not None:
             d["import"] = {"file": from_file, **imported.to_dict()}
