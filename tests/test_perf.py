@@ -40,10 +40,11 @@ def test_throughput_model_on_a_cpu_iso_param_sweep(cli, repo, tmp_path):
     assert m["heldout"]["max_abs_rel_error"] <= 0.15
     assert m["trust"]["verdict"] in ("informative", "weak")
     # the saved model answers for the same runs (archfit throughput --perf)
-    again = json.loads(cli("throughput", table, "--perf", tmp_path / "steps.json",
-                           "--json").output)
-    assert [x["predicted"] for x in again["runs"]] == pytest.approx(
-        [x["predicted"] for x in m["runs"]])
+    for args in (("throughput", table, "--perf", tmp_path / "steps.json", "--json"),
+                 ("throughput", tmp_path / "steps.json", table, "--json")):
+        again = json.loads(cli(*args).output)
+        assert [x["predicted"] for x in again["runs"]] == pytest.approx(
+            [x["predicted"] for x in m["runs"]])
 
 
 def _iso(L: int, d: int, **kw) -> Shape:
@@ -207,3 +208,20 @@ def test_step_model_round_trip_and_refusals(tmp_path):
         perf.load_step_model(str(p))
     with pytest.raises(Exception, match="at least 5"):
         perf.fit_step_model([])
+
+
+def test_latency_objective_at_1b_goes_wider_and_shallower(cli, levine_fit):
+    """The 1B case: under a latency bound tighter than the loss-optimal shape's, the pick is
+    shallower and wider (Bian et al.'s direction), at a stated loss cost."""
+    base = ["recommend", "--params", "1.2e9", "--fit", levine_fit, "--json"]
+    free = json.loads(cli(*base, "--objective", "latency", "--max-latency-ms", "1000").output)
+    ref = free["loss_optimal"]
+    bound = 0.85 * ref["latency_ms"]
+    r = cli(*base, "--objective", "latency", "--max-latency-ms", bound)
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)["chosen"]
+    print(f"\n1.2e9: loss-optimal {ref['n_layer']} x {ref['d_model']} "
+          f"{ref['latency_ms']:.2f} ms/token; under {bound:.2f} ms: {c['n_layer']} x "
+          f"{c['d_model']} {c['latency_ms']:.2f} ms/token (+{c['shape_penalty']:.4f} nats)")
+    assert c["n_layer"] < ref["n_layer"] and c["d_model"] > ref["d_model"]
+    assert c["latency_ms"] <= bound < ref["latency_ms"]

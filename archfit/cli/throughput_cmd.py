@@ -33,7 +33,8 @@ def _is_step_model(path: str) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     """Calibrate a training step-time model on the measured tokens/s of run tables (DATA:
-    collected sweeps), or compare the runs with a saved one (--perf). The model is
+    collected sweeps), or compare the runs with a saved one (--perf FILE, or FILE as the first
+    argument). The model is
 
       seconds per step = a * matmul FLOPs + b * memory bytes + c * n_layer + d
 
@@ -47,6 +48,13 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     from archfit.perf import fit_step_model, load_step_model, measured_runs
     from archfit.store import expand_paths, read_tables
 
+    models = [p for p in data if p.endswith(".json") and _is_step_model(p)]
+    if models:  # archfit throughput STEPS.json DATA: the same as --perf STEPS.json
+        if perf_file or len(models) > 1:
+            raise click.UsageError("give one step model (positional or --perf)")
+        perf_file, data = models[0], tuple(p for p in data if p != models[0])
+        if not data:
+            raise click.UsageError("give the run tables to compare the step model with")
     files = expand_paths(data)
     if out:
         check_output(out, "step model", inputs=[*files, *([perf_file] if perf_file else [])],
