@@ -16,11 +16,89 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from archfit.errors import ArchfitError
 from archfit.io import atomic_write
-from archfit.train import RunResult, TrainConfig
+from archfit.train.config import RunResult, TrainConfig
+
+def init_process_group(backend: str | None = None) -> bool:
+    """Join the env:// process group (torchrun's or submitit's variables) unless this process
+    is already in one, with ``backend`` (default: NCCL where CUDA is available, gloo
+    otherwise). Returns whether this call created it (its creator destroys it). The one place
+    archfit initializes torch.distributed: the trainer and the Slurm task protocol call it."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return False
+    dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+    return True
+
+
+@dataclass
+class ProcessGroup:
+    """This process's place in a multi-process run (torch.distributed, env:// variables as
+    torchrun and submitit set them); world 1 is a single-process run."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    owned: bool = False  # this run initialized the process group (and destroys it)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def mean(self, value: float) -> float:
+        """The mean of ``value`` over the processes."""
+        if self.world == 1:
+            return value
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([value], dtype=torch.float64)
+        dist.all_reduce(t)
+        return float(t[0]) / self.world
+
+    def any(self, flag: bool) -> bool:
+        """Whether any process has ``flag`` (e.g. a stop signal): all stop at the same step."""
+        if self.world == 1:
+            return flag
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t[0])
+
+
+def join_process_group(cfg: TrainConfig, device: str) -> tuple[ProcessGroup, str]:
+    """Join the process group when the environment names one (WORLD_SIZE > 1): gloo on CPU,
+    NCCL on CUDA, one GPU per process (LOCAL_RANK)."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return ProcessGroup(), device
+    import torch
+
+    rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if cfg.batch_size % world:
+        raise ArchfitError(f"batch_size {cfg.batch_size} is not divisible by the {world} "
+                           "processes; each takes an equal share of every batch")
+    if device.startswith("cuda"):
+        idx = local if torch.cuda.device_count() > local else 0
+        torch.cuda.set_device(idx)
+        device = f"cuda:{idx}"
+    owned = init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return ProcessGroup(rank, world, local, owned), device
+
 
 CONFIG_FILE = "dist-config.json"
 RESULT_FILE = "dist-result.json"

@@ -37,13 +37,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from archfit.errors import ArchfitError
-from archfit.perf import DEVICES
+from archfit.devices import DEVICES, device
 from archfit.shapes import Shape
 
 GIB = 1 << 30
 LOSS_CHUNK_ELEMENTS = 1 << 25  # as archfit.model: logits per chunk of the fused loss
 
-# name -> (memory GiB, dense bf16 peak FLOP/s), read from the one device table (archfit.perf)
+# name -> (memory GiB, dense bf16 peak FLOP/s), read from the one device table (archfit.devices)
 ACCELERATORS: dict[str, tuple[float, float]] = {k: (d.memory_gib, d.peak_flops)
                                                 for k, d in DEVICES.items()}
 DEFAULT_MFU = 0.4
@@ -143,13 +143,9 @@ def choose_micro_batch(shape: Shape, per_process_batch: int, budget_bytes: float
 
 
 def accelerator(name: str) -> tuple[float, float]:
-    """(memory GiB, peak bf16 FLOP/s) of a named accelerator."""
-    try:
-        return ACCELERATORS[name.lower()]
-    except KeyError:
-        raise ArchfitError(f"unknown accelerator {name!r}; choose one of "
-                           f"{', '.join(ACCELERATORS)} (or give --gpu-memory and --peak-flops)"
-                           ) from None
+    """(memory GiB, peak bf16 FLOP/s) of a named accelerator (archfit.devices)."""
+    d = device(name)
+    return d.memory_gib, d.peak_flops
 
 
 def gpu_hours(flops: float, peak_flops: float, mfu: float = DEFAULT_MFU) -> float:

@@ -34,31 +34,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
+from archfit.devices import Device, device
 from archfit.errors import ArchfitError
+from archfit.memory import per_layer_token_bytes
 from archfit.shapes import Shape
 
-
-@dataclass(frozen=True)
-class Device:
-    """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth."""
-
-    key: str
-    name: str
-    memory_gib: float
-    peak_flops: float
-    bandwidth: float  # bytes/s
-    source: str
-
-
-# vendor data sheets (dense, no sparsity): the one table of devices in archfit
-DEVICES: dict[str, Device] = {d.key: d for d in (
-    Device("h100", "H100 SXM5 80GB", 80.0, 989e12, 3.35e12, "NVIDIA H100 data sheet"),
-    Device("h200", "H200 SXM 141GB", 141.0, 989e12, 4.8e12, "NVIDIA H200 data sheet"),
-    Device("a100", "A100 SXM4 80GB", 80.0, 312e12, 2.039e12, "NVIDIA A100 data sheet"),
-    Device("a100-40gb", "A100 SXM4 40GB", 40.0, 312e12, 1.555e12, "NVIDIA A100 data sheet"),
-)}
-# the substring torch.cuda.get_device_name() holds for each (MFU of a measured run)
-DEVICE_NAME_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 
 MATMUL_EFFICIENCY = 0.5  # share of peak FLOP/s a large bf16 matmul reaches (assumed)
 BANDWIDTH_EFFICIENCY = 0.8  # share of the data sheet's bandwidth a stream reaches (assumed)
@@ -72,25 +52,10 @@ ASSUMPTIONS = (f"matmuls at {MATMUL_EFFICIENCY:.0%} of peak, memory at "
                "measured)")
 
 
-def device(name: str) -> Device:
-    try:
-        return DEVICES[str(name).lower()]
-    except KeyError:
-        raise ArchfitError(f"unknown accelerator {name!r}; choose one of "
-                           f"{', '.join(DEVICES)}") from None
-
-
-def device_key(torch_name: str) -> str | None:
-    """The :data:`DEVICES` key of a CUDA device name (``NVIDIA H100 80GB HBM3`` -> h100)."""
-    return next((k for sub, k in DEVICE_NAME_KEYS if sub in torch_name), None)
-
-
 # ============================================================================ training
 def step_features(shape: Shape, tokens_per_step: float, precision: str = "bf16"
                   ) -> tuple[float, float, float, float]:
     """(matmul FLOPs, bytes of memory traffic, layers, 1) of one training step."""
-    from archfit.memory import per_layer_token_bytes
-
     act = 2 if precision == "bf16" else 4
     flops = shape.flops_per_token("matmul_train") * tokens_per_step
     acts = 2 * per_layer_token_bytes(shape, act) * shape.n_layer * tokens_per_step

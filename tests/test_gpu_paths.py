@@ -14,7 +14,8 @@ import torch
 from archfit import memory
 from archfit.model import GPT
 from archfit.shapes import Shape
-from archfit.train import Budget, TrainConfig, _autocast, peak_flops, train
+from archfit.train import Budget, TrainConfig, peak_flops, train
+from archfit.train.device import autocast
 
 TINY = Shape(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=64)
 
@@ -30,12 +31,12 @@ def test_bf16_autocast_runs_on_cpu_in_bf16():
     seen = []
     m.blocks[0].mlp.up.register_forward_hook(lambda mod, i, o: seen.append(o.dtype))
     x = torch.randint(0, 256, (2, 64))
-    with _autocast(cfg, "cpu"):
+    with autocast(cfg, "cpu"):
         _, loss = m(x, x)
     loss.backward()
     assert seen == [torch.bfloat16] and loss.dtype == torch.float32
     assert m.tok_emb.weight.grad.dtype == torch.float32  # fp32 master weights and grads
-    with _autocast(TrainConfig(shape=TINY, budget=Budget(steps=1)), "cpu"):
+    with autocast(TrainConfig(shape=TINY, budget=Budget(steps=1)), "cpu"):
         seen.clear()
         m(x, x)
     assert seen == [torch.float32]  # auto on CPU: fp32

@@ -146,10 +146,10 @@ def coord_scale(parametrization, width, steps=6):
     torch.manual_seed(0)
     s = Shape(n_layer=2, d_model=width, n_head=width // 32, vocab_size=256, n_ctx=32)
     m = GPT(s, parametrization, base_width=64)
-    from archfit.train import _optimizers
+    from archfit.train.optim import make_optimizers
 
     cfg = TrainConfig(lr=1e-2, weight_decay=0.0)
-    opts = _optimizers(m, cfg, "cpu")
+    opts = make_optimizers(m, cfg, "cpu")
     for g in opts[0].param_groups:
         g["lr"] = cfg.lr * g["lr_mult"]
     gen = torch.Generator().manual_seed(1)
@@ -261,9 +261,9 @@ def depth_coord(parametrization, n_layer, steps=5, lr=1e-2):
     torch.manual_seed(0)
     s = Shape(n_layer=n_layer, d_model=64, n_head=2, vocab_size=256, n_ctx=32)
     m = GPT(s, parametrization, base_width=64, base_depth=2)
-    from archfit.train import _optimizers
+    from archfit.train.optim import make_optimizers
 
-    opts = _optimizers(m, TrainConfig(lr=lr, weight_decay=0.0), "cpu")
+    opts = make_optimizers(m, TrainConfig(lr=lr, weight_decay=0.0), "cpu")
     for g in opts[0].param_groups:
         g["lr"] = lr * g["lr_mult"]
     x = torch.randint(0, 256, (8, 32), generator=torch.Generator().manual_seed(1))
@@ -309,18 +309,15 @@ def test_signal_saves_then_chains_to_the_previous_handler(tmp_path):
     assert seen == [(signal.SIGUSR2, True)]
 
 
-def test_config_flat_record_roundtrip_and_deprecated_spelling():
+def test_config_flat_record_roundtrip():
     cfg = tiny(Budget(tokens_per_param=20), shape=dict(mlp="swiglu", n_kv_head=1), lr=1e-3)
     d = cfg.to_dict()
     assert d["ctx"] == 64 and d["vocab_size"] is None and d["tokens_per_param"] == 20
     assert d["steps"] is None and d["n_layer"] == 2 and d["mlp"] == "swiglu"
     back = TrainConfig.from_dict(d)
     assert back.to_dict() == d and back.shape == cfg.shape.with_(vocab_size=256)
-    with pytest.warns(DeprecationWarning, match="shape=Shape"):
-        old = TrainConfig(n_layer=2, d_model=64, n_head=2, ctx=64, tokens_per_param=20,
-                          mlp="swiglu", n_kv_head=1, lr=1e-3, batch_size=4, eval_every=6,
-                          eval_windows=4, threads=1)
-    assert old.to_dict() == d
+    with pytest.raises(TypeError):  # no flat spelling: shape=Shape(...), budget=Budget(...)
+        TrainConfig(n_layer=2, d_model=64, n_head=2, ctx=64, tokens_per_param=20)
     with pytest.raises(ArchfitError, match="unknown training options: colour"):
         TrainConfig.from_dict({**d, "colour": 1})
 

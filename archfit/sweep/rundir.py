@@ -166,12 +166,11 @@ def _record(run_dir: str, spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 def _run_one_rank(run_dir: str, retry_failed: bool) -> str:
     """One task of a multi-task run (see :func:`run_one`)."""
-    import torch
     import torch.distributed as dist
 
-    owned = not dist.is_initialized()
-    if owned:
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    from archfit.distributed import init_process_group
+
+    owned = init_process_group()
     rank = dist.get_rank()
     run = _run_of(run_dir)
     spec = {"run_id": run.run_id, "config": run.config, "meta": run.meta}

@@ -1,0 +1,45 @@
+"""The one table of accelerators archfit knows: memory, dense bf16 peak FLOP/s and memory
+bandwidth from the vendors' data sheets. archfit.memory (what fits), archfit.perf (how fast) and
+the trainer (MFU of a measured run) all read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from archfit.errors import ArchfitError
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth."""
+
+    key: str
+    name: str
+    memory_gib: float
+    peak_flops: float
+    bandwidth: float  # bytes/s
+    source: str
+
+
+# vendor data sheets (dense, no sparsity): the one table of devices in archfit
+DEVICES: dict[str, Device] = {d.key: d for d in (
+    Device("h100", "H100 SXM5 80GB", 80.0, 989e12, 3.35e12, "NVIDIA H100 data sheet"),
+    Device("h200", "H200 SXM 141GB", 141.0, 989e12, 4.8e12, "NVIDIA H200 data sheet"),
+    Device("a100", "A100 SXM4 80GB", 80.0, 312e12, 2.039e12, "NVIDIA A100 data sheet"),
+    Device("a100-40gb", "A100 SXM4 40GB", 40.0, 312e12, 1.555e12, "NVIDIA A100 data sheet"),
+)}
+# the substring torch.cuda.get_device_name() holds for each (MFU of a measured run)
+DEVICE_NAME_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
+
+
+def device(name: str) -> Device:
+    try:
+        return DEVICES[str(name).lower()]
+    except KeyError:
+        raise ArchfitError(f"unknown accelerator {name!r}; choose one of "
+                           f"{', '.join(DEVICES)}") from None
+
+
+def device_key(torch_name: str) -> str | None:
+    """The :data:`DEVICES` key of a CUDA device name (``NVIDIA H100 80GB HBM3`` -> h100)."""
+    return next((k for sub, k in DEVICE_NAME_KEYS if sub in torch_name), None)

@@ -1,0 +1,37 @@
+"""The trainer, one concept a module:
+
+- :mod:`~archfit.train.config`: the run records (:class:`Budget`, :class:`TrainConfig`,
+  :class:`RunResult`), importable without torch or numpy, so planning a sweep never loads the
+  trainer;
+- :mod:`~archfit.train.schedule`: the learning-rate schedule;
+- :mod:`~archfit.train.optim`: AdamW and Muon;
+- :mod:`~archfit.train.device`: the device, peak FLOP/s, micro-batch, the memory check, autocast,
+  DDP/FSDP2 wrapping;
+- :mod:`~archfit.train.checkpoint`: loading (``weights_only=True``) and resuming;
+- :mod:`~archfit.train.stop`: bounded stops on SIGTERM/SIGUSR2;
+- :mod:`~archfit.train.loop`: :func:`train`, the loop itself.
+
+Multi-process setup lives in :mod:`archfit.distributed`. ``train`` and the torch-side helpers
+are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from archfit.train.config import (EXIT_PREEMPTED, PARALLEL, PRECISIONS, RESUMABLE_CHANGES,
+                                  RUNTIME_KEYS, STOP_GRACE_S, Budget, RunResult, TrainConfig)
+from archfit.train.schedule import lr_at
+
+_LAZY = {"train": "loop", "peak_flops": "device", "auto_micro_batch": "device",
+         "check_memory": "device", "load_checkpoint": "checkpoint"}
+
+__all__ = ["EXIT_PREEMPTED", "PARALLEL", "PRECISIONS", "RESUMABLE_CHANGES", "RUNTIME_KEYS",
+           "STOP_GRACE_S", "Budget", "RunResult", "TrainConfig", "lr_at", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"archfit.train.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'archfit.train' has no attribute {name!r}")

@@ -1,0 +1,210 @@
+"""The records of a run, importable without torch or numpy (what ``archfit.sweep`` plans with):
+:class:`Budget`, :class:`TrainConfig` (its flat record is what run ids hash and
+``config.json`` stores) and :class:`RunResult`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from archfit.errors import ArchfitError
+from archfit.shapes import Shape
+
+# a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
+# ended this many seconds after the signal, exit keeping the last checkpoint
+STOP_GRACE_S = 30.0
+EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped by a signal
+# config keys that may change between a run and its resume (they do not change its numbers)
+RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch",
+                     "micro_batch")
+# config keys that say how a run is executed, not what it computes: not part of its identity
+RUNTIME_KEYS = ("micro_batch",)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run trains: exactly one of ``tokens``, ``tokens_per_param`` (per
+    non-embedding parameter) or ``steps``."""
+
+    tokens: float | None = None
+    tokens_per_param: float | None = None
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        given = [(k, v) for k, v in asdict(self).items() if v is not None]
+        if len(given) != 1:
+            raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
+        k, v = given[0]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or (
+                k == "steps" and int(v) != v):
+            raise ArchfitError(f"the budget {k} must be a positive "
+                               f"{'whole ' if k == 'steps' else ''}number, got {v!r}")
+
+    def steps_for(self, shape: Shape, tokens_per_step: int) -> int:
+        """Optimizer steps this budget buys for ``shape`` at ``tokens_per_step``."""
+        if self.steps is not None:
+            return int(self.steps)
+        tokens = self.tokens if self.tokens is not None else (
+            self.tokens_per_param * shape.params_non_embedding)  # type: ignore[operator]
+        return max(1, int(round(tokens / tokens_per_step)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "n_kv_head", "mlp",
+               "position", "tied_embeddings", "bias", "norm", "qk_norm")
+# written only when set, so the records (and run ids) of shapes without them are unchanged
+_OPTIONAL_SHAPE_KEYS = ("qkv_bias",)
+_FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
+_BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
+# options added after 0.1: in the record only when not at their default (run ids unchanged)
+_OPTIONAL_CFG = ("precision", "parallel", "micro_batch", "data_sha256")
+PRECISIONS = ("auto", "bf16", "fp32")
+PARALLEL = ("ddp", "fsdp")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run: a :class:`Shape`, a :class:`Budget` and how to train.
+
+    ``vocab_from_data``: size the vocabulary from the data (the shape's ``vocab_size`` is then
+    replaced by the data's). :meth:`to_dict` gives the flat record that run ids hash and
+    ``config.json`` stores; :meth:`from_dict` reads it back.
+    """
+
+    shape: Shape = field(default_factory=lambda: Shape(n_layer=4, d_model=128, n_head=4,
+                                                       vocab_size=256, n_ctx=256))
+    budget: Budget | None = None
+    vocab_from_data: bool = False
+    parametrization: str = "standard"
+    mup_base_width: int = 128
+    mup_base_depth: int = 2
+    data: str | None = None  # None: the embedded default corpus
+    # a prepared dataset's manifest hash (archfit data prepare): part of the run's identity,
+    # checked against the data when the run starts
+    data_sha256: str | None = None
+    batch_size: int = 16
+    grad_accum: int = 1
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: float = 0.05  # fraction of steps (< 1) or a step count (>= 1)
+    schedule: str = "cosine"  # cosine | wsd | constant
+    decay_fraction: float = 0.2  # wsd: the final fraction spent decaying
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    optimizer: str = "adamw"  # adamw | muon
+    seed: int = 0
+    eval_every: int = 100
+    eval_windows: int = 64
+    eval_batch: int = 32
+    checkpoint_every: int = 0  # 0: only on signals (and when a run dir is given, at the end)
+    device: str = "auto"
+    compile: bool = False
+    divergence_factor: float = 2.5
+    threads: int | None = None
+    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere | bf16 | fp32
+    parallel: str = "ddp"  # with several processes: ddp | fsdp (FSDP2 fully_shard)
+    # sequences per forward pass and process (None: the whole share of a batch); a batch is
+    # split into micro-batches whose gradients add up to the batch's, so the numbers are the
+    # same whatever fits in memory (archfit.memory.choose_micro_batch picks it)
+    micro_batch: int | None = None
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.grad_accum * self.shape.n_ctx
+
+    def validate(self) -> None:
+        """The one check of a config before work starts (shape and budget check themselves)."""
+        if self.budget is None:
+            raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
+        for name in ("batch_size", "grad_accum", "eval_every", "eval_windows"):
+            if getattr(self, name) <= 0:
+                raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ArchfitError(f"lr must be positive, got {self.lr}")
+        if self.micro_batch is not None and (not isinstance(self.micro_batch, int)
+                                             or self.micro_batch <= 0):
+            raise ArchfitError(f"micro_batch must be a positive whole number, got "
+                               f"{self.micro_batch!r}")
+        if self.precision not in PRECISIONS:
+            raise ArchfitError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                               f"{self.precision!r}")
+        if self.parallel not in PARALLEL:
+            raise ArchfitError(f"parallel must be one of {', '.join(PARALLEL)}, got "
+                               f"{self.parallel!r}")
+
+    def steps(self) -> int:
+        self.validate()
+        return self.budget.steps_for(self.shape, self.tokens_per_step)  # type: ignore[union-attr]
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.shape
+        out: dict[str, Any] = {k: getattr(s, k) for k in _SHAPE_KEYS}
+        out.update({k: True for k in _OPTIONAL_SHAPE_KEYS if getattr(s, k)})
+        out.update(ff_ratio=None, vocab_size=None if self.vocab_from_data else s.vocab_size,
+                   ctx=s.n_ctx)
+        out.update(self.budget.to_dict() if self.budget else dict.fromkeys(_BUDGET_KEYS))
+        out.update({f.name: getattr(self, f.name) for f in fields(self)
+                    if f.name not in ("shape", "budget", "vocab_from_data")
+                    and not (f.name in _OPTIONAL_CFG and getattr(self, f.name) == f.default)})
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """A config from the flat record of :meth:`to_dict` (``config.json``)."""
+        own = {f.name for f in fields(cls)} - {"shape", "budget", "vocab_from_data"}
+        unknown = set(d) - own - set(_FLAT_SHAPE) - set(_BUDGET_KEYS)
+        if unknown:
+            raise ArchfitError(f"unknown training options: {', '.join(sorted(unknown))}")
+        return cls(**{k: v for k, v in d.items() if k in own}, **_from_flat(d))
+
+
+def _from_flat(d: dict[str, Any]) -> dict[str, Any]:
+    """shape / budget / vocab_from_data from flat keys (``n_layer=..., ctx=..., tokens=...``)."""
+    out: dict[str, Any] = {}
+    sk = {k: d[k] for k in _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS if k in d and d[k] is not None}
+    if sk or "ctx" in d or "vocab_size" in d:
+        base = {"n_layer": 4, "d_model": 128, "n_head": 4}
+        out["shape"] = Shape(**{**base, **sk}, vocab_size=d.get("vocab_size") or 256,
+                             n_ctx=d.get("ctx") or 256)
+        out["vocab_from_data"] = d.get("vocab_size") is None
+    bk = {k: d[k] for k in _BUDGET_KEYS if d.get(k) is not None}
+    if bk:
+        out["budget"] = Budget(**bk)
+    return out
+
+
+@dataclass
+class RunResult:
+    status: str  # ok | diverged | failed | preempted
+    error: str | None = None
+    final_val_loss: float | None = None
+    best_val_loss: float | None = None
+    final_train_loss: float | None = None
+    tokens: int = 0
+    steps: int = 0
+    wall_s: float = 0.0
+    train_s: float = 0.0
+    tokens_per_s: float | None = None
+    flops: float | None = None
+    flops_convention: str = "kaplan_train: 6N + 6*n_layer*n_ctx*d_model per token"
+    mfu: float | None = None
+    peak_memory_bytes: int | None = None
+    device: str = "cpu"
+    data_hash: str | None = None
+    data_name: str | None = None
+    params_total: int | None = None
+    params_non_embedding: int | None = None
+    shape: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    archfit_version: str = ""
+    resumed_from_step: int | None = None
+    world_size: int = 1  # processes that trained this run (torch.distributed)
+    parallel: str | None = None  # ddp | fsdp when world_size > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,304 @@
+"""One training run, read top to bottom like nanoGPT's loop: set up (data, model, optimizers,
+placement), resume this run's checkpoint, step until the budget or a stop signal, evaluate on
+fixed validation windows, finish with the result record. ``train(TrainConfig(...))`` is the
+entry point; torch is imported inside it."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from archfit.distributed import ProcessGroup, join_process_group
+from archfit.errors import ArchfitError, DataError
+from archfit.io import atomic_path
+from archfit.shapes import Shape
+from archfit.train.checkpoint import resume
+from archfit.train.config import RunResult, TrainConfig
+from archfit.train.device import (auto_micro_batch, autocast, check_memory, peak_flops,
+                                  resolve_device, wrap)
+from archfit.train.optim import make_optimizers
+from archfit.train.schedule import lr_at
+from archfit.train.stop import Preempted, StopSignals
+
+
+@dataclass
+class _Session:
+    """The state of a run between its phases: setup, resume, loop, finish."""
+
+    cfg: TrainConfig
+    shape: Shape
+    td: Any  # TokenData
+    device: str
+    model: Any
+    opts: list[Any]
+    step_fn: Any
+    val: Any
+    autocast: Any
+    total_steps: int
+    ckpt_path: str | None
+    result: RunResult
+    rng: np.random.Generator
+    dist: ProcessGroup = field(default_factory=ProcessGroup)
+    start_step: int = 0
+    best_val: float = math.inf
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    train_time: float = 0.0
+    last_train: float | None = None
+
+    def evaluate(self) -> float:
+        import torch
+
+        self.model.eval()
+        losses = []
+        with torch.no_grad(), self.autocast:
+            for i in range(0, len(self.val), self.cfg.eval_batch):
+                w = self.val[i:i + self.cfg.eval_batch]
+                _, loss = self.step_fn(w[:, :-1], w[:, 1:])
+                losses.append(float(loss) * len(w))
+        self.model.train()
+        return sum(losses) / len(self.val)
+
+    def state(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Full (unsharded) model and optimizer state dicts; collective under FSDP."""
+        if self.dist.world > 1 and self.cfg.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                                 get_model_state_dict,
+                                                                 get_optimizer_state_dict)
+
+            o = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            return (get_model_state_dict(self.model, options=o),
+                    [get_optimizer_state_dict(self.model, opt, options=o) for opt in self.opts])
+        return self.model.state_dict(), [o.state_dict() for o in self.opts]
+
+    def load_state(self, model_sd: dict[str, Any], opt_sds: list[dict[str, Any]]) -> None:
+        if self.dist.world > 1 and self.cfg.parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                                 set_model_state_dict,
+                                                                 set_optimizer_state_dict)
+
+            o = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(self.model, model_sd, options=o)
+            for opt, sd in zip(self.opts, opt_sds):
+                set_optimizer_state_dict(self.model, opt, sd, options=o)
+            return
+        self.model.load_state_dict(model_sd)
+        for opt, sd in zip(self.opts, opt_sds):
+            opt.load_state_dict(sd)
+
+    def save(self, step: int) -> None:
+        """Checkpoint atomically: process 0 writes, every process waits for it."""
+        if self.ckpt_path is None:
+            return
+        import torch
+
+        model_sd, opt_sds = self.state()
+        if self.dist.main:
+            with atomic_path(self.ckpt_path) as tmp:
+                torch.save({"model": model_sd, "optimizers": opt_sds,
+                            "data_rng": self.rng.bit_generator.state,
+                            "torch_rng": torch.get_rng_state(), "step": step,
+                            "best_val": self.best_val, "curve": self.curve,
+                            "config": self.cfg.to_dict(), "world_size": self.dist.world}, tmp)
+        self.dist.barrier()
+
+
+def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> _Session:
+    import torch
+
+    import archfit
+    from archfit import data as data_mod
+    from archfit.model import GPT
+
+    device = resolve_device(cfg)  # before anything slow: a missing device is a bad input
+    dist, device = join_process_group(cfg, device)
+    if run_dir:
+        os.makedirs(run_dir, exist_ok=True)  # before training, so the result has a home
+    td = data_mod.load(cfg.data, None if cfg.vocab_from_data else cfg.shape.vocab_size)
+    td.check_window(cfg.shape.n_ctx)
+    if cfg.data_sha256 and td.data_hash != cfg.data_sha256:
+        raise DataError(f"{cfg.data}: its manifest changed since this run was planned (hash "
+                        f"{td.data_hash[:12]}, planned {cfg.data_sha256[:12]}); re-plan the sweep")
+    shape = cfg.shape.with_(vocab_size=td.vocab_size) if cfg.vocab_from_data else cfg.shape
+    if shape.vocab_size < td.vocab_size:
+        raise DataError(f"{td.name}: vocabulary {td.vocab_size} exceeds the model's "
+                        f"{shape.vocab_size}")
+    if memory_check:
+        check_memory(cfg, shape, device, dist.world)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    result = RunResult(status="ok", device=device, data_hash=td.data_hash, data_name=td.name,
+                       params_total=shape.params_total,
+                       params_non_embedding=shape.params_non_embedding, shape=shape.to_dict(),
+                       config=cfg.to_dict(), archfit_version=archfit.__version__)
+    result.shape.pop("breakdown", None)
+    torch.manual_seed(cfg.seed)
+    if device.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    model = GPT(shape, cfg.parametrization, cfg.mup_base_width, cfg.mup_base_depth).to(device)
+    if model.num_params() != shape.params_total:  # the shape core is the one count
+        raise AssertionError("model and shape disagree on the parameter count")
+    wrapped = wrap(model, cfg, dist, device)
+    if device.startswith("cuda") and cfg.micro_batch is None:
+        import torch
+
+        cfg = auto_micro_batch(cfg, shape, dist.world,
+                               torch.cuda.get_device_properties(device).total_memory)
+        result.config = cfg.to_dict()
+    result.world_size = dist.world
+    result.parallel = cfg.parallel if dist.world > 1 else None
+    return _Session(
+        cfg=cfg, shape=shape, td=td, device=device, model=model,
+        opts=make_optimizers(model, cfg, device),  # after fully_shard: on the sharded parameters
+        step_fn=torch.compile(wrapped) if cfg.compile else wrapped,
+        val=torch.from_numpy(td.val_windows(cfg.eval_windows, shape.n_ctx)).to(device),
+        autocast=autocast(cfg, device),
+        total_steps=cfg.budget.steps_for(shape, cfg.tokens_per_step),  # type: ignore[union-attr]
+        ckpt_path=os.path.join(run_dir, "checkpoint.pt") if run_dir else None,
+        result=result, rng=np.random.default_rng(cfg.seed), dist=dist)
+
+
+def _step(s: _Session, step: int) -> tuple[float, float]:
+    """One optimizer step (with gradient accumulation); returns (train loss, lr)."""
+    import torch
+
+    cfg = s.cfg
+    lr = lr_at(step, s.total_steps, cfg)
+    for o in s.opts:
+        for g in o.param_groups:
+            g["lr"] = lr * g.get("lr_mult", 1.0)
+    total = 0.0
+    d = s.dist
+    share = cfg.batch_size // d.world  # every process draws the same batch, takes its rows
+    micro = min(cfg.micro_batch or share, share)
+    if share % micro:
+        raise ArchfitError(f"micro_batch {micro} does not divide the {share} sequences each "
+                           "process takes of a batch")
+    passes = cfg.grad_accum * (share // micro)
+    for k in range(passes):
+        if k % (share // micro) == 0:
+            x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
+        lo = d.rank * share + (k % (share // micro)) * micro
+        xb = torch.from_numpy(x[lo:lo + micro]).to(s.device, non_blocking=True)
+        yb = torch.from_numpy(y[lo:lo + micro]).to(s.device, non_blocking=True)
+        sync = k == passes - 1 or not hasattr(s.step_fn, "no_sync")
+        with contextlib.nullcontext() if sync else s.step_fn.no_sync():
+            with s.autocast:
+                _, loss = s.step_fn(xb, yb)
+            (loss / passes).backward()
+        total += float(loss.detach()) / passes
+    total = d.mean(total)
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
+    for o in s.opts:
+        o.step()
+        o.zero_grad(set_to_none=True)
+    if s.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return total, lr
+
+
+def _loop(s: _Session, sig: StopSignals, progress: Callable[[dict[str, Any]], None] | None
+          ) -> None:
+    cfg, ema, run_min = s.cfg, None, math.inf
+    s.model.train()
+    for step in range(s.start_step, s.total_steps):
+        if s.dist.any(sig.signum is not None):
+            s.save(step)
+            sig.chain()
+            raise Preempted(f"stopped by signal {sig.signum or 'on another process'} at step "
+                            f"{step}")
+        t0 = time.perf_counter()
+        total, lr = _step(s, step)
+        s.train_time += time.perf_counter() - t0
+        s.last_train = total
+        point: dict[str, Any] = {"step": step + 1, "tokens": (step + 1) * cfg.tokens_per_step,
+                                 "train_loss": total, "lr": lr}
+        ema = total if ema is None else 0.8 * ema + 0.2 * total
+        run_min = min(run_min, ema)
+        if not math.isfinite(total):
+            s.result.status, s.result.error = "diverged", f"non-finite loss at step {step + 1}"
+        elif step > 10 and ema > cfg.divergence_factor * run_min:
+            s.result.status = "diverged"
+            s.result.error = (f"loss {ema:.3g} rose above {cfg.divergence_factor}x its running "
+                              f"minimum {run_min:.3g} at step {step + 1}")
+        if s.result.status == "diverged":
+            s.curve.append(point)
+            return
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == s.total_steps:
+            point["val_loss"] = s.evaluate()
+            s.best_val = min(s.best_val, point["val_loss"])
+        s.curve.append(point)
+        if progress is not None and s.dist.main:
+            progress({**point, "total_steps": s.total_steps})
+        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+            s.save(step + 1)
+
+
+def _finish(s: _Session, t_wall: float) -> RunResult:
+    r, cfg = s.result, s.cfg
+    vals = [p["val_loss"] for p in s.curve if "val_loss" in p]
+    done_steps = s.curve[-1]["step"] if s.curve else s.start_step
+    r.steps, r.tokens = done_steps, done_steps * cfg.tokens_per_step
+    r.final_val_loss = vals[-1] if vals else None
+    r.best_val_loss = min(vals) if vals else None
+    r.final_train_loss, r.curve, r.train_s = s.last_train, s.curve, s.train_time
+    if s.train_time > 0 and done_steps > s.start_step:
+        r.tokens_per_s = (done_steps - s.start_step) * cfg.tokens_per_step / s.train_time
+    fpt = s.shape.flops_per_token("kaplan_train")
+    r.flops = fpt * r.tokens
+    if s.device.startswith("cuda"):
+        import torch
+
+        r.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
+        peak = peak_flops(torch.cuda.get_device_name())
+        if peak and r.tokens_per_s:
+            r.mfu = fpt * r.tokens_per_s / peak
+    else:
+        import resource
+
+        r.peak_memory_bytes = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    if r.status == "ok":
+        s.save(done_steps)
+    r.wall_s = time.perf_counter() - t_wall
+    return r
+
+
+def train(cfg: TrainConfig, run_dir: str | None = None,
+          progress: Callable[[dict[str, Any]], None] | None = None,
+          restart: bool = False, memory_check: bool = True) -> RunResult:
+    """Train one model. With ``run_dir``, checkpoints go to ``run_dir/checkpoint.pt`` and this
+    run's checkpoint found there is resumed (another run's is refused unless ``restart``; a
+    checkpoint is read with ``weights_only=True``, so it never runs code). A run whose
+    estimated memory does not fit the machine is refused before it starts unless
+    ``memory_check=False``. Bad input raises a typed :class:`ArchfitError`; a run that
+    diverges or fails returns a result with that status (nothing is raised)."""
+    t_wall = time.perf_counter()
+    cfg.validate()
+    s = _setup(cfg, run_dir, memory_check)
+    resume(s, restart)
+    try:
+        with StopSignals() as sig:
+            _loop(s, sig, progress)
+    except Preempted as e:
+        s.result.status, s.result.error = "preempted", str(e)
+    except (ArchfitError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # a failing run is recorded, not raised
+        s.result.status = "failed"
+        s.result.error = f"{type(e).__name__}: {e}".splitlines()[0]
+        s.result.config["traceback"] = traceback.format_exc(limit=5)
+    try:
+        return _finish(s, t_wall)
+    finally:
+        if s.dist.owned:
+            import torch.distributed
+
+            torch.distributed.destroy_process_group()
