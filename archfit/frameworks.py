@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from archfit.errors import ShapeError
+from archfit.formats import FORMAT_NAMES
 from archfit.shapes import Shape
 
 
@@ -340,6 +341,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("litgpt", "LitGPT model config (YAML)", "llama", "litgpt.yaml",
            _render_litgpt, _litgpt_limits),
 )}
+if tuple(FORMATS) != FORMAT_NAMES:  # one exporter per name of the one list, in its order
+    raise ImportError(f"archfit.frameworks exports {tuple(FORMATS)}, archfit.formats names "
+                      f"{FORMAT_NAMES}")
 
 
 def get_format(name: str) -> Format:

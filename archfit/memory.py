@@ -38,10 +38,9 @@ from typing import Any
 
 from archfit.errors import ArchfitError
 from archfit.devices import DEVICES, device
-from archfit.shapes import Shape
+from archfit.shapes import LOSS_CHUNK_ELEMENTS, Shape
 
 GIB = 1 << 30
-LOSS_CHUNK_ELEMENTS = 1 << 25  # as archfit.model: logits per chunk of the fused loss
 
 # name -> (memory GiB, dense bf16 peak FLOP/s), read from the one device table (archfit.devices)
 ACCELERATORS: dict[str, tuple[float, float]] = {k: (d.memory_gib, d.peak_flops)

@@ -28,9 +28,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from archfit.errors import ShapeError
-from archfit.shapes import Shape
+from archfit.shapes import LOSS_CHUNK_ELEMENTS, PARAMETRIZATIONS, Shape
 
-PARAMETRIZATIONS = ("standard", "mup", "completep", "depth-mup")
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,6 @@ class Block(nn.Module):
 
 # logits per chunk of the output layer's fused loss (128 MiB in fp32: 667 tokens at vocab
 # 50257); smaller chunks make the matmuls and weight-gradient updates slower, larger cost memory
-LOSS_CHUNK_ELEMENTS = 1 << 25
 
 
 class _LinearCrossEntropy(torch.autograd.Function):

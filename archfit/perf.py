@@ -147,10 +147,9 @@ def measured_runs(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         if not all(r.get(k) for k in ("n_layer", "d_model", "n_head")):
             continue
-        kw = {k: r[k] for k in ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
-                                "vocab_size", "n_ctx", "mlp", "position", "norm",
-                                "tied_embeddings") if r.get(k) is not None}
-        out.append({"shape": Shape(**kw), "tokens_per_step": tokens / steps,
+        shape = Shape.from_config({k: v for k, v in r.items()  # d_ff stands for ff_ratio
+                                   if v is not None and k != "ff_ratio"})
+        out.append({"shape": shape, "tokens_per_step": tokens / steps,
                     "tokens_per_s": float(tps), "device": r.get("device") or "unknown",
                     "run_id": r.get("run_id")})
     return out

@@ -13,18 +13,13 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from archfit.errors import RecommendError, ShapeError
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
-from archfit.shapes import Shape, iso_param_family
-
-# deprecated keyword -> Shape's name (kept for one release)
-_DEPRECATED = {"vocab": "vocab_size", "ctx": "n_ctx", "kv_heads": "n_kv_head",
-               "tied": "tied_embeddings", "rope": "position"}
+from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape, iso_param_family, kaplan_width
 
 
 @dataclass
@@ -73,7 +68,7 @@ class Recommendation:
             "n_layer_opt": self.n_layer_opt, "d_model_opt": self.d_model_opt,
             "law": self.law, "law_formula": self.law_formula, "law_source": self.law_source,
             "flops_per_token": s.flops_per_token("kaplan_train"),
-            "flops_per_token_convention": "kaplan_train: 6N + 6*n_layer*n_ctx*d_model",
+            "flops_per_token_convention": TRAIN_FLOPS_CONVENTION,
             "alternatives": self.alternatives_records,
             "notes": self.notes,
         }
@@ -108,7 +103,7 @@ class Recommendation:
                   f"  params_total         {s.params_total:,} (embeddings "
                   f"{'tied' if s.tied_embeddings else 'untied'}{err if total else ''})",
                   f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
-                  "(Kaplan: 6N + 6*n_layer*n_ctx*d_model)"]
+                  f"({TRAIN_FLOPS_CONVENTION})"]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -149,16 +144,6 @@ def _verdict_line(t: dict[str, Any]) -> str:
 
 def _lcm(a: int, b: int) -> int:
     return a * b // math.gcd(a, b)
-
-
-def _undeprecate(kw: dict[str, Any], deprecated: dict[str, Any]) -> None:
-    for old, value in deprecated.items():
-        if old not in _DEPRECATED:
-            raise TypeError(f"recommend() got an unexpected keyword argument {old!r}")
-        new = _DEPRECATED[old]
-        warnings.warn(f"recommend({old}=...) is deprecated; use {new}=...", DeprecationWarning,
-                      stacklevel=3)
-        kw[new] = ("rope" if value else "learned") if old == "rope" else value
 
 
 def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -> _Options:
@@ -267,7 +252,7 @@ DEPTH_SPAN = (0.75, 1.3)  # candidate depths around the optimum (recommend --obj
 
 def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
                 span: tuple[float, float] = DEPTH_SPAN) -> list[Shape]:
-    if math.sqrt(N_ne / (12 * L_opt)) < opts.step / 2:
+    if kaplan_width(N_ne, L_opt) < opts.step / 2:
         raise RecommendError(
             f"the law's optimal depth at {N_ne:.3g} parameters is {L_opt:.3g} layers, which "
             f"leaves a width below one step of {opts.step}: no buildable shape is near it "
@@ -351,22 +336,19 @@ def recommend(
     norm: str = "layernorm",
     ff_multiple: int | None = None,
     depth_span: tuple[float, float] = DEPTH_SPAN,
-    **deprecated: Any,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt).
 
     ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
-    ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names; the old
-    spellings ``vocab``, ``ctx``, ``kv_heads``, ``tied`` and ``rope`` still work (deprecated).
+    ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names.
     ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
     candidate depths as multiples of the optimal depth (wider for :mod:`archfit.objectives`).
     """
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
               position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
-    _undeprecate(kw, deprecated)
     opts = _validate(params, compute, kw)
     given = [load_fit(f) for f in _given(fit)]
     fits = _fits_by_role(given)

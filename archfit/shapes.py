@@ -32,22 +32,42 @@ FLOP conventions (per token):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Literal, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Iterable, Literal, Sequence, get_args
 
 from archfit.errors import ShapeError
 
+# the one source of each choice: the Literal types; specs and click options read their values
 MlpKind = Literal["gelu", "relu2", "swiglu"]
 PositionKind = Literal["learned", "rope"]
 NormKind = Literal["layernorm", "rmsnorm"]
+# how init and learning rates scale with width and depth (archfit.model)
+Parametrization = Literal["standard", "mup", "completep", "depth-mup"]
 
-MLP_KINDS: tuple[str, ...] = ("gelu", "relu2", "swiglu")
-POSITION_KINDS: tuple[str, ...] = ("learned", "rope")
-NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
+MLP_KINDS: tuple[str, ...] = get_args(MlpKind)
+POSITION_KINDS: tuple[str, ...] = get_args(PositionKind)
+NORM_KINDS: tuple[str, ...] = get_args(NormKind)
+PARAMETRIZATIONS: tuple[str, ...] = get_args(Parametrization)
+
+# logits per chunk of the fused output layer and loss: archfit.model computes them so,
+# archfit.memory counts them
+LOSS_CHUNK_ELEMENTS = 1 << 25
+
+# the size convention of the shape laws (Kaplan et al. 2020: a block of ff ratio 4 holds
+# 12 d_model^2 parameters); :func:`kaplan_width` is its one formula
+SHAPE_LAW_N = "N = 12 * n_layer * d_model^2"
+KAPLAN_TRAIN_FORMULA = "6N + 6*n_layer*n_ctx*d_model"
+# the FLOP convention archfit counts training FLOPs, throughput and MFU in
+TRAIN_FLOPS_CONVENTION = f"kaplan_train: {KAPLAN_TRAIN_FORMULA} per token"
+
+
+def kaplan_width(N: Any, n_layer: Any) -> Any:
+    """The width d_model at which 12 * n_layer * d_model^2 = N (numbers or numpy arrays)."""
+    return (N / (12 * n_layer)) ** 0.5
 
 FLOP_CONVENTIONS: dict[str, str] = {
     "kaplan_forward": "Kaplan 2020: 2N + 2*n_layer*n_ctx*d_model (N non-embedding)",
-    "kaplan_train": "Kaplan 2020 training: 6N + 6*n_layer*n_ctx*d_model",
+    "kaplan_train": f"Kaplan 2020 training: {KAPLAN_TRAIN_FORMULA}",
     "matmul_forward": "exact matmul FLOPs of a forward pass incl. attention scores and logits",
     "matmul_train": "3x matmul_forward (forward + backward)",
 }
@@ -258,10 +278,7 @@ class Shape:
         return replace(self, **changes)
 
 
-_FIELDS = {
-    "n_layer", "d_model", "n_head", "d_ff", "vocab_size", "n_ctx", "n_kv_head", "mlp",
-    "tied_embeddings", "position", "bias", "norm", "qk_norm", "qkv_bias", "ff_ratio",
-}
+_FIELDS = frozenset(f.name for f in fields(Shape))
 
 
 def _divisor_hint(d_model: int, n_head: int) -> str:

@@ -258,9 +258,12 @@ def test_litgpt_yaml_fields():
 
 
 def test_the_cli_lists_every_format():
-    from archfit.cli.emit import FORMAT_NAMES
+    from archfit.cli.recommend_cmd import recommend
+    from archfit.cli.shape_cmd import shape
 
-    assert FORMAT_NAMES == tuple(FORMATS)
+    for command in (shape, recommend):
+        emit = next(p for p in command.params if p.name == "emit")
+        assert tuple(emit.type.choices) == tuple(FORMATS)
 
 
 def test_formats_name_what_they_cannot_express():

@@ -148,18 +148,14 @@ def test_ff_ratio_auto_from_an_ff_fit():
     assert any("ff-ratio fit" in n for n in rec.notes)
 
 
-def test_deprecated_keyword_spellings_still_work():
+def test_recommend_takes_shapes_field_names_only():
     new = recommend(params=7e9, vocab_size=32000, n_ctx=4096, tied_embeddings=False,
                     position="rope")
-    with pytest.warns(DeprecationWarning, match="vocab_size"):
-        old = recommend(params=7e9, vocab=32000, ctx=4096, tied=False, rope=True)
-    assert old.shape == new.shape and new.shape.vocab_size == 32000
+    assert new.shape.vocab_size == 32000 and new.shape.n_ctx == 4096
     assert new.shape.position == "rope" and not new.shape.tied_embeddings
-    with pytest.warns(DeprecationWarning, match="n_kv_head"):
-        assert recommend(params=1e12, kv_heads=1).shape == recommend(params=1e12,
-                                                                     n_kv_head=1).shape
-    with pytest.raises(TypeError, match="unexpected keyword"):
-        recommend(params=7e9, colour="blue")
+    for old in ("vocab", "ctx", "kv_heads", "tied", "rope", "colour"):  # no other spelling
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            recommend(params=7e9, **{old: 1})
 
 
 def test_plot_reuses_the_fits_column_map(tmp_path, cli, levine_synthetic):

@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 from click.core import ParameterSource
 
+from archfit.formats import FORMAT_NAMES
 from archfit.io import atomic_write, check_output
 
 if TYPE_CHECKING:
     from archfit.shapes import Shape
 
-# archfit.frameworks.FORMATS's names (a test keeps them equal): written out so that
-# `archfit recommend` imports the exporters only when --emit is given
-FORMAT_NAMES = ("hf-llama", "hf-gpt2", "nanogpt", "megatron", "torchtitan", "litgpt")
 
 _FLAG_OF = {"mlp": "--mlp", "ff_ratio": "--ff-ratio", "position": "--rope",
             "norm": "--rmsnorm", "bias": "--no-bias", "tied_embeddings": "--untied",

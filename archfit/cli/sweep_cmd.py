@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from archfit.cli.common import INT, NUMBER, emit_json, print_table
+from archfit.shapes import TRAIN_FLOPS_CONVENTION
 
 
 def _out(spec: Any, out: str | None) -> str:
@@ -69,7 +70,7 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     total = sum(r["flops"] for r in rows)
     est = [r["est_s"] for r in rows if r["est_s"] is not None]
     conc = spec.executor.get("concurrency") or 1
-    click.echo(f"total {total:.3g} training FLOPs (6N + 6*n_layer*n_ctx*d_model per token)" +
+    click.echo(f"total {total:.3g} training FLOPs ({TRAIN_FLOPS_CONVENTION})" +
                (f", about {sum(est) / 60:.1f} run-minutes ({sum(est) / 60 / conc:.1f} min at "
                 f"concurrency {conc})" if est else ""))
     for s in spec.skipped:

@@ -8,6 +8,8 @@ from typing import Any
 import click
 
 from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
+from archfit.shapes import PARAMETRIZATIONS
+from archfit.train.config import OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
                "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
@@ -20,8 +22,7 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
                "position", "qk_norm", "tied_embeddings", "n_ctx",
                n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
                n_ctx={"default": 256})
-@click.option("--parametrization", type=click.Choice(["standard", "mup", "completep",
-                                                      "depth-mup"]), default="standard",
+@click.option("--parametrization", type=click.Choice(PARAMETRIZATIONS), default="standard",
               show_default=True)
 @click.option("--tokens", type=NUMBER, default=None, help="Token budget, e.g. 2e6.")
 @click.option("--tokens-per-param", type=NUMBER, default=None,
@@ -31,19 +32,19 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--batch-size", type=INT, default=16, show_default=True)
 @click.option("--grad-accum", type=INT, default=1, show_default=True)
 @click.option("--lr", type=NUMBER, default=3e-3, show_default=True)
-@click.option("--schedule", type=click.Choice(["cosine", "wsd", "constant"]), default="cosine",
+@click.option("--schedule", type=click.Choice(SCHEDULES), default="cosine",
               show_default=True)
-@click.option("--optimizer", type=click.Choice(["adamw", "muon"]), default="adamw",
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw",
               show_default=True)
 @click.option("--eval-every", type=INT, default=100, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
-@click.option("--precision", type=click.Choice(["auto", "bf16", "fp32"]), default="auto",
+@click.option("--precision", type=click.Choice(PRECISIONS), default="auto",
               show_default=True, help="auto: bf16 autocast on CUDA, fp32 on CPU.")
 @click.option("--nproc", type=INT, default=1, show_default=True,
               help="Processes for this one run (torchrun; gloo on CPU, NCCL on GPUs).")
-@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp",
+@click.option("--parallel", type=click.Choice(PARALLEL), default="ddp",
               show_default=True, help="With --nproc > 1: DDP, or FSDP2 (fully_shard).")
 @click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
 @click.option("--restart", is_flag=True,

@@ -17,5 +17,5 @@ __all__ = ["Fit", "Figure", "Law", "LAWS", "MeasuredOptimum", "PUBLISHED", "ROLE
 
 
 def list_laws() -> list[dict[str, str]]:
-    return [{"law": n, "formula": law.formula, "kind": law.kind, "role": law.role,
+    return [{"law": n, "formula": law.formula, "role": law.role,
              "description": law.description} for n, law in sorted(LAWS.items())]

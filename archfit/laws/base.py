@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
 Data = dict[str, Any]  # column name -> numpy array
 
 ROLES = ("loss", "shape", "compute", "ff")
+# the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
+# 1e-3; Besiroglu et al. 2024 keep it)
+HUBER_DELTA = 1e-3
 # figures that plots draws for any law of the right role (a law names them in ``figures``)
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
@@ -102,11 +105,6 @@ class Law:
     own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())
     # what the target of a shape law counts (recommend sizes shapes in this convention)
     target_convention: ClassVar[str] = "non-embedding parameters (Kaplan's N)"
-
-    @property
-    def kind(self) -> str:
-        """Deprecated spelling of :attr:`role` ("loss" or "shape"), kept for one release."""
-        return "shape" if self.role in ("shape", "ff") else "loss"
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,

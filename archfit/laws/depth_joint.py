@@ -19,7 +19,8 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws.base import Constraints, Data, Estimate, Law, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, register
+from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -28,7 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from archfit.shapes import Shape
 
 LN_N_REF = math.log(1e8)  # the optimizer sees p at N = 1e8 (p_ref = p + q ln 1e8): better conditioned
-HUBER_DELTA = 1e-3
 
 
 class JointObjective:
@@ -274,7 +274,7 @@ class DepthJoint(Law):
     # ---------------------------------------------------------------- plain math
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
         L = math.exp(params["p"] + params["q"] * math.log(N))
-        return L, math.sqrt(N / (12 * L))
+        return L, kaplan_width(N, L)
 
     def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
         """kappa · (ln n_layer − ln n_layer*(N))²: the only term that differs between shapes

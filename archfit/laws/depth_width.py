@@ -4,11 +4,11 @@ McLeish et al. 2025) and Kaplan et al.'s shape penalty at fixed N."""
 from __future__ import annotations
 
 import itertools
-import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import Data, Estimate, Figure, Law, register
+from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -127,10 +127,10 @@ class DepthWidth(Law):
         """argmin over depth of A/w^α + B/d^β with w = sqrt(N / (12 d)) (Kaplan's N ≈ 12 d w²)."""
         A, al, B, be = params["A"], params["alpha"], params["B"], params["beta"]
         L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
-        return L, math.sqrt(N / (12 * L))
+        return L, kaplan_width(N, L)
 
     def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
         """A/w^α + B/d^β at the shape's depth d, with the width w = sqrt(N / (12 d)) that makes
         it exactly N (E and the data term are the same for every shape of size N)."""
         p, d = fit.params, shape.n_layer
-        return p["A"] / math.sqrt(N / (12 * d)) ** p["alpha"] + p["B"] / d ** p["beta"]
+        return p["A"] / kaplan_width(N, d) ** p["alpha"] + p["B"] / d ** p["beta"]

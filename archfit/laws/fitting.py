@@ -14,10 +14,9 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from dataclasses import replace
 
-from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, get_law
 from archfit.store import RunTable, read_runs
 
-HUBER_DELTA = 1e-3
 
 
 # ============================================================================ data

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Figure, Law, MeasuredOptimum, register
+from archfit.shapes import SHAPE_LAW_N, kaplan_width
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -20,7 +21,7 @@ def optimal_depth(a: float, b: float, N: float) -> float:
     """Solve 0.5 ln(N / (12 L)) = a + b L for L (monotone in L) by Newton's method from L=10."""
     L = 10.0
     for _ in range(100):
-        f = 0.5 * math.log(N / (12 * L)) - a - b * L
+        f = math.log(kaplan_width(N, L)) - a - b * L
         step = f / (-0.5 / L - b)
         L = max(L - step, 1e-6)
         if abs(step) < 1e-10 * max(1.0, L):
@@ -88,7 +89,7 @@ def draw_loss_vs_depth(fit: Fit, ax: Any, data: Any) -> None:
 @register
 class Levine(Law):
     name = "levine"
-    formula = ("ln d_model* = a + b * n_layer*,  with N = 12 * n_layer * d_model^2  "
+    formula = (f"ln d_model* = a + b * n_layer*,  with {SHAPE_LAW_N}  "
                "[Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention']")
     description = ("Per size class, the optimal depth from a quadratic fit of loss against ln "
                    "depth (best LR per shape, mean over seeds); then the Levine relation between "
@@ -146,7 +147,7 @@ class Levine(Law):
                            f"class(es), found {len(optima)}" + (f" ({notes[0]})" if notes else ""))
         N = np.array([o["params"] for o in optima])
         Ls = np.array([o["opt"] for o in optima])
-        ln_d = 0.5 * np.log(N / (12 * Ls))
+        ln_d = np.log(kaplan_width(N, Ls))
         se = np.array([o["log_opt_se"] for o in optima])
         w = None
         if np.all(np.isfinite(se)) and np.all(se > 0):

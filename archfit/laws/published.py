@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from archfit.shapes import SHAPE_LAW_N
+
 # The sizes each paper trained, as its abstract states them (for the extrapolation check).
 # Levine et al. 2020 state no single range archfit could record, so levine2020 has none.
 KAPLAN_SPAN = {"params_min": 768.0, "params_max": 1.5e9,
@@ -17,7 +19,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "params": {"a": 5.039, "b": 0.0555},
         "source": "Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention' "
                   "(NeurIPS 2020), fit as quoted in the BigScience math notes",
-        "conventions": {"params": "non-embedding parameters, N = 12 * n_layer * d_model^2"},
+        "conventions": {"params": f"non-embedding parameters, {SHAPE_LAW_N}"},
     },
     "kaplan2020": {
         "law": "kaplan-n",

@@ -13,6 +13,12 @@ from archfit.errors import ArchfitError, SpecError
 from archfit.sweep.rundir import counts, read_result, run_one
 from archfit.sweep.spec import Spec
 
+def still_to_run(dirs: list[str], retry_failed: bool = False) -> list[str]:
+    """The run directories an executor has to train: those without a result (and, with
+    ``retry_failed``, every one: finished runs are skipped by the run itself)."""
+    return [d for d in dirs if retry_failed or read_result(d) is None]
+
+
 def _worker_init(slots: Any, threads: int | None) -> None:
     slot = slots.get() if slots is not None else None
     if slot is not None:
@@ -70,7 +76,7 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
         concurrency = concurrency or max(1, (os.cpu_count() or 1) // (threads or 1))
         threads = threads or max(1, (os.cpu_count() or 1) // concurrency)
     tally: dict[str, int] = {}
-    todo = [d for d in dirs if read_result(d) is None or retry_failed]
+    todo = still_to_run(dirs, retry_failed)
     if not todo:
         return tally
     with ProcessPoolExecutor(max_workers=min(concurrency, len(todo)), mp_context=ctx,
@@ -120,7 +126,7 @@ def run_packed(dirs: list[str], gpu_ids: list[str], gpus_per_run: Callable[[str]
     import subprocess
     import sys
 
-    todo = [(d, gpus_per_run(d)) for d in dirs if read_result(d) is None or retry_failed]
+    todo = [(d, gpus_per_run(d)) for d in still_to_run(dirs, retry_failed)]
     too_big = [(d, k) for d, k in todo if k > len(gpu_ids)]
     if too_big:
         raise SpecError(f"{os.path.basename(too_big[0][0])} needs {too_big[0][1]} GPUs and this "
@@ -215,7 +221,7 @@ def submit_slurm(dirs: list[str], out: str, opts: dict[str, Any],
                  gpus_per_run: Callable[[str], int] | None = None) -> list[str]:
     """Submit the unfinished runs as submitit job arrays, one array per GPU count: a run on
     g GPUs is one job of g tasks (one process and one GPU each); returns the job ids."""
-    todo = [d for d in dirs if read_result(d) is None or retry_failed]
+    todo = still_to_run(dirs, retry_failed)
     if not todo:
         return []
     fixed = opts.get("gpus_per_run")
@@ -272,7 +278,7 @@ def run_ray(dirs: list[str], opts: dict[str, Any], retry_failed: bool = False,
         import ray
     except ImportError:
         raise SpecError("the ray executor needs the extra: pip install 'archfit[ray]'") from None
-    todo = [d for d in dirs if read_result(d) is None or retry_failed]
+    todo = still_to_run(dirs, retry_failed)
     if not todo:
         return {}
     started = False

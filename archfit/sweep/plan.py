@@ -7,8 +7,10 @@ from typing import Any
 
 from archfit import memory
 from archfit.errors import ArchfitError
+from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.sweep.rundir import read_result
 from archfit.sweep.spec import Run, Spec
+from archfit.train.configure import OVERHEAD_GIB, micro_batch_for
 
 
 def measured_flops_rate(spec: Spec, out: str | None) -> float | None:
@@ -59,15 +61,15 @@ def memory_plan(spec: Spec, run: Run, budget_bytes: float, *,
     g = spec.gpus_for(run)
     ac = bool(spec.executor.get("activation_checkpointing")) if activation_checkpointing is None \
         else activation_checkpointing
-    kw = dict(precision=precision, optimizer=cfg.optimizer, activation_checkpointing=ac,
-              parallel=cfg.parallel, world=g, overhead_gib=1.0)
-    share = cfg.batch_size // g
     row: dict[str, Any] = {"gpus": g, "global_batch": cfg.batch_size * cfg.grad_accum,
                            "activation_checkpointing": ac}
     try:
-        m, extra, e = memory.choose_micro_batch(cfg.shape, share, budget_bytes, **kw)
+        m, extra, e = micro_batch_for(cfg, g, budget_bytes, precision=precision,
+                                      activation_checkpointing=ac)
     except ArchfitError as err:
-        e = memory.estimate(cfg.shape, 1, **kw)
+        e = memory.estimate(cfg.shape, 1, precision=precision, optimizer=cfg.optimizer,
+                            activation_checkpointing=ac, parallel=cfg.parallel, world=g,
+                            overhead_gib=OVERHEAD_GIB)
         row.update(fits=False, micro_batch=None, grad_accum=None,
                    memory_gib=e.total / memory.GIB, note=str(err))
         return row
@@ -99,7 +101,7 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
         rows.append(row)
     hours = [r["gpu_hours"] for r in rows if r["gpu_hours"] is not None]
     return {"gpu": name, "gpu_memory_gib": budget / memory.GIB, "peak_flops": peak, "mfu": mfu,
-            "flops_convention": "kaplan_train: 6N + 6*n_layer*n_ctx*d_model per token",
+            "flops_convention": TRAIN_FLOPS_CONVENTION,
             "memory_convention": "peak per GPU: bf16 autocast, fp32 master weights, grads and "
                                  "AdamW states, activations, 1 GiB overhead (archfit.memory)",
             "rows": rows, "total_flops": sum(r["flops"] for r in rows),

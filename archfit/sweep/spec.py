@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
-from archfit.shapes import Shape, aspect_ratio_family, iso_param_family
+from archfit.shapes import (MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS, Shape,
+                            aspect_ratio_family, iso_param_family)
 from archfit.sweep.schema import Key, check, number
-from archfit.train import RUNTIME_KEYS, Budget, TrainConfig
+from archfit.train.config import (OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS, SCHEDULES,
+                                  Budget, TrainConfig)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,10 +27,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 POS_INT, POS_NUM = Key("int", positive=True), Key("number", positive=True)
-MODEL = {"mlp": Key("str", choices=("gelu", "relu2", "swiglu")),
-         "parametrization": Key("str", choices=("standard", "mup", "completep", "depth-mup")),
-         "tied_embeddings": Key("bool"), "position": Key("str", choices=("learned", "rope")),
-         "norm": Key("str", choices=("layernorm", "rmsnorm")), "bias": Key("bool"),
+MODEL = {"mlp": Key("str", choices=MLP_KINDS),
+         "parametrization": Key("str", choices=PARAMETRIZATIONS),
+         "tied_embeddings": Key("bool"), "position": Key("str", choices=POSITION_KINDS),
+         "norm": Key("str", choices=NORM_KINDS), "bias": Key("bool"),
          "qk_norm": Key("bool"), "head_dim": POS_INT, "n_head": POS_INT, "multiple": POS_INT,
          "kv_group": POS_INT, "vocab_size": POS_INT}
 GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
@@ -39,14 +41,14 @@ GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         "tolerance": POS_NUM}
 BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
 TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
-         "schedule": Key("str", choices=("cosine", "wsd", "constant")), "warmup": Key("number"),
+         "schedule": Key("str", choices=SCHEDULES), "warmup": Key("number"),
          "min_lr_ratio": Key("number"), "weight_decay": Key("number"),
-         "grad_clip": Key("number"), "optimizer": Key("str", choices=("adamw", "muon")),
+         "grad_clip": Key("number"), "optimizer": Key("str", choices=OPTIMIZERS),
          "eval_every": POS_INT, "eval_windows": POS_INT, "checkpoint_every": Key("int"),
          "decay_fraction": Key("number"), "beta1": Key("number"), "beta2": Key("number"),
          "compile": Key("bool"), "threads": POS_INT,
-         "precision": Key("str", choices=("auto", "bf16", "fp32")),
-         "parallel": Key("str", choices=("ddp", "fsdp"))}
+         "precision": Key("str", choices=PRECISIONS),
+         "parallel": Key("str", choices=PARALLEL)}
 SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"),
          "cpus_per_run": POS_INT, "mem_gb": POS_NUM, "array_parallelism": POS_INT,
          "max_array_size": POS_INT, "additional": Key("table")}

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, get_args
 
 from archfit.errors import ArchfitError
-from archfit.shapes import Shape
+from archfit.shapes import PARAMETRIZATIONS, TRAIN_FLOPS_CONVENTION, Parametrization, Shape
 
 # a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
 # ended this many seconds after the signal, exit keeping the last checkpoint
@@ -52,16 +52,31 @@ class Budget:
         return asdict(self)
 
 
-_SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "ff_ratio", "n_kv_head", "mlp",
-               "position", "tied_embeddings", "bias", "norm", "qk_norm")
-# written only when set, so the records (and run ids) of shapes without them are unchanged
-_OPTIONAL_SHAPE_KEYS = ("qkv_bias",)
+# The run-config schema. Version 1 (archfit 0.1) wrote every key of the flat record; the keys
+# added since are written only when not at their default, so a version-1 config keeps its
+# bytes, and so its run id. The flat record's shape keys are Shape's fields, less the two
+# stored under their own names (vocab_size, ctx) and those added since version 1.
+RUN_CONFIG_SCHEMA = 2
+ADDED_SINCE_V1 = {"shape": ("qkv_bias",),
+                  "train": ("precision", "parallel", "micro_batch", "data_sha256")}
+_OPTIONAL_SHAPE_KEYS = ADDED_SINCE_V1["shape"]
+_OPTIONAL_CFG = ADDED_SINCE_V1["train"]
+_SHAPE_KEYS = tuple(f.name for f in fields(Shape)
+                    if f.name not in ("vocab_size", "n_ctx", *_OPTIONAL_SHAPE_KEYS))
 _FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
 _BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
-# options added after 0.1: in the record only when not at their default (run ids unchanged)
-_OPTIONAL_CFG = ("precision", "parallel", "micro_batch", "data_sha256")
-PRECISIONS = ("auto", "bf16", "fp32")
-PARALLEL = ("ddp", "fsdp")
+Schedule = Literal["cosine", "wsd", "constant"]
+Optimizer = Literal["adamw", "muon"]
+Precision = Literal["auto", "bf16", "fp32"]  # auto: bf16 autocast on CUDA, fp32 elsewhere
+Parallel = Literal["ddp", "fsdp"]  # with several processes: DDP or FSDP2 (fully_shard)
+SCHEDULES: tuple[str, ...] = get_args(Schedule)
+OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+PARALLEL: tuple[str, ...] = get_args(Parallel)
+# TrainConfig's fields whose values are a fixed choice, and the choices (spec schema, click)
+CHOICES: dict[str, tuple[str, ...]] = {"parametrization": PARAMETRIZATIONS,
+                                       "schedule": SCHEDULES, "optimizer": OPTIMIZERS,
+                                       "precision": PRECISIONS, "parallel": PARALLEL}
 
 
 @dataclass
@@ -77,7 +92,7 @@ class TrainConfig:
                                                        vocab_size=256, n_ctx=256))
     budget: Budget | None = None
     vocab_from_data: bool = False
-    parametrization: str = "standard"
+    parametrization: Parametrization = "standard"
     mup_base_width: int = 128
     mup_base_depth: int = 2
     data: str | None = None  # None: the embedded default corpus
@@ -89,13 +104,13 @@ class TrainConfig:
     lr: float = 3e-3
     min_lr_ratio: float = 0.1
     warmup: float = 0.05  # fraction of steps (< 1) or a step count (>= 1)
-    schedule: str = "cosine"  # cosine | wsd | constant
+    schedule: Schedule = "cosine"
     decay_fraction: float = 0.2  # wsd: the final fraction spent decaying
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
-    optimizer: str = "adamw"  # adamw | muon
+    optimizer: Optimizer = "adamw"
     seed: int = 0
     eval_every: int = 100
     eval_windows: int = 64
@@ -105,8 +120,8 @@ class TrainConfig:
     compile: bool = False
     divergence_factor: float = 2.5
     threads: int | None = None
-    precision: str = "auto"  # auto: bf16 autocast on CUDA, fp32 elsewhere | bf16 | fp32
-    parallel: str = "ddp"  # with several processes: ddp | fsdp (FSDP2 fully_shard)
+    precision: Precision = "auto"
+    parallel: Parallel = "ddp"
     # sequences per forward pass and process (None: the whole share of a batch); a batch is
     # split into micro-batches whose gradients add up to the batch's, so the numbers are the
     # same whatever fits in memory (archfit.memory.choose_micro_batch picks it)
@@ -129,12 +144,10 @@ class TrainConfig:
                                              or self.micro_batch <= 0):
             raise ArchfitError(f"micro_batch must be a positive whole number, got "
                                f"{self.micro_batch!r}")
-        if self.precision not in PRECISIONS:
-            raise ArchfitError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                               f"{self.precision!r}")
-        if self.parallel not in PARALLEL:
-            raise ArchfitError(f"parallel must be one of {', '.join(PARALLEL)}, got "
-                               f"{self.parallel!r}")
+        for name, choices in CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise ArchfitError(f"{name} must be one of {', '.join(choices)}, got "
+                                   f"{getattr(self, name)!r}")
 
     def steps(self) -> int:
         self.validate()
@@ -190,7 +203,7 @@ class RunResult:
     train_s: float = 0.0
     tokens_per_s: float | None = None
     flops: float | None = None
-    flops_convention: str = "kaplan_train: 6N + 6*n_layer*n_ctx*d_model per token"
+    flops_convention: str = TRAIN_FLOPS_CONVENTION
     mfu: float | None = None
     peak_memory_bytes: int | None = None
     device: str = "cpu"

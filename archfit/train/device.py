@@ -46,14 +46,10 @@ def auto_micro_batch(cfg: TrainConfig, shape: Shape, world: int, device_bytes: i
     tries its whole share, and the device says whether it fits)."""
     from dataclasses import replace
 
-    from archfit.memory import choose_micro_batch
+    from archfit.train.configure import micro_batch_for
 
-    bf16 = cfg.precision in ("auto", "bf16")
     try:
-        m, _, _ = choose_micro_batch(shape, cfg.batch_size // world, device_bytes,
-                                     precision="bf16" if bf16 else "fp32",
-                                     optimizer=cfg.optimizer, parallel=cfg.parallel,
-                                     world=world, overhead_gib=1.0)
+        m, _, _ = micro_batch_for(cfg, world, device_bytes, shape=shape)
     except ArchfitError:
         return cfg
     return cfg if m == cfg.batch_size // world else replace(cfg, micro_batch=m)
