@@ -29,13 +29,15 @@ CONVENTION = ("params_total counts every trainable parameter once (tied embeddin
               "params_non_embedding is Kaplan's N (no token/position embeddings, no untied head)")
 
 # ====================================================================== architecture families
-LLAMA_STYLE: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": 8 / 3, "ff_multiple": 256,
+# ff_ratio "llama": d_ff by Meta's rule (llama_ffn_hidden), the one Llama d_ff rule of archfit
+LLAMA_STYLE: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": "llama", "ff_multiple": 256,
                                "position": "rope", "norm": "rmsnorm", "bias": False,
                                "tied_embeddings": False}
 GPT2_STYLE: dict[str, Any] = {"mlp": "gelu", "ff_ratio": 4.0, "position": "learned",
                               "norm": "layernorm", "bias": True, "tied_embeddings": True}
 STYLE_TEXT = {
-    "llama": "a Llama-style shape: SwiGLU (d_ff ~ 8/3 d_model, a multiple of 256), RoPE, "
+    "llama": "a Llama-style shape: SwiGLU (d_ff by Llama's rule: 8/3 d_model rounded up to a "
+             "multiple of 256), RoPE, "
              "RMSNorm, no biases, untied embeddings",
     "gpt2": "a GPT-2-style shape: GELU (d_ff = 4 d_model), learned positions, LayerNorm, "
             "biases, tied embeddings",
@@ -49,6 +51,17 @@ def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: float | Non
     if ffn_dim_multiplier is not None:
         hidden = int(ffn_dim_multiplier * hidden)
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def family_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Shape fields with a family's d_ff rule applied: ``ff_ratio="llama"`` (the Llama family's
+    default) becomes the d_ff of :func:`llama_ffn_hidden` at the family's multiple."""
+    out = dict(fields)
+    out.pop("ff_multiple", None)
+    if out.get("ff_ratio") == "llama":
+        out["d_ff"] = llama_ffn_hidden(out["d_model"], LLAMA_STYLE["ff_multiple"])
+        out["ff_ratio"] = None
+    return out
 
 
 def llama_ffn_args(dim: int, d_ff: int) -> tuple[int, float | None]:

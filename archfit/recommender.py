@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Callable, Any, Sequence
 
 from archfit.errors import RecommendError, ShapeError
 from archfit.laws import Fit, load_fit
@@ -251,7 +251,8 @@ DEPTH_SPAN = (0.75, 1.3)  # candidate depths around the optimum (recommend --obj
 
 
 def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
-                span: tuple[float, float] = DEPTH_SPAN) -> list[Shape]:
+                span: tuple[float, float] = DEPTH_SPAN,
+                d_ff_rule: Callable[[int], int] | None = None) -> list[Shape]:
     if kaplan_width(N_ne, L_opt) < opts.step / 2:
         raise RecommendError(
             f"the law's optimal depth at {N_ne:.3g} parameters is {L_opt:.3g} layers, which "
@@ -267,6 +268,7 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
         members = iso_param_family(N_ne, sorted(depths), [ff], head_dim=opts.head_dim,
                                    multiple=opts.step, ff_multiple=opts.ff_multiple,
                                    ff_slack=0.05, tolerance=0.02, n_kv_head=opts.n_kv_head,
+                                   d_ff_rule=d_ff_rule,
                                    **opts.base)
     except ShapeError as e:
         raise RecommendError(str(e)) from None
@@ -360,10 +362,17 @@ def recommend(
             f"use {DEFAULT_SHAPE_LAW}")
     target = _target(params, compute, fits)
     notes: list[str] = []
-    ff = _ff(ff_ratio, fits, target.value, notes)
+    rule = None
+    if ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.frameworks owns), exactly
+        from archfit.frameworks import llama_ffn_hidden
+
+        ff, ff_multiple = 8 / 3, opts.ff_multiple
+        rule = lambda d: llama_ffn_hidden(d, ff_multiple)  # noqa: E731
+    else:
+        ff = _ff(ff_ratio, fits, target.value, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = _optimum(shape_fit, target, opts)
-    cands = _candidates(N_ne, L_opt, ff, opts, depth_span)
+    cands = _candidates(N_ne, L_opt, ff, opts, depth_span, rule)
     law = shape_fit.law_obj
     ci = law.optimum_ci(shape_fit, N_ne)
     if ci is None:

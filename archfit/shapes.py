@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Iterable, Literal, Sequence, get_args
+from typing import Any, Callable, Iterable, Literal, Sequence, get_args
 
 from archfit.errors import ShapeError
 
@@ -414,6 +414,7 @@ def iso_param_family(
     tolerance: float = 0.05,
     ff_multiple: int = 64,
     ff_slack: float = 0.15,
+    d_ff_rule: Callable[[int], int] | None = None,
     **base: Any,
 ) -> list[FamilyMember]:
     """For each depth (and ff ratio), the width whose non-embedding count lands closest to ``target``.
@@ -426,7 +427,8 @@ def iso_param_family(
     up to that fraction away from the nominal ratio (in ``ff_multiple`` steps) when that brings the
     count closer to the target: a width step of 64 is a coarse knob at small depth, and d_ff is the
     fine one. The achieved ``ff_ratio`` is reported; ``ff_slack=0`` keeps the ratio exact.
-    ``base`` sets the other shape fields (vocab_size, n_ctx, mlp, ...). Members whose relative
+    ``d_ff_rule`` (e.g. Llama's, :func:`archfit.frameworks.llama_ffn_hidden`) instead gives
+    d_ff as a function of d_model, exactly. ``base`` sets the other shape fields (vocab_size, n_ctx, mlp, ...). Members whose relative
     error exceeds ``tolerance`` are returned with ``within_tolerance=False`` and a note.
     """
     _check_target(target)
@@ -460,7 +462,8 @@ def iso_param_family(
                                     n_kv_head=n_kv_head or h // n_kv_head_ratio, **base)
                 except ShapeError:
                     continue
-                for d_ff in _ff_candidates(nominal, ff, target, ff_multiple, ff_slack):
+                for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
+                             _ff_candidates(nominal, ff, target, ff_multiple, ff_slack)):
                     s = nominal.with_(d_ff=d_ff)
                     err = (s.params_non_embedding - target) / target
                     # parameter error first; a small price for leaving the nominal ff ratio

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from archfit.errors import ArchfitError
-from archfit.frameworks import (FORMATS, FormatError, export, from_hf_config, llama_ffn_args,
-                                llama_ffn_hidden, problems, read_config)
+from archfit.frameworks import (FORMATS, FormatError, export, family_fields, from_hf_config,
+                                llama_ffn_args, llama_ffn_hidden, problems, read_config)
 from archfit.known import load_known_models
 from archfit.shapes import Shape
 
@@ -275,10 +275,8 @@ def test_formats_name_what_they_cannot_express():
     with pytest.raises(FormatError, match="cannot express"):
         export(gpt2_like, "torchtitan")
     for name in FORMATS:  # every format can express its own family's shape
-        defaults = dict(FORMATS[name].defaults)
-        defaults.pop("ff_multiple", None)
-        s = Shape(n_layer=2, d_model=64, n_head=4, vocab_size=100,
-                  tied_embeddings=defaults.pop("tied_embeddings"), **defaults)
+        s = Shape(**family_fields({"n_layer": 2, "d_model": 64, "n_head": 4,
+                                   "vocab_size": 100, **FORMATS[name].defaults}))
         assert problems(s, name) == [], name
 
 
@@ -296,7 +294,7 @@ def test_recommend_emit_hf_llama_loads_with_autoconfig_and_counts_exactly(cli, t
     assert n == written["archfit"]["params_total"]
     assert "convention" in written["archfit"]
     j = json.loads(cli("recommend", "--params", "7e9", "--mlp", "swiglu", "--rope", "--rmsnorm",
-                       "--no-bias", "--untied", "--ff-ratio", str(8 / 3), "--ff-multiple", "256",
+                       "--no-bias", "--untied", "--ff-ratio", "llama", "--ff-multiple", "256",
                        "--json").output)
     assert j["params_total"] == n  # the design the format implies = the explicit flags
     assert cfg.num_hidden_layers == j["n_layer"] and cfg.intermediate_size % 256 == 0

@@ -24,7 +24,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @click.option("--multiple-of", type=INT, default=128, show_default=True,
               help="d_model (and d_ff) are multiples of this.")
 @click.option("--ff-ratio", default="4", show_default=True,
-              help="d_ff/d_model, or 'auto' (needs an ff-ratio --fit).")
+              help="d_ff/d_model, 'auto' (needs an ff-ratio --fit), or 'llama' (Meta's rule: "
+                   "8/3 d_model rounded up to --ff-multiple).")
 @click.option("--ff-multiple", type=INT, default=None,
               help="d_ff is a multiple of this (default: --multiple-of).")
 @shape_options("mlp", "n_kv_head")
@@ -75,7 +76,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
     kw["ff_ratio"] = ff_ratio
     design = apply_family(ctx, emit, kw)
     ff_ratio = kw.pop("ff_ratio")
-    if ff_ratio != "auto":
+    if ff_ratio not in ("auto", "llama"):
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     if compare:
         _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw, strict)

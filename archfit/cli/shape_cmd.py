@@ -8,7 +8,7 @@ from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST,
                                 emit_json, fmt, perf_options, pick, print_table, shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
                               refuse_inexpressible, write_export)
-from archfit.frameworks import get_format, llama_ffn_hidden
+from archfit.frameworks import family_fields
 from archfit.errors import ShapeError
 from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, \
     iso_param_family
@@ -56,12 +56,7 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
         if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
             raise click.UsageError("give --ff-ratio or --d-ff, not both")
         line = apply_family(ctx, emit, fields)
-        if line:
-            if get_format(emit).style == "llama" and fields["d_ff"] is None \
-                    and not explicit(ctx, "ff_ratio"):
-                fields["d_ff"] = llama_ffn_hidden(fields["d_model"], 256)
-                fields["ff_ratio"] = None
-        s = Shape(**fields)
+        s = Shape(**family_fields(fields))  # the family's d_ff rule (Llama's), if it has one
     if emit is not None:
         refuse_inexpressible(ctx, s, emit)
         if imported is None:

@@ -328,10 +328,14 @@ def _assign_micro_batches(spec: Spec) -> None:
     if not (ex.get("gpu") or ex.get("gpu_memory_gb")):
         return
     from archfit import memory
-    from archfit.sweep.plan import memory_plan
+    from archfit.train.configure import micro_batch_for
 
     mem = ex.get("gpu_memory_gb") or memory.accelerator(ex["gpu"])[0]
+    ac = bool(ex.get("activation_checkpointing"))
     for r in spec.runs:
-        row = memory_plan(spec, r, mem * memory.GIB)
-        if row["fits"]:
-            r.config["micro_batch"] = row["micro_batch"]
+        try:
+            m, _, _ = micro_batch_for(r.train_config, spec.gpus_for(r), mem * memory.GIB,
+                                      activation_checkpointing=ac)
+        except ArchfitError:  # not one sequence fits: sweep plan --gpu says so
+            continue
+        r.config["micro_batch"] = m
