@@ -90,6 +90,12 @@ def planted(seed=0):
     return pl.DataFrame(rows)
 
 
+def test_toy_law_passes_the_law_contract(tmp_path):
+    from contracts import check_law
+
+    check_law("toy-power-depth", planted(), tmp_path)
+
+
 def test_toy_law_fit_recommend_plot_api(tmp_path):
     f = fit(planted(), law="toy-power-depth", bootstrap=100)
     assert f.params["q"] == pytest.approx(Q, abs=0.03)

@@ -1,0 +1,144 @@
+"""Contracts every law and every export format must pass (scikit-learn's
+``parametrize_with_checks`` in spirit): :func:`check_law` and :func:`check_export`.
+``tests/test_contracts.py`` runs them over everything registered; a new law or format is
+checked by adding it, and a law without example data fails until it has some here."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import polars as pl
+
+from conftest import _chinchilla, _joint, _levine
+
+# ------------------------------------------------------------------ example data per law
+# Each draws a table from the law with known parameters and small noise (seeded).
+
+
+def _kaplan_n(seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    N = 10 ** rng.uniform(6, 9, 40)
+    return pl.DataFrame({"params": N, "loss": (8.8e13 / N) ** 0.076
+                         * np.exp(rng.normal(0, 0.005, 40))})
+
+
+def _kaplan_nd(seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    N, D = 10 ** rng.uniform(6, 9, 80), 10 ** rng.uniform(8, 10.5, 80)
+    L = ((6.4e13 / N) ** (0.076 / 0.103) + 1.8e13 / D) ** 0.103
+    return pl.DataFrame({"params": N, "tokens": D, "loss": L * np.exp(rng.normal(0, 0.003, 80))})
+
+
+def _depth_width(seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in (5e6, 2e7, 8e7):
+        for L in (2, 3, 4, 6, 8, 12, 16):
+            w = math.sqrt(N / (12 * L))
+            loss = 1.5 + 30.0 / w ** 0.6 + 2.0 / L ** 0.8
+            rows.append(dict(params=N, n_layer=L, d_model=w,
+                             loss=loss * math.exp(rng.normal(0, 0.002))))
+    return pl.DataFrame(rows)
+
+
+def _ff_ratio(seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in (1e6, 1e7, 1e8):
+        best = 4.0 * (N / 1e7) ** 0.1
+        for r in (1, 2, 3, 4, 6, 8, 12):
+            rows.append(dict(params=N, d_model=256, d_ff=r * 256,
+                             loss=3 + 0.03 * math.log(r / best) ** 2 - 0.1 * math.log10(N)
+                             + rng.normal(0, 0.0005)))
+    return pl.DataFrame(rows)
+
+
+EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
+    "kaplan-n": _kaplan_n,
+    "kaplan-nd": _kaplan_nd,
+    "chinchilla": lambda seed: pl.from_pandas(_chinchilla(seed)[0]),
+    "chinchilla-varpro": lambda seed: pl.from_pandas(_chinchilla(seed)[0]),
+    "levine": lambda seed: _levine(seed=seed, seeds=2),
+    "depth-width": _depth_width,
+    "depth-joint": lambda seed: _joint(n_shapes=20, n_tokens=8, seed=seed)[0],
+    "ff-ratio": _ff_ratio,
+}
+VERDICTS = ("informative", "weak", "uninformative")
+
+
+def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
+    """A law fits the data it was drawn from, says how far to trust the fit, survives a JSON
+    round trip, answers what its role promises (a shape, a compute split, an ff ratio, a
+    loss) and draws its figures."""
+    from archfit.laws import Fit, get_law
+    from archfit.laws.fitting import fit
+    from archfit.plots import draw_all
+    from archfit.recommender import recommend
+
+    law = get_law(name)
+    f = fit(data, law=name, bootstrap=30, seed=0)
+    assert f.law == name and set(f.params) == set(law.param_names), name
+    assert all(math.isfinite(v) for v in f.params.values()), (name, f.params)
+    assert f.trust["verdict"] in VERDICTS and isinstance(f.trust["reasons"], list), name
+    back = Fit.from_json(f.to_json())
+    assert back.law == f.law and back.params == f.params, name
+    assert back.trust["verdict"] == f.trust["verdict"], name
+    assert back.to_json() == Fit.from_json(back.to_json()).to_json(), name  # stable
+    target = None
+    if law.role == "shape":
+        target = 1e9
+        r = recommend(params=target, fit=f, top=3)
+        assert abs(r.shape.params_non_embedding / target - 1) <= 0.02, name
+        assert r.trust["verdict"] in VERDICTS, name
+    elif law.role == "compute":
+        r = recommend(compute=1e21, fit=f)
+        assert r.compute and r.compute["N_opt"] > 0 and r.compute["D_opt"] > 0, name
+    elif law.role == "ff":
+        r = recommend(params=1e8, fit=["levine2020", f], ff_ratio="auto")
+        assert r.shape.ff_ratio > 0 and any("ff-ratio fit" in n for n in r.notes), name
+    else:
+        at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares
+        assert all(math.isfinite(v) for v in f.predict(
+            **{c: at[c] for c in law.columns if c != "loss"})), name
+    paths = draw_all(f, str(tmp), target=target)
+    assert paths and all(Path(p).stat().st_size > 5000 for p in paths), (name, paths)
+
+
+def check_export(fmt: str, tmp: Path) -> None:
+    """A format writes, for its own family's shape, a file that parses in the format's own
+    syntax, names the exact params_total and its convention, and expresses the shape."""
+    from archfit.frameworks import FORMATS, family_fields, problems
+    from archfit.shapes import Shape
+
+    f = FORMATS[fmt]
+    s = Shape(**family_fields({"n_layer": 4, "d_model": 256, "n_head": 4, "vocab_size": 1000,
+                               "n_ctx": 128, **f.defaults}))
+    assert problems(s, fmt) == [], fmt
+    text = f.render(s)
+    path = tmp / f.filename
+    path.write_text(text)
+    if f.filename.endswith(".json"):
+        cfg = json.loads(text)
+        assert cfg["archfit"]["params_total"] == s.params_total, fmt
+    else:
+        assert f"{s.params_total:,}" in text or str(s.params_total) in text, fmt
+        if f.filename.endswith(".toml"):
+            import tomllib
+
+            tomllib.loads(text)
+        elif f.filename.endswith((".yaml", ".yml")):
+            import yaml
+
+            assert isinstance(yaml.safe_load(text), dict), fmt
+        elif f.filename.endswith(".py"):
+            ast.parse(text)
+        elif f.filename.endswith(".sh"):
+            r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+            assert r.returncode == 0, (fmt, r.stderr)
+    assert "written by archfit" in text or '"archfit"' in text, fmt
