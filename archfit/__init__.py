@@ -14,9 +14,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "Shape": "archfit.shapes",
     "gpt2": "archfit.shapes",
-    "iso_param_family": "archfit.shapes",
-    "fixed_width_family": "archfit.shapes",
-    "aspect_ratio_family": "archfit.shapes",
+    "iso_param_family": "archfit.families",
+    "fixed_width_family": "archfit.families",
+    "aspect_ratio_family": "archfit.families",
     "parse_number": "archfit.numbers",
     "known_models": "archfit.known",
     "fit": "archfit.laws.fitting",

@@ -19,7 +19,8 @@ from typing import Callable, Any, Sequence
 from archfit.errors import RecommendError, ShapeError
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
-from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape, iso_param_family, kaplan_width
+from archfit.families import iso_param_family
+from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape, kaplan_width
 
 
 @dataclass

@@ -15,10 +15,11 @@ PKG = ROOT / "archfit"
 # io -> shapes -> model -> train -> sweep -> store -> laws -> recommend -> plots -> cli
 LAYERS = [
     ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers")),
-    ("shapes", ("archfit.shapes", "archfit.frameworks", "archfit.known", "archfit.devices")),
+    ("shapes", ("archfit.shapes", "archfit.families", "archfit.frameworks", "archfit.known",
+                "archfit.devices", "archfit.formats")),
     ("model", ("archfit.model",)),
     ("train", ("archfit.data", "archfit.train", "archfit.distributed", "archfit.memory",
-               "archfit.perf", "archfit.prepare")),
+               "archfit.perf", "archfit.prepare", "archfit.corpus", "archfit.tokenizers")),
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),

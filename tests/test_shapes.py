@@ -6,9 +6,8 @@ from hypothesis import strategies as st
 
 from archfit.errors import NumberError, ShapeError
 from archfit.numbers import parse_number
-from archfit.shapes import (
-    FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, gpt2, iso_param_family,
-)
+from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
+from archfit.shapes import FLOP_CONVENTIONS, Shape, gpt2
 
 # HF transformers GPT2LMHeadModel(...).num_parameters() for the four GPT-2 sizes
 HF_GPT2 = {"gpt2": 124_439_808, "gpt2-medium": 354_823_168, "gpt2-large": 774_030_080,

@@ -10,8 +10,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
                               refuse_inexpressible, write_export)
 from archfit.frameworks import family_fields
 from archfit.errors import ShapeError
-from archfit.shapes import FLOP_CONVENTIONS, Shape, aspect_ratio_family, fixed_width_family, \
-    iso_param_family
+from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
+from archfit.shapes import FLOP_CONVENTIONS, Shape
 
 
 @click.command()

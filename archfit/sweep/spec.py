@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
-from archfit.shapes import (MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS, Shape,
-                            aspect_ratio_family, iso_param_family)
+from archfit.families import aspect_ratio_family, iso_param_family
+from archfit.shapes import MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS, Shape
 from archfit.sweep.schema import Key, check, number
 from archfit.train.config import (OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS, SCHEDULES,
                                   Budget, TrainConfig)

@@ -1,0 +1,270 @@
+"""Families of shapes at one size: for each depth the width that lands on a parameter target
+(iso-parameter, Kaplan's aspect ratios, Petty's fixed width). Built on the shape core
+(:mod:`archfit.shapes`), which counts every shape."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from archfit.errors import ShapeError
+from archfit.shapes import Shape
+
+@dataclass(frozen=True)
+class FamilyMember:
+    """One member of an iso-parameter family: the shape closest to the target, or why none is."""
+
+    target: float
+    n_layer: int
+    shape: Shape | None
+    rel_error: float | None
+    within_tolerance: bool
+    note: str = ""
+    ff_ratio: float | None = None
+    aspect_ratio: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "n_layer": self.n_layer,
+            "target_params_non_embedding": self.target,
+            "within_tolerance": self.within_tolerance,
+            "rel_error": self.rel_error,
+            "note": self.note,
+        }
+        if self.shape is not None:
+            s = self.shape
+            out.update(
+                d_model=s.d_model, n_head=s.n_head, n_kv_head=s.n_kv_head, d_ff=s.d_ff,
+                ff_ratio=s.ff_ratio, head_dim=s.head_dim, aspect_ratio=s.aspect_ratio,
+                params_non_embedding=s.params_non_embedding, params_total=s.params_total,
+                params_embedding=s.params_embedding,
+            )
+        else:
+            out.update(d_model=None, n_head=None, d_ff=None, params_non_embedding=None,
+                       ff_ratio=self.ff_ratio, aspect_ratio=self.aspect_ratio)
+        return out
+
+
+_BASE_FIELDS = ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position", "bias", "norm",
+                "qk_norm", "qkv_bias")
+
+
+def _check_target(target: float) -> None:
+    if not (target > 0 and math.isfinite(target)):
+        raise ShapeError(f"target parameter count must be positive and finite, got {target}")
+
+
+def _heads_for(d_model: int, head_dim: int | None, n_head: int | None) -> int | None:
+    if n_head is not None:
+        return n_head if d_model % n_head == 0 else None
+    assert head_dim is not None
+    return d_model // head_dim if d_model % head_dim == 0 else None
+
+
+def _width_candidates(target: float, n_layer: int, ff_ratio: float, multiple: int,
+                      mlp: str, kv_per_d: float = 1.0, kv_dim: int = 0) -> list[int]:
+    """Widths around the one whose count is ``target``: per layer Q and O take 2d², K and V take
+    2d·kv_dim (``kv_per_d``·d when the kv width grows with d, MHA: 1), the MLP mats·ff·d²."""
+    mats = 3 if mlp == "swiglu" else 2
+    a = n_layer * (2 + 2 * kv_per_d + mats * ff_ratio)
+    b = 2 * n_layer * kv_dim
+    d0 = (-b + math.sqrt(b * b + 4 * a * target)) / (2 * a)
+    k = max(1, round(d0 / multiple))
+    return sorted({m * multiple for m in range(max(1, k - 2), k + 3)})
+
+
+def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
+              n_kv_head: int | None) -> dict[str, Any]:
+    """How the key/value width depends on d: a fixed kv width (fixed kv heads of a fixed head
+    size), or a fraction of d (MHA, a GQA ratio, or fixed heads of a growing size)."""
+    if n_kv_head is None:
+        return {"kv_per_d": 1.0 / ratio}
+    if head_dim is not None:
+        return {"kv_per_d": 0.0, "kv_dim": n_kv_head * head_dim}
+    return {"kv_per_d": n_kv_head / n_head}  # type: ignore[operator]
+
+
+def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
+                   slack: float) -> list[int]:
+    """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
+    side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff), kept within
+    ``slack`` of the nominal ratio."""
+    d_model = nominal_shape.d_model
+    nominal = max(1, int(round(ff_ratio * d_model)))
+    if slack <= 0:
+        return [nominal]
+    n0 = nominal_shape.params_non_embedding
+    slope = nominal_shape.with_(d_ff=nominal + 1).params_non_embedding - n0
+    exact = nominal + (target - n0) / slope
+    lo = max(1, math.ceil(ff_ratio * d_model * (1 - slack) / ff_multiple)) * ff_multiple
+    hi = math.floor(ff_ratio * d_model * (1 + slack) / ff_multiple) * ff_multiple
+    out = {nominal}
+    for k in (math.floor(exact / ff_multiple), math.ceil(exact / ff_multiple)):
+        v = min(max(k * ff_multiple, lo), max(lo, hi))
+        if v > 0:
+            out.add(v)
+    return sorted(out)
+
+
+def iso_param_family(
+    target: float,
+    depths: Iterable[int],
+    ff_ratios: Sequence[float] = (4.0,),
+    *,
+    head_dim: int | None = 64,
+    n_head: int | None = None,
+    multiple: int = 64,
+    n_kv_head_ratio: int = 1,
+    n_kv_head: int | None = None,
+    tolerance: float = 0.05,
+    ff_multiple: int = 64,
+    ff_slack: float = 0.15,
+    d_ff_rule: Callable[[int], int] | None = None,
+    **base: Any,
+) -> list[FamilyMember]:
+    """For each depth (and ff ratio), the width whose non-embedding count lands closest to ``target``.
+
+    Widths are multiples of ``multiple``; heads follow from a fixed ``head_dim`` (default 64) or
+    a fixed ``n_head``. ``n_kv_head_ratio`` groups query heads per key/value head (GQA), or
+    ``n_kv_head`` fixes the number of key/value heads (as Llama-2-70B's 8); widths are sized with
+    the kv heads the shape will have.
+    ``d_ff`` is ``ff_ratio * d_model`` rounded to ``ff_multiple``; with ``ff_slack > 0`` it may move
+    up to that fraction away from the nominal ratio (in ``ff_multiple`` steps) when that brings the
+    count closer to the target: a width step of 64 is a coarse knob at small depth, and d_ff is the
+    fine one. The achieved ``ff_ratio`` is reported; ``ff_slack=0`` keeps the ratio exact.
+    ``d_ff_rule`` (Llama's, say) gives d_ff as a function of d_model instead. ``base`` sets the other shape fields (vocab_size, n_ctx, mlp, ...). Members whose relative
+    error exceeds ``tolerance`` are returned with ``within_tolerance=False`` and a note.
+    """
+    _check_target(target)
+    if (head_dim is None) == (n_head is None):
+        raise ShapeError("give exactly one of head_dim or n_head to fix the attention heads")
+    if multiple <= 0:
+        raise ShapeError(f"multiple must be positive, got {multiple}")
+    unknown = set(base) - set(_BASE_FIELDS)
+    if unknown:
+        raise ShapeError(f"unknown shape options {sorted(unknown)}; allowed: {', '.join(_BASE_FIELDS)}")
+    members: list[FamilyMember] = []
+    for ff in ff_ratios:
+        if not ff > 0:
+            raise ShapeError(f"ff ratios must be positive, got {ff}")
+        for L in depths:
+            if int(L) != L or L <= 0:
+                raise ShapeError(f"depths must be positive whole numbers, got {L}")
+            L = int(L)
+            best: tuple[float, float, Shape] | None = None
+            # with fixed kv heads of a fixed size, only widths whose head count they divide
+            step = multiple if not (n_kv_head and head_dim) else math.lcm(
+                multiple, head_dim * n_kv_head)
+            for d in _width_candidates(target, L, ff, step, base.get("mlp", "gelu"),
+                                       **_kv_terms(head_dim, n_head, n_kv_head_ratio,
+                                                   n_kv_head)):
+                h = _heads_for(d, head_dim, n_head)
+                if h is None or h % n_kv_head_ratio or (n_kv_head and h % n_kv_head):
+                    continue
+                try:
+                    nominal = Shape(n_layer=L, d_model=d, n_head=h, ff_ratio=ff,
+                                    n_kv_head=n_kv_head or h // n_kv_head_ratio, **base)
+                except ShapeError:
+                    continue
+                for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
+                             _ff_candidates(nominal, ff, target, ff_multiple, ff_slack)):
+                    s = nominal.with_(d_ff=d_ff)
+                    err = (s.params_non_embedding - target) / target
+                    # parameter error first; a small price for leaving the nominal ff ratio
+                    score = abs(err) + 0.1 * abs(math.log(s.ff_ratio / ff))
+                    if best is None or score < best[0]:
+                        best = (score, err, s)
+            if best is None:
+                members.append(FamilyMember(target, L, None, None, False,
+                                            note="no width is a multiple of both "
+                                                 f"{multiple} and the head constraint",
+                                            ff_ratio=ff))
+                continue
+            _, err, s = best
+            ok = abs(err) <= tolerance
+            note = "" if ok else (f"closest width {s.d_model} misses the target by {err:+.1%} "
+                                  f"(tolerance {tolerance:.0%}); depth {L} does not fit this size")
+            members.append(FamilyMember(target, L, s, err, ok, note, ff_ratio=ff))
+    return members
+
+
+def fixed_width_family(
+    target: float,
+    d_model: int,
+    depths: Iterable[int],
+    *,
+    head_dim: int | None = 64,
+    n_head: int | None = None,
+    ff_multiple: int = 64,
+    tolerance: float = 0.05,
+    **base: Any,
+) -> list[FamilyMember]:
+    """Petty et al. (2023)-style family: hold ``d_model``, vary depth, and pick ``d_ff``
+    (a multiple of ``ff_multiple``) so the non-embedding count stays at ``target``."""
+    _check_target(target)
+    h = _heads_for(d_model, head_dim, n_head)
+    if h is None:
+        raise ShapeError(f"d_model {d_model} is not divisible by the head size/count asked for")
+    members = []
+    for L in depths:
+        L = int(L)
+        probe = Shape(n_layer=L, d_model=d_model, n_head=h, d_ff=ff_multiple, **base)
+        per_ff = probe.params_non_embedding
+        probe2 = probe.with_(d_ff=2 * ff_multiple)
+        slope = (probe2.params_non_embedding - per_ff) / ff_multiple
+        ff_exact = ff_multiple + (target - per_ff) / slope
+        k = round(ff_exact / ff_multiple)
+        if k < 1:
+            members.append(FamilyMember(target, L, None, None, False,
+                                        note=f"attention alone at depth {L} exceeds the target"))
+            continue
+        s = probe.with_(d_ff=k * ff_multiple)
+        err = (s.params_non_embedding - target) / target
+        ok = abs(err) <= tolerance
+        members.append(FamilyMember(target, L, s, err, ok,
+                                    "" if ok else f"misses the target by {err:+.1%}"))
+    return members
+
+
+def aspect_ratio_family(
+    target: float,
+    aspect_ratios: Iterable[float],
+    ff_ratio: float = 4.0,
+    *,
+    head_dim: int | None = 64,
+    n_head: int | None = None,
+    multiple: int = 64,
+    tolerance: float = 0.05,
+    **base: Any,
+) -> list[FamilyMember]:
+    """Kaplan et al. (2020)-style family: for each aspect ratio d_model/n_layer, the
+    (depth, width) pair closest to ``target`` non-embedding parameters."""
+    _check_target(target)
+    mats = 3 if base.get("mlp", "gelu") == "swiglu" else 2
+    members = []
+    for ar in aspect_ratios:
+        if not ar > 0:
+            raise ShapeError(f"aspect ratios must be positive, got {ar}")
+        L0 = (target / ((4 + mats * ff_ratio) * ar * ar)) ** (1 / 3)
+        best: tuple[float, Shape] | None = None
+        for L in {max(1, math.floor(L0)), max(1, math.ceil(L0))}:
+            for m in iso_param_family(target, [L], [ff_ratio], head_dim=head_dim, n_head=n_head,
+                                      multiple=multiple, tolerance=math.inf, **base):
+                if m.shape is None:
+                    continue
+                # score by both parameter error and aspect-ratio error
+                score = abs(m.rel_error or 0) + abs(math.log(m.shape.aspect_ratio / ar))
+                if best is None or score < best[0]:
+                    best = (score, m.shape)
+        if best is None:
+            members.append(FamilyMember(target, round(L0), None, None, False,
+                                        note="no shape fits", aspect_ratio=ar))
+            continue
+        s = best[1]
+        err = (s.params_non_embedding - target) / target
+        ok = abs(err) <= tolerance
+        members.append(FamilyMember(target, s.n_layer, s, err, ok,
+                                    "" if ok else f"misses the target by {err:+.1%}",
+                                    aspect_ratio=ar))
+    return members
