@@ -260,8 +260,8 @@ class Shape:
     def from_hf_config(cls, cfg: dict[str, Any]) -> Shape:
         """The shape of a transformers ``config.json`` dict (GPT-2, Llama, Mistral, Qwen2,
         GPT-NeoX) or of nanoGPT ``model_args``; warns about fields it does not know
-        (:func:`archfit.frameworks.read_config` lists them)."""
-        from archfit.frameworks import shape_from_hf_config
+        (:func:`archfit.importers.read_config` lists them)."""
+        from archfit.importers import shape_from_hf_config
 
         return shape_from_hf_config(cfg)
 

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 import pytest
 
 from archfit.errors import ArchfitError
-from archfit.frameworks import (FORMATS, FormatError, export, family_fields, from_hf_config,
-                                llama_ffn_args, llama_ffn_hidden, problems, read_config)
+from archfit.frameworks import (FORMATS, FormatError, export, family_fields, llama_ffn_args,
+                                llama_ffn_hidden, problems)
+from archfit.importers import from_hf_config, read_config
 from archfit.known import load_known_models
 from archfit.shapes import Shape
 

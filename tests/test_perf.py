@@ -17,20 +17,33 @@ H = 200.0  # GPU-hours of the time-objective tests
 
 @pytest.mark.slow
 def test_throughput_model_on_a_cpu_iso_param_sweep(cli, repo, tmp_path):
-    """Ten shapes of one size, depth 1 to 32, trained and timed on this CPU: tokens/s falls
+    """Ten shapes of one size, depth 1 to 32, trained and timed on this CPU, each twice (the
+    faster of the two is the shape's speed: best of two, as benchmarks time): tokens/s falls
     with depth, and the step model fitted on every other shape predicts the rest within 15%."""
+    import polars as pl
+
     spec = repo / "sweeps" / "throughput-cpu.toml"
-    out, table = tmp_path / "runs", tmp_path / "tp.parquet"
-    assert cli("sweep", "run", spec, "--out", out).exit_code == 0
-    assert cli("sweep", "collect", spec, "--out", out, "-o", table).exit_code == 0
+    tables = []
+    for k in (1, 2):
+        out, table = tmp_path / f"runs{k}", tmp_path / f"tp{k}.parquet"
+        assert cli("sweep", "run", spec, "--out", out).exit_code == 0
+        assert cli("sweep", "collect", spec, "--out", out, "-o", table).exit_code == 0
+        tables.append(pl.read_parquet(table))
+    both = pl.concat(tables)
+    best = both.sort("tokens_per_s", descending=True).unique("run_id", keep="first")
+    best.write_parquet(tmp_path / "tp.parquet")
+    table = tmp_path / "tp.parquet"
     r = cli("throughput", table, "--json", "--out", tmp_path / "steps.json")
     assert r.exit_code == 0, r.output
     m = json.loads(r.output)
     runs = sorted(m["runs"], key=lambda x: x["n_layer"])
     depths = [x["n_layer"] for x in runs]
     tps = [x["measured"] for x in runs]
+    spread = both.group_by("run_id").agg((pl.col("tokens_per_s").max()
+                                          / pl.col("tokens_per_s").min() - 1).alias("d"))
     print("\ndepth:  " + "  ".join(f"{d:>6}" for d in depths))
     print("tok/s:  " + "  ".join(f"{t:>6.0f}" for t in tps))
+    print(f"the two timings of a shape differ by up to {spread['d'].max():.1%}")
     print(f"held-out errors (fit on {m['heldout']['fit_on']}, predict "
           f"{m['heldout']['predicted']}): "
           + ", ".join(f"{e:+.1%}" for e in m["heldout"]["errors"]))
@@ -39,7 +52,7 @@ def test_throughput_model_on_a_cpu_iso_param_sweep(cli, repo, tmp_path):
     assert tps[-1] < 0.5 * tps[0]
     assert m["heldout"]["max_abs_rel_error"] <= 0.15
     assert m["trust"]["verdict"] in ("informative", "weak")
-    # the saved model answers for the same runs (archfit throughput --perf)
+    # the saved model answers for the same runs (archfit throughput --perf, or first)
     for args in (("throughput", table, "--perf", tmp_path / "steps.json", "--json"),
                  ("throughput", tmp_path / "steps.json", table, "--json")):
         again = json.loads(cli(*args).output)

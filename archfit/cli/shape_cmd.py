@@ -139,7 +139,8 @@ def read_config_file(path: str):  # type: ignore[no-untyped-def]
     import os
 
     from archfit.errors import describe_os_error
-    from archfit.frameworks import FormatError, read_config
+    from archfit.frameworks import FormatError
+    from archfit.importers import read_config
 
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")

@@ -1,6 +1,10 @@
 """The fitting machinery (numpy at the top: this module is never on a cold path): the driver
 :func:`fit` (point estimate, bootstrap, diagnostics), the shared numerical pieces the laws use
-(Huber on log-sum-exp, per-size-class quadratic optima, OLS/WLS) and the data checks."""
+(Huber on log-sum-exp, per-size-class quadratic optima, OLS/WLS) and the data checks.
+
+Long (over 600 lines) because it holds both the driver and the numeric toolbox the laws share;
+the Fit/Law split of issue 17 moves the toolbox into a module that imports nothing from the
+laws, which also ends the base <-> fitting import cycle."""
 
 from __future__ import annotations
 
