@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from archfit.errors import ShapeError
-from archfit.shapes import Shape
+from archfit.shapes import ARCH_FIELDS, Shape
 
 @dataclass(frozen=True)
 class FamilyMember:
@@ -46,8 +46,7 @@ class FamilyMember:
         return out
 
 
-_BASE_FIELDS = ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position", "bias", "norm",
-                "qk_norm", "qkv_bias")
+_BASE_FIELDS = ARCH_FIELDS
 
 
 def _check_target(target: float) -> None:

@@ -20,7 +20,7 @@ from archfit.errors import RecommendError, ShapeError
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.families import iso_param_family
-from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape, kaplan_width
+from archfit.shapes import ARCH_FIELDS, TRAIN_FLOPS_CONVENTION, Shape, kaplan_width
 
 
 @dataclass
@@ -175,8 +175,7 @@ def _validate(params: float | None, compute: float | None, kw: dict[str, Any]) -
     step = _lcm(multiple_of, head_dim)
     if tp:
         step = _lcm(step, head_dim * tp)
-    base = {k: kw[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position",
-                               "bias", "norm")}
+    base = {k: kw[k] for k in ARCH_FIELDS if k in kw}
     ff_multiple = kw["ff_multiple"] or multiple_of
     if not (isinstance(ff_multiple, int) and ff_multiple > 0):
         raise RecommendError(f"ff_multiple must be a positive whole number, got {ff_multiple!r}")

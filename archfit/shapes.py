@@ -279,6 +279,10 @@ class Shape:
 
 
 _FIELDS = frozenset(f.name for f in fields(Shape))
+# the fields that size a shape, and the rest: its architecture (what a family of shapes of one
+# size shares), in Shape's order
+SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio")
+ARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Shape) if f.name not in SIZE_FIELDS)
 
 
 def _divisor_hint(d_model: int, n_head: int) -> str:

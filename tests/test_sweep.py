@@ -245,6 +245,22 @@ def test_run_ids_are_stable_across_releases():
         "e96bd41c1c4b"]
 
 
+# every shipped spec: its run count and a digest of its run ids in order (archfit 0.1.0's)
+SHIPPED_RUN_IDS = {"demo.toml": (15, "13bbb5bf27d914e1"),
+                   "levine-small.toml": (44, "3076e056d99ef0c5"),
+                   "seed-50m.toml": (24, "76559baae4b2af29"),
+                   "smoke.toml": (6, "2b5ffcedeffe30a2")}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_RUN_IDS))
+def test_run_ids_of_every_shipped_spec_are_unchanged(name):
+    import hashlib
+
+    runs = sw.load_spec(str(Path(SMOKE).parent / name)).runs
+    digest = hashlib.sha256(",".join(r.run_id for r in runs).encode()).hexdigest()[:16]
+    assert (len(runs), digest) == SHIPPED_RUN_IDS[name]
+
+
 def test_spec_numbers_out_of_range_are_reported(tmp_path):
     p = tmp_path / "r.toml"
     p.write_text('lrs = [-1e-3]\n[grid]\nshapes = [{n_layer = 2, d_model = 64, n_head = 2}]\n'

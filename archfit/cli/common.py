@@ -99,7 +99,6 @@ SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "norm": ("--rmsnorm", dict(flag_value="rmsnorm", default="layernorm",
                                help="RMSNorm instead of LayerNorm.")),
 }
-ARCH_FIELDS = ("vocab_size", "n_ctx", "mlp", "tied_embeddings", "position", "bias", "norm")
 
 
 def shape_options(*fields: str, **overrides: dict[str, Any]) -> Callable[[Any], Any]:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import (ARCH_FIELDS, INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
+from archfit.cli.common import (INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
                                 emit_json, fmt, perf_options, pick, print_table, shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
                               refuse_inexpressible, write_export)
 from archfit.frameworks import family_fields
 from archfit.errors import ShapeError
 from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
-from archfit.shapes import FLOP_CONVENTIONS, Shape
+from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
 
 @click.command()
-@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "qk_norm",
-               "qkv_bias", *ARCH_FIELDS)
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", *ARCH_FIELDS)
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from an HF config.json (or its folder), a nanoGPT checkpoint "
                    "(.pt) or its model_args JSON, instead of the shape flags.")

@@ -16,7 +16,8 @@ from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.families import aspect_ratio_family, iso_param_family
-from archfit.shapes import MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS, Shape
+from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
+                            Shape)
 from archfit.sweep.schema import Key, check, number
 from archfit.train.config import (OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS, SCHEDULES,
                                   Budget, TrainConfig)
@@ -156,8 +157,7 @@ def _shapes(raw: dict[str, Any], problems: list[str]
             ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
     """The spec's shapes (with the size each was planned for) and the members that missed."""
     model, grid = raw.get("model", {}), raw.get("grid", {})
-    base = {k: model[k] for k in ("mlp", "tied_embeddings", "position", "norm", "bias",
-                                  "qk_norm") if k in model}
+    base = {k: model[k] for k in ARCH_FIELDS if k in model}
     base.update(vocab_size=model.get("vocab_size", 256),
                 n_ctx=raw.get("train", {}).get("ctx", 256))
     shapes: list[tuple[Shape, float | None]] = []
