@@ -33,7 +33,7 @@ def test_shape_table():
     assert "124,439,808" in r.output and "Kaplan" in r.output
 
 
-def test_grid_done_when():
+def test_grid_prints_an_iso_parameter_family_on_target():
     r = run("grid", "--params", "1e8", "--depths", "2,4,8,16,32", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)

@@ -99,7 +99,7 @@ def test_family_members_respect_tolerance(target, depths, ff, tol):
         assert abs(m.shape.ff_ratio / ff - 1) <= 0.15 + 64 / m.shape.d_model
 
 
-def test_done_when_grid_1e8():
+def test_iso_parameter_grid_at_1e8_lands_every_depth_on_target():
     members = iso_param_family(1e8, [2, 4, 8, 16, 32])
     assert len(members) == 5
     for m in members:

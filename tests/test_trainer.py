@@ -245,7 +245,7 @@ def test_train_cli_json_and_errors():
 
 
 @pytest.mark.slow
-def test_done_when_loss_below_2_5_within_2m_tokens():
+def test_a_tiny_gpt_reaches_loss_2_5_within_2m_tokens():
     torch.set_num_threads(os.cpu_count() or 1)
     r = train(TrainConfig(budget=Budget(tokens=2e6), lr=3e-3, eval_every=100, eval_windows=64))
     first = train(TrainConfig(budget=Budget(steps=1), eval_every=1, eval_windows=64,
