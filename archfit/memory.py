@@ -37,14 +37,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from archfit.errors import ArchfitError
-from archfit.devices import DEVICES, device
+from archfit.devices import device
 from archfit.shapes import LOSS_CHUNK_ELEMENTS, Shape
 
 GIB = 1 << 30
 
-# name -> (memory GiB, dense bf16 peak FLOP/s), read from the one device table (archfit.devices)
-ACCELERATORS: dict[str, tuple[float, float]] = {k: (d.memory_gib, d.peak_flops)
-                                                for k, d in DEVICES.items()}
 DEFAULT_MFU = 0.4
 
 

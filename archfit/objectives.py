@@ -23,7 +23,7 @@ is the shape law's predicted excess loss of this depth over the best candidate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from archfit.errors import RecommendError
@@ -47,13 +47,11 @@ class Choice:
     tradeoff: str
     perf: str
     data_law: str
-    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"objective": self.objective, "chosen": self.chosen,
                 "loss_optimal": self.loss_optimal, "tradeoff": self.tradeoff,
-                "perf": self.perf, "data_law": self.data_law, "candidates": self.rows,
-                "notes": self.notes}
+                "perf": self.perf, "data_law": self.data_law, "candidates": self.rows}
 
 
 def _data_term(rec: Any) -> tuple[Any, Any, str]:

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from archfit import memory
+from archfit.devices import DEVICES
 from archfit.errors import ArchfitError
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.sweep.rundir import read_result
@@ -87,7 +88,7 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
     mem_gib, peak = memory.accelerator(name) if name is not None else (None, None)
     budget = gpu_memory or (spec.executor.get("gpu_memory_gb") or mem_gib or 0) * memory.GIB
     if not budget:
-        raise ArchfitError("give --gpu NAME (" + ", ".join(memory.ACCELERATORS) + ") or "
+        raise ArchfitError("give --gpu NAME (" + ", ".join(DEVICES) + ") or "
                            "--gpu-memory SIZE")
     peak = peak_flops or peak
     mfu = mfu or spec.executor.get("mfu") or memory.DEFAULT_MFU
