@@ -7,6 +7,10 @@ Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws;
 
 This module names no law: it asks each fit's law object for its role and its optimum.
 numpy-free (``archfit recommend`` is a cold path).
+
+A little over 400 lines because the option checks, the candidate shapes, their ranking and the
+record they produce are one pipeline read top to bottom; objectives beyond loss live apart
+(:mod:`archfit.objectives`).
 """
 
 from __future__ import annotations
