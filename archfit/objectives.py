@@ -99,8 +99,7 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
                              "that budget) or --tokens T (the loss T tokens give, soonest)")
     if objective == "latency" and max_latency_ms is None:
         raise RecommendError("--objective latency needs --max-latency-ms X")
-    cands = [(s, p) for s, p in rec.candidates]
-    if any(p is None for _, p in cands) and objective != "loss":
+    if any(p is None for _, p in rec.candidates) and objective != "loss":
         raise RecommendError(f"{rec.law} has no loss model for shapes of one size (no shape "
                              "penalty), so it cannot trade loss for speed; fit a shape law to "
                              "your sweep (levine or depth-joint) and pass it with --fit")
@@ -109,14 +108,14 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
     data_fit, count, data_law = _data_term(rec)
     law, params = data_fit.law_obj, data_fit.params
     rows = []
-    for s, pen in cands:
+    for s, pen in rec.candidates:
         tps = model.tokens_per_s(s, batch_tokens)
         lat = decode_latency(s, gpu)["ms_per_token"]
         rows.append({"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
                      "d_ff": s.d_ff, "params_non_embedding": s.params_non_embedding,
                      "params_total": s.params_total, "shape_penalty": pen,
-                     "tokens_per_s": tps, "latency_ms": lat, "_shape": s})
-    best_loss = min(rows, key=lambda r: (r["shape_penalty"] or 0.0, abs(r["n_layer"])))
+                     "tokens_per_s": tps, "latency_ms": lat})
+    best_loss = min(rows, key=lambda r: (r["shape_penalty"] or 0.0, r["n_layer"]))
     if gpu_hours is not None:
         for r in rows:
             r["tokens"] = r["tokens_per_s"] * gpu_hours * 3600
@@ -142,18 +141,12 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
     for r in rows:
         r["chosen"] = r is chosen
         r["loss_optimal"] = r is best_loss
-    out = [{k: v for k, v in r.items() if k != "_shape"} for r in rows]
-    out.sort(key=lambda r: r["n_layer"])
-    return Choice(objective=objective, rows=out, chosen=_public(chosen),
-                  loss_optimal=_public(best_loss),
+    return Choice(objective=objective, rows=sorted(rows, key=lambda r: r["n_layer"]),
+                  chosen=chosen, loss_optimal=best_loss,
                   tradeoff=_tradeoff(objective, chosen, best_loss),
                   perf=f"step time {model.label()}; decode latency modelled for {gpu} "
                        "(batch 1, the shape's context)",
                   data_law=data_law)
-
-
-def _public(r: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in r.items() if k != "_shape"}
 
 
 def _pick(rows: list[dict[str, Any]], objective: str, gpu_hours: float | None,

@@ -63,6 +63,7 @@ def step_features(shape: Shape, tokens_per_step: float, precision: str = "bf16"
 
 
 COEFFICIENTS = ("flop_s", "byte_s", "layer_s", "step_s")
+STEP_MODEL_FORMAT = "archfit-step-model"  # the "format" of a step model's JSON
 
 
 @dataclass
@@ -98,11 +99,11 @@ class StepModel:
         return f"{self.kind} for {self.device}" + (f" ({self.source})" if self.source else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": "archfit-step-model", **asdict(self)}
+        return {"format": STEP_MODEL_FORMAT, **asdict(self)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> StepModel:
-        if d.get("format") != "archfit-step-model":
+        if d.get("format") != STEP_MODEL_FORMAT:
             raise ArchfitError("not an archfit step model (archfit throughput --out writes one)")
         try:
             return cls(**{k: v for k, v in d.items() if k != "format"})
@@ -117,6 +118,18 @@ def modelled(dev: str | Device) -> StepModel:
                      byte_s=1 / (BANDWIDTH_EFFICIENCY * d.bandwidth), layer_s=LAYER_OVERHEAD_S,
                      step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled",
                      source=f"{d.source}; {ASSUMPTIONS}")
+
+
+def is_step_model(path: str) -> bool:
+    """Whether ``path`` is a step model archfit wrote (archfit throughput --out)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(d, dict) and d.get("format") == STEP_MODEL_FORMAT
 
 
 def load_step_model(path: str) -> StepModel:

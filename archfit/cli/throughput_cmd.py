@@ -8,16 +8,6 @@ import click
 from archfit.cli.common import COUNT, emit_json, print_table
 
 
-def _is_step_model(path: str) -> bool:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f).get("format") == "archfit-step-model"
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 @click.command()
 @click.argument("data", nargs=-1, required=True)
 @click.option("--perf", "perf_file", default=None, metavar="FILE",
@@ -45,10 +35,10 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     """
     from archfit.errors import ArchfitError
     from archfit.io import atomic_write, check_output
-    from archfit.perf import fit_step_model, load_step_model, measured_runs
+    from archfit.perf import fit_step_model, is_step_model, load_step_model, measured_runs
     from archfit.store import expand_paths, read_tables
 
-    models = [p for p in data if p.endswith(".json") and _is_step_model(p)]
+    models = [p for p in data if p.endswith(".json") and is_step_model(p)]
     if models:  # archfit throughput STEPS.json DATA: the same as --perf STEPS.json
         if perf_file or len(models) > 1:
             raise click.UsageError("give one step model (positional or --perf)")
@@ -58,7 +48,7 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     files = expand_paths(data)
     if out:
         check_output(out, "step model", inputs=[*files, *([perf_file] if perf_file else [])],
-                     force=force, ours=_is_step_model)
+                     force=force, ours=is_step_model)
     runs = measured_runs(read_tables(files).to_dicts())
     if not runs:
         raise ArchfitError("no run in DATA measured its speed (ok runs with tokens_per_s, "
