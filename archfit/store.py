@@ -217,7 +217,8 @@ def _read_one(path: str) -> Any:
     return df
 
 
-def _canonical_columns(df: Any, mapping: Mapping[str, str]) -> tuple[Any, dict[str, str]]:
+def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] = ()
+                       ) -> tuple[Any, dict[str, str]]:
     import polars as pl
 
     sources: dict[str, str] = {}
@@ -233,9 +234,17 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str]) -> tuple[Any, dict[s
             if name in mapping:
                 raise FitInputError(f"--map {name}={mapping[name]}: no column {mapping[name]!r} "
                                     f"in the input; columns are: {', '.join(df.columns)}")
+    extra = []
+    for c in keep:
+        if c not in df.columns:
+            raise FitInputError(f"--group {c}: no column {c!r} in the input; columns are: "
+                                f"{', '.join(df.columns)}")
+        if c not in cols:
+            cols[c] = df[c]
+            extra.append(c)
     out = pl.DataFrame(cols)
     for c in out.columns:
-        if c in ("status", "run_id"):
+        if c in ("status", "run_id") or c in extra:
             continue
         try:
             out = out.with_columns(pl.col(c).cast(pl.Float64, strict=True))
@@ -281,11 +290,12 @@ def read_tables(paths: Iterable[str]) -> Any:
 
 
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
-              *, frame: Any = None) -> RunTable:
+              *, frame: Any = None, keep: Iterable[str] | None = None) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
     Pass ``frame`` (polars or pandas) instead of paths to convert an in-memory table.
+    ``keep`` names further columns to carry as they are (``fit --group``).
     """
     import polars as pl
 
@@ -309,7 +319,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         df = pl.concat(frames, how="diagonal_relaxed")
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
-    out, sources = _canonical_columns(df, mapping)
+    out, sources = _canonical_columns(df, mapping, keep or ())
     notes: list[str] = []
     if "tokens" not in out.columns and {"flops", "params"} <= set(out.columns):
         out = out.with_columns((pl.col("flops") / (6.0 * pl.col("params"))).alias("tokens"))

@@ -50,11 +50,17 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
-    """Every archfit module imported anywhere in the file (top level and inside functions)."""
+    """Every archfit module imported anywhere in the file (top level and inside functions);
+    not the imports under ``if TYPE_CHECKING:``, which never run."""
     tree = ast.parse(path.read_text())
     me = module_name(path, root)
     out = []
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for stmt in node.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.startswith("archfit")]
         elif isinstance(node, ast.ImportFrom):
@@ -174,9 +180,6 @@ KNOWN_LAZY_CYCLES = [
     # the notebook API Shape.from_hf_config / shape.to_hf_config hands over to the importers
     # and exporters
     {"archfit.frameworks", "archfit.importers", "archfit.shapes"},
-    # a Law fits itself through laws.fitting, which builds a Fit (artifact) of it: the
-    # Law/Fit split of issue 17 removes this one
-    {"archfit.laws.artifact", "archfit.laws.base", "archfit.laws.fitting"},
 ]
 
 

@@ -8,7 +8,8 @@ from contracts import EXAMPLES, check_export, check_law
 from archfit.frameworks import FORMATS
 from archfit.laws import LAWS
 
-BUILT_IN = sorted(LAWS)  # collected before any test registers a law of its own
+# the laws archfit ships (a test may register a law of its own: it is not one of these)
+BUILT_IN = sorted(n for n, law in LAWS.items() if type(law).__module__.startswith("archfit."))
 
 
 def test_every_law_has_example_data():

@@ -98,9 +98,12 @@ def test_levine_recovers_planted_relation(levine_synthetic):
     assert abs(f.diagnostics["heldout"]["rel_error"]) < 0.3
 
 
-def test_levine_seeds_bootstrap_over_shapes(levine_synthetic):
-    f = fit(levine_synthetic(seeds=2), law="levine", bootstrap=50)
-    assert f.bootstrap["unit"] == "shape"
+def test_each_seed_is_its_own_bootstrap_unit(levine_synthetic):
+    # two seeds of one shape are two independent training runs
+    df = levine_synthetic(seeds=2)
+    f = fit(df, law="levine", bootstrap=50)
+    assert f.bootstrap["n_units"] == df.height
+    assert f.bootstrap["unit"].startswith("row")
 
 
 def test_published_levine_projection():

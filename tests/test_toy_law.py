@@ -12,7 +12,8 @@ import pytest
 
 from archfit.laws import LAWS, Figure, Law, MeasuredOptimum, register
 from archfit.laws.base import Estimate
-from archfit.laws.fitting import best_per_shape, class_optima, fit
+from archfit.laws.fitting import fit
+from archfit.laws.numeric import best_per_shape, class_optima
 from archfit.plots import draw_all
 from archfit.recommender import recommend
 

@@ -9,12 +9,25 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from archfit.errors import FitInputError
+from archfit.errors import FitError, FitInputError
 from archfit.io import atomic_write, jsonable
 from archfit.laws.base import Law, get_law
 from archfit.laws.published import PUBLISHED
+from archfit.laws.trust import Trust
 
 FIT_SCHEMA = "archfit.fit/1"
+
+
+class Summary(str):
+    """A fit's summary: the text (it is a ``str``), and HTML for notebooks."""
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+    def as_html(self) -> str:
+        return self._repr_html_()
 
 
 @dataclass
@@ -57,9 +70,82 @@ class Fit:
         """The law's verdict on this fit: ``{"verdict", "reasons", ...}`` (see laws.trust)."""
         return self.law_obj.trust(self).to_dict()
 
-    def predict(self, data: Any = None, **columns: Any) -> Any:
+    # ------------------------------------------------------------------ inference
+    def draws(self) -> list[dict[str, float]]:
+        """Parameter draws behind every interval: the bootstrap's resamples, else (a fit with a
+        covariance and no bootstrap) 1000 draws from the Wald normal, else none."""
+        law = self.law_obj
+        out = law.bootstrap_params(self)
+        if out or not self.cov:
+            return out
+        import numpy as np
+
+        names = list(law.param_names)
+        rng = np.random.default_rng(0)
+        X = rng.multivariate_normal([self.params[n] for n in names], np.asarray(self.cov, float),
+                                    1000, check_valid="ignore")
+        return [dict(zip(names, map(float, x))) for x in X if np.all(np.isfinite(x))]
+
+    def conf_int(self, alpha: float = 0.05) -> dict[str, tuple[float, float] | None]:
+        """Two-sided (1 - ``alpha``) intervals for the parameters: bootstrap percentiles, else
+        Wald from the covariance; a published fit without samples gives its stated 95% CI."""
+        if not 0 < alpha < 1:
+            raise FitInputError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
+        from archfit.numbers import percentile
+
+        draws = self.draws()
+        out: dict[str, tuple[float, float] | None] = {}
+        for n in self.law_obj.param_names:
+            vals = [d[n] for d in draws if math.isfinite(d[n])]
+            if len(vals) >= 10:
+                out[n] = (percentile(vals, 50 * alpha), percentile(vals, 100 - 50 * alpha))
+            elif abs(alpha - 0.05) < 1e-12 and self.ci.get(n):
+                lo, hi = self.ci[n]  # type: ignore[misc]
+                out[n] = (float(lo), float(hi))
+            else:
+                out[n] = None
+        return out
+
+    def se(self) -> dict[str, float | None]:
+        """Standard errors: the bootstrap's sd, else the covariance's."""
+        out: dict[str, float | None] = {}
+        draws = self.draws()
+        for i, n in enumerate(self.law_obj.param_names):
+            vals = [d[n] for d in draws if math.isfinite(d[n])]
+            if len(vals) >= 10:
+                m = sum(vals) / len(vals)
+                out[n] = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+            elif self.cov:
+                out[n] = math.sqrt(max(float(self.cov[i][i]), 0.0))
+            else:
+                out[n] = None
+        return out
+
+    def band(self, columns: Mapping[str, Any], level: float = 0.95) -> tuple[Any, Any, Any]:
+        """(predicted, low, high) loss arrays for rows given as columns of numpy arrays: a
+        ``level`` prediction interval for a new run (parameter uncertainty and the scatter of
+        runs about the law; see :func:`archfit.laws.numeric.prediction_band`)."""
+        law = self.law_obj
+        if not law.predicts_loss:
+            raise FitError(f"{law.name} predicts the optimal shape, not loss; loss intervals come "
+                           "from laws with a loss model (chinchilla, kaplan-n, kaplan-nd, "
+                           "depth-width, depth-joint)")
+        missing = [c for c in law.columns if c != "loss" and c not in columns]
+        if missing:
+            raise FitInputError(f"predicting with {law.name} needs column(s) "
+                                f"{', '.join(missing)}")
+        from archfit.laws.numeric import prediction_band
+
+        return prediction_band(law, self.params, self.draws(),
+                               self.diagnostics.get("scatter"), columns, level)
+
+    def predict(self, data: Any = None, interval: float | None = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);
-        shape laws return the optimal depth (levine) or ff ratio (ff-ratio) at ``params=``."""
+        shape laws without a loss model return the optimal depth (levine) or ff ratio.
+
+        With ``interval`` (e.g. 0.95), a polars frame of the rows with ``predicted``, ``low``
+        and ``high``: a prediction interval for a new run, parameter uncertainty and the scatter
+        of runs about the law both included (and ``actual`` when the rows have a loss)."""
         import numpy as np
 
         cols: dict[str, Any] = {}
@@ -69,25 +155,82 @@ class Fit:
             df = to_polars(data)
             cols.update({c: df[c].to_numpy() for c in df.columns})
         cols.update(columns)
-        arrays = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items()}
-        return self.law_obj.predict(self.params, arrays)
+        arrays = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items()
+                  if np.asarray(v).dtype.kind in "biuf"}
+        if interval is None:
+            return self.law_obj.predict(self.params, arrays)
+        import polars as pl
 
-    def samples(self) -> dict[str, Any]:
-        import numpy as np
+        pred, lo, hi = self.band(arrays, float(interval))
+        out = {k: arrays[k] for k in self.law_obj.columns if k in arrays and k != "loss"}
+        out.update(predicted=pred, low=lo, high=hi)
+        if "loss" in arrays:
+            out["actual"] = arrays["loss"]
+        return pl.DataFrame(out)
 
-        s = self.bootstrap.get("samples") or {}
-        return {k: np.asarray(v, dtype=float) for k, v in s.items()}
+    def optimum(self, N: float, alpha: float = 0.05) -> dict[str, Any]:
+        """The law's answer at ``N`` with (1 - ``alpha``) intervals over the parameter draws:
+        shape laws the optimal ``n_layer`` and ``d_model`` at N parameters; compute laws
+        ``N_opt``, ``D_opt`` and tokens per parameter for a budget of N FLOPs."""
+        from archfit.numbers import percentile
 
-    def summary(self) -> str:
+        law = self.law_obj
+        if law.role == "shape":
+            fn, names = law.optimum, ("n_layer", "d_model")
+        elif law.role == "compute":
+            fn, names = law.compute_optimal, ("N_opt", "D_opt")
+        else:
+            raise FitError(f"{law.name} has no optimum (role {law.role})")
+
+        def with_ratio(v: tuple[float, float]) -> tuple[float, ...]:
+            return (*v, v[1] / v[0]) if law.role == "compute" else v
+
+        names = names + (("tokens_per_param",) if law.role == "compute" else ())
+        point = with_ratio(fn(self.params, N))
+        rows = []
+        for p in self.draws():
+            try:
+                v = with_ratio(fn(p, N))
+            except (ValueError, OverflowError, ZeroDivisionError):
+                continue
+            if all(math.isfinite(x) and x > 0 for x in v):
+                rows.append(v)
+        out: dict[str, Any] = {"at": N, "alpha": alpha}
+        for i, n in enumerate(names):
+            out[n] = point[i]
+            vals = [r[i] for r in rows]
+            out[f"{n}_ci"] = ([percentile(vals, 50 * alpha), percentile(vals, 100 - 50 * alpha)]
+                              if len(vals) >= 10 else None)
+        return out
+
+    def verdict(self, target: float | None = None) -> Trust:
+        """The verdict: on the fit (``target`` None: its evidence within the data, the same
+        whatever targets were asked), or on answering at ``target`` (extrapolation, the CI of
+        the answer there)."""
+        return self.law_obj.trust(self, target)
+
+    def summary(self) -> Summary:
+        """The fit in words and tables: ``str()`` for a terminal, HTML in a notebook."""
+        return Summary(self._summary_text())
+
+    def __repr__(self) -> str:
+        unit = (self.bootstrap or {}).get("n_units")
+        return (f"<Fit {self.label}: {self.n_points} rows"
+                + (f", {unit} runs" if unit else "")
+                + f", verdict {self.law_obj.trust(self).verdict}>")
+
+    def _summary_text(self) -> str:
         law = self.law_obj
         lines = [f"archfit fit: {self.law}" + (f" ({self.name})" if self.name else ""),
                  f"  {law.formula}"]
         if self.source:
             lines.append(f"  source: {self.source}")
+        b = self.bootstrap or {}
         if self.n_points is not None:
-            lines.append(f"  runs: {self.n_points}" + (
-                f", bootstrap resamples: {self.bootstrap.get('n_ok')} of "
-                f"{self.bootstrap.get('n')}" if self.bootstrap.get("n") else ""))
+            lines.append(f"  rows: {self.n_points}" + (
+                f", bootstrap resamples: {b.get('n_ok')} of {b.get('n')}" if b.get("n") else ""))
+        if b.get("unit"):
+            lines.append(f"  bootstrap unit: {b['unit']} ({b.get('n_units')} units)")
         lines += [f"  {k}: {v}" for k, v in self.conventions.items()]
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
@@ -97,11 +240,8 @@ class Fit:
             lines += ["", *_table("derived", self.derived, self.derived_ci, 26, 12)]
         lines += _diagnostic_lines(self.diagnostics)
         lines += [f"  note: {n}" for n in self.notes]
-        lines += ["", "  " + self.law_obj.trust(self).line()]
+        lines += ["", "  fit " + law.trust(self).line()]
         return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.summary()
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({
@@ -218,8 +358,24 @@ def _diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     if "rmse_log" in d:
         lines.append(f"  RMSE (log space) {d['rmse_log']:.4g}   R² (log space) "
                      f"{_g(d.get('r2_log'))}")
+    sc = d.get("scatter")
+    if sc and sc["n_units"] < sc["n_rows"]:
+        lines.append(f"  scatter of runs about the law (log loss): between runs "
+                     f"{sc['between']:.3g}, within a run {sc['within']:.3g} "
+                     f"({sc['n_units']} runs, {sc['n_rows']} rows)")
+    elif sc:
+        lines.append(f"  scatter of runs about the law (log loss): {sc['between']:.3g} "
+                     f"({sc['n_units']} runs)")
     h = d.get("heldout")
-    if h and h.get("ok"):
+    if h and h.get("ok") and "coverage" in h:
+        hs = h.get("held_out_sizes") or [0.0]
+        sizes = (f"{hs[0]:.3g}" if len(hs) == 1 else
+                 f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} sizes)")
+        lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} rows at N "
+                     f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
+                     f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
+                     f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")
+    elif h and h.get("ok"):
         lines.append("  held-out largest size class: " + ", ".join(
             f"{k}={_g(v)}" for k, v in h.items() if k != "ok"))
     elif h:

@@ -8,8 +8,9 @@ N_opt(C). It lists the figures it can draw and reports its own trust diagnostics
 
 Import rule: nothing heavy at the top of a law module. The closed forms (``optimum``,
 ``compute_optimal``, ``shape_loss``) are plain ``math``, so ``archfit recommend`` never
-loads numpy. The methods that fit import numpy and :mod:`archfit.laws.fitting` (numpy at its
-top) where they run.
+loads numpy. The methods that fit import numpy and :mod:`archfit.laws.numeric` (numpy at its
+top, nothing from the laws) where they run. A law is the model; the :class:`~archfit.laws.Fit`
+answers questions about one fit of it (intervals, predictions with bands, verdicts).
 
 A new law is one registered class (``@register``) in one file; a test file may define one.
 """
@@ -103,6 +104,8 @@ class Law:
     supports_constraints: ClassVar[bool] = False
     default_targets: ClassVar[tuple[float, ...]] = ()
     own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())
+    # predict() returns loss (nats/token), so the fit can give loss prediction intervals
+    predicts_loss: ClassVar[bool] = False
     # what the target of a shape law counts (recommend sizes shapes in this convention)
     target_convention: ClassVar[str] = "non-embedding parameters (Kaplan's N)"
 
@@ -127,19 +130,20 @@ class Law:
         return out
 
     def prepare(self, frame: Any) -> Data:
-        from archfit.laws.fitting import prepare
+        from archfit.laws.numeric import prepare
 
         return prepare(self, frame)
 
     def classes(self, data: Data) -> np.ndarray:
-        from archfit.laws.fitting import size_classes
+        from archfit.laws.numeric import size_classes
 
         return size_classes(data["params"], data.get("target_params"))
 
-    def groups(self, data: Data) -> np.ndarray:
-        from archfit.laws.fitting import bootstrap_groups
+    def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+        """Bootstrap units (the training run; see :func:`archfit.laws.numeric.run_groups`)."""
+        from archfit.laws.numeric import run_groups
 
-        return bootstrap_groups(data)
+        return run_groups(data, by)
 
     def residuals(self, params: Mapping[str, float], data: Data,
                   extra: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -148,10 +152,10 @@ class Law:
 
         return np.log(data["loss"]), np.log(self.predict(params, data))
 
-    def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
-        from archfit.laws.fitting import heldout_largest_class
-
-        return heldout_largest_class(self, data, constraints)
+    def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any] | None:
+        """A law-specific held-out check, or None for the generic one (laws with a loss model:
+        fit on all but the largest ~20% of sizes, predict those runs with 95% intervals)."""
+        return None
 
     # ------------------------------------------------------------------ roles (plain math)
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
@@ -224,6 +228,7 @@ class Law:
     # lower bounds the fit can sit on, checked by bound_reasons (name -> bound)
     lower_bounds: ClassVar[dict[str, float]] = {}
     # held-out relative error (on what the law predicts): weak above, uninformative above
+    # (for laws with a loss model the error is first checked against its interval)
     heldout_limits: ClassVar[tuple[float, float]] = (0.05, 0.15)
 
     def bound_reasons(self, fit: Fit) -> list[str]:
@@ -240,20 +245,40 @@ class Law:
         return out
 
     def spread(self, fit: Fit, target: float | None) -> tuple[str, float] | None:
-        """(what, CI high/low) of the quantity this law is for: the optimal depth for shape
-        laws (at ``target``, else the widest over the fit's targets)."""
-        if self.role != "shape":
-            return None
-        if target is not None:
-            ci = self.optimum_ci(fit, target)
-            cis = {f"n_layer_opt@{target:.3g}": ci["n_layer"]} if ci else {}
+        """(what, ratio) for the answer this law gives: the optimal depth for shape laws, N_opt
+        for compute laws, at ``target`` or, for the fit-level verdict, at a reference inside the
+        data (the largest run's N, or its compute 6 N D), so the fit's verdict does not depend
+        on the targets asked for. The ratio is the 95% range high/low, robust: from the
+        bootstrap's interquartile range in log space (IQR / 1.349 is the sd of a normal), so a
+        repeat with another seed gives nearly the same number."""
+        span = (fit.diagnostics or {}).get("span") or {}
+        if self.role == "shape":
+            at = target if target is not None else span.get("params_max")
+            fn, what = (lambda p, x: self.optimum(p, x)[0]), "optimal depth"
+        elif self.role == "compute":
+            at = target if target is not None else span.get("flops_max")
+            fn, what = (lambda p, x: self.compute_optimal(p, x)[0]), "N_opt"
         else:
-            cis = {k: v for k, v in (fit.derived_ci or {}).items()
-                   if k.startswith("n_layer_opt") and v}
-        if not cis:
             return None
-        name, (lo, hi) = max(cis.items(), key=lambda kv: kv[1][1] / max(kv[1][0], 1e-300))
-        return f"depth CI [{lo:.3g}, {hi:.3g}] ({name})", hi / max(lo, 1e-300)
+        if at is None:
+            return None
+        vals = []
+        for p in self.bootstrap_params(fit):
+            try:
+                v = fn(p, at)
+            except (ValueError, OverflowError, ZeroDivisionError):
+                continue
+            if math.isfinite(v) and v > 0:
+                vals.append(math.log(v))
+        if len(vals) < 10:
+            return None
+        q1, q3 = percentile(vals, 25), percentile(vals, 75)
+        mid = percentile(vals, 50)
+        half = 1.96 * (q3 - q1) / 1.349
+        lo, hi = math.exp(mid - half), math.exp(mid + half)
+        where = (f"at {fmt_sci(at)}" if target is not None else
+                 f"at the largest run ({fmt_sci(at)}{' FLOPs' if self.role == 'compute' else ''})")
+        return f"{what} {where}: 95% range [{lo:.3g}, {hi:.3g}]", hi / lo
 
     def trust(self, fit: Fit, target: float | None = None) -> Trust:
         """A verdict on the fit (and, with ``target``, on answering at that size): the data's
@@ -267,8 +292,9 @@ class Law:
         sp = self.spread(fit, target)
         if sp is not None:
             t.checks["optimum_ci_ratio"] = sp[1]
-            t.grade(sp[1], limits.OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
-        elif self.role == "shape":
+            t.grade(sp[1], limits.COMPUTE_CI_RATIO if self.role == "compute" else
+                    limits.OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
+        elif self.role in ("shape", "compute"):
             t.weak("no CI on the optimum (no bootstrap samples)")
         _heldout_reason(self, t, fit)
         _bootstrap_reason(t, fit)
@@ -305,6 +331,18 @@ def _heldout_reason(law: Law, t: Trust, fit: Fit) -> None:
         return
     if not h.get("ok"):
         t.weak(f"no held-out check ({h.get('reason')})")
+        return
+    if "coverage" in h:  # predictions with intervals (laws with a loss model)
+        err, half, cov = h["mean_rel_error"], h["mean_halfwidth_rel"], h["coverage"]
+        t.checks.update(heldout_rel_error=err, heldout_coverage=cov, heldout_halfwidth=half)
+        line = (f"held-out sizes: error {err:+.1%}, intervals ±{half:.1%}, coverage {cov:.0%}")
+        if not h["within_interval"]:
+            t.bad(f"{line}: the error exceeds the interval")
+        elif cov < limits.HELDOUT_COVERAGE:
+            t.weak(f"{line}: the intervals cover fewer held-out runs than "
+                   f"{limits.HELDOUT_COVERAGE:.0%}")
+        else:
+            t.grade(abs(err), law.heldout_limits, line)
         return
     err = h.get("rel_error", h.get("mean_rel_error"))
     if err is not None:

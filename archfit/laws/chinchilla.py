@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import Data, Estimate, Figure, Law, derived_name, register
+from archfit.laws.base import HUBER_DELTA, Data, Estimate, Figure, Law, derived_name, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -57,6 +57,7 @@ class _ChinchillaBase(Law):
     min_points = 6
     min_sizes = 3
     role = "compute"
+    predicts_loss = True
     default_targets = (1e21, 1e24)
     lower_bounds = {"E": 0.0}
     own_figures = (Figure("isoloss_contours", "Iso-loss contours (nats/token) and "
@@ -88,7 +89,7 @@ class _ChinchillaBase(Law):
         return out
 
     def _check(self, data: Data) -> None:
-        from archfit.laws.fitting import varies
+        from archfit.laws.numeric import varies
 
         if not varies(data["params"]):
             raise FitError(f"{self.name} needs runs of different sizes N")
@@ -110,10 +111,10 @@ class Chinchilla(_ChinchillaBase):
                   full: bool = True) -> Estimate:
         import numpy as np
 
-        from archfit.laws.fitting import HuberLSE, log_cols
+        from archfit.laws.numeric import HuberLSE, log_cols
 
         self._check(data)
-        h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]))
+        h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]), HUBER_DELTA)
         if start is not None:
             E, A, B, al, be = start
             starts = np.array([[np.log(A), np.log(B), al, be, np.log(E)]])

@@ -131,31 +131,20 @@ class DepthJoint(Law):
     min_points = 10
     min_sizes = 3
     role = "shape"
+    predicts_loss = True
     default_targets = (1e9, 1e12)
     lower_bounds = {"E": 0.0, "kappa": 0.0}
     supports_constraints = True
 
     def prepare(self, frame: Any) -> Data:
-        if "params" not in frame.columns and {"n_layer", "d_model"} <= set(frame.columns):
-            import polars as pl
-
-            frame = frame.with_columns((12.0 * pl.col("n_layer") * pl.col("d_model") ** 2)
-                                       .alias("params"))
+        # without a params column, fit() has counted N with the shape core (laws.conventions)
         if "n_layer" not in frame.columns:
             raise FitInputError("depth-joint needs a depth column; map one with --map "
                                 "n_layer=COLUMN")
         return super().prepare(frame)
 
-    def groups(self, data: Data) -> np.ndarray:
-        """Bootstrap units: shapes (the rows of one shape at several token counts share one)."""
-        import numpy as np
-
-        keys = [data[k] for k in ("params", "n_layer", "d_model") if k in data]
-        _, g = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
-        return g.ravel()
-
     def classes(self, data: Data) -> np.ndarray:
-        from archfit.laws.fitting import size_classes
+        from archfit.laws.numeric import size_classes
 
         return size_classes(data["params"])
 
@@ -163,7 +152,7 @@ class DepthJoint(Law):
     def _arrays(self, data: Data) -> tuple[Any, Any, Any, Any]:
         import numpy as np
 
-        from archfit.laws.fitting import varies
+        from archfit.laws.numeric import varies
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("depth-joint needs at least 3 different depths")

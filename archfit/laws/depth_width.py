@@ -7,7 +7,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Data, Estimate, Figure, Law, register
+from archfit.laws.base import HUBER_DELTA, Data, Estimate, Figure, Law, register
 from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +22,7 @@ def shape_penalty(data: Data) -> dict[str, Any] | None:
     log aspect ratio d_model / n_layer; a pooled quadratic gives the best ratio."""
     import numpy as np
 
-    from archfit.laws.fitting import size_classes
+    from archfit.laws.numeric import size_classes
 
     cls = size_classes(data["params"], data.get("target_params"))
     xs, ys = [], []
@@ -73,6 +73,7 @@ class DepthWidth(Law):
     param_names = ("E", "A", "alpha", "B", "beta", "C", "gamma")
     min_points = 8
     role = "shape"
+    predicts_loss = True
     default_targets = (1e9, 1e12)
     lower_bounds = {"E": 0.0}
     own_figures = (Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. 2020, "
@@ -83,13 +84,13 @@ class DepthWidth(Law):
                   full: bool = True) -> Estimate:
         import numpy as np
 
-        from archfit.laws.fitting import HuberLSE, log_cols, varies
+        from archfit.laws.numeric import HuberLSE, log_cols, varies
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):
             raise FitError("depth-width needs runs that vary both d_model and n_layer")
         use_d = "tokens" in data and varies(data["tokens"], 0.2)
         names = ["d_model", "n_layer"] + (["tokens"] if use_d else [])
-        h = HuberLSE(log_cols(data, names), np.log(data["loss"]))
+        h = HuberLSE(log_cols(data, names), np.log(data["loss"]), HUBER_DELTA)
         k = len(names)
         if start is not None:
             E, A, al, B, be, C, ga = start

@@ -28,7 +28,7 @@ class FFRatio(Law):
                   full: bool = True) -> Estimate:
         import numpy as np
 
-        from archfit.laws.fitting import best_per_shape, class_optima, ols
+        from archfit.laws.numeric import best_per_shape, class_optima, ols
 
         if len(np.unique(np.round(data["d_ff"] / data["d_model"], 3))) < 3:
             raise FitError("ff-ratio needs at least 3 different d_ff/d_model ratios")
@@ -70,5 +70,5 @@ class FFRatio(Law):
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:
         return {derived_name("ff_ratio_opt", N): self.ff_ratio(params, N) for N in targets}
 
-    def heldout(self, data: Data) -> dict[str, Any]:
+    def heldout(self, data: Data, constraints: Any = None) -> dict[str, Any] | None:
         return {}  # not defined: one optimum per class, nothing to hold out

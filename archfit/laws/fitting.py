@@ -1,319 +1,32 @@
-"""The fitting machinery (numpy at the top: this module is never on a cold path): the driver
-:func:`fit` (point estimate, bootstrap, diagnostics), the shared numerical pieces the laws use
-(Huber on log-sum-exp, per-size-class quadratic optima, OLS/WLS) and the data checks.
-
-Long (over 600 lines) because it holds both the driver and the numeric toolbox the laws share;
-the Fit/Law split of issue 17 moves the toolbox into a module that imports nothing from the
-laws, which also ends the base <-> fitting import cycle."""
+"""The fitting driver (numpy at the top: this module is never on a cold path): :func:`fit`
+reads and checks a table of runs, then :func:`fit_data` makes the point estimate, the
+bootstrap over training runs, the scatter of runs about the law and the held-out check. The
+numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
-from dataclasses import replace
-
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, get_law
+from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
+from archfit.laws.numeric import heldout_split, run_groups, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
 
-
-# ============================================================================ data
-def finite_positive(name: str, values: Any) -> None:
-    v = np.asarray(values, dtype=float)
-    bad = ~np.isfinite(v) | (v <= 0)
-    if bad.any():
-        raise FitInputError(f"column {name!r} has {int(bad.sum())} missing, non-finite or "
-                            "non-positive value(s); drop or fix those rows")
-
-
-def prepare(law: Law, frame: Any) -> Data:
-    """The frame's columns as numpy arrays, checked for what ``law`` needs."""
-    missing = [c for c in law.columns if c not in frame.columns]
-    if missing:
-        raise FitInputError(
-            f"law {law.name!r} needs column(s) {', '.join(missing)}; have "
-            f"{', '.join(frame.columns)}; map foreign names with --map {missing[0]}=COLUMN")
-    data: Data = {}
-    for c in frame.columns:
-        arr = frame[c].to_numpy()
-        data[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
-    for c in law.columns:
-        finite_positive(c, data[c])
-    n = len(data["loss"])
-    if n < law.min_points:
-        raise FitError(f"law {law.name!r} needs at least {law.min_points} runs, got {n}; "
-                       "add runs or choose a simpler law")
-    return data
-
-
-def size_classes(params: Any, target: Any = None, rel_gap: float = 0.25) -> np.ndarray:
-    """Integer size-class labels (0 = smallest). Uses ``target`` (the planned size) when given,
-    else groups sorted parameter counts, starting a new class at every gap above ``rel_gap``."""
-    params = np.asarray(params, dtype=float)
-    if target is not None:
-        t = np.asarray(target, dtype=float)
-        if np.all(np.isfinite(t)):
-            _, labels = np.unique(t, return_inverse=True)
-            return labels.ravel()
-    order = np.argsort(params)
-    labels = np.empty(len(params), dtype=int)
-    cls, prev = 0, None
-    for i in order:
-        if prev is not None and params[i] > prev * (1 + rel_gap):
-            cls += 1
-        labels[i] = cls
-        prev = params[i]
-    return labels
-
-
-def bootstrap_groups(data: Data) -> np.ndarray:
-    """Bootstrap units: one per shape when several seeds share a shape, else one per run."""
-    keys = [k for k in ("params", "n_layer", "d_model", "d_ff", "tokens", "lr") if k in data]
-    if "seed" in data and len(np.unique(data["seed"])) > 1 and keys:
-        stacked = np.stack([data[k] for k in keys], axis=1)
-        _, g = np.unique(stacked, axis=0, return_inverse=True)
-        return g.ravel()
-    return np.arange(len(data["loss"]))
-
-
-def subset(data: Data, mask: np.ndarray) -> Data:
-    return {k: v[mask] for k, v in data.items()}
-
-
-def varies(x: np.ndarray, rel: float = 0.05) -> bool:
-    return bool(np.max(x) > np.min(x) * (1 + rel))
-
-
-def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
-    return np.stack([np.log(data[n]) for n in names], axis=1)
-
-
-def heldout_largest_class(law: Law, data: Data, constraints: Any = None) -> dict[str, Any]:
-    """Fit on all but the largest size class, report the error on the largest."""
-    cls = law.classes(data)
-    top = cls.max()
-    train, test = subset(data, cls != top), subset(data, cls == top)
-    try:
-        if len(train["loss"]) < law.min_points:
-            raise FitError("too few runs below the largest size class")
-        kw = {"constraints": constraints} if constraints else {}
-        est = law.fit_point(train, full=False, **kw)
-    except FitError as e:
-        return {"ok": False, "reason": f"held-out fit failed: {e}"}
-    p = dict(zip(law.param_names, est.params))
-    obs = np.log(test["loss"])
-    pred = np.log(law.predict(p, test))
-    return {"ok": True, "held_out_class_params": float(np.median(test["params"])),
-            "n_train": int(len(train["loss"])), "n_test": int(len(obs)),
-            "rmse_log": float(np.sqrt(np.mean((obs - pred) ** 2))),
-            "mean_rel_error": float(np.mean(np.exp(pred - obs) - 1))}
-
-
-# ============================================================================ Huber on log loss
-class HuberLSE:
-    """log L̂ = LSE(a_1 - α_1 x_1, ..., a_k - α_k x_k, e), fitted with the Huber loss on
-    log L̂ - log L (Hoffmann et al. 2022, App. D.2; Besiroglu et al. 2024). Parameter vector
-    θ = (a_1..a_k, α_1..α_k, e)."""
-
-    def __init__(self, X: np.ndarray, t: np.ndarray, delta: float = HUBER_DELTA):
-        self.X, self.t, self.delta = X, t, delta
-        self.n, self.k = X.shape
-
-    def _terms(self, theta: np.ndarray) -> np.ndarray:
-        k = self.k
-        a, al, e = theta[..., :k], theta[..., k:2 * k], theta[..., 2 * k:2 * k + 1]
-        U = a[..., None, :] - self.X * al[..., None, :]
-        E = np.broadcast_to(e[..., None, :], U.shape[:-1] + (1,))
-        return np.concatenate([U, E], axis=-1)
-
-    def _huber(self, r: np.ndarray) -> np.ndarray:
-        d = self.delta
-        a = np.abs(r)
-        return np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d))
-
-    def objective(self, theta: np.ndarray) -> float | np.ndarray:
-        """Mean Huber loss / δ² (scaled so optimizers see O(1) numbers); vectorized over θ rows."""
-        U = self._terms(theta)
-        m = U.max(-1)
-        lse = m + np.log(np.exp(U - m[..., None]).sum(-1))
-        return self._huber(lse - self.t).mean(-1) / (self.delta ** 2)
-
-    def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        U = self._terms(theta)
-        m = U.max(-1)
-        w = np.exp(U - m[:, None])
-        s = w.sum(-1)
-        p = w / s[:, None]
-        r = m + np.log(s) - self.t
-        d = self.delta
-        scale = 1.0 / (self.n * d * d)
-        k = self.k
-        wp = np.clip(r, -d, d)[:, None] * p
-        g = np.empty(2 * k + 1)
-        g[:k] = wp[:, :k].sum(0)
-        g[k:2 * k] = -(wp[:, :k] * self.X).sum(0)
-        g[2 * k] = wp[:, k].sum()
-        return float(self._huber(r).sum() * scale), g * scale
-
-    def minimize(self, starts: np.ndarray, n_polish: int = 4) -> np.ndarray:
-        from scipy.optimize import minimize
-
-        starts = np.atleast_2d(starts)
-        if len(starts) > n_polish:
-            vals = np.concatenate([np.atleast_1d(self.objective(c))
-                                   for c in np.array_split(starts, max(1, len(starts) // 256))])
-            starts = starts[np.argsort(vals)[:n_polish]]
-        best = None
-        for s0 in starts:
-            res = minimize(self.value_and_grad, s0, jac=True, method="L-BFGS-B",
-                           options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
-            if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
-                best = res
-        if best is None:
-            raise FitError("the Huber fit did not converge from any starting point")
-        return best.x
-
-
-# ============================================================================ optima per class
-def best_per_shape(data: Data, cls: np.ndarray, key: str) -> list[dict[str, Any]]:
-    """One point per (size class, shape): mean over seeds, then the best learning rate."""
-    cols = [c for c in ("n_layer", "d_model", "d_ff") if c in data]
-    rows: dict[tuple, dict[float, list[float]]] = {}
-    for i in range(len(data["loss"])):
-        shape_key = (int(cls[i]),) + tuple(float(data[c][i]) for c in cols)
-        lr = float(data["lr"][i]) if "lr" in data else 0.0
-        rows.setdefault(shape_key, {}).setdefault(lr, []).append(float(data["loss"][i]))
-    out = []
-    for shape_key, by_lr in rows.items():
-        means = {lr: float(np.mean(v)) for lr, v in by_lr.items()}
-        best_lr = min(means, key=means.__getitem__)
-        rec = {"cls": shape_key[0], "loss": means[best_lr], "lr": best_lr}
-        rec.update({c: shape_key[1 + j] for j, c in enumerate(cols)})
-        m = cls == shape_key[0]
-        for j, c in enumerate(cols):
-            m &= data[c] == shape_key[1 + j]
-        rec["params"] = float(np.mean(data["params"][m]))
-        if key == "ff_ratio":
-            rec["ff_ratio"] = rec["d_ff"] / rec["d_model"]
-        out.append(rec)
-    return out
-
-
-def quadratic_optimum(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, np.ndarray]:
-    """Fit y = c0 + c1 x + c2 x²; return (x*, se(x*), c2, coefficients). se by the delta method."""
-    X = np.stack([np.ones_like(x), x, x * x], axis=1)
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    c0, c1, c2 = coef
-    if not c2 > 0:
-        return math.nan, math.nan, float(c2), coef
-    xs = -c1 / (2 * c2)
-    dof = len(x) - 3
-    se = math.nan
-    if dof > 0:
-        r = y - X @ coef
-        s2 = float(r @ r) / dof
-        try:
-            V = s2 * np.linalg.inv(X.T @ X)
-            g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
-            se = float(np.sqrt(max(g @ V @ g, 0.0)))
-        except np.linalg.LinAlgError:
-            pass
-    return float(xs), se, float(c2), coef
-
-
-def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.log(2)
-                 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per size class: the optimum of loss vs log(``key``) from a quadratic fit."""
-    by_cls: dict[int, list[dict[str, Any]]] = {}
-    for p in points:
-        by_cls.setdefault(p["cls"], []).append(p)
-    optima, notes = [], []
-    for c in sorted(by_cls):
-        pts = by_cls[c]
-        N = float(np.median([p["params"] for p in pts]))
-        x = np.log([p[key] for p in pts])
-        y = np.array([p["loss"] for p in pts])
-        if len(np.unique(np.round(x, 9))) < 3:
-            notes.append(f"size class N≈{N:.3g}: fewer than 3 distinct {key} values, skipped")
-            continue
-        xs, se, c2, coef = quadratic_optimum(x, y)
-        if not math.isfinite(xs):
-            notes.append(f"size class N≈{N:.3g}: loss has no interior minimum in {key} "
-                         "(not convex), skipped")
-            continue
-        if xs < x.min() - margin or xs > x.max() + margin:
-            notes.append(f"size class N≈{N:.3g}: the optimum {key} {math.exp(xs):.3g} lies far "
-                         "outside the values tried, skipped; widen the grid")
-            continue
-        optima.append({"params": N, "log_opt": xs, "log_opt_se": se, "opt": math.exp(xs),
-                       "curvature": c2, "n_points": len(pts), "coef": coef.tolist(),
-                       "min": float(x.min()), "max": float(x.max()),
-                       "points": {key: [float(v) for v in np.exp(x)], "loss": y.tolist()}})
-    return optima, notes
-
-
-def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
-        ) -> tuple[np.ndarray, np.ndarray | None, Any]:
-    """(coefficients, covariance, statsmodels result); plain lstsq when not ``full``."""
-    if not full:
-        sw = np.sqrt(w) if w is not None else np.ones_like(y)
-        coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
-        return coef, None, None
-    import statsmodels.api as sm
-
-    res = sm.WLS(y, X, weights=w).fit() if w is not None else sm.OLS(y, X).fit()
-    cov = np.asarray(res.cov_params()) if len(y) > X.shape[1] else None
-    return np.asarray(res.params), cov, res
-
-
-def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequence[str],
-               cons: Constraints) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted least squares with some coefficients fixed and Gaussian priors on others (the
-    posterior mode and covariance). Without absolute weights the data's variance is taken from
-    the residuals (or the data-only fit's residual scale when too few points are left)."""
-    n, k = X.shape
-    if w is None:
-        if n > k:
-            c, *_ = np.linalg.lstsq(X, y, rcond=None)
-            s2 = float(np.sum((y - X @ c) ** 2)) / (n - k)
-        else:
-            s2 = (cons.scale or 0.05) ** 2
-        w = np.full(n, 1.0 / max(s2, 1e-8))
-    fixed = [i for i, nm in enumerate(names) if nm in cons.fixed]
-    free = [i for i in range(k) if i not in fixed]
-    y2 = y - X[:, fixed] @ np.array([cons.fixed[names[i]] for i in fixed]) if fixed else y
-    sw = np.sqrt(w)
-    A, b = [X[:, free] * sw[:, None]], [y2 * sw]
-    for j, i in enumerate(free):
-        if names[i] in cons.prior:
-            m, sd = cons.prior[names[i]]
-            row = np.zeros((1, len(free)))
-            row[0, j] = 1.0 / sd
-            A.append(row)
-            b.append(np.array([m / sd]))
-    Am, bm = np.concatenate(A), np.concatenate(b)
-    if Am.shape[0] < len(free):
-        raise FitError("too few size classes for the free parameters: fix or put a prior on "
-                       "more of them")
-    cf, *_ = np.linalg.lstsq(Am, bm, rcond=None)
-    coef, cov = np.zeros(k), np.zeros((k, k))
-    coef[free] = cf
-    for i in fixed:
-        coef[i] = cons.fixed[names[i]]
-    try:
-        cov[np.ix_(free, free)] = np.linalg.inv(Am.T @ Am)
-    except np.linalg.LinAlgError:
-        cov[:] = np.nan
-    return coef, cov
-
-
 # ============================================================================ the driver
+# the internal held-out check: its own resamples and seed, so that the verdict does not move
+# with --seed (the check is a diagnostic of the data, not a draw)
+HELDOUT_BOOTSTRAP = 200
+HELDOUT_SEED = 0
+HELDOUT_LEVEL = 0.95
+
+
 def fit(
     frame: Any = None,
     law: str = "chinchilla",
@@ -329,14 +42,24 @@ def fit(
     prior: Any = None,
     prior_widths: dict[str, float] | None = None,
     dedupe: bool = False,
+    group: Sequence[str] | None = None,
+    arch: dict[str, Any] | None = None,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``).
 
-    Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over runs, or over
-    shapes when several seeds or token counts share one; Wald intervals from the covariance when
-    ``bootstrap=0`` and the law has one), derived quantities at ``targets``, and diagnostics
-    (RMSE and R² in log space, held-out check on the largest size class, the data's span).
+    Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over training runs:
+    the rows of one run at several token counts are resampled together, see ``group``; Wald
+    intervals from the covariance when ``bootstrap=0`` and the law has one), derived quantities
+    at ``targets``, and diagnostics (RMSE and R² in log space, the scatter of runs about the
+    law, a held-out check on the largest ~20% of sizes with 95% prediction intervals, the data's
+    span). The :class:`Fit` answers the questions: ``conf_int``, ``predict(frame,
+    interval=0.95)``, ``optimum``, ``verdict``, ``summary``.
+
+    ``group`` names the columns whose rows form one bootstrap unit (default: ``run_id``, else
+    one shape and seed at several token counts, else every row alone). ``arch`` states the
+    architecture (``mlp``, ``vocab``, ``tie``, ``ff_ratio``: the flags of ``archfit shape``)
+    for the check of the params column against the shape core's count.
 
     ``fix`` holds parameters at values (``{"b": 0.0555}``); ``prior`` adds Gaussian priors on
     the parameters this law shares with a published fit or fit artifact (a name, path or
@@ -347,35 +70,89 @@ def fit(
     with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
-    import archfit
-
     if frame is None and paths is None:
         raise FitInputError("give a frame or paths to fit")
     table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
-                                                                 frame=frame)
+                                                                 frame=frame, keep=group)
     lw = get_law(law)
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
     cons = constraints_for(lw, fix, prior, prior_widths)
     notes = list(table.notes)
-    data = lw.prepare(sane_frame(lw, table, dedupe, notes))
+    conventions = _conventions(table)
+    df = sane_frame(lw, table, dedupe, notes)
+    from archfit.laws.conventions import check_params
+
+    df = check_params(df, table.sources, arch, notes, conventions)
+    data = lw.prepare(df)
     check_sizes(lw, data)
-    targets = list(targets) if targets else list(lw.default_targets)
+    f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
+                 group=group, heldout=heldout, progress=progress, notes=notes)
+    f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
+    return f
+
+
+def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap: int = 200,
+             seed: int = 0, targets: Sequence[float] | None = None,
+             group: Sequence[str] | None = None, heldout: bool = True,
+             progress: Callable[[int, int], None] | None = None,
+             notes: list[str] | None = None) -> Fit:
+    """:func:`fit` on prepared columns (``lw.prepare``): the point estimate, the bootstrap over
+    runs, the scatter of runs about the law and the held-out check."""
+    import archfit
     from threadpoolctl import threadpool_limits
 
+    cons = cons or Constraints()
+    notes = list(notes or [])
+    targets = list(targets) if targets else list(lw.default_targets)
+    groups, unit = lw.groups(data, group)
     with threadpool_limits(1), np.errstate(all="ignore"):
         est, cons, data_only = _point(lw, data, cons)
         params = {n: float(v) for n, v in zip(lw.param_names, est.params)}
         f = Fit(law=lw.name, params=params, cov=est.cov.tolist() if est.cov is not None else None,
                 derived=lw.derived(params, targets, est.extra), n_points=int(len(data["loss"])),
-                diagnostics=_diagnostics(lw, data, params, est, heldout, cons),
-                inputs=table.inputs, conventions=_conventions(table), mapping=dict(table.mapping),
+                diagnostics=_diagnostics(lw, data, params, est, groups),
                 extra={k: v for k, v in est.extra.items() if k not in ("notes",
                                                                          "residual_space")},
                 archfit_version=archfit.__version__, prior=_prior_record(cons, data_only))
-        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons)
+        f.diagnostics["unit"] = {"unit": unit, "n_units": int(len(np.unique(groups)))}
+        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons, groups,
+                     unit)
+        if heldout:
+            f.diagnostics["heldout"] = _heldout(lw, data, cons, group, bootstrap)
         f.notes = notes + list(est.extra.get("notes", []))
     return f
+
+
+def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None,
+             bootstrap: int) -> dict[str, Any]:
+    """The law's own held-out check, else the generic one for laws with a loss model: fit on
+    all but the largest ~20% of sizes (at least 2, at most a third), predict those runs with
+    95% prediction intervals, and report the error, the interval and its coverage."""
+    own = lw.heldout(data, constraints=cons) if cons else lw.heldout(data)
+    if own is not None:
+        return own
+    if not lw.predicts_loss or "params" not in data:
+        return {}
+    from archfit.laws.numeric import band_report
+
+    mask, sizes = heldout_split(data)
+    if not mask.any():
+        return {"ok": False, "reason": "fewer than 3 distinct sizes: nothing to hold out"}
+    train, test = subset(data, ~mask), subset(data, mask)
+    try:
+        if len(train["loss"]) < lw.min_points:
+            raise FitError(f"only {len(train['loss'])} runs below the held-out sizes")
+        check_sizes(lw, train)
+        tf = fit_data(lw, train, cons=cons, bootstrap=min(bootstrap, HELDOUT_BOOTSTRAP),
+                      seed=HELDOUT_SEED, targets=[1.0], group=group, heldout=False)
+        pred, lo, hi = tf.band(test, HELDOUT_LEVEL)
+    except FitError as e:
+        return {"ok": False, "reason": f"held-out fit failed: {e}"}
+    rep = band_report(pred, lo, hi, test["loss"])
+    return {"ok": True, "held_out_sizes": sizes, "n_train": int(len(train["loss"])),
+            "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL,
+            "param_uncertainty": bool(tf.bootstrap.get("n_ok")), **rep}
 
 
 def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
@@ -489,7 +266,7 @@ def _prior_record(cons: Constraints, data_only: Any) -> dict[str, Any]:
 
 
 def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
-                 heldout: bool, cons: Constraints) -> dict[str, Any]:
+                 groups: np.ndarray) -> dict[str, Any]:
     obs, fitted = lw.residuals(params, data, est.extra)
     resid = obs - fitted
     ss_tot = float(np.sum((obs - obs.mean()) ** 2))
@@ -501,8 +278,8 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
         "residual_space": est.extra.get("residual_space", "log loss"),
         "span": _span(lw, data),
     }
-    if heldout:
-        d["heldout"] = lw.heldout(data, constraints=cons) if cons else lw.heldout(data)
+    if lw.predicts_loss and len(resid) == len(groups):
+        d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
     return d
 
 
@@ -515,6 +292,8 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
     if "tokens" in data:
         span.update(tokens_min=float(np.min(data["tokens"])),
                     tokens_max=float(np.max(data["tokens"])))
+        if "params" in data:  # the largest run's compute, C = 6 N D
+            span["flops_max"] = float(np.max(6.0 * data["params"] * data["tokens"]))
     return span
 
 
@@ -532,17 +311,16 @@ def _conventions(table: RunTable) -> dict[str, str]:
 
 def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, seed: int,
                  targets: list[float], progress: Callable[[int, int], None] | None,
-                 notes: list[str], cons: Constraints) -> None:
+                 notes: list[str], cons: Constraints, groups: np.ndarray, unit: str) -> None:
     """Fill ``f.ci``, ``f.derived_ci`` and ``f.bootstrap``: percentile bootstrap, else Wald."""
     f.ci = {n: None for n in lw.param_names}
     f.derived_ci = {k: None for k in f.derived}
     if bootstrap > 0:
         samples, dsamples, n_failed = bootstrap_fits(lw, data, est, bootstrap, seed, targets,
-                                                     progress, cons=cons)
+                                                     progress, cons=cons, groups=groups)
         n_ok = len(samples)
         f.bootstrap = {"n": bootstrap, "n_ok": n_ok, "n_failed": n_failed, "seed": seed,
-                       "unit": "shape" if len(np.unique(lw.groups(data))) < len(data["loss"])
-                       else "run",
+                       "unit": unit, "n_units": int(len(np.unique(groups))),
                        "samples": {n: samples[:, i].tolist()
                                    for i, n in enumerate(lw.param_names)} if n_ok else {}}
         if n_ok >= max(10, bootstrap // 4):
@@ -567,13 +345,15 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, see
 
 def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
                    targets: Sequence[float], progress: Callable[[int, int], None] | None,
-                   workers: int | None = None, cons: Constraints | None = None
-                   ) -> tuple[np.ndarray, list, int]:
-    """Refit on ``n`` resamples of the bootstrap units (warm-started at the point estimate).
-    Resamples are drawn up front from ``seed``, so results do not depend on the worker count;
-    with several cores they are spread over processes."""
+                   workers: int | None = None, cons: Constraints | None = None,
+                   groups: np.ndarray | None = None) -> tuple[np.ndarray, list, int]:
+    """Refit on ``n`` resamples of the bootstrap units (``groups``: the training runs; every
+    row of a drawn run comes along), warm-started at the point estimate. Resamples are drawn
+    up front from ``seed``, so results do not depend on the worker count; with several cores
+    they are spread over processes."""
     rng = np.random.default_rng(seed)
-    groups = lw.groups(data)
+    if groups is None:
+        groups = lw.groups(data)[0]
     uniq = np.unique(groups)
     members = [np.flatnonzero(groups == g) for g in uniq]
     picks = [np.concatenate([members[j] for j in rng.integers(0, len(uniq), len(uniq))])

@@ -23,12 +23,13 @@ class KaplanN(Law):
     min_points = 3
     min_sizes = 3
     role = "loss"
+    predicts_loss = True
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True) -> Estimate:
         import numpy as np
 
-        from archfit.laws.fitting import varies
+        from archfit.laws.numeric import varies
 
         x, t = np.log(data["params"]), np.log(data["loss"])
         if not varies(data["params"]):
@@ -68,6 +69,7 @@ class KaplanND(Law):
     min_points = 5
     min_sizes = 3
     role = "loss"
+    predicts_loss = True
 
     @staticmethod
     def _log_pred(theta: np.ndarray, lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
@@ -81,7 +83,7 @@ class KaplanND(Law):
         import numpy as np
         from scipy.optimize import least_squares
 
-        from archfit.laws.fitting import varies
+        from archfit.laws.numeric import varies
 
         if not (varies(data["params"]) and varies(data["tokens"])):
             raise FitError("kaplan-nd needs runs that vary both N and D")

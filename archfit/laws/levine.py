@@ -130,7 +130,7 @@ class Levine(Law):
         under --fix/--prior (one size class is then enough)."""
         import numpy as np
 
-        from archfit.laws.fitting import best_per_shape, class_optima, linear_map, ols
+        from archfit.laws.numeric import best_per_shape, class_optima, linear_map, ols
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("levine needs at least 3 different depths per size class; all runs "
@@ -196,7 +196,7 @@ class Levine(Law):
     def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         import numpy as np
 
-        from archfit.laws.fitting import best_per_shape, class_optima, subset
+        from archfit.laws.numeric import best_per_shape, class_optima, subset
 
         cls = self.classes(data)
         top = cls.max()

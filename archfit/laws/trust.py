@@ -12,7 +12,9 @@ VERDICTS = ("informative", "weak", "uninformative")
 
 # thresholds: (weak above, uninformative above)
 EXTRAPOLATION = (10.0, 1000.0)  # target N / largest N seen
-OPTIMUM_CI_RATIO = (2.0, 10.0)  # 95% CI high / low of the derived optimum
+OPTIMUM_CI_RATIO = (2.0, 10.0)  # 95% range high / low of the optimal depth (shape laws)
+COMPUTE_CI_RATIO = (3.0, 10.0)  # 95% range high / low of N_opt (compute laws)
+HELDOUT_COVERAGE = 0.8  # share of held-out runs inside their 95% intervals: weak below
 BOOTSTRAP_FAILURES = (0.1, 0.5)  # failed resamples / resamples
 MIN_SIZE_SPAN = 3.0  # largest / smallest N: below this the sizes barely vary
 MIN_SIZE_CLASSES = 3  # shape laws: optima at fewer sizes than this are weak evidence

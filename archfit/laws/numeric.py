@@ -1,0 +1,385 @@
+"""The numeric toolbox the laws share (numpy at the top; never on a cold path): the data checks,
+size classes and run groups, Huber on log-sum-exp, per-size-class quadratic optima, OLS/WLS and
+the constrained linear solve, and the scatter of runs about a law. It imports nothing from the
+laws, so a law module and the fitting driver can both use it without a cycle."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from archfit.errors import FitError, FitInputError
+
+Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
+
+# columns that name *what* was trained (a run is one value of these, seen at several token counts)
+RUN_IDENTITY = ("params", "n_layer", "d_model", "d_ff", "n_head", "target_params", "lr", "seed")
+
+
+def finite_positive(name: str, values: Any) -> None:
+    v = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(v) | (v <= 0)
+    if bad.any():
+        raise FitInputError(f"column {name!r} has {int(bad.sum())} missing, non-finite or "
+                            "non-positive value(s); drop or fix those rows")
+
+
+def prepare(law: Any, frame: Any) -> Data:
+    """The frame's columns as numpy arrays, checked for what ``law`` needs."""
+    missing = [c for c in law.columns if c not in frame.columns]
+    if missing:
+        raise FitInputError(
+            f"law {law.name!r} needs column(s) {', '.join(missing)}; have "
+            f"{', '.join(frame.columns)}; map foreign names with --map {missing[0]}=COLUMN")
+    data: Data = {}
+    for c in frame.columns:
+        arr = frame[c].to_numpy()
+        data[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
+    for c in law.columns:
+        finite_positive(c, data[c])
+    n = len(data["loss"])
+    if n < law.min_points:
+        raise FitError(f"law {law.name!r} needs at least {law.min_points} runs, got {n}; "
+                       "add runs or choose a simpler law")
+    return data
+
+
+def size_classes(params: Any, target: Any = None, rel_gap: float = 0.25) -> np.ndarray:
+    """Integer size-class labels (0 = smallest). Uses ``target`` (the planned size) when given,
+    else groups sorted parameter counts, starting a new class at every gap above ``rel_gap``."""
+    params = np.asarray(params, dtype=float)
+    if target is not None:
+        t = np.asarray(target, dtype=float)
+        if np.all(np.isfinite(t)):
+            _, labels = np.unique(t, return_inverse=True)
+            return labels.ravel()
+    order = np.argsort(params)
+    labels = np.empty(len(params), dtype=int)
+    cls, prev = 0, None
+    for i in order:
+        if prev is not None and params[i] > prev * (1 + rel_gap):
+            cls += 1
+        labels[i] = cls
+        prev = params[i]
+    return labels
+
+
+def subset(data: Data, mask: np.ndarray) -> Data:
+    return {k: v[mask] for k, v in data.items()}
+
+
+def varies(x: np.ndarray, rel: float = 0.05) -> bool:
+    return bool(np.max(x) > np.min(x) * (1 + rel))
+
+
+def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
+    return np.stack([np.log(data[n]) for n in names], axis=1)
+
+
+class HuberLSE:
+    """log L̂ = LSE(a_1 - α_1 x_1, ..., a_k - α_k x_k, e), fitted with the Huber loss on
+    log L̂ - log L (Hoffmann et al. 2022, App. D.2; Besiroglu et al. 2024). Parameter vector
+    θ = (a_1..a_k, α_1..α_k, e)."""
+
+    def __init__(self, X: np.ndarray, t: np.ndarray, delta: float):
+        self.X, self.t, self.delta = X, t, delta
+        self.n, self.k = X.shape
+
+    def _terms(self, theta: np.ndarray) -> np.ndarray:
+        k = self.k
+        a, al, e = theta[..., :k], theta[..., k:2 * k], theta[..., 2 * k:2 * k + 1]
+        U = a[..., None, :] - self.X * al[..., None, :]
+        E = np.broadcast_to(e[..., None, :], U.shape[:-1] + (1,))
+        return np.concatenate([U, E], axis=-1)
+
+    def _huber(self, r: np.ndarray) -> np.ndarray:
+        d = self.delta
+        a = np.abs(r)
+        return np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d))
+
+    def objective(self, theta: np.ndarray) -> float | np.ndarray:
+        """Mean Huber loss / δ² (scaled so optimizers see O(1) numbers); vectorized over θ rows."""
+        U = self._terms(theta)
+        m = U.max(-1)
+        lse = m + np.log(np.exp(U - m[..., None]).sum(-1))
+        return self._huber(lse - self.t).mean(-1) / (self.delta ** 2)
+
+    def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        U = self._terms(theta)
+        m = U.max(-1)
+        w = np.exp(U - m[:, None])
+        s = w.sum(-1)
+        p = w / s[:, None]
+        r = m + np.log(s) - self.t
+        d = self.delta
+        scale = 1.0 / (self.n * d * d)
+        k = self.k
+        wp = np.clip(r, -d, d)[:, None] * p
+        g = np.empty(2 * k + 1)
+        g[:k] = wp[:, :k].sum(0)
+        g[k:2 * k] = -(wp[:, :k] * self.X).sum(0)
+        g[2 * k] = wp[:, k].sum()
+        return float(self._huber(r).sum() * scale), g * scale
+
+    def minimize(self, starts: np.ndarray, n_polish: int = 4) -> np.ndarray:
+        from scipy.optimize import minimize
+
+        starts = np.atleast_2d(starts)
+        if len(starts) > n_polish:
+            vals = np.concatenate([np.atleast_1d(self.objective(c))
+                                   for c in np.array_split(starts, max(1, len(starts) // 256))])
+            starts = starts[np.argsort(vals)[:n_polish]]
+        best = None
+        for s0 in starts:
+            res = minimize(self.value_and_grad, s0, jac=True, method="L-BFGS-B",
+                           options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
+            if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
+                best = res
+        if best is None:
+            raise FitError("the Huber fit did not converge from any starting point")
+        return best.x
+
+
+def best_per_shape(data: Data, cls: np.ndarray, key: str) -> list[dict[str, Any]]:
+    """One point per (size class, shape): mean over seeds, then the best learning rate."""
+    cols = [c for c in ("n_layer", "d_model", "d_ff") if c in data]
+    rows: dict[tuple, dict[float, list[float]]] = {}
+    for i in range(len(data["loss"])):
+        shape_key = (int(cls[i]),) + tuple(float(data[c][i]) for c in cols)
+        lr = float(data["lr"][i]) if "lr" in data else 0.0
+        rows.setdefault(shape_key, {}).setdefault(lr, []).append(float(data["loss"][i]))
+    out = []
+    for shape_key, by_lr in rows.items():
+        means = {lr: float(np.mean(v)) for lr, v in by_lr.items()}
+        best_lr = min(means, key=means.__getitem__)
+        rec = {"cls": shape_key[0], "loss": means[best_lr], "lr": best_lr}
+        rec.update({c: shape_key[1 + j] for j, c in enumerate(cols)})
+        m = cls == shape_key[0]
+        for j, c in enumerate(cols):
+            m &= data[c] == shape_key[1 + j]
+        rec["params"] = float(np.mean(data["params"][m]))
+        if key == "ff_ratio":
+            rec["ff_ratio"] = rec["d_ff"] / rec["d_model"]
+        out.append(rec)
+    return out
+
+
+def quadratic_optimum(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+    """Fit y = c0 + c1 x + c2 x²; return (x*, se(x*), c2, coefficients). se by the delta method."""
+    X = np.stack([np.ones_like(x), x, x * x], axis=1)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    c0, c1, c2 = coef
+    if not c2 > 0:
+        return math.nan, math.nan, float(c2), coef
+    xs = -c1 / (2 * c2)
+    dof = len(x) - 3
+    se = math.nan
+    if dof > 0:
+        r = y - X @ coef
+        s2 = float(r @ r) / dof
+        try:
+            V = s2 * np.linalg.inv(X.T @ X)
+            g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
+            se = float(np.sqrt(max(g @ V @ g, 0.0)))
+        except np.linalg.LinAlgError:
+            pass
+    return float(xs), se, float(c2), coef
+
+
+def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.log(2)
+                 ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per size class: the optimum of loss vs log(``key``) from a quadratic fit."""
+    by_cls: dict[int, list[dict[str, Any]]] = {}
+    for p in points:
+        by_cls.setdefault(p["cls"], []).append(p)
+    optima, notes = [], []
+    for c in sorted(by_cls):
+        pts = by_cls[c]
+        N = float(np.median([p["params"] for p in pts]))
+        x = np.log([p[key] for p in pts])
+        y = np.array([p["loss"] for p in pts])
+        if len(np.unique(np.round(x, 9))) < 3:
+            notes.append(f"size class N≈{N:.3g}: fewer than 3 distinct {key} values, skipped")
+            continue
+        xs, se, c2, coef = quadratic_optimum(x, y)
+        if not math.isfinite(xs):
+            notes.append(f"size class N≈{N:.3g}: loss has no interior minimum in {key} "
+                         "(not convex), skipped")
+            continue
+        if xs < x.min() - margin or xs > x.max() + margin:
+            notes.append(f"size class N≈{N:.3g}: the optimum {key} {math.exp(xs):.3g} lies far "
+                         "outside the values tried, skipped; widen the grid")
+            continue
+        optima.append({"params": N, "log_opt": xs, "log_opt_se": se, "opt": math.exp(xs),
+                       "curvature": c2, "n_points": len(pts), "coef": coef.tolist(),
+                       "min": float(x.min()), "max": float(x.max()),
+                       "points": {key: [float(v) for v in np.exp(x)], "loss": y.tolist()}})
+    return optima, notes
+
+
+def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
+        ) -> tuple[np.ndarray, np.ndarray | None, Any]:
+    """(coefficients, covariance, statsmodels result); plain lstsq when not ``full``."""
+    if not full:
+        sw = np.sqrt(w) if w is not None else np.ones_like(y)
+        coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
+        return coef, None, None
+    import statsmodels.api as sm
+
+    res = sm.WLS(y, X, weights=w).fit() if w is not None else sm.OLS(y, X).fit()
+    cov = np.asarray(res.cov_params()) if len(y) > X.shape[1] else None
+    return np.asarray(res.params), cov, res
+
+
+def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequence[str],
+               cons: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares with some coefficients fixed and Gaussian priors on others (the
+    posterior mode and covariance). Without absolute weights the data's variance is taken from
+    the residuals (or the data-only fit's residual scale when too few points are left)."""
+    n, k = X.shape
+    if w is None:
+        if n > k:
+            c, *_ = np.linalg.lstsq(X, y, rcond=None)
+            s2 = float(np.sum((y - X @ c) ** 2)) / (n - k)
+        else:
+            s2 = (cons.scale or 0.05) ** 2
+        w = np.full(n, 1.0 / max(s2, 1e-8))
+    fixed = [i for i, nm in enumerate(names) if nm in cons.fixed]
+    free = [i for i in range(k) if i not in fixed]
+    y2 = y - X[:, fixed] @ np.array([cons.fixed[names[i]] for i in fixed]) if fixed else y
+    sw = np.sqrt(w)
+    A, b = [X[:, free] * sw[:, None]], [y2 * sw]
+    for j, i in enumerate(free):
+        if names[i] in cons.prior:
+            m, sd = cons.prior[names[i]]
+            row = np.zeros((1, len(free)))
+            row[0, j] = 1.0 / sd
+            A.append(row)
+            b.append(np.array([m / sd]))
+    Am, bm = np.concatenate(A), np.concatenate(b)
+    if Am.shape[0] < len(free):
+        raise FitError("too few size classes for the free parameters: fix or put a prior on "
+                       "more of them")
+    cf, *_ = np.linalg.lstsq(Am, bm, rcond=None)
+    coef, cov = np.zeros(k), np.zeros((k, k))
+    coef[free] = cf
+    for i in fixed:
+        coef[i] = cons.fixed[names[i]]
+    try:
+        cov[np.ix_(free, free)] = np.linalg.inv(Am.T @ Am)
+    except np.linalg.LinAlgError:
+        cov[:] = np.nan
+    return coef, cov
+
+def run_groups(data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+    """Bootstrap units, as (integer label per row, what a unit is). Rows that are checkpoints
+    of one training run belong together: a unit is one ``run_id`` when the table has that
+    column; else one shape (and seed, lr), so that the rows of one shape at several token
+    counts stay together; rows with no shape columns are one separately trained model each.
+    ``by`` (``--group COL ...``) overrides both."""
+    n = len(data["loss"])
+    if by:
+        missing = [c for c in by if c not in data]
+        if missing:
+            raise FitInputError(f"--group {missing[0]}: no such column; columns are "
+                                f"{', '.join(sorted(data))}")
+        cols, unit = list(by), "rows sharing " + ", ".join(by)
+    elif "run_id" in data:
+        cols, unit = ["run_id"], "training run (run_id)"
+    elif "n_layer" in data and ("d_model" in data or "params" in data):
+        cols = [c for c in RUN_IDENTITY if c in data]
+        unit = "training run (rows of one " + ", ".join(cols) + " at several token counts)"
+    else:
+        return np.arange(n), "row (each row a separately trained model)"
+    keys: dict[tuple, int] = {}
+    labels = np.empty(n, dtype=int)
+    for i in range(n):
+        k = tuple(_key(data[c][i]) for c in cols)
+        labels[i] = keys.setdefault(k, len(keys))
+    if len(keys) == n and not by and "run_id" not in data:
+        return labels, "row (each row a separately trained model)"
+    return labels, unit
+
+
+def _key(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        return None if not math.isfinite(v) else round(float(v), 9)
+    return v
+
+
+def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[str, float]:
+    """The scatter of runs about a law, from its residuals (log space): ``between`` (sd of a
+    run's mean offset, estimated from one mean per run, the independent unit) and ``within``
+    (sd of a checkpoint about its run's offset). Degrees of freedom are counted in runs: the
+    fitted parameters use up ``n_params`` of them (at most half)."""
+    resid = np.asarray(resid, float)
+    uniq, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    G, n = len(uniq), len(resid)
+    means = np.bincount(inv, weights=resid) / counts
+    within = resid - means[inv]
+    s2_w = float(within @ within) / (n - G) if n > G else 0.0
+    dof = max(G - n_params, G / 2.0, 1.0)
+    s2_means = float(means @ means) / dof
+    s2_b = max(s2_means - s2_w * float(np.mean(1.0 / counts)), 0.0)
+    return {"between": math.sqrt(s2_b), "within": math.sqrt(s2_w), "n_units": int(G),
+            "n_rows": int(n)}
+
+
+def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float]]:
+    """The rows of the largest ~``frac`` of distinct sizes N (at least 2 sizes, never more than
+    a third of them), as (test mask, the held-out sizes). Sizes equal within 1% are one."""
+    N = np.asarray(data["params"], float)
+    key = np.round(np.log(N), 2)
+    sizes = np.unique(key)
+    k = min(max(2, int(round(frac * len(sizes)))), len(sizes) // 3)
+    if k < 1:
+        return np.zeros(len(N), bool), []
+    top = sizes[-k:]
+    mask = np.isin(key, top)
+    return mask, sorted({float(np.median(N[key == t])) for t in top})
+
+
+def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, data: Data,
+                    level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(predicted, low, high) loss for the rows of ``data``: a ``level`` prediction interval
+    for a *new run* there. It adds, in log space, the parameter uncertainty (the percentile band
+    of the prediction over ``draws``, the bootstrap's parameter dicts) and the scatter of runs
+    about the law (``scatter``: between-run and within-run sd, from :func:`run_scatter`)."""
+    from statistics import NormalDist
+
+    if not 0 < level < 1:
+        raise FitInputError(f"interval must be between 0 and 1 (e.g. 0.95), got {level}")
+    c = np.log(np.asarray(law.predict(params, data), float))
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    s = math.hypot((scatter or {}).get("between", 0.0), (scatter or {}).get("within", 0.0))
+    dlo = dhi = np.zeros_like(c)
+    if len(draws):
+        with np.errstate(all="ignore"):
+            S = np.stack([np.log(np.asarray(law.predict(p, data), float)) for p in draws])
+        S[~np.isfinite(S)] = np.nan
+        ok = np.isfinite(S).sum(0) >= 10
+        q_lo, q_hi = np.nanpercentile(np.where(ok, S, 0.0), [50 * (1 - level),
+                                                              50 * (1 + level)], axis=0)
+        dlo = np.where(ok, np.clip(c - q_lo, 0, None), 0.0)
+        dhi = np.where(ok, np.clip(q_hi - c, 0, None), 0.0)
+    lo = c - np.sqrt(dlo ** 2 + (z * s) ** 2)
+    hi = c + np.sqrt(dhi ** 2 + (z * s) ** 2)
+    return np.exp(c), np.exp(lo), np.exp(hi)
+
+
+def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray
+                ) -> dict[str, Any]:
+    """How predictions with intervals did against what happened: coverage, mean and RMS
+    relative error, the mean relative half-width of the intervals, and whether the mean error
+    (in log space) lies inside the typical interval."""
+    a = np.asarray(actual, float)
+    rel = pred / a - 1
+    log_err = float(np.mean(np.log(pred) - np.log(a)))
+    half = float(np.mean((np.log(hi) - np.log(lo)) / 2))
+    return {"coverage": float(np.mean((lo <= a) & (a <= hi))),
+            "mean_rel_error": float(np.mean(rel)),
+            "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
+            "mean_halfwidth_rel": math.expm1(half),
+            "within_interval": bool(abs(log_err) <= half)}
