@@ -291,3 +291,36 @@ def draw_pareto(choice: Any, path: str) -> str:
                     metadata={"Software": PNG_SOFTWARE})
     plt.close(fig)
     return path
+
+
+def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
+    """Predicted against actual loss for every held-out run of one or more backtests
+    (:func:`archfit.laws.backtest.backtest`), each with its prediction interval; points on the
+    diagonal were predicted exactly, bars that cross it covered the truth."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    lo_all, hi_all = math.inf, -math.inf
+    for k, r in enumerate(results):
+        rows = r["rows"]
+        a = np.array([x["actual"] for x in rows])
+        p = np.array([x["predicted"] for x in rows])
+        lo = np.array([x["low"] for x in rows])
+        hi = np.array([x["high"] for x in rows])
+        ax.errorbar(a, p, yerr=[p - lo, hi - p], fmt="o", ms=3, alpha=0.6, elinewidth=0.8,
+                    color=f"C{k}", label=f"cut {r['cut']:.3g}: coverage {r['coverage']:.0%}, "
+                    f"mean error {r['mean_rel_error']:+.1%} (verdict {r['verdict']})")
+        lo_all, hi_all = min(lo_all, a.min(), lo.min()), max(hi_all, a.max(), hi.max())
+    ax.plot([lo_all, hi_all], [lo_all, hi_all], "k--", lw=1, label="predicted = actual")
+    law = results[0]["law"] if results else "?"
+    level = results[0]["interval"] if results else 0.95
+    ax.set_xlabel("actual loss (nats/token)")
+    ax.set_ylabel(f"predicted loss, {level:.0%} prediction interval (nats/token)")
+    ax.set_title(f"backtest of {law}: fitted on runs up to the cut, predicting the larger ones",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
+    plt.close(fig)
+    return path

@@ -290,12 +290,14 @@ def read_tables(paths: Iterable[str]) -> Any:
 
 
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
-              *, frame: Any = None, keep: Iterable[str] | None = None) -> RunTable:
+              *, frame: Any = None, keep: Iterable[str] | None = None,
+              require_loss: bool = True) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
     Pass ``frame`` (polars or pandas) instead of paths to convert an in-memory table.
-    ``keep`` names further columns to carry as they are (``fit --group``).
+    ``keep`` names further columns to carry as they are (``fit --group``); without
+    ``require_loss`` a table with no loss column is read as it is (rows to predict).
     """
     import polars as pl
 
@@ -326,6 +328,9 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         sources["tokens"] = "flops / (6 * params)"
         notes.append("tokens were missing: computed as D = FLOPs / (6 N)")
     if "loss" not in out.columns:
+        if not require_loss:  # rows to predict
+            return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
+                            mapping=mapping)
         raise FitInputError("no loss column: expected 'loss' or 'final_val_loss'; map one with "
                             "--map loss=COLUMN")
     n0 = out.height

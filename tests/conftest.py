@@ -4,8 +4,9 @@
   RoPE, QK-norm, bias or not, both norms): registered here for every test.
 - ``repo``: the repository root (tests read nothing outside it).
 - ``cli``: run the ``archfit`` click command in-process; ``archfit_cmd``: argv for a subprocess.
-- ``levine_synthetic`` / ``chinchilla_synthetic``: factories of synthetic tables drawn from a
-  planted law.
+- ``levine_synthetic`` / ``chinchilla_synthetic`` / ``joint_synthetic`` /
+  ``correlated_sweep``: factories of synthetic tables drawn from a planted law (the last with
+  correlated checkpoints: a shared per-run offset as well as per-row noise).
 - Every test gets its own token cache (``ARCHFIT_CACHE``) under pytest's temporary folder.
 """
 
@@ -110,6 +111,36 @@ def _joint(n_shapes=25, n_tokens=32, noise=0.005, seed=0, truth=None, span=40.0,
             rows.append(dict(params=N, n_layer=float(L), d_model=d, tokens=D,
                              loss=loss * math.exp(rng.normal(0, noise))))
     return pl.DataFrame(rows), t
+
+
+def _correlated(law="depth-joint", seed=0, n_shapes=24, n_tokens=20, run_sd=0.01, row_sd=0.003):
+    """A scattered sweep whose rows are checkpoints of training runs: every run has its own
+    offset from the planted law (``run_sd``, shared by its checkpoints) and every row its own
+    noise (``row_sd``). Depths scatter by up to 4x around the planted optimum, as in a sweep
+    that brackets it. ``law`` plants depth-joint's form or depth-width's."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, n in enumerate(np.exp(rng.uniform(math.log(2e6), math.log(2e9), n_shapes))):
+        L = int(np.clip(round(math.exp(-3.0 + 0.3 * math.log(n) + rng.uniform(-1.4, 1.4))), 2,
+                        128))
+        d = int(max(32, round(math.sqrt(n / (12 * L)) / 8) * 8))
+        n = 12 * L * d * d
+        offset = rng.normal(0, run_sd)
+        for D in np.logspace(8.5, 10.5, n_tokens):
+            if law == "depth-joint":
+                loss = (1.7 + 400 / n ** 0.34 + 2000 / D ** 0.36
+                        + 0.03 * (math.log(L) - (-3.0 + 0.3 * math.log(n))) ** 2)
+            else:
+                loss = 1.7 + 30 / d ** 0.6 + 1.2 / L ** 0.7 + 2000 / D ** 0.36
+            rows.append({"run_id": f"r{i}", "n_layer": L, "d_model": d, "params": float(n),
+                         "tokens": float(D), "row": len(rows),
+                         "loss": loss * math.exp(offset + rng.normal(0, row_sd))})
+    return pl.DataFrame(rows)
+
+
+@pytest.fixture
+def correlated_sweep():
+    return _correlated
 
 
 @pytest.fixture

@@ -136,8 +136,11 @@ class Fit:
                                 f"{', '.join(missing)}")
         from archfit.laws.numeric import prediction_band
 
-        return prediction_band(law, self.params, self.draws(),
-                               self.diagnostics.get("scatter"), columns, level)
+        draws, scatter = self.draws(), self.diagnostics.get("scatter")
+        if not draws and not scatter:
+            raise FitError(f"{self.label} carries no bootstrap samples and no scatter of runs, "
+                           "so no interval can be made; refit with 'archfit fit' (bootstrap > 0)")
+        return prediction_band(law, self.params, draws, scatter, columns, level)
 
     def predict(self, data: Any = None, interval: float | None = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);

@@ -124,7 +124,10 @@ class Law:
         out: dict[str, float] = {}
         if self.role == "shape":
             for N in targets:
-                L, d = self.optimum(params, N)
+                try:
+                    L, d = self.optimum(params, N)
+                except (OverflowError, ValueError, ZeroDivisionError):
+                    L = d = math.nan  # a resample far off: no optimum there
                 out[derived_name("n_layer_opt", N)] = L
                 out[derived_name("d_model_opt", N)] = d
         return out
@@ -317,8 +320,14 @@ def _span_reasons(law: Law, t: Trust, target: float | None, prior: str | None) -
     if law.role in ("shape", "ff") and n_cls is not None and n_cls < limits.MIN_SIZE_CLASSES:
         t.weak(f"only {n_cls} size classes")
     if target is not None:
-        t.extrapolation_factor = f = target / top
-        line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
+        if law.role == "compute" and span.get("flops_max"):  # the target is a FLOP budget
+            top = span["flops_max"]
+            t.extrapolation_factor = f = target / top
+            line = (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
+                    f"({top:.3g}, C = 6 N D)")
+        else:
+            t.extrapolation_factor = f = target / top
+            line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
         if prior and f > limits.EXTRAPOLATION[0]:  # the prior's evidence reaches further
             t.weak(f"{line}; the prior {prior} carries the answer there")
         else:

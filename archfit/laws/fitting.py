@@ -22,7 +22,7 @@ from archfit.store import RunTable, read_runs
 # ============================================================================ the driver
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
-HELDOUT_BOOTSTRAP = 200
+HELDOUT_BOOTSTRAP = 100
 HELDOUT_SEED = 0
 HELDOUT_LEVEL = 0.95
 
@@ -145,7 +145,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
             raise FitError(f"only {len(train['loss'])} runs below the held-out sizes")
         check_sizes(lw, train)
         tf = fit_data(lw, train, cons=cons, bootstrap=min(bootstrap, HELDOUT_BOOTSTRAP),
-                      seed=HELDOUT_SEED, targets=[1.0], group=group, heldout=False)
+                      seed=HELDOUT_SEED, targets=None, group=group, heldout=False)
         pred, lo, hi = tf.band(test, HELDOUT_LEVEL)
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}

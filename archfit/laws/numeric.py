@@ -107,21 +107,24 @@ class HuberLSE:
         return self._huber(lse - self.t).mean(-1) / (self.delta ** 2)
 
     def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        U = self._terms(theta)
-        m = U.max(-1)
+        k, d = self.k, self.delta
+        U = self.X * -theta[k:2 * k]  # (n, k): a_i - α_i x_i, then e as column k
+        U += theta[:k]
+        m = np.maximum(U.max(1), theta[2 * k])
         w = np.exp(U - m[:, None])
-        s = w.sum(-1)
-        p = w / s[:, None]
+        we = np.exp(theta[2 * k] - m)
+        s = w.sum(1) + we
         r = m + np.log(s) - self.t
-        d = self.delta
+        c = np.clip(r, -d, d) / s  # dHuber/dr times the softmax normalisation
+        a = np.abs(r)
+        h = np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d)).sum()
         scale = 1.0 / (self.n * d * d)
-        k = self.k
-        wp = np.clip(r, -d, d)[:, None] * p
         g = np.empty(2 * k + 1)
-        g[:k] = wp[:, :k].sum(0)
-        g[k:2 * k] = -(wp[:, :k] * self.X).sum(0)
-        g[2 * k] = wp[:, k].sum()
-        return float(self._huber(r).sum() * scale), g * scale
+        wc = w * c[:, None]
+        g[:k] = wc.sum(0)
+        g[k:2 * k] = -np.einsum("ij,ij->j", wc, self.X)
+        g[2 * k] = float(we @ c)
+        return float(h * scale), g * scale
 
     def minimize(self, starts: np.ndarray, n_polish: int = 4) -> np.ndarray:
         from scipy.optimize import minimize
@@ -324,7 +327,7 @@ def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[st
     s2_means = float(means @ means) / dof
     s2_b = max(s2_means - s2_w * float(np.mean(1.0 / counts)), 0.0)
     return {"between": math.sqrt(s2_b), "within": math.sqrt(s2_w), "n_units": int(G),
-            "n_rows": int(n)}
+            "n_rows": int(n), "dof": float(dof)}
 
 
 def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float]]:
@@ -346,13 +349,14 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, d
     """(predicted, low, high) loss for the rows of ``data``: a ``level`` prediction interval
     for a *new run* there. It adds, in log space, the parameter uncertainty (the percentile band
     of the prediction over ``draws``, the bootstrap's parameter dicts) and the scatter of runs
-    about the law (``scatter``: between-run and within-run sd, from :func:`run_scatter`)."""
-    from statistics import NormalDist
+    about the law (``scatter``: between-run and within-run sd, from :func:`run_scatter`; its
+    quantile is Student's t with the scatter's degrees of freedom, counted in runs)."""
+    from scipy.stats import t as student_t
 
     if not 0 < level < 1:
         raise FitInputError(f"interval must be between 0 and 1 (e.g. 0.95), got {level}")
     c = np.log(np.asarray(law.predict(params, data), float))
-    z = NormalDist().inv_cdf(0.5 + level / 2)
+    z = float(student_t.ppf(0.5 + level / 2, (scatter or {}).get("dof") or 1e6))
     s = math.hypot((scatter or {}).get("between", 0.0), (scatter or {}).get("within", 0.0))
     dlo = dhi = np.zeros_like(c)
     if len(draws):

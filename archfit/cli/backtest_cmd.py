@@ -1,0 +1,161 @@
+"""``archfit predict`` (loss with prediction intervals from a fit) and ``archfit backtest``
+(fit below a size, predict above it, report coverage and error)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from archfit.cli.common import COUNT, NUMBER, NUMBER_LIST, emit_json, print_table
+from archfit.cli.fit_cmd import parse_map
+
+
+def _interval(value: float) -> float:
+    if not 0 < value < 1:
+        raise click.BadParameter(f"{value:g} is not between 0 and 1 (e.g. 0.95)",
+                                 param_hint="--interval")
+    return value
+
+
+@click.command()
+@click.argument("fit_file", metavar="FIT")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
+              help="Map a foreign column: --map params='Model Size' (repeatable).")
+@click.option("--interval", type=float, default=0.95, show_default=True,
+              help="Level of the prediction intervals.")
+@click.option("--limit", type=COUNT, default=40, show_default=True,
+              help="Rows to print (0: all); --json always has all.")
+@click.option("--json", "as_json", is_flag=True, help="Print the predictions as JSON.")
+def predict(fit_file, files, maps, interval, limit, as_json):
+    """Predict the loss of runs with prediction intervals.
+
+    FIT is a fit artifact (archfit fit --out) of a law with a loss model; FILES are tables of
+    the runs to predict (parquet, CSV, JSONL). Each interval is for a new run: it holds the
+    uncertainty of the law's parameters (the fit's bootstrap) and the scatter of runs about
+    the law. When the rows have a loss, the actual loss and the coverage are printed too.
+
+    \b
+    Example:
+      archfit predict fits/joint.json sweeps/bigger.parquet --interval 0.9
+    """
+    from archfit.laws import load_fit
+    from archfit.laws.numeric import band_report
+    from archfit.store import read_runs
+
+    f = load_fit(fit_file)
+    table = read_runs(files, parse_map(maps), require_loss=False)
+    cols = {c: table.frame[c].to_numpy().astype(float) for c in table.frame.columns
+            if table.frame[c].dtype.is_numeric()}
+    pred, lo, hi = f.band(cols, _interval(interval))
+    rows = []
+    for i in range(table.frame.height):
+        r = {c: float(cols[c][i]) for c in ("params", "n_layer", "d_model", "tokens")
+             if c in cols}
+        r.update(predicted=float(pred[i]), low=float(lo[i]), high=float(hi[i]))
+        if "loss" in cols:
+            r["actual"] = float(cols["loss"][i])
+        rows.append(r)
+    summary = band_report(pred, lo, hi, cols["loss"]) if "loss" in cols else {}
+    if as_json:
+        emit_json({"fit": f.label, "law": f.law, "interval": interval, "rows": rows,
+                   **summary})
+        return
+    shown = rows if not limit else rows[:limit]
+    keys = [k for k in ("params", "n_layer", "d_model", "tokens") if k in cols]
+    print_table(shown, [(k, k) for k in keys] + [("predicted", "predicted"),
+                                                 ("low", f"{interval:.0%} low"),
+                                                 ("high", f"{interval:.0%} high")]
+                + ([("actual", "actual")] if "loss" in cols else []),
+                title=f"loss (nats/token) predicted by {f.label}",
+                caption=(f"{len(rows) - len(shown)} more rows: --limit 0 or --json"
+                         if len(shown) < len(rows) else None))
+    if summary:
+        click.echo(f"coverage of the {interval:.0%} intervals: {summary['coverage']:.0%} of "
+                   f"{len(rows)} rows; mean error {summary['mean_rel_error']:+.1%}, RMS "
+                   f"{summary['rms_rel_error']:.1%}")
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True)
+@click.option("--law", default="depth-joint", show_default=True,
+              help="A law with a loss model: chinchilla, kaplan-n, kaplan-nd, depth-width, "
+                   "depth-joint.")
+@click.option("--cut", type=NUMBER, default=None,
+              help="Fit on runs with params <= this, predict the rest.")
+@click.option("--cuts", type=NUMBER_LIST, default=None,
+              help="Several cuts, e.g. --cuts 1e8,3e8 (one backtest each).")
+@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
+              help="Map a foreign column: --map params='Model Size' (repeatable).")
+@click.option("--group", "group", multiple=True, metavar="COL",
+              help="Columns whose rows are one training run (default: run_id, else one shape "
+                   "and seed at several token counts).")
+@click.option("--bootstrap", type=COUNT, default=200, show_default=True,
+              help="Bootstrap resamples of each fit.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--interval", type=float, default=0.95, show_default=True,
+              help="Level of the prediction intervals.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Draw predicted vs actual with the intervals here (PNG).")
+@click.option("--force", is_flag=True, help="Replace a --plot file archfit did not draw.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: coverage, mean_rel_error, rms_rel_error, rows, classes, verdict.")
+def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot_path, force,
+             as_json):
+    """Fit a law on the smaller runs and predict the larger ones.
+
+    For each cut: fit LAW on the runs with params <= CUT, predict every run above it with
+    prediction intervals, and report the coverage of the intervals, the mean and RMS relative
+    error, per held-out size class the shape the fit would pick against the one that won (and
+    the regret, in nats/token), and the verdict the fit gave.
+
+    \b
+    Examples:
+      archfit backtest sweeps/scattered.parquet --law depth-joint --cut 3e8
+      archfit backtest datasets/chinchilla_epoch2024.csv --law chinchilla --cuts 1e9,3e9
+    """
+    from archfit.laws.backtest import backtests
+    from archfit.store import expand_paths, read_runs
+
+    all_cuts = list(cuts or []) + ([cut] if cut is not None else [])
+    if not all_cuts:
+        raise click.BadParameter("give --cut N or --cuts A,B,...", param_hint="--cut")
+    if plot_path:
+        from archfit.io import check_output
+        from archfit.plots import is_archfit_png
+
+        check_output(plot_path, "backtest figure", inputs=expand_paths(files), force=force,
+                     ours=is_archfit_png)
+    table = read_runs(files, parse_map(maps), keep=list(group) or None)
+    for n in table.notes:
+        click.echo(f"note: {n}", err=True)
+    results = backtests(sorted(all_cuts), frame=table, law=law, bootstrap=bootstrap, seed=seed,
+                        interval=_interval(interval), group=list(group) or None)
+    if plot_path:
+        from archfit.plots import draw_backtest
+
+        draw_backtest(results, plot_path)
+    if as_json:
+        emit_json(results[0] if len(results) == 1 else {"backtests": results})
+        return
+    for r in results:
+        click.echo(f"backtest of {r['law']} at cut {r['cut']:.3g}: fitted on {r['n_train']} rows, "
+                   f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
+        click.echo(f"  coverage of the {r['interval']:.0%} intervals: {r['coverage']:.0%}; "
+                   f"mean error {r['mean_rel_error']:+.1%}, RMS {r['rms_rel_error']:.1%}, "
+                   f"mean interval ±{r['mean_halfwidth_rel']:.1%}")
+        click.echo(f"  the fit's verdict: {r['verdict']}" + (
+            f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else "")
+            + f"; at the largest held-out size: {r['verdict_at_largest']}")
+        if r["classes"]:
+            print_table([{"params": c["params"], "runs": c["n_runs"],
+                          "picked": c["predicted_best"]["n_layer"],
+                          "best": c["actual_best"]["n_layer"], "regret": c["regret"],
+                          "ok": c["within_interval"]} for c in r["classes"]],
+                        [("params", "size N"), ("runs", "runs"), ("picked", "picked depth"),
+                         ("best", "best depth"), ("regret", "regret (nats)"),
+                         ("ok", "within interval")],
+                        title="  per held-out size class: the shape the fit picks vs the winner")
+    if plot_path:
+        click.echo(f"wrote {plot_path}")

@@ -1,0 +1,121 @@
+"""Backtests: fit a law on the runs up to a size, predict every run above it with prediction
+intervals, and report how the predictions did (the check an interval is only as good as).
+
+For each cut: the coverage of the intervals, the mean and RMS relative error, per held-out size
+class the shape the fit would have picked against the shape that won (and the regret: the loss
+of the picked one minus the best), and the verdict the fit gave."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from archfit.errors import FitError, FitInputError
+from archfit.laws.base import get_law
+from archfit.laws.numeric import band_report, size_classes
+from archfit.store import RunTable, read_runs
+
+
+def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
+             paths: Sequence[str] | None = None, mapping: dict[str, str] | None = None,
+             bootstrap: int = 200, seed: int = 0, interval: float = 0.95,
+             group: Sequence[str] | None = None, arch: dict[str, Any] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Fit ``law`` on the runs with params <= ``cut``; predict the rest. Returns a dict with
+    ``coverage``, ``mean_rel_error``, ``rms_rel_error``, ``rows`` (``predicted``, ``low``,
+    ``high``, ``actual`` and the run's columns), ``classes`` and ``verdict``."""
+    from archfit.laws.fitting import fit
+
+    lw = get_law(law)
+    if not lw.predicts_loss:
+        raise FitInputError(f"{law} has no loss model to backtest; choose one of "
+                            "chinchilla, kaplan-n, kaplan-nd, depth-width, depth-joint")
+    table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
+                                                                 frame=frame, keep=group)
+    from archfit.laws.conventions import check_params
+
+    conventions: dict[str, str] = {}
+    table = replace(table, frame=check_params(table.frame, table.sources, arch, [], conventions))
+    if "params" not in table.frame.columns:
+        raise FitInputError("a backtest cuts by size: the table needs a params column (map one "
+                            "with --map params=COLUMN)")
+    import polars as pl
+
+    df = table.frame
+    train = df.filter(pl.col("params") <= cut)
+    test = df.filter(pl.col("params") > cut)
+    if test.height == 0:
+        raise FitInputError(f"no run is larger than the cut {cut:.3g} (largest "
+                            f"{df['params'].max():.3g}); cut lower")
+    if train.height == 0:
+        raise FitInputError(f"no run is at or below the cut {cut:.3g} (smallest "
+                            f"{df['params'].min():.3g}); cut higher")
+    top = float(test["params"].max())
+    f = fit(replace(table, frame=train, notes=list(table.notes)), law, bootstrap=bootstrap,
+            seed=seed, group=group, arch=arch, progress=progress, targets=[top])
+    cols = {c: test[c].to_numpy().astype(float) for c in test.columns
+            if test[c].dtype.is_numeric()}
+    pred, lo, hi = f.band(cols, interval)
+    actual = cols["loss"]
+    rep = band_report(pred, lo, hi, actual)
+    rows = []
+    keep = [c for c in ("run_id", "params", "n_layer", "d_model", "tokens") if c in test.columns]
+    for i in range(test.height):
+        r = {c: test[c][i] for c in keep}
+        r.update(predicted=float(pred[i]), low=float(lo[i]), high=float(hi[i]),
+                 actual=float(actual[i]))
+        rows.append(r)
+    return {"law": law, "cut": float(cut), "interval": interval,
+            "n_train": train.height, "n_test": test.height,
+            **rep, "rows": rows, "classes": _classes(test, pred, hi, actual),
+            "verdict": f.verdict().verdict, "verdict_reasons": f.verdict().reasons,
+            "verdict_at_largest": f.verdict(top).verdict,
+            "fit": {"params": f.params, "unit": f.bootstrap.get("unit"),
+                    "scatter": f.diagnostics.get("scatter")}}
+
+
+def _classes(test: Any, pred: np.ndarray, hi: np.ndarray, actual: np.ndarray
+             ) -> list[dict[str, Any]]:
+    """Per held-out size class with several shapes: the shape the fit ranks first against the
+    one that won, each run read at its last row (most tokens)."""
+    if not {"n_layer"} <= set(test.columns):
+        return []
+    N = test["params"].to_numpy()
+    cls = size_classes(N)
+    L = test["n_layer"].to_numpy()
+    D = test["tokens"].to_numpy() if "tokens" in test.columns else np.ones(len(N))
+    run = test["run_id"].to_numpy() if "run_id" in test.columns else np.array(
+        [f"{a}:{b}" for a, b in zip(N, L)])
+    out = []
+    for c in np.unique(cls):
+        idx = np.flatnonzero(cls == c)
+        last: dict[Any, int] = {}
+        for i in idx:
+            if run[i] not in last or D[i] > D[last[run[i]]]:
+                last[run[i]] = i
+        picks = list(last.values())
+        if len(picks) < 2:
+            continue
+        p_best = min(picks, key=lambda i: pred[i])
+        a_best = min(picks, key=lambda i: actual[i])
+        out.append({"params": float(np.median(N[picks])), "n_runs": len(picks),
+                    "predicted_best": {"n_layer": float(L[p_best]), "actual": float(actual[p_best]),
+                                       "predicted": float(pred[p_best])},
+                    "actual_best": {"n_layer": float(L[a_best]), "actual": float(actual[a_best]),
+                                    "high": float(hi[a_best])},
+                    "regret": float(actual[p_best] - actual[a_best]),
+                    "within_interval": bool(actual[p_best] <= hi[a_best])})
+    return out
+
+
+def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
+    """:func:`backtest` at several cuts (the table read once)."""
+    if not cuts:
+        raise FitError("give at least one cut")
+    frame = kw.pop("frame", None)
+    if not isinstance(frame, RunTable):
+        frame = read_runs(kw.pop("paths", None) or [], kw.pop("mapping", None), frame=frame,
+                          keep=kw.get("group"))
+    return [backtest(frame, cut=c, **kw) for c in cuts]
