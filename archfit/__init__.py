@@ -20,6 +20,8 @@ _LAZY = {
     "parse_number": "archfit.numbers",
     "known_models": "archfit.known",
     "fit": "archfit.laws.fitting",
+    "backtest": "archfit.laws.backtest",
+    "UninformativeWarning": "archfit.errors",
     "load_fit": "archfit.laws",
     "Fit": "archfit.laws",
     "read_runs": "archfit.store",

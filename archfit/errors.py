@@ -57,6 +57,11 @@ class OutputError(ArchfitError):
     directory where a file is due, a folder that cannot be written)."""
 
 
+class UninformativeWarning(UserWarning):
+    """An answer whose verdict is ``uninformative``: the evidence does not support it (pass
+    ``strict=True`` to raise :class:`RecommendError` instead). The CLI prints the verdict itself."""
+
+
 class RunDirError(ArchfitError):
     """A run directory that cannot be used as asked (another run's checkpoint, say)."""
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Any, Sequence
 
-from archfit.errors import RecommendError, ShapeError
+from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.families import iso_param_family
@@ -89,8 +90,13 @@ class Recommendation:
         lines = []
         if self.compute:
             c = self.compute
-            lines.append(f"compute {c['C']:.3g} FLOPs (C = 6 N D) -> N_opt {c['N_opt']:.4g}, "
-                         f"D_opt {c['D_opt']:.4g} tokens  [{c['law']}]")
+            lines.append(f"compute {c['C']:.3g} FLOPs (C = 6 N D), law {c['law']}:")
+            for k, label in (("N_opt", "N_opt (parameters)"), ("D_opt", "D_opt (tokens)"),
+                             ("tokens_per_param", "tokens per parameter")):
+                kci = c.get(f"{k}_ci")
+                lines.append(f"  {label:<22}{c[k]:.4g}" + (
+                    f"  [{kci[0]:.4g}, {kci[1]:.4g}] (95% CI)" if kci else
+                    "  (no CI: the fit has no parameter draws)"))
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" [{ci['n_layer'][0]:.1f}, {ci['n_layer'][1]:.1f}]" if "n_layer" in ci else ""
@@ -212,7 +218,11 @@ def _target(params: float | None, compute: float | None, fits: dict[str, Fit]) -
     cf = fits.setdefault("compute", load_fit(DEFAULT_COMPUTE_LAW))
     n_opt, d_opt = cf.law_obj.compute_optimal(cf.params, compute)
     info = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt), "law": cf.label,
-            "convention": cf.conventions.get("params", "as fitted")}
+            "convention": cf.conventions.get("params", "as fitted"),
+            "tokens_per_param": float(d_opt) / float(n_opt)}
+    opt = cf.optimum(compute)  # 95% intervals over the fit's parameter draws (None without)
+    for k in ("N_opt", "D_opt", "tokens_per_param"):
+        info[f"{k}_ci"] = opt[f"{k}_ci"]
     return _Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
                    "total" in info["convention"], info)
 
@@ -342,6 +352,7 @@ def recommend(
     norm: str = "layernorm",
     ff_multiple: int | None = None,
     depth_span: tuple[float, float] = DEPTH_SPAN,
+    strict: bool = False,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt).
@@ -351,6 +362,9 @@ def recommend(
     ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names.
     ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
     candidate depths as multiples of the optimal depth (wider for :mod:`archfit.objectives`).
+
+    When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
+    ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
     """
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
@@ -383,10 +397,7 @@ def recommend(
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
     best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
-    verdict = law.trust(shape_fit, N_ne)
-    if target.compute is not None:
-        cf = fits["compute"]
-        verdict.merge(cf.law_obj.trust(cf, target.value), f"compute law {cf.label}")
+    verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
@@ -396,6 +407,23 @@ def recommend(
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits,
     )
+
+
+def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,
+             strict: bool) -> Any:
+    """The shape law's verdict at N, merged with the compute law's at the budget; an
+    uninformative one warns (or, ``strict``, raises)."""
+    verdict = shape_fit.law_obj.trust(shape_fit, N)
+    if compute is not None:
+        cf = fits["compute"]
+        verdict.merge(cf.law_obj.trust(cf, compute), f"compute law {cf.label}")
+    if verdict.verdict == "uninformative":
+        why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"
+        if strict:
+            raise RecommendError(f"{why} (strict)")
+        warnings.warn(f"{why}; the evidence does not support this shape", UninformativeWarning,
+                      stacklevel=3)
+    return verdict
 
 
 def compare(params: float | None = None, *, compute: float | None = None,
@@ -418,15 +446,45 @@ def compare(params: float | None = None, *, compute: float | None = None,
     published = [(load_fit(n), n) for n in PUBLISHED if n not in names]
     shape_fits += [(f, n) for f, n in published if f.law_obj.role == "shape"]
     rows = []
+    if compute is not None:  # one row per compute law: its split of the budget
+        rows += _compute_rows(compute, [(f, lab) for f, lab in labelled
+                                        if f.law_obj.role == "compute"])
     for f, label in shape_fits:
-        row: dict[str, Any] = {"law": label, "formula": f.law_obj.formula}
+        row: dict[str, Any] = {"law": label, "role": "shape", "formula": f.law_obj.formula}
         try:
-            r = recommend(params, compute=compute, fit=[f, *others], **options)
+            with warnings.catch_warnings():  # the row carries the verdict
+                warnings.simplefilter("ignore", UninformativeWarning)
+                r = recommend(params, compute=compute, fit=[f, *others], **options)
         except RecommendError as e:
             row.update(error=str(e), verdict="-")
         else:
             row.update(n_layer=r.shape.n_layer, d_model=r.shape.d_model,
                        n_layer_opt=r.n_layer_opt, ci=(r.ci or {}).get("n_layer"),
                        verdict=r.trust["verdict"], reasons=r.trust["reasons"])
+        rows.append(row)
+    return rows
+
+
+def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]]:
+    """Each compute law's N_opt, D_opt and tokens per parameter at ``C`` FLOPs with their CIs
+    and its verdict there: the given fits, then every bundled published compute law."""
+    from archfit.laws.published import PUBLISHED
+
+    names = {f.label for f, _ in given}
+    laws = given + [(f, n) for n in PUBLISHED if n not in names
+                    for f in [load_fit(n)] if f.law_obj.role == "compute"]
+    rows = []
+    for f, label in laws:
+        row: dict[str, Any] = {"law": label, "role": "compute", "formula": f.law_obj.formula,
+                               "N_convention": f.conventions.get("params", "as fitted")}
+        try:
+            opt = f.optimum(C)
+        except (ArithmeticError, ValueError) as e:
+            row.update(error=f"no compute-optimal split at {C:.3g} FLOPs: {e}", verdict="-")
+        else:
+            row.update({k: opt[k] for k in ("N_opt", "D_opt", "tokens_per_param", "N_opt_ci",
+                                           "D_opt_ci", "tokens_per_param_ci")})
+            t = f.law_obj.trust(f, C)
+            row.update(verdict=t.verdict, reasons=t.reasons)
         rows.append(row)
     return rows

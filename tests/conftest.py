@@ -114,28 +114,10 @@ def _joint(n_shapes=25, n_tokens=32, noise=0.005, seed=0, truth=None, span=40.0,
 
 
 def _correlated(law="depth-joint", seed=0, n_shapes=24, n_tokens=20, run_sd=0.01, row_sd=0.003):
-    """A scattered sweep whose rows are checkpoints of training runs: every run has its own
-    offset from the planted law (``run_sd``, shared by its checkpoints) and every row its own
-    noise (``row_sd``). Depths scatter by up to 4x around the planted optimum, as in a sweep
-    that brackets it. ``law`` plants depth-joint's form or depth-width's."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i, n in enumerate(np.exp(rng.uniform(math.log(2e6), math.log(2e9), n_shapes))):
-        L = int(np.clip(round(math.exp(-3.0 + 0.3 * math.log(n) + rng.uniform(-1.4, 1.4))), 2,
-                        128))
-        d = int(max(32, round(math.sqrt(n / (12 * L)) / 8) * 8))
-        n = 12 * L * d * d
-        offset = rng.normal(0, run_sd)
-        for D in np.logspace(8.5, 10.5, n_tokens):
-            if law == "depth-joint":
-                loss = (1.7 + 400 / n ** 0.34 + 2000 / D ** 0.36
-                        + 0.03 * (math.log(L) - (-3.0 + 0.3 * math.log(n))) ** 2)
-            else:
-                loss = 1.7 + 30 / d ** 0.6 + 1.2 / L ** 0.7 + 2000 / D ** 0.36
-            rows.append({"run_id": f"r{i}", "n_layer": L, "d_model": d, "params": float(n),
-                         "tokens": float(D), "row": len(rows),
-                         "loss": loss * math.exp(offset + rng.normal(0, row_sd))})
-    return pl.DataFrame(rows)
+    """A planted sweep with correlated checkpoints (:mod:`archfit.laws.planted`)."""
+    from archfit.laws.planted import correlated_sweep
+
+    return correlated_sweep(law, seed, n_shapes, n_tokens, run_sd, row_sd)
 
 
 @pytest.fixture

@@ -102,3 +102,62 @@ def test_plot_overlays_a_reference_and_refuses_a_loss_law(tmp_path, cli, levine_
     assert r.exit_code == 0, r.output
     r = cli("plot", p, "--reference", "epoch2024", "-o", tmp_path / "f")
     assert r.exit_code == 2 and "has no optimal depth" in r.output
+
+
+def test_python_recommend_warns_on_an_uninformative_fit_and_strict_raises(levine_synthetic):
+    from archfit.errors import RecommendError, UninformativeWarning
+
+    f = fit(levine_synthetic(sizes=(2e5, 4e5, 8e5), noise=0.01, seed=3), law="levine",
+            bootstrap=100)
+    with pytest.warns(UninformativeWarning, match="uninformative"):
+        r = recommend(params=1e9, fit=f)
+    assert r.trust["verdict"] == "uninformative"
+    with pytest.raises(RecommendError, match="uninformative"):
+        recommend(params=1e9, fit=f, strict=True)
+    good = fit(levine_synthetic(noise=0.0005), law="levine", bootstrap=100)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UninformativeWarning)  # an informative answer: silent
+        recommend(params=2 * good.diagnostics["span"]["params_max"], fit=good)
+
+
+def test_compare_marks_uninformative_rows(tmp_path, cli, levine_synthetic):
+    f = fit(levine_synthetic(sizes=(2e5, 4e5, 8e5), noise=0.01, seed=3), law="levine",
+            bootstrap=100)
+    p = tmp_path / "thin.json"
+    f.to_json(p)
+    r = cli("compare", "--fit", p, "--family", "GPT-3")
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.output.splitlines() if ln.startswith("GPT-3 175B")]
+    assert rows and "UNINFORMATIVE *" in rows[0] and "not supported by the evidence" in rows[0]
+    assert "* uninformative at that size" in r.output
+    r = cli("recommend", "--params", "1e9", "--compare", "--fit", p)
+    line = [ln for ln in r.output.splitlines() if ln.startswith("levine (thin.json)")][0]
+    assert "UNINFORMATIVE *" in line
+
+
+def test_compute_recommendation_and_compare_give_cis_and_verdicts(tmp_path, cli):
+    df = pl.read_csv(DATASETS / "chinchilla_epoch2024.csv").sort("loss").head(240)
+    f = fit(df, law="chinchilla", bootstrap=60)
+    p = tmp_path / "ch.json"
+    f.to_json(p)
+    r = cli("recommend", "--compute", "1e22", "--fit", p)
+    assert r.exit_code == 0, r.output
+    for label in ("N_opt (parameters)", "D_opt (tokens)", "tokens per parameter"):
+        line = [ln for ln in r.output.splitlines() if label in ln][0]
+        value = float(line.split(label)[1].split()[0])
+        lo, hi = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
+        assert lo < value < hi and line.endswith("(95% CI)"), line
+    d = json.loads(cli("recommend", "--compute", "1e22", "--fit", p, "--json").output)
+    c = d["compute"]
+    assert c["N_opt_ci"][0] < c["N_opt"] < c["N_opt_ci"][1]
+    assert c["tokens_per_param"] == pytest.approx(c["D_opt"] / c["N_opt"])
+    rows = json.loads(cli("recommend", "--compute", "1e22", "--compare", "--fit", p,
+                          "--json").output)["rows"]
+    compute_rows = [x for x in rows if x["role"] == "compute"]
+    assert [x["law"] for x in compute_rows] == ["chinchilla (ch.json)", "hoffmann2022",
+                                                "epoch2024"]
+    assert compute_rows[0]["N_opt_ci"] and compute_rows[1]["N_opt_ci"] is None
+    assert all(x["verdict"] in ("informative", "weak", "uninformative") for x in compute_rows)
+    assert any(x["role"] == "shape" for x in rows)

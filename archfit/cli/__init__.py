@@ -63,6 +63,11 @@ class ArchfitGroup(click.Group):
         debug = "--debug" in argv or os.environ.get("ARCHFIT_DEBUG", "") not in ("", "0")
         if "--debug" in argv:
             argv.remove("--debug")
+        import warnings
+
+        from archfit.errors import UninformativeWarning
+
+        warnings.simplefilter("ignore", UninformativeWarning)  # every command prints its verdict
         try:
             rv = super().main(argv, prog_name or "archfit", complete_var,
                               standalone_mode=False, **extra)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from archfit.cli.common import COUNT, NUMBER, NUMBER_LIST, emit_json, print_table

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table
+from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table, shape_options
 from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
 
@@ -72,10 +72,22 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
               help="Gaussian prior on the parameters shared with a published fit or fit file; "
                    "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
+@click.option("--group", "group", multiple=True, metavar="COL",
+              help="Columns whose rows are one training run, resampled together by the "
+                   "bootstrap (repeatable; default: run_id, else one shape and seed at several "
+                   "token counts, else every row alone).")
+@shape_options("mlp", "vocab_size", "tied_embeddings", "ff_ratio",
+               mlp={"help": "The runs' MLP kind, for counting N from depth and width."},
+               vocab_size={"help": "The runs' vocabulary, for the embedding share of a "
+                                   "params column."},
+               tied_embeddings={"help": "The runs' output head is untied (counted as "
+                                        "embedding)."},
+               ff_ratio={"help": "The runs' d_ff / d_model when the table has no d_ff column "
+                                 "(default 4; 8/3 for SwiGLU)."})
 @click.option("--force", is_flag=True, help="Replace an existing --out that is not a fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
 def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, prior,
-        dedupe, force, as_json):
+        dedupe, group, mlp, vocab_size, tied_embeddings, ff_ratio, force, as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
     \b
@@ -84,6 +96,11 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
       archfit fit datasets/chinchilla_epoch2024.csv --law chinchilla --drop-highest-loss 5
       archfit fit raw.csv --law chinchilla --map params="Model Size" --map flops="Training FLOP"
       archfit fit demo.parquet --law levine --prior levine2020:a=0.5,b=0.02
+      archfit fit llama-sweep.csv --law depth-joint --mlp swiglu --untied --group run
+
+    When the table has depth and width, N is counted by the shape core for the architecture
+    the flags state (--mlp, --vocab, --untied, --ff-ratio), and a params column that disagrees
+    by more than 5% is named in a note.
     """
     from archfit.laws import get_law
     from archfit.laws.fitting import fit as fit_law
@@ -99,7 +116,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
-    table = read_runs(files, parse_map(maps))
+    table = read_runs(files, parse_map(maps), keep=list(group) or None)
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
@@ -123,7 +140,9 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     try:
         result = fit_law(table, law, bootstrap=bootstrap, seed=seed, targets=targets,
                          progress=progress, fix=fix, prior=prior_src, prior_widths=widths,
-                         dedupe=dedupe)
+                         dedupe=dedupe, group=list(group) or None,
+                         arch={"mlp": mlp, "vocab": vocab_size, "tie": tied_embeddings,
+                               "ff_ratio": ff_ratio})
     finally:
         if progress is not None:
             prog.stop()

@@ -146,16 +146,43 @@ def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ign
 
 def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-def]
     if as_json:
-        emit_json({"target": params or compute, "rows": rows})
+        emit_json({"target": params or compute, "target_kind": "params" if compute is None
+                   else "compute (FLOPs, C = 6 N D)", "rows": rows})
         return
+    crows = [r for r in rows if r.get("role") == "compute"]
+    if crows:
+        click.echo(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CIs over each fit's "
+                   "parameter draws, '-' where a published fit has none")
+        click.echo(f"{'law':<22}{'N_opt':>10}{'95% CI':>22}{'D_opt':>10}{'tokens/param':>14}"
+                   f"{'95% CI':>18}  verdict")
+        for r in crows:
+            if "error" in r:
+                click.echo(f"{r['law']:<22}{'-':>10}{'-':>22}{'-':>10}{'-':>14}{'-':>18}  "
+                           f"{r['error']}")
+                continue
+            nci, tci = r["N_opt_ci"], r["tokens_per_param_ci"]
+            nci = f"[{nci[0]:.3g}, {nci[1]:.3g}]" if nci else "-"
+            tci = f"[{tci[0]:.3g}, {tci[1]:.3g}]" if tci else "-"
+            click.echo(f"{r['law']:<22}{r['N_opt']:>10.3g}{nci:>22}{r['D_opt']:>10.3g}"
+                       f"{r['tokens_per_param']:>14.3g}{tci:>18}  {_mark(r['verdict'])}")
+        click.echo("\nshape laws, at N_opt of the compute law given (default epoch2024):")
     click.echo(f"{'law':<22}{'layers':>8}{'d_model':>10}{'optimum':>10}{'95% CI':>20}  verdict")
     for r in rows:
+        if r.get("role") == "compute":
+            continue
         if "error" in r:
             click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}  {r['error']}")
             continue
         ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
         click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
-                   f"{ci:>20}  {r['verdict']}")
+                   f"{ci:>20}  {_mark(r['verdict'])}")
+    if any(r.get("verdict") == "uninformative" for r in rows):
+        click.echo("* uninformative: the evidence does not support that row's answer; "
+                   "--json gives the reasons")
+
+
+def _mark(verdict: str) -> str:
+    return f"{verdict.upper()} *" if verdict == "uninformative" else verdict
 
 
 def _verdict_summary(r):  # type: ignore[no-untyped-def]

@@ -124,7 +124,8 @@ class Fit:
     def band(self, columns: Mapping[str, Any], level: float = 0.95) -> tuple[Any, Any, Any]:
         """(predicted, low, high) loss arrays for rows given as columns of numpy arrays: a
         ``level`` prediction interval for a new run (parameter uncertainty and the scatter of
-        runs about the law; see :func:`archfit.laws.numeric.prediction_band`)."""
+        runs about the law; see :func:`archfit.laws.numeric.prediction_band`), widened by the
+        factor the held-out check needed to cover its runs, when it needed one."""
         law = self.law_obj
         if not law.predicts_loss:
             raise FitError(f"{law.name} predicts the optimal shape, not loss; loss intervals come "
@@ -140,7 +141,8 @@ class Fit:
         if not draws and not scatter:
             raise FitError(f"{self.label} carries no bootstrap samples and no scatter of runs, "
                            "so no interval can be made; refit with 'archfit fit' (bootstrap > 0)")
-        return prediction_band(law, self.params, draws, scatter, columns, level)
+        widen = float((self.diagnostics.get("heldout") or {}).get("widen") or 1.0)
+        return prediction_band(law, self.params, draws, scatter, columns, level, widen)
 
     def predict(self, data: Any = None, interval: float | None = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);
@@ -378,6 +380,9 @@ def _diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
                      f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
                      f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
                      f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")
+        if h.get("widen", 1.0) > 1.0:
+            lines.append(f"  prediction intervals widened x{h['widen']:.2f}: what the held-out "
+                         f"sizes needed for {h.get('level', 0.95):.0%} coverage (split conformal)")
     elif h and h.get("ok"):
         lines.append("  held-out largest size class: " + ", ".join(
             f"{k}={_g(v)}" for k, v in h.items() if k != "ok"))

@@ -52,7 +52,10 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     if train.height == 0:
         raise FitInputError(f"no run is at or below the cut {cut:.3g} (smallest "
                             f"{df['params'].min():.3g}); cut higher")
-    top = float(test["params"].max())
+    # the answer the fit is asked for at the held-out runs: the largest size, or for a compute
+    # law the largest held-out run's compute (C = 6 N D)
+    top = float(test["params"].max()) if lw.role != "compute" else float(
+        (6.0 * test["params"] * test["tokens"]).max())
     f = fit(replace(table, frame=train, notes=list(table.notes)), law, bootstrap=bootstrap,
             seed=seed, group=group, arch=arch, progress=progress, targets=[top])
     cols = {c: test[c].to_numpy().astype(float) for c in test.columns

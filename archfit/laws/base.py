@@ -286,86 +286,9 @@ class Law:
     def trust(self, fit: Fit, target: float | None = None) -> Trust:
         """A verdict on the fit (and, with ``target``, on answering at that size): the data's
         span, the extrapolation factor, parameters on bounds, the optimum's CI width, the
-        held-out error and the bootstrap's failure rate, one line per reason."""
-        t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
-        _span_reasons(self, t, target, (fit.prior or {}).get("source") if (
-            fit.prior or {}).get("prior") else None)
-        for r in self.bound_reasons(fit):
-            t.weak(r)
-        sp = self.spread(fit, target)
-        if sp is not None:
-            t.checks["optimum_ci_ratio"] = sp[1]
-            t.grade(sp[1], limits.COMPUTE_CI_RATIO if self.role == "compute" else
-                    limits.OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
-        elif self.role in ("shape", "compute"):
-            t.weak("no CI on the optimum (no bootstrap samples)")
-        _heldout_reason(self, t, fit)
-        _bootstrap_reason(t, fit)
-        r2 = fit.diagnostics.get("r2_log")
-        if r2 is not None and r2 < 0:
-            t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
-        return t
-
-
-def _span_reasons(law: Law, t: Trust, target: float | None, prior: str | None) -> None:
-    span = t.checks["span"]
-    top, bottom = span.get("params_max"), span.get("params_min")
-    if not top:
-        t.weak("no record of the data's span (a published fit without one): how far it "
-               "extrapolates cannot be checked")
-        return
-    if bottom and top / bottom < limits.MIN_SIZE_SPAN:
-        t.weak(f"the sizes span only {top / bottom:.2g}x ({bottom:.3g} to {top:.3g})")
-    n_cls = span.get("n_size_classes")
-    if law.role in ("shape", "ff") and n_cls is not None and n_cls < limits.MIN_SIZE_CLASSES:
-        t.weak(f"only {n_cls} size classes")
-    if target is not None:
-        if law.role == "compute" and span.get("flops_max"):  # the target is a FLOP budget
-            top = span["flops_max"]
-            t.extrapolation_factor = f = target / top
-            line = (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
-                    f"({top:.3g}, C = 6 N D)")
-        else:
-            t.extrapolation_factor = f = target / top
-            line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
-        if prior and f > limits.EXTRAPOLATION[0]:  # the prior's evidence reaches further
-            t.weak(f"{line}; the prior {prior} carries the answer there")
-        else:
-            t.grade(f, limits.EXTRAPOLATION, line)
-
-
-def _heldout_reason(law: Law, t: Trust, fit: Fit) -> None:
-    h = fit.diagnostics.get("heldout")
-    if not h:
-        return
-    if not h.get("ok"):
-        t.weak(f"no held-out check ({h.get('reason')})")
-        return
-    if "coverage" in h:  # predictions with intervals (laws with a loss model)
-        err, half, cov = h["mean_rel_error"], h["mean_halfwidth_rel"], h["coverage"]
-        t.checks.update(heldout_rel_error=err, heldout_coverage=cov, heldout_halfwidth=half)
-        line = (f"held-out sizes: error {err:+.1%}, intervals ±{half:.1%}, coverage {cov:.0%}")
-        if not h["within_interval"]:
-            t.bad(f"{line}: the error exceeds the interval")
-        elif cov < limits.HELDOUT_COVERAGE:
-            t.weak(f"{line}: the intervals cover fewer held-out runs than "
-                   f"{limits.HELDOUT_COVERAGE:.0%}")
-        else:
-            t.grade(abs(err), law.heldout_limits, line)
-        return
-    err = h.get("rel_error", h.get("mean_rel_error"))
-    if err is not None:
-        t.checks["heldout_rel_error"] = err
-        t.grade(abs(err), law.heldout_limits, f"held-out error on the largest size class "
-                f"{err:+.1%}")
-
-
-def _bootstrap_reason(t: Trust, fit: Fit) -> None:
-    b = fit.bootstrap or {}
-    if b.get("n"):
-        rate = (b.get("n_failed") or 0) / b["n"]
-        t.checks["bootstrap_failure_rate"] = rate
-        t.grade(rate, limits.BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
+        held-out error and the bootstrap's failure rate, one line per reason (the reasons and
+        their thresholds live together in :mod:`archfit.laws.trust`)."""
+        return limits.verdict(self, fit, target)
 
 
 def derived_name(quantity: str, target: float) -> str:

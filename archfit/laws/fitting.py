@@ -5,7 +5,6 @@ numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -15,7 +14,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
-from archfit.laws.numeric import heldout_split, run_groups, run_scatter, subset
+from archfit.laws.numeric import heldout_split, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
 
@@ -116,6 +115,12 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap:
                                                                          "residual_space")},
                 archfit_version=archfit.__version__, prior=_prior_record(cons, data_only))
         f.diagnostics["unit"] = {"unit": unit, "n_units": int(len(np.unique(groups)))}
+        if group:  # a unit that splits one training run's checkpoints apart: they are not
+            natural, run_unit = lw.groups(data, None)  # independent, the CIs come out narrow
+            pairs = np.unique(np.stack([np.unique(natural, return_inverse=True)[1],
+                                        np.unique(groups, return_inverse=True)[1]]), axis=1)
+            if len(np.unique(pairs[0])) < pairs.shape[1]:
+                f.diagnostics["unit"]["splits"] = run_unit
         _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons, groups,
                      unit)
         if heldout:
@@ -134,7 +139,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         return own
     if not lw.predicts_loss or "params" not in data:
         return {}
-    from archfit.laws.numeric import band_report
+    from archfit.laws.numeric import band_report, conformal_factor
 
     mask, sizes = heldout_split(data)
     if not mask.any():
@@ -150,9 +155,11 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}
     rep = band_report(pred, lo, hi, test["loss"])
+    # intervals that undercover the held-out sizes are widened by what they needed there
+    widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL)
     return {"ok": True, "held_out_sizes": sizes, "n_train": int(len(train["loss"])),
             "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL,
-            "param_uncertainty": bool(tf.bootstrap.get("n_ok")), **rep}
+            "param_uncertainty": bool(tf.bootstrap.get("n_ok")), **rep, "widen": widen}
 
 
 def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:

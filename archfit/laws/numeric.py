@@ -345,12 +345,14 @@ def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float
 
 
 def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, data: Data,
-                    level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    level: float, widen: float = 1.0
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(predicted, low, high) loss for the rows of ``data``: a ``level`` prediction interval
     for a *new run* there. It adds, in log space, the parameter uncertainty (the percentile band
     of the prediction over ``draws``, the bootstrap's parameter dicts) and the scatter of runs
     about the law (``scatter``: between-run and within-run sd, from :func:`run_scatter`; its
-    quantile is Student's t with the scatter's degrees of freedom, counted in runs)."""
+    quantile is Student's t with the scatter's degrees of freedom, counted in runs). ``widen``
+    scales both half-widths (the held-out check's calibration, :func:`conformal_factor`)."""
     from scipy.stats import t as student_t
 
     if not 0 < level < 1:
@@ -368,9 +370,25 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, d
                                                               50 * (1 + level)], axis=0)
         dlo = np.where(ok, np.clip(c - q_lo, 0, None), 0.0)
         dhi = np.where(ok, np.clip(q_hi - c, 0, None), 0.0)
-    lo = c - np.sqrt(dlo ** 2 + (z * s) ** 2)
-    hi = c + np.sqrt(dhi ** 2 + (z * s) ** 2)
+    lo = c - widen * np.sqrt(dlo ** 2 + (z * s) ** 2)
+    hi = c + widen * np.sqrt(dhi ** 2 + (z * s) ** 2)
     return np.exp(c), np.exp(lo), np.exp(hi)
+
+
+def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
+                     level: float) -> float:
+    """How much the intervals must widen to cover ``level`` of the held-out rows (split
+    conformal calibration in log space, on the side each row fell): the ``level`` quantile of
+    |log actual - log predicted| / half-width, at least 1 (intervals are never narrowed)."""
+    c, a = np.log(pred), np.log(np.asarray(actual, float))
+    half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
+    ok = half > 0
+    if not ok.any():
+        return 1.0
+    r = np.abs(a - c)[ok] / half[ok]
+    n = len(r)  # the finite-sample conformal quantile: rank ceil((n + 1) level)
+    k = min(n, int(math.ceil((n + 1) * level)))
+    return max(1.0, float(np.sort(r)[k - 1]))
 
 
 def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray

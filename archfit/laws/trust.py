@@ -6,7 +6,7 @@ record and the thresholds, stated once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -57,3 +57,99 @@ class Trust:
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": list(self.reasons),
                 "extrapolation_factor": self.extrapolation_factor, **self.checks}
+
+
+# ------------------------------------------------------------------ the reasons
+def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
+    """``law``'s verdict on ``fit`` (and on answering at ``target``): each check below adds its
+    reason with the thresholds above."""
+    t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
+    span_reasons(law, t, target, (fit.prior or {}).get("source") if (
+        fit.prior or {}).get("prior") else None, fit.params)
+    for r in law.bound_reasons(fit):
+        t.weak(r)
+    sp = law.spread(fit, target)
+    if sp is not None:
+        t.checks["optimum_ci_ratio"] = sp[1]
+        t.grade(sp[1], COMPUTE_CI_RATIO if law.role == "compute" else
+                OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
+    elif law.role in ("shape", "compute"):
+        t.weak("no CI on the optimum (no bootstrap samples)")
+    heldout_reason(law, t, fit)
+    bootstrap_reason(t, fit)
+    split = (fit.diagnostics.get("unit") or {}).get("splits")
+    if split:
+        t.weak(f"the bootstrap unit ({fit.diagnostics['unit']['unit']}) splits the rows of "
+               f"one {split} apart: correlated rows resampled as independent give intervals "
+               "too narrow")
+    r2 = fit.diagnostics.get("r2_log")
+    if r2 is not None and r2 < 0:
+        t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
+    return t
+
+
+def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
+                 params: Mapping[str, float]) -> None:
+    span = t.checks["span"]
+    top, bottom = span.get("params_max"), span.get("params_min")
+    if not top:
+        t.weak("no record of the data's span (a published fit without one): how far it "
+               "extrapolates cannot be checked")
+        return
+    if bottom and top / bottom < MIN_SIZE_SPAN:
+        t.weak(f"the sizes span only {top / bottom:.2g}x ({bottom:.3g} to {top:.3g})")
+    n_cls = span.get("n_size_classes")
+    if law.role in ("shape", "ff") and n_cls is not None and n_cls < MIN_SIZE_CLASSES:
+        t.weak(f"only {n_cls} size classes")
+    if target is not None:
+        if law.role == "compute" and span.get("flops_max"):  # the target is a FLOP budget
+            top = span["flops_max"]
+            t.extrapolation_factor = f = target / top
+            line = (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
+                    f"({top:.3g}, C = 6 N D)")
+        elif law.role == "compute":  # no record of the runs' compute: compare N_opt with N
+            n_opt = law.compute_optimal(params, target)[0]
+            t.extrapolation_factor = f = n_opt / top
+            line = (f"N_opt {n_opt:.3g} at {target:.3g} FLOPs is {f:.3g}x beyond the largest "
+                    f"run ({top:.3g})")
+        else:
+            t.extrapolation_factor = f = target / top
+            line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
+        if prior and f > EXTRAPOLATION[0]:  # the prior's evidence reaches further
+            t.weak(f"{line}; the prior {prior} carries the answer there")
+        else:
+            t.grade(f, EXTRAPOLATION, line)
+
+
+def heldout_reason(law: Any, t: Trust, fit: Any) -> None:
+    h = fit.diagnostics.get("heldout")
+    if not h:
+        return
+    if not h.get("ok"):
+        t.weak(f"no held-out check ({h.get('reason')})")
+        return
+    if "coverage" in h:  # predictions with intervals (laws with a loss model)
+        err, half, cov = h["mean_rel_error"], h["mean_halfwidth_rel"], h["coverage"]
+        t.checks.update(heldout_rel_error=err, heldout_coverage=cov, heldout_halfwidth=half)
+        line = (f"held-out sizes: error {err:+.1%}, intervals ±{half:.1%}, coverage {cov:.0%}")
+        if not h["within_interval"]:
+            t.bad(f"{line}: the error exceeds the interval")
+        elif cov < HELDOUT_COVERAGE:
+            t.weak(f"{line}: the intervals cover fewer held-out runs than "
+                   f"{HELDOUT_COVERAGE:.0%}")
+        else:
+            t.grade(abs(err), law.heldout_limits, line)
+        return
+    err = h.get("rel_error", h.get("mean_rel_error"))
+    if err is not None:
+        t.checks["heldout_rel_error"] = err
+        t.grade(abs(err), law.heldout_limits, f"held-out error on the largest size class "
+                f"{err:+.1%}")
+
+
+def bootstrap_reason(t: Trust, fit: Any) -> None:
+    b = fit.bootstrap or {}
+    if b.get("n"):
+        rate = (b.get("n_failed") or 0) / b["n"]
+        t.checks["bootstrap_failure_rate"] = rate
+        t.grade(rate, BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")

@@ -1,0 +1,50 @@
+"""Sweeps generated from a known law, with the noise real sweeps have: every training run has
+its own offset from the law (shared by all its checkpoints) and every row its own noise. What
+the calibration tests and ``benchmarks/bench_calibration.py`` check intervals and verdicts
+against; also useful to see what a sweep design can resolve before paying for it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# the planted truths (loss in nats/token; N = 12 L d² non-embedding parameters)
+DEPTH_JOINT = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 2000.0, "beta": 0.36, "kappa": 0.03,
+               "p": -3.0, "q": 0.3}
+DEPTH_WIDTH = {"E": 1.7, "A": 30.0, "alpha": 0.6, "B": 1.2, "beta": 0.7, "B_D": 2000.0,
+               "beta_D": 0.36}
+
+
+def correlated_sweep(law: str = "depth-joint", seed: int = 0, n_shapes: int = 24,
+                     n_tokens: int = 20, run_sd: float = 0.01, row_sd: float = 0.003,
+                     n_min: float = 2e6, n_max: float = 2e9) -> Any:
+    """A polars frame of ``n_shapes`` runs (sizes log-uniform in [n_min, n_max], depths
+    scattered up to 4x around the planted optimum, as in a sweep that brackets it), each logged
+    at ``n_tokens`` token counts from 3e8 to 3e10. ``law`` plants depth-joint's form
+    (:data:`DEPTH_JOINT`) or depth-width's (:data:`DEPTH_WIDTH`). Columns: run_id, n_layer,
+    d_model, params, tokens, row, loss."""
+    import numpy as np
+    import polars as pl
+
+    if law not in ("depth-joint", "depth-width"):
+        raise ValueError(f"law must be depth-joint or depth-width, got {law!r}")
+    j, w = DEPTH_JOINT, DEPTH_WIDTH
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, n in enumerate(np.exp(rng.uniform(math.log(n_min), math.log(n_max), n_shapes))):
+        L_opt = j["p"] + j["q"] * math.log(n)
+        L = int(np.clip(round(math.exp(L_opt + rng.uniform(-1.4, 1.4))), 2, 128))
+        d = int(max(32, round(math.sqrt(n / (12 * L)) / 8) * 8))
+        n = 12 * L * d * d
+        offset = rng.normal(0, run_sd)
+        for D in np.logspace(8.5, 10.5, n_tokens):
+            if law == "depth-joint":
+                loss = (j["E"] + j["A"] / n ** j["alpha"] + j["B"] / D ** j["beta"]
+                        + j["kappa"] * (math.log(L) - (j["p"] + j["q"] * math.log(n))) ** 2)
+            else:
+                loss = (w["E"] + w["A"] / d ** w["alpha"] + w["B"] / L ** w["beta"]
+                        + w["B_D"] / D ** w["beta_D"])
+            rows.append({"run_id": f"r{i}", "n_layer": L, "d_model": d, "params": float(n),
+                         "tokens": float(D), "row": len(rows),
+                         "loss": loss * math.exp(offset + rng.normal(0, row_sd))})
+    return pl.DataFrame(rows)
