@@ -11,6 +11,9 @@ from archfit.errors import NumberError
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
 _PATTERN = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBgGtTpP]?)\s*$")
+# a comma is a thousands separator only in groups of three after 1-3 leading digits
+_THOUSANDS = re.compile(r"^\s*[+-]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?"
+                        r"\s*[kKmMbBgGtTpP]?\s*$")
 
 
 def parse_number(text: str | float | int, *, what: str = "number") -> float:
@@ -18,13 +21,19 @@ def parse_number(text: str | float | int, *, what: str = "number") -> float:
 
     Accepts plain and scientific notation (``1e12``, ``50e6``) and the suffixes
     k/K (1e3), M (1e6), B/G (1e9), T (1e12), P (1e15), e.g. ``1.3B``.
-    Underscores and commas as digit separators are allowed (``1_000_000``).
+    Underscores as digit separators are allowed (``1_000_000``), and commas as thousands
+    separators in groups of three (``1,000,000``); any other comma (``7,5e9``, ``1,2``) is
+    refused rather than guessed.
     """
     if isinstance(text, bool):
         raise NumberError(f"{what}: expected a number, got {text!r}")
     if isinstance(text, (int, float)):
         value = float(text)
     else:
+        if "," in str(text) and not _THOUSANDS.match(str(text).replace("_", "")):
+            raise NumberError(
+                f"{what}: cannot read {text!r}: a comma separates thousands only in groups of "
+                "three (1,000,000); write a decimal point (7.5e9), or one value")
         cleaned = str(text).replace("_", "").replace(",", "")
         m = _PATTERN.match(cleaned)
         if not m:

@@ -329,7 +329,34 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
     rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_loss else
                              abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
     pen = [(s, loss[s] - loss[best] if has_loss else None) for s in within]  # type: ignore[operator]
+    _price_constraints(best, L_opt, N_ne, shape_fit, opts, notes)
     return best, rows[: opts.top + 1], pen
+
+
+def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, opts: _Options,
+                       notes: list[str]) -> None:
+    """A note when the width step (head_dim, --tp, --kv-heads, --multiple-of) moves the depth
+    more than 10% from the law's optimum, with the predicted loss cost where the law has one."""
+    move = best.n_layer / L_opt - 1
+    if abs(move) <= 0.10:
+        return
+    why = [f"widths in steps of {opts.step}"] + ([f"--tp {opts.tp}"] if opts.tp else []) + (
+        [f"{opts.n_kv_head} kv heads"] if opts.n_kv_head else [])
+    law = shape_fit.law_obj
+    cost = ""
+    from dataclasses import replace
+
+    try:  # shape_loss sizes each depth to exactly N: the cost is the depth's alone
+        at_opt = law.shape_loss(shape_fit, replace(best, n_layer=max(1, round(L_opt))), N_ne)
+        here = law.shape_loss(shape_fit, best, N_ne)
+    except (ArithmeticError, ValueError, ShapeError):
+        at_opt = here = None
+    if at_opt is not None and here is not None and math.isfinite(here - at_opt):
+        cost = f"; predicted loss cost {here - at_opt:+.4f} nats/token against the optimum"
+    elif here is None:
+        cost = "; this law has no loss model to price it"
+    notes.append(f"the constraints ({', '.join(why)}) put the depth at {best.n_layer}, "
+                 f"{move:+.0%} from the law's optimum {L_opt:.1f}{cost}")
 
 
 def recommend(

@@ -308,21 +308,32 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
                                 f"known: {', '.join(CANONICAL)}")
     frames: list[Any] = []
     inputs: list[dict[str, str]] = []
+    notes: list[str] = []
     if frame is not None:
         frames.append(to_polars(frame))
     else:
+        skipped = []
         for p in expand_paths([os.fspath(paths)] if isinstance(paths, (str, os.PathLike))
                               else paths):
             df = _read_one(p)
+            if _is_curves(p, df):  # sweep collect's loss curves, beside its run table
+                skipped.append(p)
+                continue
             check_schema_version(df, p)
             frames.append(df)
             inputs.append({"path": p, "sha256": file_sha256(p)})
+        if skipped and not frames:
+            raise FitInputError(f"{', '.join(skipped)}: loss curves (one row per logged step), "
+                                "not a table of runs; give the run table 'sweep collect' wrote "
+                                "beside them (NAME.parquet)")
+        if skipped:
+            notes.append(f"skipped {len(skipped)} loss-curve table(s) ({', '.join(skipped)}): "
+                         "a fit reads run tables")
     try:
         df = pl.concat(frames, how="diagonal_relaxed")
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
     out, sources = _canonical_columns(df, mapping, keep or ())
-    notes: list[str] = []
     if "tokens" not in out.columns and {"flops", "params"} <= set(out.columns):
         out = out.with_columns((pl.col("flops") / (6.0 * pl.col("params"))).alias("tokens"))
         sources["tokens"] = "flops / (6 * params)"
@@ -337,6 +348,13 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     out = _drop_unusable(out, notes)
     return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
                     n_dropped=n0 - out.height, mapping=mapping)
+
+
+def _is_curves(path: str, df: Any) -> bool:
+    """A loss-curves table as :func:`write_runs` writes it (named ``*.curves.parquet``, one
+    row per logged step, no parameter count)."""
+    return (os.path.basename(path).endswith(".curves.parquet")
+            and {"run_id", "step", "train_loss"} <= set(df.columns) and "params" not in df.columns)
 
 
 def to_polars(frame: Any) -> Any:

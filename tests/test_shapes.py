@@ -128,15 +128,27 @@ def test_petty_and_aspect_families():
 
 
 @pytest.mark.parametrize("text,value", [("1e12", 1e12), ("50e6", 5e7), ("50M", 5e7),
-                                        ("1.3B", 1.3e9), ("1T", 1e12), ("2k", 2e3), ("7", 7.0)])
+                                        ("1.3B", 1.3e9), ("1T", 1e12), ("2k", 2e3), ("7", 7.0),
+                                        ("1,000,000", 1e6), ("12,345.5", 12345.5),
+                                        ("1,000M", 1e9), ("1_000", 1e3)])
 def test_parse_number(text, value):
     assert parse_number(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text", ["", "M", "1.2.3", "5x", "nan", "1e999"])
+@pytest.mark.parametrize("text", ["", "M", "1.2.3", "5x", "nan", "1e999", "7,5e9", "1,2",
+                                  "12,34", "1,0000", ",100"])
 def test_parse_number_rejects(text):
     with pytest.raises(NumberError):
         parse_number(text)
+
+
+def test_a_comma_that_is_not_a_thousands_separator_exits_2(cli):
+    r = cli("shape", "--layers", "1,2", "--width", "768", "--heads", "12")
+    assert r.exit_code == 2 and "groups of three" in r.output
+    r = cli("recommend", "--params", "7,5e9")
+    assert r.exit_code == 2 and "groups of three" in r.output
+    r = cli("shape", "--layers", "12", "--width", "1,536", "--heads", "12", "--json")
+    assert r.exit_code == 0 and '"d_model": 1536' in r.output
 
 
 @given(target=st.floats(1e7, 1e12), L=st.integers(1, 64), kv=st.sampled_from([1, 2, 4, 8]),

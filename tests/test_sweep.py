@@ -104,6 +104,14 @@ def test_local_run_idempotent_collect_fit(tmp_path):
                                   "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["n_points"] == 6
+    # a glob over the folder takes the run table and skips the curves beside it, saying so
+    r = CliRunner().invoke(main, ["fit", str(tmp_path / "*.parquet"), "--law", "kaplan-n",
+                                  "--bootstrap", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "skipped 1 loss-curve table" in r.output
+    assert json.loads(r.output[r.output.index("{"):])["n_points"] == 6
+    r = CliRunner().invoke(main, ["fit", str(tmp_path / "smoke.curves.parquet")])
+    assert r.exit_code == 2 and "loss curves" in r.output
 
 
 def test_failed_runs_are_recorded_and_sweep_goes_on(tmp_path):

@@ -127,7 +127,7 @@ def test_compare_marks_uninformative_rows(tmp_path, cli, levine_synthetic):
             bootstrap=100)
     p = tmp_path / "thin.json"
     f.to_json(p)
-    r = cli("compare", "--fit", p, "--family", "GPT-3")
+    r = cli("compare", "--fit", p, "--family", "gpt-3")  # families match case-insensitively
     assert r.exit_code == 0, r.output
     rows = [ln for ln in r.output.splitlines() if ln.startswith("GPT-3 175B")]
     assert rows and "UNINFORMATIVE *" in rows[0] and "not supported by the evidence" in rows[0]
@@ -161,3 +161,22 @@ def test_compute_recommendation_and_compare_give_cis_and_verdicts(tmp_path, cli)
     assert compute_rows[0]["N_opt_ci"] and compute_rows[1]["N_opt_ci"] is None
     assert all(x["verdict"] in ("informative", "weak", "uninformative") for x in compute_rows)
     assert any(x["role"] == "shape" for x in rows)
+
+
+def test_constraints_that_move_the_depth_are_priced(correlated_sweep):
+    import warnings
+
+    from archfit.errors import UninformativeWarning
+
+    f = fit(correlated_sweep(seed=1, n_tokens=4), law="depth-joint", bootstrap=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeWarning)
+        free = recommend(params=3e9, fit=f)
+        tp = recommend(params=3e9, fit=f, tp=8, n_kv_head=8)
+    assert not [n for n in free.notes if "constraints" in n]  # within 10%: no note
+    note = [n for n in tp.notes if "constraints" in n]
+    assert len(note) == 1 and "--tp 8" in note[0] and "predicted loss cost +" in note[0], note
+    assert abs(tp.shape.n_layer / tp.n_layer_opt - 1) > 0.10
+    r = recommend(params=7e9, vocab_size=32000, n_kv_head=8, tp=8, n_ctx=4096)  # levine2020:
+    # 67 layers against its optimum 55.0, and no loss model to price it
+    assert any("constraints" in n and "no loss model" in n for n in r.notes), r.notes

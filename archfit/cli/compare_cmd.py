@@ -29,10 +29,12 @@ def compare(fit, families, as_json):
     models = load_known_models()
     if families:
         known = sorted({m.family for m in models})
-        bad = [f for f in families if f not in known]
+        by_lower = {k.lower(): k for k in known}  # --family gpt-3 is GPT-3
+        bad = [f for f in families if f.lower() not in by_lower]
         if bad:
             raise ArchfitError(f"unknown family {', '.join(bad)}; choose from {', '.join(known)}")
-        models = [m for m in models if m.family in families]
+        chosen = {by_lower[f.lower()] for f in families}
+        models = [m for m in models if m.family in chosen]
     f, rows = place_known_models(fit, models)
     verdicts = sorted({r.verdict for r in rows})
     reasons = f.law_obj.trust(f, rows[-1].N).reasons if rows else []
