@@ -329,9 +329,10 @@ def test_steps_for_is_shared_by_trainer_and_planner():
     assert Budget(tokens_per_param=1).steps_for(s, 256) == round(s.params_non_embedding / 256)
 
 
-# one layer, one head, a 48k-token context: each step is dominated by one attention kernel of
-# tens of seconds on 2 CPU cores, during which the main thread never returns to Python
-ONE_LONG_OP = ["train", "--layers", "1", "--width", "64", "--heads", "1", "--ctx", "49152",
+# one layer, one head, a 64k-token context: each step is dominated by one attention kernel of
+# tens of seconds on 2 CPU cores (10 s to 60 s measured, as the kernel and the machine's load
+# vary), during which the main thread never returns to Python
+ONE_LONG_OP = ["train", "--layers", "1", "--width", "64", "--heads", "1", "--ctx", "65536",
                "--batch-size", "1", "--steps", "3", "--eval-every", "1000",
                "--checkpoint-every", "1"]
 
@@ -339,7 +340,8 @@ ONE_LONG_OP = ["train", "--layers", "1", "--width", "64", "--heads", "1", "--ctx
 @pytest.mark.slow
 @pytest.mark.parametrize("grace,signals", [("3", 1), ("600", 2)])
 def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signals):
-    """SIGTERM lands inside a step of >= 20 s spent in one torch kernel. With a 3 s grace the
+    """SIGTERM lands inside a step of >= 10 s spent in one torch kernel (longer than the signal's
+    1 s delay plus the grace or the 5 s bound, so a stop at the step's end would fail). With a 3 s grace the
     process exits 143 within grace + 5 s, its step-1 checkpoint intact and loadable with
     weights_only=True; with a 600 s grace a second SIGTERM exits at once."""
     import subprocess
@@ -368,9 +370,9 @@ def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signa
     bound = float(grace) + 5 if signals == 1 else 5.0
     print(f"\nstep 1 with setup {first_s:.1f} s; exit {rc} {stop_s:.1f} s after the first "
           f"SIGTERM ({signals} sent, grace {grace} s, bound {bound:.0f} s)")
-    assert first_s >= 20, "the step must take >= 20 s for this test to mean anything"
+    assert first_s >= 10, "the step must take >= 10 s for this test to mean anything"
     assert rc == 143
     assert stop_s <= bound
     ck = torch.load(rd / "checkpoint.pt", weights_only=True)  # intact: written atomically
-    assert ck["step"] == 1 and ck["config"]["ctx"] == 49152
+    assert ck["step"] == 1 and ck["config"]["ctx"] == 65536
     assert not [f for f in os.listdir(rd) if ".tmp-" in f]
