@@ -85,6 +85,27 @@ class Recommendation:
         out["trust"] = self.trust
         return out
 
+    def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
+        """The record as JSON (what ``recommend --json`` prints); written atomically to
+        ``path`` when given."""
+        import json
+
+        from archfit.io import atomic_write, jsonable
+
+        text = json.dumps(jsonable(self.to_dict()), indent=indent, allow_nan=False)
+        if path is not None:
+            atomic_write(path, text + "\n")
+        return text
+
+    def to_frame(self) -> Any:
+        """The recommended shape and its alternatives, one row each, as a polars frame (the
+        first row is the recommendation), with the verdict on every row."""
+        import polars as pl
+
+        return pl.DataFrame(self.alternatives_records).with_columns(
+            pl.lit(self.trust.get("verdict")).alias("verdict"), pl.lit(self.law).alias("law"),
+            pl.lit(self.target_params).alias("target_params"))
+
     def text(self) -> str:
         s, ci = self.shape, self.ci or {}
         lines = []

@@ -159,10 +159,18 @@ def check_schema_version(df: Any, path: str) -> None:
 # ---------------------------------------------------------------------------- reading
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
              "seed", "status", "run_id", "target_params")
+# each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
+# tried in this order when no --map names the source
 DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
-    "loss": ("loss", "final_val_loss"),
-    "params": ("params", "params_non_embedding"),
+    "loss": ("loss", "final_val_loss", "val_loss"),
+    "params": ("params", "params_non_embedding", "num_params", "n_params"),
+    "n_layer": ("n_layer", "num_hidden_layers", "num_layers"),
+    "d_model": ("d_model", "n_embd", "hidden_size"),
+    "n_head": ("n_head", "num_attention_heads"),
+    "d_ff": ("d_ff", "intermediate_size"),
 }
+# run states that mean a finished run (archfit's own, W&B's, MLflow's)
+OK_STATES = ("ok", "finished", "completed", "success", "succeeded")
 
 
 @dataclass
@@ -257,19 +265,24 @@ def _drop_unusable(out: Any, notes: list[str]) -> Any:
     import polars as pl
 
     n0 = out.height
+    why = []
     if "status" in out.columns:
-        ok = out["status"].cast(pl.Utf8).fill_null("ok") == "ok"
+        state = out["status"].cast(pl.Utf8).fill_null("ok").str.to_lowercase()
+        ok = state.is_in(list(OK_STATES))
         if int((~ok).sum()):
-            notes.append(f"dropped {int((~ok).sum())} run(s) whose status is not ok")
+            counts = state.filter(~ok).value_counts(sort=True)
+            states = ", ".join(f"{r[0]} {r[1]}" for r in counts.iter_rows())
+            why.append(f"{int((~ok).sum())} whose status is not a finished state ({states}; "
+                       f"finished: {', '.join(OK_STATES)})")
         out = out.filter(ok)
     n1 = out.height
     out = out.filter(pl.col("loss").is_finite() & pl.col("loss").is_not_null()
                      & (pl.col("loss") > 0))
     if n1 - out.height:
-        notes.append(f"dropped {n1 - out.height} run(s) whose loss is missing, not finite or "
-                     "<= 0")
+        why.append(f"{n1 - out.height} whose loss is missing, not finite or <= 0")
+    notes += [f"dropped {w.split(' ', 1)[0]} run(s) {w.split(' ', 1)[1]}" for w in why]
     if out.height == 0:
-        raise FitInputError(f"no usable runs: all {n0} rows were dropped")
+        raise FitInputError(f"no usable runs: all {n0} rows were dropped ({'; '.join(why)})")
     return out
 
 
@@ -334,6 +347,12 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
     out, sources = _canonical_columns(df, mapping, keep or ())
+    aliased = [f"{src} -> {name}" for name, src in sources.items()
+               if name not in mapping and src != name and src not in (
+                   "final_val_loss", "params_non_embedding")]
+    if aliased:
+        notes.append(f"read columns by their common names: {', '.join(aliased)} (--map to "
+                     "choose others)")
     if "tokens" not in out.columns and {"flops", "params"} <= set(out.columns):
         out = out.with_columns((pl.col("flops") / (6.0 * pl.col("params"))).alias("tokens"))
         sources["tokens"] = "flops / (6 * params)"

@@ -172,8 +172,24 @@ def test_nonfinite_and_failed_runs_dropped_with_count(chinchilla_synthetic):
     df.loc[1, "status"] = "diverged"
     f = fit(df, law="chinchilla-varpro", bootstrap=0)
     assert f.n_points == 58
-    assert any("status is not ok" in n for n in f.notes)
+    assert any("status is not a finished state (diverged 1" in n for n in f.notes), f.notes
     assert any("not finite" in n for n in f.notes)
+
+
+def test_common_column_names_and_wandb_states(chinchilla_synthetic):
+    """A W&B-style export: num_params, val_loss, State finished/crashed."""
+    from archfit.store import read_runs
+
+    df, _ = chinchilla_synthetic(n=30)
+    w = pl.from_pandas(df).rename({"params": "num_params", "loss": "val_loss"}).with_columns(
+        pl.Series("status", ["finished"] * 28 + ["crashed", "running"]))
+    t = read_runs([], frame=w)
+    assert t.frame.height == 28 and t.sources["params"] == "num_params"
+    assert any("num_params -> params" in n and "val_loss -> loss" in n for n in t.notes), t.notes
+    assert any("crashed 1" in n and "running 1" in n for n in t.notes), t.notes
+    dead = w.with_columns(pl.lit("crashed").alias("status"))
+    with pytest.raises(FitInputError, match="all 30 rows were dropped .*crashed 30"):
+        read_runs([], frame=dead)
 
 
 def test_fit_json_roundtrip_and_bad_files(tmp_path, levine_synthetic):

@@ -340,10 +340,10 @@ ONE_LONG_OP = ["train", "--layers", "1", "--width", "64", "--heads", "1", "--ctx
 @pytest.mark.slow
 @pytest.mark.parametrize("grace,signals", [("3", 1), ("600", 2)])
 def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signals):
-    """SIGTERM lands inside a step of >= 10 s spent in one torch kernel (longer than the signal's
-    1 s delay plus the grace or the 5 s bound, so a stop at the step's end would fail). With a 3 s grace the
-    process exits 143 within grace + 5 s, its step-1 checkpoint intact and loadable with
-    weights_only=True; with a 600 s grace a second SIGTERM exits at once."""
+    """SIGTERM lands inside a step of >= 10 s spent in one torch kernel (longer than the
+    signal's 1 s delay plus the grace or the 5 s bound, so a stop at the step's end would fail).
+    With a 3 s grace the process exits 143 within grace + 5 s, its step-1 checkpoint intact and
+    loadable with weights_only=True; with a 600 s grace a second SIGTERM exits at once."""
     import subprocess
     import sys
     import time

@@ -180,3 +180,20 @@ def test_constraints_that_move_the_depth_are_priced(correlated_sweep):
     r = recommend(params=7e9, vocab_size=32000, n_kv_head=8, tp=8, n_ctx=4096)  # levine2020:
     # 67 layers against its optimum 55.0, and no loss model to price it
     assert any("constraints" in n and "no loss model" in n for n in r.notes), r.notes
+
+
+def test_notebook_frames_and_json(tmp_path, levine_synthetic):
+    f = fit(levine_synthetic(noise=0.0005), law="levine", bootstrap=60)
+    fr = f.to_frame()
+    assert fr.columns == ["name", "kind", "value", "low", "high", "se"]
+    par = fr.filter(pl.col("kind") == "parameter")
+    assert par["name"].to_list() == list(f.params)
+    assert (par["low"] <= par["value"]).all() and (par["value"] <= par["high"]).all()
+    assert (par["se"] > 0).all()
+    r = recommend(params=2 * f.diagnostics["span"]["params_max"], fit=f)
+    p = tmp_path / "rec.json"
+    text = r.to_json(p)
+    assert json.loads(p.read_text()) == json.loads(text) == json.loads(json.dumps(r.to_dict()))
+    rf = r.to_frame()
+    assert rf.height == len(r.alternatives_records) and rf["recommended"][0]
+    assert rf["n_layer"][0] == r.shape.n_layer and set(rf["verdict"]) == {r.trust["verdict"]}

@@ -261,6 +261,23 @@ class Fit:
             "trust": self.trust,
         })
 
+    def to_frame(self, alpha: float = 0.05) -> Any:
+        """The parameters and derived quantities as a polars frame: name, kind (parameter or
+        derived), value, the (1 - ``alpha``) interval and, for parameters, the standard error."""
+        import polars as pl
+
+        ci, se = self.conf_int(alpha), self.se()
+        rows = [{"name": n, "kind": "parameter", "value": float(v),
+                 "low": (ci.get(n) or (None, None))[0], "high": (ci.get(n) or (None, None))[1],
+                 "se": se.get(n)} for n, v in self.params.items()]
+        for k, v in self.derived.items():
+            dci = (self.derived_ci or {}).get(k) or (None, None)
+            rows.append({"name": k, "kind": "derived", "value": float(v), "low": dci[0],
+                         "high": dci[1], "se": None})
+        return pl.DataFrame(rows, schema={"name": pl.Utf8, "kind": pl.Utf8, "value": pl.Float64,
+                                          "low": pl.Float64, "high": pl.Float64,
+                                          "se": pl.Float64})
+
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
         text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
         if path is not None:
