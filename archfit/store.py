@@ -169,6 +169,8 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "n_head": ("n_head", "num_attention_heads"),
     "d_ff": ("d_ff", "intermediate_size"),
 }
+# the columns archfit itself writes under other names (no note when they are read)
+OWN_SOURCES = ("final_val_loss", "params_non_embedding")
 # run states that mean a finished run (archfit's own, W&B's, MLflow's)
 OK_STATES = ("ok", "finished", "completed", "success", "succeeded")
 
@@ -348,8 +350,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
     out, sources = _canonical_columns(df, mapping, keep or ())
     aliased = [f"{src} -> {name}" for name, src in sources.items()
-               if name not in mapping and src != name and src not in (
-                   "final_val_loss", "params_non_embedding")]
+               if name not in mapping and src != name and src not in OWN_SOURCES]
     if aliased:
         notes.append(f"read columns by their common names: {', '.join(aliased)} (--map to "
                      "choose others)")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import COUNT, NUMBER, NUMBER_LIST, emit_json, print_table
+from archfit.cli.common import (COUNT, NUMBER, NUMBER_LIST, emit_json, group_option,
+                                map_option, print_table)
 from archfit.cli.fit_cmd import parse_map
 
 
@@ -19,8 +20,7 @@ def _interval(value: float) -> float:
 @click.command()
 @click.argument("fit_file", metavar="FIT")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
-              help="Map a foreign column: --map params='Model Size' (repeatable).")
+@map_option
 @click.option("--interval", type=float, default=0.95, show_default=True,
               help="Level of the prediction intervals.")
 @click.option("--limit", type=COUNT, default=40, show_default=True,
@@ -84,11 +84,8 @@ def predict(fit_file, files, maps, interval, limit, as_json):
               help="Fit on runs with params <= this, predict the rest.")
 @click.option("--cuts", type=NUMBER_LIST, default=None,
               help="Several cuts, e.g. --cuts 1e8,3e8 (one backtest each).")
-@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
-              help="Map a foreign column: --map params='Model Size' (repeatable).")
-@click.option("--group", "group", multiple=True, metavar="COL",
-              help="Columns whose rows are one training run (default: run_id, else one shape "
-                   "and seed at several token counts).")
+@map_option
+@group_option
 @click.option("--bootstrap", type=COUNT, default=200, show_default=True,
               help="Bootstrap resamples of each fit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")

@@ -112,6 +112,16 @@ def shape_options(*fields: str, **overrides: dict[str, Any]) -> Callable[[Any], 
     return deco
 
 
+# the options every command that reads a table of runs shares
+map_option = click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
+                          help="Map a foreign column: --map params='Model Size' (repeatable).")
+group_option = click.option(
+    "--group", "group", multiple=True, metavar="COL",
+    help="Columns whose rows are one training run, resampled together by the bootstrap "
+         "(repeatable; default: run_id, else one shape and seed at several token counts, else "
+         "every row alone).")
+
+
 def perf_options(f: Any) -> Any:
     """--gpu, --perf and --gpu-batch-tokens: where archfit.perf predicts a shape's speed."""
     f = click.option("--gpu-batch-tokens", type=NUMBER, default=None,

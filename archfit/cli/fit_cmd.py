@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from archfit.cli.common import COUNT, NUMBER_LIST, emit_json, print_table, shape_options
+from archfit.cli.common import (COUNT, NUMBER_LIST, emit_json, group_option, map_option,
+                                print_table, shape_options)
 from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
 
@@ -55,8 +56,7 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.argument("files", nargs=-1, required=True)
 @click.option("--law", default="levine", show_default=True,
               help="Law to fit (see 'archfit laws').")
-@click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
-              help="Map a foreign column: --map params='Model Size' (repeatable).")
+@map_option
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the fit artifact (JSON) here, atomically.")
 @click.option("--bootstrap", type=COUNT, default=1000, show_default=True,
@@ -72,10 +72,7 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
               help="Gaussian prior on the parameters shared with a published fit or fit file; "
                    "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
-@click.option("--group", "group", multiple=True, metavar="COL",
-              help="Columns whose rows are one training run, resampled together by the "
-                   "bootstrap (repeatable; default: run_id, else one shape and seed at several "
-                   "token counts, else every row alone).")
+@group_option
 @shape_options("mlp", "vocab_size", "tied_embeddings", "ff_ratio",
                mlp={"help": "The runs' MLP kind, for counting N from depth and width."},
                vocab_size={"help": "The runs' vocabulary, for the embedding share of a "

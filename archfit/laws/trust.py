@@ -77,11 +77,7 @@ def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
         t.weak("no CI on the optimum (no bootstrap samples)")
     heldout_reason(law, t, fit)
     bootstrap_reason(t, fit)
-    split = (fit.diagnostics.get("unit") or {}).get("splits")
-    if split:
-        t.weak(f"the bootstrap unit ({fit.diagnostics['unit']['unit']}) splits the rows of "
-               f"one {split} apart: correlated rows resampled as independent give intervals "
-               "too narrow")
+    unit_reason(t, fit)
     r2 = fit.diagnostics.get("r2_log")
     if r2 is not None and r2 < 0:
         t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
@@ -153,3 +149,10 @@ def bootstrap_reason(t: Trust, fit: Any) -> None:
         rate = (b.get("n_failed") or 0) / b["n"]
         t.checks["bootstrap_failure_rate"] = rate
         t.grade(rate, BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
+
+
+def unit_reason(t: Trust, fit: Any) -> None:
+    u = fit.diagnostics.get("unit") or {}
+    if u.get("splits"):
+        t.weak(f"the bootstrap unit ({u['unit']}) splits the rows of one {u['splits']} apart: "
+               "correlated rows resampled as independent give intervals too narrow")
