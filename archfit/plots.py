@@ -324,3 +324,44 @@ def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
         fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
     plt.close(fig)
     return path
+
+
+def draw_validation(v: dict[str, Any], path: str) -> str:
+    """Predicted and measured loss against depth for a validation
+    (:meth:`archfit.validation.Validation.to_dict`): each seed's loss, the shape's mean, the
+    fit's 95% prediction interval, the recommended shape marked, the verdict in the title."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=FIGSIZE)
+    rows = sorted(v["shapes"], key=lambda r: r["n_layer"])
+    L = np.array([r["n_layer"] for r in rows], float)
+    if any(r.get("low") is not None for r in rows):
+        keep = [r.get("low") is not None for r in rows]
+        ax.fill_between(L[keep], [r["low"] for r in rows if r.get("low") is not None],
+                        [r["high"] for r in rows if r.get("low") is not None], color="C0",
+                        alpha=0.15, label="fit: 95% prediction interval")
+    if any(r.get("predicted") is not None for r in rows):
+        ax.plot([r["n_layer"] for r in rows if r.get("predicted") is not None],
+                [r["predicted"] for r in rows if r.get("predicted") is not None], "-o",
+                color="C0", ms=4, label=f"predicted by {v['fit']}")
+    for r in rows:
+        ax.plot([r["n_layer"]] * len(r["losses"]), r["losses"], "x", color="C1", ms=6)
+    meas = [r for r in rows if r.get("measured") is not None]
+    ax.errorbar([r["n_layer"] for r in meas], [r["measured"] for r in meas],
+                yerr=[r.get("sd") or 0 for r in meas], fmt="s", color="C1", ms=6, capsize=3,
+                label="measured: each seed (x), mean ± sd")
+    rec = v["shapes"][0]
+    ax.axvline(rec["n_layer"], color="C3", ls="--", lw=1,
+               label=f"recommended: {rec['n_layer']} x {rec['d_model']:,}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(L, [f"{int(x)}\n{r['d_model']:,}" for x, r in zip(L, rows)])
+    ax.set_xlabel("depth (n_layer) and width (d_model), same non-embedding size")
+    ax.set_ylabel("final validation loss (nats/token)")
+    ax.set_title(f"validation at N = {v['target']:.3g} non-embedding parameters: "
+                 f"{v['verdict'].upper()}\n{v['reason'][:110]}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
+    plt.close(fig)
+    return path

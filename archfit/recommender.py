@@ -375,9 +375,30 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     if at_opt is not None and here is not None and math.isfinite(here - at_opt):
         cost = f"; predicted loss cost {here - at_opt:+.4f} nats/token against the optimum"
     elif here is None:
-        cost = "; this law has no loss model to price it"
+        cost = ("; this law has no loss model to price it (a depth-joint or depth-width fit "
+                "has one: archfit fit --law depth-joint)")
     notes.append(f"the constraints ({', '.join(why)}) put the depth at {best.n_layer}, "
-                 f"{move:+.0%} from the law's optimum {L_opt:.1f}{cost}")
+                 f"{move:+.0%} from the law's optimum {L_opt:.1f}{cost}"
+                 + _nearer(best, L_opt, N_ne))
+
+
+NEARER_SIZE = 0.10  # how far from the target size a shape nearer the optimum may be offered
+
+
+def _nearer(best: Shape, L_opt: float, N: float) -> str:
+    """The shape of the same width, heads and d_ff whose depth is nearest the optimum while its
+    size stays within 10% of the target (a different size: offered, never chosen)."""
+    from dataclasses import replace
+
+    lo, hi = sorted((best.n_layer, max(1, round(L_opt))))
+    fits = [replace(best, n_layer=L) for L in range(lo, hi + 1) if L != best.n_layer]
+    fits = [s for s in fits if abs(s.params_non_embedding / N - 1) <= NEARER_SIZE]
+    if not fits:
+        return ""
+    s = min(fits, key=lambda x: abs(math.log(x.n_layer / L_opt)))
+    return (f"; nearer the optimum with the same constraints: {s.n_layer} x {s.d_model:,} "
+            f"({s.n_layer / L_opt - 1:+.0%} from it) at {s.params_non_embedding:,} "
+            f"non-embedding parameters ({s.params_non_embedding / N - 1:+.1%} from the target)")
 
 
 def recommend(

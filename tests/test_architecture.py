@@ -24,7 +24,8 @@ LAYERS = [
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),
-    ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives")),
+    ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives",
+                   "archfit.validation")),
     ("plots", ("archfit.plots",)),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

@@ -199,6 +199,13 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["laws", "--bogus"], "No such option"),
         (["demo", "--spec", str(d / "nope.toml")], "no such sweep spec"),
         (["demo", "--spec", toml, "--out", csv], "is a file"),
+        (["validate", "epoch2024", "--params", "1e6", "--spec", toml], "needs a law that "
+                                                                       "recommends a shape"),
+        (["validate", "levine2020", "--params", "1e6", "--spec", str(d / "nope.toml")],
+         "no such sweep spec"),
+        (["validate", "levine2020", "--params", "-3", "--spec", toml], "greater than zero"),
+        (["validate", "levine2020", "--params", "1e6", "--spec", toml, "--out", csv],
+         "is a file"),
         (["shape", "--from", str(d / "nope.json")], "no such file"),
         (["shape", "--from", csv], "not valid JSON"),
         (["shape", *shp, "--emit", "hf-llama", "--mlp", "gelu"], "cannot express"),
@@ -294,7 +301,7 @@ def test_the_catalogue_is_large(inputs):
     verbs = {c[0][0] if c[0][0] != "sweep" else "sweep " + c[0][1] for c in cases}
     assert verbs >= {"shape", "grid", "train", "sweep plan", "sweep run", "sweep status",
                      "sweep collect", "fit", "recommend", "plot", "laws", "demo", "compare",
-                     "data"}
+                     "data", "validate"}
 
 
 @pytest.mark.parametrize("i", range(130))

@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -226,23 +227,54 @@ def test_ray_executor_local(tmp_path):
     assert sw.counts(sw.load_spec(SMOKE), str(out))["ok"] == 6
 
 
-def test_demo_end_to_end_on_the_smoke_spec(tmp_path):
-    """The README's main job, on the 6-run smoke spec: sweep -> collect -> fit -> recommend ->
-    plots. The smoke runs are too short for an interior optimum: the demo says so, then still
-    ends on a recommendation with its verdict (from the published law, since calibration needs
-    an optimum in at least one size class)."""
+MINI_DEMO = """name = "mini"
+seeds = [0]
+lrs = [4e-3]
+[model]
+head_dim = 8
+multiple = 8
+[grid]
+params = [3e4, 6e4, 1.2e5]
+depths = [1, 2, 3, 4]
+tolerance = 0.15
+[budget]
+steps = 8
+[train]
+batch_size = 4
+ctx = 64
+eval_every = 4
+eval_windows = 8
+[executor]
+kind = "local"
+concurrency = 2
+threads_per_run = 1
+"""
+
+
+def test_demo_end_to_end_on_a_mini_spec(tmp_path):
+    """The README's main job on a 12-run spec of 8 steps each: sweep -> collect -> fit ->
+    recommend at 3x the largest size -> validate (the recommendation and 4 rivals, 2 seeds,
+    really trained) -> figures -> the published law at 1e9. One vocab and one context in every
+    shape printed; the last line is the validation's verdict."""
+    spec = tmp_path / "mini.toml"
+    spec.write_text(MINI_DEMO)
     out = tmp_path / "demo"
-    r = subprocess.run(archfit_cmd("demo", "--spec", SMOKE, "--out", out, "--bootstrap", "20"),
+    r = subprocess.run(archfit_cmd("demo", "--spec", spec, "--out", out, "--bootstrap", "20"),
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, (r.stdout, r.stderr)
-    assert (out / "smoke.parquet").exists()
-    assert "the data alone cannot be fitted" in r.stdout
-    assert "recommended: n_layer" in r.stdout and "verdict:" in r.stdout
+    assert (out / "mini.parquet").exists() and (out / "validate" / "validate.parquet").exists()
+    assert "target: 3.6e+05 parameters" in r.stdout
+    assert "validation of depth-joint at 3.6e+05" in r.stdout
     figs = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().endswith(".png")]
+    assert any(f.endswith("validation.png") for f in figs)
     assert figs and all(os.path.getsize(f) > 5000 for f in figs)
-    assert "[6/6] figures" in r.stderr
+    assert "[5/6] validation: training the recommended shape and 4 rivals" in r.stderr
+    assert "At 1e+09: the published law (levine2020)" in r.stdout
+    assert "cannot speak for that size: 1e+09 is" in r.stdout
+    shapes = re.findall(r"vocab (\d+), ctx (\d+)", r.stdout)
+    assert len(shapes) >= 3 and set(shapes) == {("256", "64")}, shapes
     last = r.stdout.strip().splitlines()[-1]
-    assert last.startswith("recommended for 1e+09") and "verdict: " in last
+    assert re.match(r"validation at 3.6e\+05: (HELD|MISSED|INCONCLUSIVE) - ", last), last
 
 
 def test_run_ids_are_stable_across_releases():
@@ -254,7 +286,7 @@ def test_run_ids_are_stable_across_releases():
 
 
 # every shipped spec: its run count and a digest of its run ids in order (archfit 0.1.0's)
-SHIPPED_RUN_IDS = {"demo.toml": (15, "13bbb5bf27d914e1"),
+SHIPPED_RUN_IDS = {"demo.toml": (17, "9791f6506b9c07fb"),  # redesigned for validate (issue 18)
                    "levine-small.toml": (44, "3076e056d99ef0c5"),
                    "seed-50m.toml": (24, "76559baae4b2af29"),
                    "smoke.toml": (6, "2b5ffcedeffe30a2")}

@@ -36,6 +36,9 @@ def explicit(ctx: click.Context, name: str) -> bool:
                                               ParameterSource.ENVIRONMENT)
 
 
+TP_FRIENDLY = 8  # --emit of a Llama-style format: heads divisible by 8 unless --tp says otherwise
+
+
 def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str | None:
     """Set the architecture options the user left at their defaults to the format's family
     (``--emit hf-llama`` designs a Llama-style shape); returns the line that says so."""
@@ -51,8 +54,14 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
             continue  # an explicit --d-ff stands
         kw[name] = value
     given = [_FLAG_OF.get(k, k) for k in f.defaults if k in kw and explicit(ctx, k)]
+    tp = ""
+    if (f.style == "llama" and "tp" in kw and kw.get("tp") is None
+            and not explicit(ctx, "tp")):  # a model this size is trained tensor-parallel
+        kw["tp"] = TP_FRIENDLY
+        tp = (f"; heads a multiple of {TP_FRIENDLY} (tensor-parallel friendly; --tp 1 to "
+              "lift)")
     return (f"--emit {fmt}: designing {STYLE_TEXT[f.style]}"
-            + (f" (as given: {', '.join(given)})" if given else ""))
+            + (f" (as given: {', '.join(given)})" if given else "") + tp)
 
 
 def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:

@@ -157,10 +157,6 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         return
     bar = _Bar(before)
     worker_errors: list[str] = []
-    by_dir = {os.path.join(out, r.run_id): r for r in spec.runs}
-
-    def gpus_of(d: str) -> int:
-        return gpus or (spec.gpus_for(by_dir[d]) if d in by_dir else 1)
 
     def done(d: str, st: str) -> None:
         if st.startswith("worker-error"):
@@ -168,22 +164,12 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
         bar.tick(sw.counts(spec, out))
 
     try:
-        if kind == "local":
-            sw.run_local(dirs, concurrency or ex.get("concurrency"),
-                         threads or ex.get("threads_per_run"), retry_failed, on_done=done,
-                         gpus_per_run=gpus_of)
-        elif kind == "ray":
-            opts = dict(ex.get("ray") or {})
-            if address:
-                opts["address"] = address
-            sw.run_ray(dirs, opts, retry_failed, on_done=done)
-        else:
-            opts = dict(ex.get("slurm") or {})
-            for k, v in (("partition", partition), ("time_min", time_min), ("gpus_per_run", gpus),
-                         ("array_parallelism", array_parallelism)):
-                if v is not None:
-                    opts[k] = v
-            ids = sw.submit_slurm(dirs, out, opts, retry_failed, gpus_per_run=gpus_of)
+        ids = sw.execute(spec, out, dirs, kind, concurrency=concurrency, threads=threads,
+                         slurm={"partition": partition, "time_min": time_min,
+                                "gpus_per_run": gpus, "array_parallelism": array_parallelism},
+                         ray={"address": address} if address else None,
+                         retry_failed=retry_failed, wait=False, gpus=gpus, on_done=done)
+        if kind == "slurm":
             click.echo(f"submitted Slurm job array(s) {', '.join(ids) or '(none)'}; logs in "
                        f"{os.path.join(out, '_slurm')}", err=True)
             if not no_wait:

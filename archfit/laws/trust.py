@@ -17,7 +17,7 @@ COMPUTE_CI_RATIO = (3.0, 10.0)  # 95% range high / low of N_opt (compute laws)
 HELDOUT_COVERAGE = 0.8  # share of held-out runs inside their 95% intervals: weak below
 BOOTSTRAP_FAILURES = (0.1, 0.5)  # failed resamples / resamples
 MIN_SIZE_SPAN = 3.0  # largest / smallest N: below this the sizes barely vary
-MIN_SIZE_CLASSES = 3  # shape laws: optima at fewer sizes than this are weak evidence
+MIN_SIZE_CLASSES = 3  # a law in N seen at fewer sizes than this is not tested by them
 
 
 @dataclass
@@ -95,8 +95,9 @@ def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
     if bottom and top / bottom < MIN_SIZE_SPAN:
         t.weak(f"the sizes span only {top / bottom:.2g}x ({bottom:.3g} to {top:.3g})")
     n_cls = span.get("n_size_classes")
-    if law.role in ("shape", "ff") and n_cls is not None and n_cls < MIN_SIZE_CLASSES:
-        t.weak(f"only {n_cls} size classes")
+    if n_cls is not None and n_cls < MIN_SIZE_CLASSES:
+        t.weak(f"only {n_cls} size classes: a law in N through fewer than {MIN_SIZE_CLASSES} "
+               "sizes is not tested by them")
     if target is not None:
         if law.role == "compute" and span.get("flops_max"):  # the target is a FLOP budget
             top = span["flops_max"]

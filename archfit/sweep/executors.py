@@ -333,3 +333,37 @@ def fmt_eta(seconds: float | None) -> str:
         return "?"
     m, s = divmod(int(seconds), 60)
     return f"{m}m{s:02d}s"
+
+
+def execute(spec: Spec, out: str, dirs: list[str], kind: str, *,
+            concurrency: int | None = None, threads: int | None = None,
+            slurm: dict[str, Any] | None = None, ray: dict[str, Any] | None = None,
+            retry_failed: bool = False, wait: bool = True, timeout: float | None = None,
+            gpus: int | None = None, on_done: Callable[[str, str], None] | None = None,
+            on_tick: Callable[[dict[str, Any]], None] | None = None) -> list[str]:
+    """Train the spec's unfinished runs (``dirs``, made by :func:`prepare_dirs` in ``out``) on
+    ``kind`` (local, slurm or ray), with the spec's executor settings unless overridden;
+    returns the Slurm job ids (none for local and ray). Slurm is waited for unless ``wait`` is
+    False. The one place ``sweep run`` and ``validate`` start training."""
+    ex = dict(spec.executor)
+    by_dir = {os.path.join(out, r.run_id): r for r in spec.runs}
+
+    def gpus_of(d: str) -> int:
+        return gpus or (spec.gpus_for(by_dir[d]) if d in by_dir else 1)
+
+    if kind == "local":
+        run_local(dirs, concurrency or ex.get("concurrency"),
+                  threads or ex.get("threads_per_run"), retry_failed, on_done=on_done,
+                  gpus_per_run=gpus_of)
+        return []
+    if kind == "ray":
+        run_ray(dirs, {**(ex.get("ray") or {}), **(ray or {})}, retry_failed, on_done=on_done)
+        return []
+    if kind != "slurm":
+        raise SpecError(f"unknown executor {kind!r}; use local, slurm or ray")
+    opts = {**(ex.get("slurm") or {}), **{k: v for k, v in (slurm or {}).items()
+                                          if v is not None}}
+    ids = submit_slurm(dirs, out, opts, retry_failed, gpus_per_run=gpus_of)
+    if wait:
+        wait_for(spec, out, timeout, on_tick=on_tick)
+    return ids
