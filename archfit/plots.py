@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -293,6 +294,17 @@ def draw_pareto(choice: Any, path: str) -> str:
     return path
 
 
+def _finish_png(fig: Any, ax: Any, path: str) -> str:
+    """Grid, legend and layout, then the PNG written atomically with archfit's marker."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
+    _plt().close(fig)
+    return path
+
+
 def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
     """Predicted against actual loss for every held-out run of one or more backtests
     (:func:`archfit.laws.backtest.backtest`), each with its prediction interval; points on the
@@ -317,13 +329,7 @@ def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
     ax.set_ylabel(f"predicted loss, {level:.0%} prediction interval (nats/token)")
     ax.set_title(f"backtest of {law}: fitted on runs up to the cut, predicting the larger ones",
                  fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
-    plt.close(fig)
-    return path
+    return _finish_png(fig, ax, path)
 
 
 def draw_validation(v: dict[str, Any], path: str) -> str:
@@ -357,11 +363,6 @@ def draw_validation(v: dict[str, Any], path: str) -> str:
     ax.set_xlabel("depth (n_layer) and width (d_model), same non-embedding size")
     ax.set_ylabel("final validation loss (nats/token)")
     ax.set_title(f"validation at N = {v['target']:.3g} non-embedding parameters: "
-                 f"{v['verdict'].upper()}\n{v['reason'][:110]}", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
-    plt.close(fig)
-    return path
+                 f"{v['verdict'].upper()}\n" + "\n".join(textwrap.wrap(v["reason"], 120)),
+                 fontsize=8)
+    return _finish_png(fig, ax, path)

@@ -138,3 +138,43 @@ def levine_synthetic():
 @pytest.fixture
 def chinchilla_synthetic():
     return _chinchilla
+
+
+TINY_SPEC = """name = "{name}"
+seeds = [0]
+lrs = [4e-3]
+
+[model]
+head_dim = 8
+multiple = 8
+
+[grid]
+params = {params}
+depths = {depths}
+tolerance = 0.15
+
+[budget]
+{budget}
+
+[train]
+batch_size = {batch}
+ctx = 64
+eval_every = {eval_every}
+eval_windows = {eval_windows}
+warmup = 0.1
+
+[executor]
+kind = "local"
+concurrency = 2
+threads_per_run = 1
+"""
+
+
+def tiny_spec(path, name="tiny", params="[5e4, 1e5]", depths="[1, 2, 4]",
+              budget="tokens = 1e5", batch=8, eval_every=50, eval_windows=64) -> str:
+    """A CPU recipe like the demo's, smaller (byte-level stdlib corpus, ctx 64), written to
+    ``path``; returns the path."""
+    path.write_text(TINY_SPEC.format(name=name, params=params, depths=depths, budget=budget,
+                                     batch=batch, eval_every=eval_every,
+                                     eval_windows=eval_windows))
+    return str(path)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from archfit import sweep as sw
 from archfit.cli import main
 from archfit.errors import FitInputError, SpecError
+from conftest import tiny_spec
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "sweeps" / "smoke.toml")
 
@@ -227,37 +228,14 @@ def test_ray_executor_local(tmp_path):
     assert sw.counts(sw.load_spec(SMOKE), str(out))["ok"] == 6
 
 
-MINI_DEMO = """name = "mini"
-seeds = [0]
-lrs = [4e-3]
-[model]
-head_dim = 8
-multiple = 8
-[grid]
-params = [3e4, 6e4, 1.2e5]
-depths = [1, 2, 3, 4]
-tolerance = 0.15
-[budget]
-steps = 8
-[train]
-batch_size = 4
-ctx = 64
-eval_every = 4
-eval_windows = 8
-[executor]
-kind = "local"
-concurrency = 2
-threads_per_run = 1
-"""
-
-
 def test_demo_end_to_end_on_a_mini_spec(tmp_path):
     """The README's main job on a 12-run spec of 8 steps each: sweep -> collect -> fit ->
     recommend at 3x the largest size -> validate (the recommendation and 4 rivals, 2 seeds,
     really trained) -> figures -> the published law at 1e9. One vocab and one context in every
     shape printed; the last line is the validation's verdict."""
-    spec = tmp_path / "mini.toml"
-    spec.write_text(MINI_DEMO)
+    spec = tiny_spec(tmp_path / "mini.toml", name="mini", params="[3e4, 6e4, 1.2e5]",
+                     depths="[1, 2, 3, 4]", budget="steps = 8", batch=4, eval_every=4,
+                     eval_windows=8)
     out = tmp_path / "demo"
     r = subprocess.run(archfit_cmd("demo", "--spec", spec, "--out", out, "--bootstrap", "20"),
                        capture_output=True, text=True, timeout=400)

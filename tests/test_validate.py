@@ -13,45 +13,12 @@ from archfit import validation as va
 from archfit.laws import Fit
 from archfit.laws.levine import optimal_depth
 from archfit.sweep import load_spec
+from conftest import tiny_spec
 
 B = 0.0555  # Levine's slope as quoted by BigScience: ln d = 5.039 + 0.0555 L
 
-# A CPU recipe like the demo's, smaller: byte-level stdlib corpus, ctx 64
-RECIPE = """
-name = "tiny"
-seeds = [0]
-lrs = [4e-3]
-
-[model]
-head_dim = 8
-multiple = 8
-
-[grid]
-params = [5e4, 1e5]
-depths = [1, 2, 4]
-tolerance = 0.15
-
-[budget]
-{budget}
-
-[train]
-batch_size = 8
-ctx = 64
-eval_every = 50
-eval_windows = 64
-warmup = 0.1
-
-[executor]
-kind = "local"
-concurrency = 2
-threads_per_run = 1
-"""
-
-
 def spec_file(tmp_path: Path, budget: str = "tokens = 1e5") -> str:
-    p = tmp_path / "tiny.toml"
-    p.write_text(RECIPE.format(budget=budget))
-    return str(p)
+    return tiny_spec(tmp_path / "tiny.toml", budget=budget)
 
 
 def levine_fit(depth: float, N: float, name: str = "planted") -> Fit:

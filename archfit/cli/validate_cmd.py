@@ -31,7 +31,7 @@ from archfit.cli.common import INT, NUMBER, emit_json
 @click.option("--concurrency", type=INT, default=None, help="Local: runs at a time.")
 @click.option("--threads", type=INT, default=None, help="Local CPU: torch threads per run.")
 @click.option("--out", "out_dir", default=None,
-              help="Folder for the spec, runs, table and figure (default: validate-NAME-N). "
+              help="Folder for the spec, runs, table and figure (default: NAME-validate-N). "
                    "Finished runs in it are not trained again.")
 @click.option("--plan-only", is_flag=True,
               help="Write the validation sweep spec (-o) and stop, e.g. to run on a cluster.")
@@ -71,7 +71,7 @@ def validate(fit_file, target, spec_path, alternatives, seeds, tokens, lr, execu
         for n in p.notes:
             click.echo(f"note: {n}", err=True)
         return
-    out_dir = out_dir or f"validate-{p.raw['name']}"
+    out_dir = out_dir or p.raw["name"]
     check_output(out_dir, "validation folder", inputs=[fit_file, spec_path], folder=True)
     n = len(p.candidates) * seeds
     click.echo(f"validating {p.fit.label} at {target:.3g}: {len(p.candidates)} shapes x {seeds} "
