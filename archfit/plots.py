@@ -340,14 +340,14 @@ def draw_validation(v: dict[str, Any], path: str) -> str:
     fig, ax = plt.subplots(figsize=FIGSIZE)
     rows = sorted(v["shapes"], key=lambda r: r["n_layer"])
     L = np.array([r["n_layer"] for r in rows], float)
-    if any(r.get("low") is not None for r in rows):
-        keep = [r.get("low") is not None for r in rows]
-        ax.fill_between(L[keep], [r["low"] for r in rows if r.get("low") is not None],
-                        [r["high"] for r in rows if r.get("low") is not None], color="C0",
-                        alpha=0.15, label="fit: 95% prediction interval")
-    if any(r.get("predicted") is not None for r in rows):
-        ax.plot([r["n_layer"] for r in rows if r.get("predicted") is not None],
-                [r["predicted"] for r in rows if r.get("predicted") is not None], "-o",
+    banded = [r for r in rows if r.get("low") is not None]
+    if banded:
+        ax.fill_between([r["n_layer"] for r in banded], [r["low"] for r in banded],
+                        [r["high"] for r in banded], color="C0", alpha=0.15,
+                        label="fit: 95% prediction interval")
+    predicted = [r for r in rows if r.get("predicted") is not None]
+    if predicted:
+        ax.plot([r["n_layer"] for r in predicted], [r["predicted"] for r in predicted], "-o",
                 color="C0", ms=4, label=f"predicted by {v['fit']}")
     for r in rows:
         ax.plot([r["n_layer"]] * len(r["losses"]), r["losses"], "x", color="C1", ms=6)

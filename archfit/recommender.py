@@ -354,6 +354,9 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
     return best, rows[: opts.top + 1], pen
 
 
+CONSTRAINT_NOTE = "the constraints"  # how the note on a depth moved by constraints begins
+
+
 def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, opts: _Options,
                        notes: list[str]) -> None:
     """A note when the width step (head_dim, --tp, --kv-heads, --multiple-of) moves the depth
@@ -377,7 +380,7 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     elif here is None:
         cost = ("; this law has no loss model to price it (a depth-joint or depth-width fit "
                 "has one: archfit fit --law depth-joint)")
-    notes.append(f"the constraints ({', '.join(why)}) put the depth at {best.n_layer}, "
+    notes.append(f"{CONSTRAINT_NOTE} ({', '.join(why)}) put the depth at {best.n_layer}, "
                  f"{move:+.0%} from the law's optimum {L_opt:.1f}{cost}"
                  + _nearer(best, L_opt, N_ne))
 

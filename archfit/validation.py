@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from archfit.errors import ArchfitError, FitError, UninformativeWarning
 from archfit.families import iso_param_family
-from archfit.shapes import ARCH_FIELDS, Shape
+from archfit.shapes import Shape
 
 if TYPE_CHECKING:  # pragma: no cover
     from archfit.laws import Fit
@@ -102,13 +102,12 @@ def recipe(spec: Spec) -> dict[str, Any]:
     if "n_head" in model:
         raise ValidateError(f"{spec.path}: the spec fixes n_head; validate sizes heads by "
                             "head_dim (set model.head_dim instead)")
-    base = {k: model[k] for k in ARCH_FIELDS if k in model}
-    base.update(vocab_size=model.get("vocab_size", 256),
-                n_ctx=spec.raw.get("train", {}).get("ctx", 256))
-    return {"base": base, "head_dim": int(model.get("head_dim", 64)),
+    from archfit.sweep.spec import DEFAULT_TOLERANCE, shape_base
+
+    return {"base": shape_base(spec.raw), "head_dim": int(model.get("head_dim", 64)),
             "multiple": int(model.get("multiple", 64)),
             "ff_ratio": float((grid.get("ff_ratios") or [4])[0]),
-            "tolerance": float(grid.get("tolerance", 0.1))}
+            "tolerance": float(grid.get("tolerance", DEFAULT_TOLERANCE))}
 
 
 def _recommend(fit: Fit, target: float, r: dict[str, Any]) -> Recommendation:

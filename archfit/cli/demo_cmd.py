@@ -43,22 +43,13 @@ def _sweep(spec: Any, out_dir: str, concurrency: int | None) -> str:
         k = sw.counts(spec, runs)
         _say(f"      {k['done']}/{k['planned']} runs done ({st})")
 
-    sw.run_local(dirs, concurrency or spec.executor.get("concurrency"),
-                 spec.executor.get("threads_per_run"), on_done=tick)
+    sw.execute(spec, runs, dirs, "local", concurrency=concurrency, on_done=tick)
     path, _, n = store.collect(spec, runs, os.path.join(out_dir, f"{spec.name}.parquet"))
     _say(f"[2/6] collected {n} runs -> {path}")
     return path
 
 
-def _shape_kw(spec: Any) -> dict[str, Any]:
-    from archfit.validation import recipe
-
-    r = recipe(spec)
-    return dict(vocab_size=r["base"]["vocab_size"], n_ctx=r["base"]["n_ctx"],
-                head_dim=r["head_dim"], multiple_of=r["multiple"], ff_multiple=r["multiple"])
-
-
-def _far_section(fit: Any, kw: dict[str, Any], largest: float) -> None:
+def _far_section(fit: Any, shape: Any, largest: float) -> None:
     """What the published law says at 1e9, and why this sweep cannot speak for that size."""
     import warnings
 
@@ -69,8 +60,8 @@ def _far_section(fit: Any, kw: dict[str, Any], largest: float) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UninformativeWarning)
         # the sweep's vocab and context; heads of 64 (the sweep's 8 are a CPU-size choice)
-        pub = recommend(FAR, fit=load_fit(PUBLISHED_LAW), vocab_size=kw["vocab_size"],
-                        n_ctx=kw["n_ctx"], head_dim=64, multiple_of=64)
+        pub = recommend(FAR, fit=load_fit(PUBLISHED_LAW), vocab_size=shape.vocab_size,
+                        n_ctx=shape.n_ctx, head_dim=64, multiple_of=64)
         own = fit.verdict(FAR)
     s = pub.shape
     click.echo(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "
@@ -112,10 +103,10 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     (the recommendation and 4 rivals, 2 seeds each) that say whether it held, the figures, and
     what the published Levine law says at 1e9. About 4 minutes on 2 idle cores."""
     from archfit import sweep as sw
+    from archfit import validation as va
     from archfit.io import check_output
     from archfit.laws.fitting import fit as fit_law
     from archfit.plots import draw_all, draw_validation
-    from archfit.recommender import recommend
 
     spec_path = _spec_path(spec_path)
     spec = sw.load_spec(spec_path)
@@ -132,25 +123,24 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     largest = float(fit.diagnostics["span"]["params_max"])
     target = target or BEYOND * float(max(r.meta.get("target_params") or 0 for r in spec.runs)
                                       or largest)
-    kw = _shape_kw(spec)
     _say(f"[4/6] recommendation at {target:.3g} non-embedding parameters "
          f"({target / largest:.2g}x the largest run):")
-    rec = recommend(target, fit=fit, **kw)
+    # the shape validate trains is the one printed: the plan holds the recommendation
+    p = va.plan(fit, target, spec, alternatives=alternatives, seeds=seeds)
+    rec = p.recommendation
     click.echo(rec.text())
     click.echo("")
 
-    v = None
-    if not no_validate:
-        v = _validate(fit_path, target, spec_path, out_dir, alternatives, seeds, concurrency)
+    v = None if no_validate else _validate(p, out_dir, concurrency)
     figs = draw_all(fit, os.path.join(out_dir, "plots"), target=target, recommended=rec)
     if v is not None:
         figs.append(draw_validation(v.to_dict(),
                                     os.path.join(out_dir, "plots", "validation.png")))
     _say("[6/6] figures:")
-    for p in figs:
-        click.echo(f"  {p}")
+    for f in figs:
+        click.echo(f"  {f}")
     click.echo("")
-    _far_section(fit, kw, largest)
+    _far_section(fit, rec.shape, largest)
     s = rec.shape
     click.echo(f"recommended for {target:.3g} non-embedding parameters: n_layer {s.n_layer}, "
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
@@ -160,14 +150,12 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
         click.echo(v.line())
 
 
-def _validate(fit_path: str, target: float, spec_path: str, out_dir: str, alternatives: int,
-              seeds: int, concurrency: int | None) -> Any:
+def _validate(p: Any, out_dir: str, concurrency: int | None) -> Any:
     from archfit import validation as va
 
-    p = va.plan(fit_path, target, spec_path, alternatives=alternatives, seeds=seeds)
-    n = len(p.candidates) * seeds
+    n = len(p.candidates) * p.seeds
     _say(f"[5/6] validation: training the recommended shape and {len(p.candidates) - 1} rivals "
-         f"at {target:.3g}, {seeds} seeds each ({n} runs)")
+         f"at {p.target:.3g}, {p.seeds} seeds each ({n} runs)")
     left = [0]
 
     def done(d: str, st: str) -> None:

@@ -108,8 +108,10 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
         if out_dir is None:  # the config on stdout, the rest on stderr
             click.echo(design, err=True)
             click.echo(_verdict_summary(r), err=True)
+            from archfit.recommender import CONSTRAINT_NOTE
+
             for n in r.notes:
-                if n.startswith("the constraints"):
+                if n.startswith(CONSTRAINT_NOTE):
                     click.echo(f"note: {n}", err=True)
             write_export(r.shape, emit, None, force)
             return

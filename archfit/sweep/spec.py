@@ -143,7 +143,7 @@ def _budget(raw: dict[str, Any], problems: list[str]) -> Budget | None:
 
 def _family(grid: dict[str, Any], target: float, head: dict[str, Any], base: dict[str, Any],
             multiple: int) -> list[Any]:
-    tol = number(grid.get("tolerance", 0.05))
+    tol = number(grid.get("tolerance", DEFAULT_TOLERANCE))
     ffs = [number(x) for x in grid.get("ff_ratios", [4])]
     if "aspect_ratios" in grid:
         return [m for ff in ffs for m in aspect_ratio_family(
@@ -153,13 +153,24 @@ def _family(grid: dict[str, Any], target: float, head: dict[str, Any], base: dic
                             tolerance=tol, **head, **base)
 
 
+DEFAULT_TOLERANCE = 0.05  # grid.tolerance: how far a family member may miss its size
+
+
+def shape_base(raw: dict[str, Any]) -> dict[str, Any]:
+    """The shape fields every run of a spec shares: the model table's architecture fields,
+    its vocab (256, bytes, by default) and the context (train.ctx, 256 by default)."""
+    model = raw.get("model", {})
+    base = {k: model[k] for k in ARCH_FIELDS if k in model}
+    base.update(vocab_size=model.get("vocab_size", 256),
+                n_ctx=raw.get("train", {}).get("ctx", 256))
+    return base
+
+
 def _shapes(raw: dict[str, Any], problems: list[str]
             ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
     """The spec's shapes (with the size each was planned for) and the members that missed."""
     model, grid = raw.get("model", {}), raw.get("grid", {})
-    base = {k: model[k] for k in ARCH_FIELDS if k in model}
-    base.update(vocab_size=model.get("vocab_size", 256),
-                n_ctx=raw.get("train", {}).get("ctx", 256))
+    base = shape_base(raw)
     shapes: list[tuple[Shape, float | None]] = []
     skipped: list[str] = []
     if "shapes" in grid:
