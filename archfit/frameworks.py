@@ -11,7 +11,6 @@ close. Imports report the fields archfit does not know instead of guessing at th
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -63,34 +62,40 @@ def family_fields(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def llama_ffn_args(dim: int, d_ff: int) -> tuple[int, float | None]:
-    """(multiple_of, ffn_dim_multiplier) for which :func:`llama_ffn_hidden` gives exactly
-    ``d_ff``: the plain rule at a usual multiple if it does, a two-decimal multiplier if one
-    does, else ``multiple_of = d_ff`` with the multiplier that rounds up to it."""
-    for m in (256, 512, 1024, 2048, 4096, 128, 64):
-        if llama_ffn_hidden(dim, m) == d_ff:
-            return m, None
-    base = int(8 * dim / 3)
-    for scale in (10, 100):  # one-decimal multipliers first (Llama-3 uses 1.3)
-        for m in (1024, 256, 512, 2048, 4096, 128, 64):
-            lo, hi = math.floor(scale * d_ff / base) - 2, math.ceil(scale * d_ff / base) + 3
-            for k in range(max(1, lo), hi):
-                if llama_ffn_hidden(dim, m, k / scale) == d_ff:
-                    return m, k / scale
-    return d_ff, d_ff / base
-
-
 # ====================================================================== export formats
 @dataclass(frozen=True)
+class ExportOptions:
+    """What a file needs beyond the shape: the tensor-parallel degree and Megatron's vocab
+    multiple (Megatron pads the vocabulary to ``vocab_divisible_by * tp``)."""
+
+    tp: int = 1
+    vocab_divisible_by: int = 128
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.vocab_divisible_by < 1:
+            raise FormatError(f"--tp and --make-vocab-size-divisible-by must be >= 1, got "
+                              f"{self.tp} and {self.vocab_divisible_by}")
+
+
+@dataclass(frozen=True)
 class Format:
-    """One export target: the family it implies, the file it writes, what it cannot express."""
+    """One export target: the family it implies, the file it writes, what it cannot express,
+    the command its framework's users run with the file."""
 
     name: str
     description: str
     style: str  # "llama" or "gpt2": the architecture the format implies
     filename: str
-    render: Callable[[Shape], str]
+    render: Callable[[Shape, ExportOptions], str]
     limits: Callable[[Shape], list[str]]
+    command: str  # how a user of the framework runs the file (FILE: the written file)
+    d_ff_rule: Callable[[int], int] | None = None  # a d_ff the framework fixes (nanoGPT: 4 d)
+    counts: Callable[[Shape, ExportOptions], str] | None = None  # the framework's own count
+
+    def count_text(self, s: Shape, o: ExportOptions) -> str:
+        """params_total, and the count the framework itself reports where that differs."""
+        own = f"; {self.counts(s, o)}" if self.counts else ""
+        return f"params_total {s.params_total:,}{own}"
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -152,8 +157,6 @@ def _torchtitan_limits(s: Shape) -> list[str]:
 
 def _litgpt_limits(s: Shape) -> list[str]:
     out: list[str] = []
-    _need(not s.tied_embeddings, "LitGPT's GPT keeps a separate lm_head (no tied embeddings); "
-          "use --untied", out)
     _need(s.position == "rope", "LitGPT has only rotary positions", out)
     _need(s.mlp in ("gelu", "swiglu"), f"LitGPT has no {s.mlp} MLP", out)
     _need(s.norm == "rmsnorm" or s.bias, "LitGPT's LayerNorm has a bias: keep biases or use "
@@ -224,32 +227,54 @@ def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
     return cfg
 
 
-def _render_hf(kind: str) -> Callable[[Shape], str]:
-    return lambda s: json.dumps(hf_config(s, kind), indent=2) + "\n"
+NANOGPT_DEFAULT_VOCAB = 50304  # nanoGPT's train.py without a meta.pkl: GPT-2's 50257, padded
 
 
-def _render_nanogpt(s: Shape) -> str:
+def _render_nanogpt(s: Shape, o: ExportOptions) -> str:
+    at_default = s.with_(vocab_size=NANOGPT_DEFAULT_VOCAB)
+    pos = s.breakdown()["position_embedding"]
     return "\n".join([
-        "# nanoGPT model config (model.py GPTConfig), written by archfit.",
+        f"# nanoGPT config ({s.n_layer} x {s.d_model}), written by archfit. Run from nanoGPT's "
+        "folder: python train.py FILE",
         f"# {_count_note(s)}.",
-        "# nanoGPT's own get_num_params() leaves out the position embedding: "
-        f"{s.params_total - s.breakdown()['position_embedding']:,} here.",
-        "from model import GPTConfig",
-        "",
-        "config = GPTConfig(",
-        f"    block_size={s.n_ctx},",
-        f"    vocab_size={s.vocab_size},",
-        f"    n_layer={s.n_layer},",
-        f"    n_head={s.n_head},",
-        f"    n_embd={s.d_model},",
-        "    dropout=0.0,",
-        f"    bias={s.bias},",
-        ")",
+        f"# Vocabulary: nanoGPT's train.py takes vocab_size from data/<dataset>/meta.pkl, or "
+        f"uses {NANOGPT_DEFAULT_VOCAB:,} when there is none; the counts above are for "
+        f"vocab {s.vocab_size:,}, at {NANOGPT_DEFAULT_VOCAB:,} params_total is "
+        f"{at_default.params_total:,}.",
+        f"# nanoGPT's get_num_params() leaves out the position embedding ({pos:,}).",
+        "# Its MLP is 4 x n_embd with the exact GELU (nn.GELU()); archfit trains GPT-2's tanh "
+        "approximation: the counts are the same.",
+        "# archfit_vocab_size records the vocabulary of the counts above (nanoGPT does not "
+        "read it).",
+        f"n_layer = {s.n_layer}",
+        f"n_head = {s.n_head}",
+        f"n_embd = {s.d_model}",
+        f"block_size = {s.n_ctx}",
+        f"bias = {s.bias}",
+        "dropout = 0.0",
+        f"archfit_vocab_size = {s.vocab_size}",
         "",
     ])
 
 
-def _render_megatron(s: Shape) -> str:
+def megatron_padded_vocab(vocab_size: int, o: ExportOptions) -> int:
+    """Megatron-LM's padded vocabulary: rounded up to a multiple of
+    ``make-vocab-size-divisible-by x tensor-parallel size``."""
+    m = o.vocab_divisible_by * o.tp
+    return -(-vocab_size // m) * m
+
+
+def megatron_counts(s: Shape, o: ExportOptions) -> dict[str, int]:
+    """The counts Megatron reports for ``s`` (its vocabulary padded for ``o``) beside archfit's
+    unpadded ones."""
+    v = megatron_padded_vocab(s.vocab_size, o)
+    padded = s.with_(vocab_size=v)
+    return {"padded_vocab_size": v, "params_total_padded": padded.params_total,
+            "params_total": s.params_total, "params_non_embedding": s.params_non_embedding}
+
+
+def _render_megatron(s: Shape, o: ExportOptions) -> str:
+    c = megatron_counts(s, o)
     args = [f"--num-layers {s.n_layer}", f"--hidden-size {s.d_model}",
             f"--ffn-hidden-size {s.d_ff}", f"--num-attention-heads {s.n_head}",
             f"--kv-channels {s.head_dim}", f"--seq-length {s.n_ctx}",
@@ -268,90 +293,164 @@ def _render_megatron(s: Shape) -> str:
         args.append("--qk-layernorm")
     if not s.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
-    lines = ["# Megatron-LM model arguments (pretrain_gpt.py), written by archfit.",
+    args += [f"--tensor-model-parallel-size {o.tp}",
+             f"--make-vocab-size-divisible-by {o.vocab_divisible_by}"]
+    lines = [f"# Megatron-LM model arguments ({s.n_layer} x {s.d_model}), written by archfit. "
+             "Run: source FILE; torchrun ... pretrain_gpt.py \"${MODEL_ARGS[@]}\" "
+             "(with your data, tokenizer and training arguments)",
              f"# {_count_note(s)}.",
-             f"# Vocabulary {s.vocab_size:,}: Megatron takes it from the tokenizer and pads it to "
-             "a multiple of --make-vocab-size-divisible-by (default 128) times the tensor-"
-             "parallel size; the counts above are for the unpadded vocabulary.",
-             "MODEL_ARGS=("]
+             f"# Megatron's count: it pads the vocabulary {s.vocab_size:,} to "
+             f"{c['padded_vocab_size']:,} (a multiple of {o.vocab_divisible_by} x tensor-parallel "
+             f"size {o.tp}), so it reports params_total {c['params_total_padded']:,} "
+             f"(+{c['params_total_padded'] - s.params_total:,} padding rows).",
+             f"# Vocabulary {s.vocab_size:,}: Megatron takes it from the tokenizer (with "
+             "--tokenizer-type NullTokenizer pass --vocab-size $VOCAB_SIZE).",
+             ]
+    if s.mlp == "gelu":
+        lines.append("# GELU: Megatron's MLP uses the exact GELU (F.gelu); archfit trains GPT-2's "
+                     "tanh approximation. The counts are the same; the activations differ.")
+    lines += [f"VOCAB_SIZE={s.vocab_size}", "MODEL_ARGS=("]
     lines += [f"  {a}" for a in args]
     lines += [")", ""]
     return "\n".join(lines)
 
 
-def _render_torchtitan(s: Shape) -> str:
-    multiple_of, mult = llama_ffn_args(s.d_model, s.d_ff)  # type: ignore[arg-type]
-    lines = [
-        "# torchtitan, written by archfit: a llama3 model of this shape.",
-        f"# {_count_note(s)}.",
-        "# torchtitan selects a model by name and flavor; register the flavor with the",
-        "# [archfit.llama3_flavor] values below (llama3 model args; hidden_dim is the SwiGLU",
-        "# size, which older releases derive from multiple_of and ffn_dim_multiplier).",
-        "[model]",
-        'name = "llama3"',
-        f'flavor = "archfit-{s.n_layer}x{s.d_model}"',
-        "",
-        "[training]",
-        f"seq_len = {s.n_ctx}",
-        "",
-        "[archfit.llama3_flavor]",
-        f"dim = {s.d_model}",
-        f"n_layers = {s.n_layer}",
-        f"n_heads = {s.n_head}",
-        f"n_kv_heads = {s.n_kv_head}",
-        f"vocab_size = {s.vocab_size}",
-        f"hidden_dim = {s.d_ff}",
-        f"multiple_of = {multiple_of}",
-    ]
-    if mult is not None:
-        lines.append(f"ffn_dim_multiplier = {mult!r}")
-    lines += [f"enable_weight_tying = {'true' if s.tied_embeddings else 'false'}", ""]
-    return "\n".join(lines)
+TORCHTITAN_RELEASE = "0.3.0"
 
 
-def _render_litgpt(s: Shape) -> str:
+def _render_torchtitan(s: Shape, o: ExportOptions) -> str:
+    shape = {"dim": s.d_model, "n_layers": s.n_layer, "n_heads": s.n_head,
+             "n_kv_heads": s.n_kv_head, "hidden_dim": s.d_ff, "vocab_size": s.vocab_size,
+             "seq_len": s.n_ctx, "enable_weight_tying": s.tied_embeddings}
+    body = ",\n".join(f"    {k!r}: {v!r}" for k, v in shape.items())
+    return f'''"""torchtitan {TORCHTITAN_RELEASE} config: a llama3 model of {s.n_layer} x {s.d_model}, written by archfit.
+
+{_count_note(s)}.
+
+torchtitan {TORCHTITAN_RELEASE} builds models from Python configs; this module is one. Put its
+folder on PYTHONPATH and run, e.g.:
+    PYTHONPATH=DIR torchrun --nproc_per_node 8 -m torchtitan.train \\
+        --module archfit_torchtitan --config archfit_model --hf_assets_path TOKENIZER_DIR
+Training settings start from torchtitan's llama3 debug config; override any with
+--<section>.<key> (e.g. --training.steps, --parallelism.tensor_parallel_degree).
+hidden_dim is the SwiGLU size itself (no multiple_of rounding). It uses torchtitan's llama3
+building blocks as released in {TORCHTITAN_RELEASE}; other releases may name them differently.
+"""
+from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
+from torchtitan.models import llama3
+from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
+from torchtitan.models.common.config_utils import decoder_vocab_size
+from torchtitan.models.llama3 import config_registry
+from torchtitan.protocols.model_spec import ModelSpec
+
+ARCHFIT_SHAPE = {{
+{body},
+}}
+
+
+def archfit_model_config(attn_backend="flex"):
+    """The llama3 model config of ARCHFIT_SHAPE."""
+    s = ARCHFIT_SHAPE
+    dim, vocab = s["dim"], s["vocab_size"]
+    return llama3.Llama3Model.Config(
+        dim=dim,
+        vocab_size=vocab,
+        enable_weight_tying=s["enable_weight_tying"],
+        tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim,
+                                        param_init=llama3._EMBEDDING_INIT),
+        norm=RMSNorm.Config(normalized_shape=dim, param_init=llama3._NORM_INIT),
+        lm_head=Linear.Config(in_features=dim, out_features=vocab,
+                              param_init=llama3._output_linear_init(dim)),
+        layers=llama3._build_llama3_layers(
+            n_layers=s["n_layers"], dim=dim, n_heads=s["n_heads"], n_kv_heads=s["n_kv_heads"],
+            hidden_dim=s["hidden_dim"],
+            rope=ComplexRoPE.Config(dim=dim // s["n_heads"], max_seq_len=s["seq_len"],
+                                    theta=500000, scaling="llama"),
+            attn_backend=attn_backend),
+    )
+
+
+def archfit_model():
+    """The trainer config: torchtitan's llama3 debug job with this model and sequence length."""
+    config = config_registry.llama3_debugmodel()
+    base = config.model_spec
+    config.model_spec = ModelSpec(
+        name="llama3", flavor="archfit-{s.n_layer}x{s.d_model}", model=archfit_model_config(),
+        parallelize_fn=base.parallelize_fn, pipelining_fn=base.pipelining_fn,
+        post_optimizer_build_fn=base.post_optimizer_build_fn,
+        state_dict_adapter=base.state_dict_adapter)
+    config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(
+        global_vocab_size=decoder_vocab_size(config.model_spec)))
+    config.training.seq_len = ARCHFIT_SHAPE["seq_len"]
+    return config
+'''
+
+
+def _render_litgpt(s: Shape, o: ExportOptions) -> str:
     llama = s.mlp == "swiglu"
+    name = f"archfit-{s.n_layer}x{s.d_model}"
     lines = [
-        "# LitGPT model config (litgpt.Config), written by archfit.",
+        f"# LitGPT pretraining config ({s.n_layer} x {s.d_model}), written by archfit. "
+        "Run: litgpt pretrain --config FILE --data ... --tokenizer_dir ...",
         f"# {_count_note(s)}.",
-        f"name: archfit-{s.n_layer}x{s.d_model}",
-        f"block_size: {s.n_ctx}",
-        f"vocab_size: {s.vocab_size}",
-        f"padded_vocab_size: {s.vocab_size}",
-        f"n_layer: {s.n_layer}",
-        f"n_embd: {s.d_model}",
-        f"n_head: {s.n_head}",
-        f"n_query_groups: {s.n_kv_head}",
-        f"head_size: {s.head_dim}",
-        "rotary_percentage: 1.0",
-        "parallel_residual: false",
-        f"bias: {'true' if s.bias else 'false'}",
-        f"attn_bias: {'true' if s.qkv_bias and not s.bias else 'false'}",
-        "lm_head_bias: false",
-        f"norm_class_name: {'RMSNorm' if s.norm == 'rmsnorm' else 'LayerNorm'}",
-        f"norm_qk: {'true' if s.qk_norm else 'false'}",
-        f"mlp_class_name: {'LLaMAMLP' if llama else 'GptNeoxMLP'}",
-        f"intermediate_size: {s.d_ff}",
+        "# The model is litgpt.Config under model_config; tied embeddings go through "
+        "train.tie_embeddings, as litgpt pretrain ties them.",
+        f"model_name: {name}",
+        "model_config:",
+        f"  name: {name}",
+        f"  block_size: {s.n_ctx}",
+        f"  vocab_size: {s.vocab_size}",
+        f"  padded_vocab_size: {s.vocab_size}",
+        f"  n_layer: {s.n_layer}",
+        f"  n_embd: {s.d_model}",
+        f"  n_head: {s.n_head}",
+        f"  n_query_groups: {s.n_kv_head}",
+        f"  head_size: {s.head_dim}",
+        "  rotary_percentage: 1.0",
+        "  parallel_residual: false",
+        f"  bias: {'true' if s.bias else 'false'}",
+        f"  attn_bias: {'true' if s.qkv_bias and not s.bias else 'false'}",
+        "  lm_head_bias: false",
+        f"  norm_class_name: {'RMSNorm' if s.norm == 'rmsnorm' else 'LayerNorm'}",
+        f"  norm_qk: {'true' if s.qk_norm else 'false'}",
+        f"  mlp_class_name: {'LLaMAMLP' if llama else 'GptNeoxMLP'}",
+        f"  intermediate_size: {s.d_ff}",
     ]
     if not llama:
-        lines.append("gelu_approximate: tanh")  # archfit's GELU (and GPT-2's)
-    lines.append("")
+        lines.append("  gelu_approximate: tanh")  # archfit's GELU (and GPT-2's)
+    lines += ["train:", f"  tie_embeddings: {'true' if s.tied_embeddings else 'false'}",
+              f"  max_seq_length: {s.n_ctx}", ""]
     return "\n".join(lines)
+
+
+def _render_hf_text(kind: str) -> Callable[[Shape, ExportOptions], str]:
+    return lambda s, o: json.dumps(hf_config(s, kind), indent=2) + "\n"
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("hf-llama", "transformers LlamaConfig config.json", "llama", "config.json",
-           _render_hf("hf-llama"), _hf_llama_limits),
+           _render_hf_text("hf-llama"), _hf_llama_limits,
+           "AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(DIR))"),
     Format("hf-gpt2", "transformers GPT2Config config.json", "gpt2", "config.json",
-           _render_hf("hf-gpt2"), _gpt2_limits),
-    Format("nanogpt", "nanoGPT GPTConfig (Python)", "gpt2", "nanogpt_config.py",
-           _render_nanogpt, _nanogpt_limits),
+           _render_hf_text("hf-gpt2"), _gpt2_limits,
+           "AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(DIR))"),
+    Format("nanogpt", "nanoGPT config file (the globals train.py reads)", "gpt2",
+           "archfit_nanogpt.py", _render_nanogpt, _nanogpt_limits,
+           "python train.py FILE  (in nanoGPT's folder)", d_ff_rule=lambda d: 4 * d),
     Format("megatron", "Megatron-LM pretrain_gpt.py arguments (bash array)", "llama",
-           "megatron_args.sh", _render_megatron, _megatron_limits),
-    Format("torchtitan", "torchtitan TOML (llama3 model section)", "llama", "torchtitan.toml",
-           _render_torchtitan, _torchtitan_limits),
-    Format("litgpt", "LitGPT model config (YAML)", "llama", "litgpt.yaml",
-           _render_litgpt, _litgpt_limits),
+           "megatron_args.sh", _render_megatron, _megatron_limits,
+           'source FILE && torchrun ... pretrain_gpt.py "${MODEL_ARGS[@]}" ...',
+           counts=lambda s, o: (
+               "Megatron's count with the vocabulary padded to "
+               f"{megatron_counts(s, o)['padded_vocab_size']:,} (a multiple of "
+               f"{o.vocab_divisible_by} x tp {o.tp}): "
+               f"{megatron_counts(s, o)['params_total_padded']:,}")),
+    Format("torchtitan", f"torchtitan {TORCHTITAN_RELEASE} Python model config (llama3)",
+           "llama", "archfit_torchtitan.py", _render_torchtitan, _torchtitan_limits,
+           "PYTHONPATH=DIR torchrun ... -m torchtitan.train --module archfit_torchtitan "
+           "--config archfit_model"),
+    Format("litgpt", "LitGPT pretrain --config file (YAML)", "llama", "litgpt.yaml",
+           _render_litgpt, _litgpt_limits, "litgpt pretrain --config FILE"),
 )}
 if tuple(FORMATS) != FORMAT_NAMES:  # one exporter per name of the one list, in its order
     raise ImportError(f"archfit.frameworks exports {tuple(FORMATS)}, archfit.formats names "
@@ -371,10 +470,10 @@ def problems(shape: Shape, fmt: str) -> list[str]:
     return get_format(fmt).limits(shape)
 
 
-def export(shape: Shape, fmt: str) -> str:
+def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     """The text of ``shape`` in format ``fmt``; :class:`FormatError` names what it cannot hold."""
     f = get_format(fmt)
     why = f.limits(shape)
     if why:
         raise FormatError(f"--emit {fmt} cannot express this shape: {'; '.join(why)}")
-    return f.render(shape)
+    return f.render(shape, options or ExportOptions())

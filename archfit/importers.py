@@ -226,3 +226,234 @@ def shape_from_hf_config(cfg: dict[str, Any]) -> Shape:
         warnings.warn(f"fields archfit does not know (not used): {', '.join(imp.unknown)}",
                       stacklevel=3)
     return imp.shape
+
+
+# ====================================================================== the files archfit writes
+def _python_literals(text: str, where: str) -> dict[str, Any]:
+    """The module-level ``NAME = literal`` assignments of a Python file, read with ``ast``
+    (never executed)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise FormatError(f"{where}: not valid Python ({e.msg}, line {e.lineno})") from None
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue  # not a literal: code, which archfit does not run
+    return out
+
+
+_NANOGPT_GLOBALS = {"n_layer", "n_head", "n_embd", "block_size", "bias", "dropout"}
+
+
+def from_python_file(text: str, where: str = "the file") -> Imported:
+    """A torchtitan module archfit wrote (its ``ARCHFIT_SHAPE``) or a nanoGPT config file (the
+    globals nanoGPT's ``train.py`` reads), from their literals only."""
+    lit = _python_literals(text, where)
+    if isinstance(lit.get("ARCHFIT_SHAPE"), dict):
+        return _from_torchtitan(lit["ARCHFIT_SHAPE"])
+    if {"n_layer", "n_head", "n_embd"} <= set(lit):
+        args = {k: lit[k] for k in _NANOGPT_GLOBALS if k in lit}
+        notes = []
+        if "archfit_vocab_size" in lit:
+            args["vocab_size"] = lit["archfit_vocab_size"]
+        else:
+            args["vocab_size"] = 50304
+            notes.append("no vocab in the file: nanoGPT's 50,304 used (it reads the dataset's "
+                         "meta.pkl when there is one)")
+        args.setdefault("block_size", 1024)
+        imp = from_nanogpt(args)
+        imp.notes += notes
+        imp.ignored = sorted(set(imp.ignored) | {k for k in lit if k not in _NANOGPT_GLOBALS}
+                             - {"archfit_vocab_size"})
+        return imp
+    raise FormatError(f"{where}: format not supported (a Python file archfit reads is a nanoGPT "
+                      "config with n_layer/n_head/n_embd, or a torchtitan config archfit wrote)")
+
+
+_TT_KEYS = ("dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "vocab_size", "seq_len",
+            "enable_weight_tying")
+
+
+def _from_torchtitan(d: dict[str, Any]) -> Imported:
+    missing = [k for k in _TT_KEYS if k not in d]
+    if missing:
+        raise FormatError(f"missing field {', '.join(missing)} in ARCHFIT_SHAPE")
+    shape = Shape(n_layer=_whole(d, "n_layers"), d_model=_whole(d, "dim"),
+                  n_head=_whole(d, "n_heads"), n_kv_head=_whole(d, "n_kv_heads"),
+                  d_ff=_whole(d, "hidden_dim"), vocab_size=_whole(d, "vocab_size"),
+                  n_ctx=_whole(d, "seq_len"), tied_embeddings=bool(d["enable_weight_tying"]),
+                  **_LLAMA_FIXED)
+    return Imported(shape, "torchtitan", [], sorted(set(d) - set(_TT_KEYS)), [])
+
+
+_MEGATRON_VALUE = {"--num-layers": "n_layer", "--hidden-size": "d_model",
+                   "--ffn-hidden-size": "d_ff", "--num-attention-heads": "n_head",
+                   "--num-query-groups": "n_kv_head", "--seq-length": "n_ctx",
+                   "--kv-channels": None, "--max-position-embeddings": None,
+                   "--normalization": None, "--position-embedding-type": None,
+                   "--tensor-model-parallel-size": None, "--make-vocab-size-divisible-by": None}
+_MEGATRON_FLAGS = {"--group-query-attention", "--swiglu", "--squared-relu",
+                   "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm",
+                   "--untie-embeddings-and-output-weights"}
+
+
+def from_megatron_args(text: str, where: str = "the file") -> Imported:
+    """The ``MODEL_ARGS=( ... )`` array (and ``VOCAB_SIZE=``) of a Megatron-LM arguments file,
+    parsed as text (never run by a shell)."""
+    import shlex
+
+    vocab, tokens, inside = None, [], False
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("VOCAB_SIZE="):
+            vocab = line.split("=", 1)[1].strip()
+        elif line.startswith("MODEL_ARGS=("):
+            inside = True
+            line = line[len("MODEL_ARGS=("):]
+        if inside:
+            end = line.endswith(")")
+            tokens += shlex.split(line.rstrip(")"))
+            inside = not end
+    if not tokens:
+        raise FormatError(f"{where}: format not supported (no MODEL_ARGS=( ... ) array of "
+                          "Megatron-LM arguments)")
+    vals: dict[str, str] = {}
+    flags: set[str] = set()
+    unknown: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in _MEGATRON_VALUE and i + 1 < len(tokens):
+            vals[tok] = tokens[i + 1]
+            i += 2
+            continue
+        (flags.add if tok in _MEGATRON_FLAGS else unknown.append)(tok)
+        i += 1
+    missing = [k for k in ("--num-layers", "--hidden-size", "--num-attention-heads")
+               if k not in vals]
+    if missing:
+        raise FormatError(f"{where}: missing {', '.join(missing)} in MODEL_ARGS")
+
+    def num(key: str) -> int:
+        try:
+            return int(vals[key])
+        except ValueError:
+            raise FormatError(f"{where}: {key} must be a whole number, got {vals[key]!r}") from None
+
+    fields_: dict[str, Any] = {f: num(k) for k, f in _MEGATRON_VALUE.items()
+                               if f is not None and k in vals}
+    if "--group-query-attention" not in flags:
+        fields_.pop("n_kv_head", None)
+    fields_["mlp"] = ("swiglu" if "--swiglu" in flags else
+                      "relu2" if "--squared-relu" in flags else "gelu")
+    norm = vals.get("--normalization", "LayerNorm")
+    if norm not in ("LayerNorm", "RMSNorm"):
+        raise FormatError(f"{where}: --normalization {norm}: archfit has LayerNorm and RMSNorm")
+    fields_["norm"] = "rmsnorm" if norm == "RMSNorm" else "layernorm"
+    pos = vals.get("--position-embedding-type", "learned_absolute")
+    if pos not in ("rope", "learned_absolute"):
+        raise FormatError(f"{where}: --position-embedding-type {pos}: archfit has rope and "
+                          "learned_absolute")
+    fields_["position"] = "rope" if pos == "rope" else "learned"
+    fields_["bias"] = "--disable-bias-linear" not in flags
+    fields_["qkv_bias"] = "--add-qkv-bias" in flags
+    fields_["qk_norm"] = "--qk-layernorm" in flags
+    fields_["tied_embeddings"] = "--untie-embeddings-and-output-weights" not in flags
+    notes = []
+    if vocab is None:
+        vocab = "50257"
+        notes.append("no VOCAB_SIZE in the file: GPT-2's 50,257 used (Megatron takes it from "
+                     "the tokenizer)")
+    try:
+        fields_["vocab_size"] = int(vocab)
+    except ValueError:
+        raise FormatError(f"{where}: VOCAB_SIZE must be a whole number, got {vocab!r}") from None
+    if "--kv-channels" in vals and num("--kv-channels") * fields_["n_head"] != fields_["d_model"]:
+        raise FormatError(f"{where}: --kv-channels {vals['--kv-channels']} x "
+                          f"{fields_['n_head']} heads != --hidden-size {fields_['d_model']}: "
+                          "archfit's shapes have head_dim = d_model / n_head")
+    ignored = [k for k in ("--tensor-model-parallel-size", "--make-vocab-size-divisible-by",
+                           "--max-position-embeddings") if k in vals]
+    return Imported(Shape(**fields_), "megatron", ignored, unknown, notes)
+
+
+_LITGPT_MLP = {"LLaMAMLP": "swiglu", "GptNeoxMLP": "gelu"}
+_LITGPT_NEUTRAL = {"name", "block_size", "rotary_percentage", "rope_base", "norm_eps",
+                   "hf_config", "scale_embeddings", "gelu_approximate", "rope_condense_ratio",
+                   "lm_head_bias", "padding_multiple", "padded_vocab_size"}
+
+
+def from_litgpt_config(text: str, where: str = "the file") -> Imported:
+    """A LitGPT ``pretrain --config`` file: ``model_config`` (litgpt.Config fields) and
+    ``train.tie_embeddings``."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise FormatError(f"{where}: not valid YAML ({str(e).splitlines()[0]})") from None
+    mc = doc.get("model_config") if isinstance(doc, dict) else None
+    if not isinstance(mc, dict):
+        raise FormatError(f"{where}: format not supported (a LitGPT config with a model_config "
+                          "mapping)")
+    missing = [k for k in ("n_layer", "n_embd", "n_head", "vocab_size", "intermediate_size",
+                           "mlp_class_name") if k not in mc]
+    if missing:
+        raise FormatError(f"{where}: missing field {', '.join(missing)} in model_config")
+    mlp = _LITGPT_MLP.get(mc["mlp_class_name"])
+    if mlp is None:
+        raise FormatError(f"{where}: mlp_class_name {mc['mlp_class_name']!r}: archfit reads "
+                          f"{', '.join(_LITGPT_MLP)}")
+    if mc.get("parallel_residual", True) is not False:
+        raise FormatError(f"{where}: parallel_residual must be false (archfit's blocks are "
+                          "sequential; LitGPT's default is true)")
+    d, h = _whole(mc, "n_embd"), _whole(mc, "n_head")
+    if mc.get("head_size") not in (None, d // h) or d % h:
+        raise FormatError(f"{where}: head_size {mc.get('head_size')} x {h} heads != n_embd {d}")
+    norm = mc.get("norm_class_name", "LayerNorm")
+    if norm not in ("LayerNorm", "RMSNorm"):
+        raise FormatError(f"{where}: norm_class_name {norm!r}: archfit has LayerNorm and RMSNorm")
+    bias = bool(mc.get("bias", True))
+    train = doc.get("train") if isinstance(doc.get("train"), dict) else {}
+    vocab = mc.get("padded_vocab_size") or mc["vocab_size"]
+    shape = Shape(n_layer=_whole(mc, "n_layer"), d_model=d, n_head=h,
+                  n_kv_head=mc.get("n_query_groups") or h, d_ff=_whole(mc, "intermediate_size"),
+                  vocab_size=vocab, n_ctx=mc.get("block_size", 4096), mlp=mlp,
+                  position="rope", norm="rmsnorm" if norm == "RMSNorm" else "layernorm",
+                  bias=bias, qkv_bias=bool(mc.get("attn_bias", False)) and not bias,
+                  qk_norm=bool(mc.get("norm_qk", False)),
+                  tied_embeddings=bool(train.get("tie_embeddings", False)))
+    known = {"n_layer", "n_embd", "n_head", "n_query_groups", "head_size", "intermediate_size",
+             "vocab_size", "mlp_class_name", "parallel_residual", "norm_class_name", "bias",
+             "attn_bias", "norm_qk"} | _LITGPT_NEUTRAL
+    notes = [] if mc.get("padded_vocab_size") in (None, mc["vocab_size"]) else [
+        f"padded_vocab_size {mc['padded_vocab_size']} is the embedding LitGPT builds"]
+    return Imported(shape, "litgpt", sorted(k for k in mc if k in _LITGPT_NEUTRAL),
+                    sorted(k for k in mc if k not in known), notes)
+
+
+def read_export_text(text: str, suffix: str, where: str = "the file") -> Imported:
+    """A file in one of the formats archfit writes, by its suffix: ``.json`` (HF config or
+    nanoGPT model_args), ``.py`` (nanoGPT config, torchtitan config), ``.sh`` (Megatron-LM
+    arguments), ``.yaml``/``.yml`` (LitGPT). Nothing in it is executed."""
+    import json
+
+    if suffix == ".json":
+        try:
+            return read_config(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise FormatError(f"{where}: not valid JSON ({e})") from None
+    readers = {".py": from_python_file, ".sh": from_megatron_args,
+               ".yaml": from_litgpt_config, ".yml": from_litgpt_config}
+    if suffix not in readers:
+        raise FormatError(f"{where}: format not supported ({suffix or 'no suffix'}); archfit "
+                          "reads HF config.json, nanoGPT config .py and checkpoints .pt, "
+                          "torchtitan .py, Megatron-LM .sh and LitGPT .yaml files")
+    return readers[suffix](text, where)

@@ -425,6 +425,7 @@ def recommend(
     ff_multiple: int | None = None,
     depth_span: tuple[float, float] = DEPTH_SPAN,
     strict: bool = False,
+    d_ff_rule: Callable[[int], int] | None = None,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt).
@@ -434,6 +435,7 @@ def recommend(
     ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names.
     ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
     candidate depths as multiples of the optimal depth (wider for :mod:`archfit.objectives`).
+    ``d_ff_rule``: d_ff as a function of d_model where a framework fixes it (nanoGPT's 4 d).
 
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
     ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
@@ -452,8 +454,10 @@ def recommend(
             f"use {DEFAULT_SHAPE_LAW}")
     target = _target(params, compute, fits)
     notes: list[str] = []
-    rule = None
-    if ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.frameworks owns), exactly
+    rule = d_ff_rule
+    if d_ff_rule is not None:
+        ff = _ff(ff_ratio, fits, target.value, notes)
+    elif ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.frameworks owns), exactly
         from archfit.frameworks import llama_ffn_hidden
 
         ff, ff_multiple = 8 / 3, opts.ff_multiple

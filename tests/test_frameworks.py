@@ -9,15 +9,14 @@ count must equal archfit's ``params_total``.
 from __future__ import annotations
 
 import json
+import os
 import random
-from dataclasses import asdict, dataclass
 
 import pytest
 
 from archfit.errors import ArchfitError
-from archfit.frameworks import (FORMATS, FormatError, export, family_fields, llama_ffn_args,
-                                llama_ffn_hidden, problems)
-from archfit.importers import from_hf_config, read_config
+from archfit.frameworks import (FORMATS, FormatError, export, family_fields, problems)
+from archfit.importers import from_hf_config
 from archfit.known import load_known_models
 from archfit.shapes import Shape
 
@@ -175,30 +174,18 @@ def test_known_models_frame_and_notebook_api():
 
 
 # ==================================================================== the other formats
-@dataclass
-class _NanoGPTConfig:  # the field names of nanoGPT's GPTConfig (model.py)
-    block_size: int = 1024
-    vocab_size: int = 50304
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
-    dropout: float = 0.0
-    bias: bool = True
-
-
-def test_nanogpt_snippet_runs_and_reads_back(monkeypatch):
-    import sys
-    import types
-
-    fake = types.ModuleType("model")
-    fake.GPTConfig = _NanoGPTConfig
-    monkeypatch.setitem(sys.modules, "model", fake)
+# (each loaded by its own framework: tests/test_framework_loaders.py, -m frameworks)
+def test_nanogpt_file_is_plain_globals_read_back_without_running_it(tmp_path, cli):
     for bias in (True, False):
         s = Shape(n_layer=3, d_model=96, n_head=3, vocab_size=500, n_ctx=128, bias=bias)
-        ns: dict = {}
-        exec(export(s, "nanogpt"), ns)  # noqa: S102 - our own generated snippet
-        back = read_config({"model_args": asdict(ns["config"])}).shape
-        assert back == s
+        text = export(s, "nanogpt")
+        assert "GPTConfig" not in text and "import" not in text
+        assert f"n_layer = 3\nn_head = 3\nn_embd = 96\nblock_size = 128\nbias = {bias}" in text
+        (tmp_path / "c.py").write_text(text + "import os; os.system('touch pwned')\n")
+        r = cli("shape", "--from", tmp_path / "c.py", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["params_total"] == s.params_total
+        assert not (tmp_path / "pwned").exists() and not os.path.exists("pwned")
 
 
 def test_nanogpt_checkpoint_is_read_by_shape_from(cli, tmp_path):
@@ -213,49 +200,53 @@ def test_nanogpt_checkpoint_is_read_by_shape_from(cli, tmp_path):
     assert d["params_total"] == s.params_total and d["import"]["family"] == "nanogpt"
 
 
-def test_megatron_arguments_say_the_shape():
+def test_megatron_arguments_say_the_shape_and_megatrons_padded_count():
+    from archfit.frameworks import ExportOptions, megatron_counts
+
     s = Shape(n_layer=6, d_model=512, n_head=8, n_kv_head=2, d_ff=1408, vocab_size=32000,
               mlp="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False)
-    text = export(s, "megatron")
+    text = export(s, "megatron", ExportOptions(tp=8))
     args = " ".join(x.strip() for x in text.split("MODEL_ARGS=(")[1].split(")")[0].splitlines())
     for a in ("--num-layers 6", "--hidden-size 512", "--ffn-hidden-size 1408",
               "--num-attention-heads 8", "--group-query-attention", "--num-query-groups 2",
               "--swiglu", "--normalization RMSNorm", "--position-embedding-type rope",
-              "--disable-bias-linear", "--untie-embeddings-and-output-weights"):
+              "--disable-bias-linear", "--untie-embeddings-and-output-weights",
+              "--tensor-model-parallel-size 8", "--make-vocab-size-divisible-by 128"):
         assert a in args
     assert f"params_total {s.params_total:,}" in text
+    c = megatron_counts(s, ExportOptions(tp=8))  # 32000 -> a multiple of 1024: 32768
+    assert c["padded_vocab_size"] == 32768
+    assert c["params_total_padded"] - s.params_total == 2 * 768 * 512
+    assert f"{c['params_total_padded']:,}" in text
+    assert megatron_counts(s, ExportOptions())["padded_vocab_size"] == 32000
 
 
-def test_torchtitan_toml_parses_and_its_ffn_rule_gives_d_ff():
-    rng = random.Random(1)
-    for _ in range(N_RANDOM):
-        d = 128 * rng.randint(1, 64)
-        d_ff = rng.choice([llama_ffn_hidden(d, 256), rng.randint(d, 6 * d)])
-        m, mult = llama_ffn_args(d, d_ff)
-        assert llama_ffn_hidden(d, m, mult) == d_ff
-    assert llama_ffn_args(4096, 14336) == (1024, 1.3)  # Llama-3-8B's published pair
-    s = Shape(n_layer=4, d_model=256, n_head=4, d_ff=704, vocab_size=1000, mlp="swiglu",
-              position="rope", norm="rmsnorm", bias=False, tied_embeddings=False)
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-    t = tomllib.loads(export(s, "torchtitan"))
-    a = t["archfit"]["llama3_flavor"]
-    assert t["model"]["name"] == "llama3" and a["hidden_dim"] == 704
-    assert llama_ffn_hidden(a["dim"], a["multiple_of"], a.get("ffn_dim_multiplier")) == 704
+def test_torchtitan_module_names_its_release_and_shape():
+    import ast
+
+    s = Shape(n_layer=4, d_model=256, n_head=4, n_kv_head=2, d_ff=704, vocab_size=1000,
+              mlp="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=True)
+    text = export(s, "torchtitan")
+    assert "torchtitan 0.3.0" in text.splitlines()[0]
+    tree = ast.parse(text)
+    assert {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} >= {"archfit_model"}
+    from archfit.importers import from_python_file
+
+    assert from_python_file(text).shape == s
 
 
-def test_litgpt_yaml_fields():
+def test_litgpt_yaml_nests_the_model_and_ties_through_train():
     yaml = pytest.importorskip("yaml")
     s = Shape(n_layer=4, d_model=256, n_head=4, n_kv_head=1, d_ff=704, vocab_size=1000,
               mlp="swiglu", position="rope", norm="rmsnorm", bias=False, qkv_bias=True,
-              tied_embeddings=False)
+              tied_embeddings=True)
     y = yaml.safe_load(export(s, "litgpt"))
-    assert (y["n_layer"], y["n_embd"], y["n_head"], y["n_query_groups"], y["head_size"],
-            y["intermediate_size"], y["padded_vocab_size"]) == (4, 256, 4, 1, 64, 704, 1000)
-    assert y["mlp_class_name"] == "LLaMAMLP" and y["norm_class_name"] == "RMSNorm"
-    assert y["attn_bias"] is True and y["bias"] is False
+    m = y["model_config"]
+    assert (m["n_layer"], m["n_embd"], m["n_head"], m["n_query_groups"], m["head_size"],
+            m["intermediate_size"], m["padded_vocab_size"]) == (4, 256, 4, 1, 64, 704, 1000)
+    assert m["mlp_class_name"] == "LLaMAMLP" and m["norm_class_name"] == "RMSNorm"
+    assert m["attn_bias"] is True and m["bias"] is False
+    assert y["train"]["tie_embeddings"] is True and y["model_name"] == m["name"]
 
 
 def test_the_cli_lists_every_format():
@@ -271,7 +262,7 @@ def test_formats_name_what_they_cannot_express():
     gpt2_like = Shape(n_layer=2, d_model=64, n_head=4)
     assert problems(gpt2_like, "hf-gpt2") == []
     assert any("SwiGLU" in p for p in problems(gpt2_like, "hf-llama"))
-    assert any("tied" in p for p in problems(gpt2_like, "litgpt"))
+    assert any("rotary" in p for p in problems(gpt2_like, "litgpt"))
     assert any("GQA" in p for p in problems(gpt2_like.with_(n_kv_head=2), "nanogpt"))
     with pytest.raises(FormatError, match="cannot express"):
         export(gpt2_like, "torchtitan")
@@ -323,15 +314,52 @@ def test_emit_to_stdout_keeps_stdout_a_config(archfit_cmd, tmp_path):
     assert "verdict" in p.stderr and "GPT-2-style" in p.stderr
 
 
-def test_shape_emit_follows_the_family_and_flags_stand(cli):
+def test_shape_emit_keeps_the_shape_given(cli):
     r = cli("shape", "--layers", "2", "--width", "256", "--heads", "4", "--emit", "hf-llama")
+    assert r.exit_code == 2 and "not gelu" in r.output and "--mlp swiglu" in r.output
+    r = cli("shape", "--layers", "2", "--width", "256", "--heads", "4", "--mlp", "swiglu",
+            "--rope", "--rmsnorm", "--no-bias", "--untied", "--ff-ratio", "llama",
+            "--emit", "hf-llama")
     assert r.exit_code == 0, r.output
-    cfg = json.loads(r.output[r.output.index("{"):])
+    cfg = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
     assert cfg["intermediate_size"] == 768 and cfg["tie_word_embeddings"] is False
     r = cli("shape", "--layers", "2", "--width", "256", "--heads", "4", "--kv-heads", "1",
-            "--d-ff", "640", "--emit", "hf-llama")
-    cfg = json.loads(r.output[r.output.index("{"):])
+            "--d-ff", "640", "--mlp", "swiglu", "--rope", "--rmsnorm", "--no-bias",
+            "--emit", "hf-llama")
+    cfg = json.loads(r.output[r.output.index("{"):r.output.rindex("}") + 1])
     assert cfg["num_key_value_heads"] == 1 and cfg["intermediate_size"] == 640
+    assert cfg["tie_word_embeddings"] is True
+    # GPT-2 small to Megatron: GELU, d_ff 3072 and tying kept
+    r = cli("shape", "--layers", "12", "--width", "768", "--heads", "12", "--emit", "megatron")
+    assert r.exit_code == 0, r.output
+    assert "--ffn-hidden-size 3072" in r.output and "--swiglu" not in r.output
+    assert "--untie" not in r.output and "params_total 124,439,808" in r.output
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_every_format_round_trips_through_shape_from(cli, tmp_path, fmt):
+    for over in ({}, {"n_kv_head": 2, "tied_embeddings": False}, {"tied_embeddings": True}):
+        fields = {"n_layer": 3, "d_model": 128, "n_head": 4, "vocab_size": 321, "n_ctx": 96,
+                  **FORMATS[fmt].defaults, **over}
+        s = Shape(**family_fields(fields))
+        if problems(s, fmt):
+            continue
+        path = tmp_path / fmt / str(len(over)) / FORMATS[fmt].filename
+        path.parent.mkdir(parents=True)
+        path.write_text(export(s, fmt))
+        r = cli("shape", "--from", path, "--json")
+        assert r.exit_code == 0, (fmt, r.output)
+        d = json.loads(r.output)
+        assert (d["params_total"], d["n_layer"], d["d_model"], d["n_kv_head"], d["d_ff"]) == \
+            (s.params_total, s.n_layer, s.d_model, s.n_kv_head, s.d_ff), fmt
+
+
+def test_shape_from_says_format_not_supported(cli, tmp_path):
+    for name, text in (("m.toml", "[model]\n"), ("x.py", "import os\n"),
+                       ("a.sh", "echo hi\n"), ("l.yaml", "a: 1\n")):
+        (tmp_path / name).write_text(text)
+        line = _one_line_exit_2(cli("shape", "--from", tmp_path / name))
+        assert "format not supported" in line, line
 
 
 def test_shape_from_reports_unknown_fields(cli, tmp_path):

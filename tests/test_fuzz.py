@@ -207,7 +207,7 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["validate", "levine2020", "--params", "1e6", "--spec", toml, "--out", csv],
          "is a file"),
         (["shape", "--from", str(d / "nope.json")], "no such file"),
-        (["shape", "--from", csv], "not valid JSON"),
+        (["shape", "--from", csv], "format not supported"),
         (["shape", *shp, "--emit", "hf-llama", "--mlp", "gelu"], "cannot express"),
         (["shape", *shp, "--emit", "nanogpt", "--kv-heads", "1"], "cannot express"),
         (["recommend", "--params", "1e9", "--emit", "hf-gpt2", "-o", csv], "is a file"),

@@ -63,6 +63,20 @@ class NumberListType(click.ParamType):
 
 
 NUMBER = NumberType()
+
+
+class FfRatioType(click.ParamType):
+    """A d_ff/d_model ratio, or ``llama`` (Meta's rule: 8/3 d rounded up to 256)."""
+
+    name = "ratio|llama"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "llama":
+            return "llama"
+        return NUMBER.convert(value, param, ctx)
+
+
+FF_RATIO = FfRatioType()
 INT = NumberType(integer=True)
 COUNT = NumberType(integer=True, positive=False)
 INT_LIST = NumberListType(integer=True)

@@ -21,13 +21,18 @@ _FLAG_OF = {"mlp": "--mlp", "ff_ratio": "--ff-ratio", "position": "--rope",
 
 
 def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--make-vocab-size-divisible-by", "vocab_divisible_by", type=int,
+                     default=128, show_default=True,
+                     help="--emit megatron: Megatron pads the vocabulary to a multiple of this "
+                          "times --tp; the file and the output give the padded count.")(f)
     f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
     f = click.option("-o", "--out", "out_dir", default=None, metavar="DIR",
                      help="With --emit: write the config into this folder (stdout if absent).")(f)
     return click.option("--emit", "emit", type=click.Choice(FORMAT_NAMES), default=None,
                         help="Export the shape: hf-llama / hf-gpt2 (transformers config.json), "
-                             "nanogpt (GPTConfig), megatron (arguments), torchtitan (TOML), "
-                             "litgpt (YAML).")(f)
+                             "nanogpt (config file for its train.py), megatron (pretrain_gpt.py "
+                             "arguments), torchtitan (Python config, 0.3.0), litgpt (pretrain "
+                             "--config YAML).")(f)
 
 
 def explicit(ctx: click.Context, name: str) -> bool:
@@ -53,6 +58,8 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
         if name == "ff_ratio" and kw.get("d_ff") is not None:
             continue  # an explicit --d-ff stands
         kw[name] = value
+    if f.d_ff_rule is not None and not explicit(ctx, "ff_ratio"):
+        kw["d_ff_rule"] = f.d_ff_rule  # the framework fixes d_ff (nanoGPT: 4 x n_embd)
     given = [_FLAG_OF.get(k, k) for k in f.defaults if k in kw and explicit(ctx, k)]
     tp = ""
     if (f.style == "llama" and "tp" in kw and kw.get("tp") is None
@@ -64,14 +71,35 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
             + (f" (as given: {', '.join(given)})" if given else "") + tp)
 
 
-def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str) -> None:
+def family_flags(fmt: str) -> str:
+    """The shape flags that give a format's own family (``--mlp swiglu --rope ...``)."""
+    from archfit.frameworks import get_format
+
+    d = get_format(fmt).defaults
+    flags = [f"--mlp {d['mlp']}"] if d["mlp"] != "gelu" else []
+    flags += ["--rope"] if d["position"] == "rope" else []
+    flags += ["--rmsnorm"] if d["norm"] == "rmsnorm" else []
+    flags += ["--no-bias"] if not d["bias"] else []
+    flags += ["--untied"] if not d["tied_embeddings"] else []
+    flags += [f"--ff-ratio {d['ff_ratio']}"] if d["ff_ratio"] == "llama" else []
+    return " ".join(flags)
+
+
+def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str,
+                         suggest_family: bool = False) -> None:
+    """Exit 2 naming what ``fmt`` cannot express; ``suggest_family``: name the flags of the
+    format's own family (``shape --emit`` keeps the shape given and never swaps a field)."""
     from archfit.frameworks import FormatError, problems
 
     why = problems(shape, fmt)
     if why:
         given = [_FLAG_OF[k] for k in _FLAG_OF if k in ctx.params and explicit(ctx, k)]
         hint = f" (you asked for {', '.join(given)})" if given else ""
-        raise FormatError(f"--emit {fmt} cannot express this shape{hint}: {'; '.join(why)}")
+        fam = family_flags(fmt)
+        tail = (f"; archfit keeps the shape you gave: for this format's family add {fam}"
+                if suggest_family and fam else "")
+        raise FormatError(f"--emit {fmt} cannot express this shape{hint}: {'; '.join(why)}"
+                          f"{tail}")
 
 
 def _export_path(fmt: str, out_dir: str) -> str:
@@ -80,18 +108,26 @@ def _export_path(fmt: str, out_dir: str) -> str:
     return os.path.join(out_dir, get_format(fmt).filename)
 
 
-def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool) -> str | None:
-    """The export on stdout, or written atomically into ``out_dir`` (checked beforehand by
-    :func:`check_emit_args`); returns the path."""
-    from archfit.frameworks import get_format
+def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool, tp: int | None = None,
+                 vocab_divisible_by: int = 128) -> str | None:
+    """The export on stdout (and its counts on stderr), or written atomically into ``out_dir``
+    (checked beforehand by :func:`check_emit_args`) with a line naming the file and its counts;
+    returns the path."""
+    from archfit.frameworks import ExportOptions, get_format
 
-    text = get_format(fmt).render(shape)
+    f = get_format(fmt)
+    o = ExportOptions(tp=tp or 1, vocab_divisible_by=vocab_divisible_by)
+    text = f.render(shape, o)
+    counts = f.count_text(shape, o)
     if out_dir is None:
         click.echo(text, nl=False)
+        click.echo(f"{fmt}: {counts}", err=True)
         return None
     path = _export_path(fmt, out_dir)
     os.makedirs(out_dir, exist_ok=True)
     atomic_write(path, text)
+    click.echo(f"wrote {path} ({fmt}; {counts})")
+    click.echo(f"  use it: {f.command.replace('FILE', path).replace('DIR', out_dir)}")
     return path
 
 

@@ -56,7 +56,7 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @click.pass_context
 def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objective, gpu,
               perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour,
-              pareto, emit, out_dir, force, as_json, **kw):
+              pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
 
     \b
@@ -113,13 +113,13 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
             for n in r.notes:
                 if n.startswith(CONSTRAINT_NOTE):
                     click.echo(f"note: {n}", err=True)
-            write_export(r.shape, emit, None, force)
+            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by)
             return
         click.echo(design)
     click.echo(r.text())
     if emit is not None:
-        path = write_export(r.shape, emit, out_dir, force)
-        click.echo(f"\nwrote {path} ({emit}; params_total {r.shape.params_total:,})")
+        click.echo("")
+        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by)
         return
     click.echo("")
     cols = [("n_layer", "layers"), ("d_model", "d_model"), ("n_head", "heads"), ("d_ff", "d_ff"),

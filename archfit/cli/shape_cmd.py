@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import (INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
+from archfit.cli.common import (FF_RATIO, INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
                                 emit_json, fmt, perf_options, pick, print_table, shape_options)
-from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
-                              refuse_inexpressible, write_export)
+from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_inexpressible,
+                              write_export)
 from archfit.frameworks import family_fields
 from archfit.errors import ShapeError
 from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
@@ -15,16 +15,22 @@ from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
 
 @click.command()
-@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", *ARCH_FIELDS)
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", *ARCH_FIELDS,
+               ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
+                         "(Meta's rule: 8/3 d_model rounded up to a multiple of 256)."})
 @click.option("--from", "from_file", default=None, metavar="FILE",
-              help="Read the shape from an HF config.json (or its folder), a nanoGPT checkpoint "
-                   "(.pt) or its model_args JSON, instead of the shape flags.")
+              help="Read the shape from any file --emit writes (HF config.json or its folder, "
+                   "nanoGPT or torchtitan .py, Megatron .sh, LitGPT .yaml), a nanoGPT "
+                   "checkpoint (.pt) or its model_args JSON, instead of the shape flags. Read "
+                   "as text: nothing in it is run.")
 @perf_options
 @emit_options
+@click.option("--tp", type=INT, default=None,
+              help="--emit megatron: the tensor-parallel degree its vocab padding uses (1).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
-def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force, as_json,
-          **fields):
+def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force,
+          vocab_divisible_by, tp, as_json, **fields):
     """Count a shape's parameters (each convention named) and FLOPs per token; read one from a
     framework config (--from) or export it to one (--emit).
 
@@ -32,7 +38,12 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
     Examples:
       archfit shape --layers 12 --width 768 --heads 12 --vocab 50257 --ctx 1024
       archfit shape --from path/to/config.json
-      archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --emit hf-llama -o out/
+      archfit shape --layers 12 --width 768 --heads 12 --emit megatron -o out/
+      archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --mlp swiglu --rope \\
+        --rmsnorm --no-bias --untied --ff-ratio llama --emit hf-llama -o out/
+
+    --emit writes the shape as given (flags or --from) and exits 2 naming the field a
+    format cannot express; it never swaps the MLP, norm or positions for the format's family.
     """
     import os
 
@@ -54,16 +65,13 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
                                    "with --from)")
         if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
             raise click.UsageError("give --ff-ratio or --d-ff, not both")
-        line = apply_family(ctx, emit, fields)
-        s = Shape(**family_fields(fields))  # the family's d_ff rule (Llama's), if it has one
+        s = Shape(**family_fields(fields))  # --ff-ratio llama: Llama's d_ff rule
     if emit is not None:
-        refuse_inexpressible(ctx, s, emit)
-        if imported is None:
-            click.echo(line, err=True)
-        path = write_export(s, emit, out_dir, force)
-        if path:
-            click.echo(f"wrote {path} ({emit}; params_total {s.params_total:,})")
+        refuse_inexpressible(ctx, s, emit, suggest_family=imported is None)
+        write_export(s, emit, out_dir, force, tp, vocab_divisible_by)
         return
+    if tp is not None:
+        raise click.UsageError("--tp goes with --emit megatron")
     d = s.to_dict()
     perf = _perf(s, gpu, perf_file, gpu_batch_tokens) if (
         gpu or perf_file or gpu_batch_tokens) else None
@@ -132,43 +140,44 @@ def _print_shape(s: Shape) -> None:
 
 
 def read_config_file(path: str):  # type: ignore[no-untyped-def]
-    """An HF config.json (or a folder holding one), nanoGPT model_args JSON, or a nanoGPT
-    checkpoint (.pt, read with torch.load(weights_only=True))."""
-    import json
+    """Any file archfit exports (HF config.json or its folder, nanoGPT and torchtitan .py,
+    Megatron-LM .sh, LitGPT .yaml), nanoGPT model_args JSON, or a nanoGPT checkpoint (.pt,
+    read with torch.load(weights_only=True)); nothing in it is executed."""
     import os
 
     from archfit.errors import describe_os_error
     from archfit.frameworks import FormatError
-    from archfit.importers import read_config
+    from archfit.importers import read_config, read_export_text
 
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
     if not os.path.exists(path):
-        raise FormatError(f"{path}: no such file; give an HF config.json, its folder, or a "
-                          "nanoGPT checkpoint")
-    if path.endswith((".pt", ".pth", ".ckpt")):
-        import torch
+        raise FormatError(f"{path}: no such file; give a config archfit exports (HF config.json "
+                          "or its folder, nanoGPT/torchtitan .py, Megatron .sh, LitGPT .yaml) "
+                          "or a nanoGPT checkpoint")
+    suffix = os.path.splitext(path)[1].lower()
+    try:
+        if suffix in (".pt", ".pth", ".ckpt"):
+            import torch
 
-        try:
-            ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
-            raise FormatError(f"{path}: not a readable torch checkpoint "
-                              f"({type(e).__name__}: {str(e).splitlines()[0][:120]})") from None
-        if not isinstance(ckpt, dict) or "model_args" not in ckpt:
-            raise FormatError(f"{path}: a checkpoint without model_args (not nanoGPT's format)")
-        cfg = ckpt
-    else:
+            try:
+                ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
+                raise FormatError(f"not a readable torch checkpoint ({type(e).__name__}: "
+                                  f"{str(e).splitlines()[0][:120]})") from None
+            if not isinstance(ckpt, dict) or "model_args" not in ckpt:
+                raise FormatError("a checkpoint without model_args (not nanoGPT's format)")
+            return read_config(ckpt)
         try:
             with open(path, encoding="utf-8") as f:
-                cfg = json.load(f)
+                text = f.read()
         except OSError as e:
-            raise FormatError(f"{path}: {describe_os_error(e)}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise FormatError(f"{path}: not valid JSON ({e})") from None
-    try:
-        return read_config(cfg)
+            raise FormatError(describe_os_error(e)) from None
+        except UnicodeDecodeError as e:
+            raise FormatError(f"not a text config ({e.reason})") from None
+        return read_export_text(text, suffix, "the file")
     except FormatError as e:
-        raise FormatError(f"{path}: {e}") from None
+        raise FormatError(f"{path}: {str(e).removeprefix('the file: ')}") from None
     except ShapeError as e:
         raise FormatError(f"{path}: the config's shape is not valid: {e}") from None
 
