@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from archfit.train.trackers import TRACKERS
 from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
 from archfit.train.config import OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
@@ -23,22 +24,28 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
                n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
                n_ctx={"default": 256})
 @click.option("--parametrization", type=click.Choice(PARAMETRIZATIONS), default="standard",
-              show_default=True)
+              show_default=True, help="standard, or mup (muP: widths transfer the lr).")
 @click.option("--tokens", type=NUMBER, default=None, help="Token budget, e.g. 2e6.")
 @click.option("--tokens-per-param", type=NUMBER, default=None,
               help="Budget as tokens per non-embedding parameter (e.g. 20).")
 @click.option("--steps", type=INT, default=None, help="Budget in optimizer steps.")
 @click.option("--data", default=None, help="Token source (default: the embedded stdlib corpus).")
-@click.option("--batch-size", type=INT, default=16, show_default=True)
-@click.option("--grad-accum", type=INT, default=1, show_default=True)
-@click.option("--lr", type=NUMBER, default=3e-3, show_default=True)
+@click.option("--batch-size", type=INT, default=16, show_default=True,
+              help="Sequences per optimizer step (per accumulation step).")
+@click.option("--grad-accum", type=INT, default=1, show_default=True,
+              help="Gradient accumulation steps per optimizer step.")
+@click.option("--lr", type=NUMBER, default=3e-3, show_default=True,
+              help="Peak learning rate.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="cosine",
-              show_default=True)
+              show_default=True, help="Learning-rate schedule after warmup.")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw",
-              show_default=True)
-@click.option("--eval-every", type=INT, default=100, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", default="auto", show_default=True)
+              show_default=True, help="Optimizer.")
+@click.option("--eval-every", type=INT, default=100, show_default=True,
+              help="Steps between validation losses (and the last step).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the initialisation and the data order.")
+@click.option("--device", default="auto", show_default=True,
+              help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N.")
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="auto",
               show_default=True, help="auto: bf16 autocast on CUDA, fp32 on CPU.")
@@ -49,7 +56,15 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
 @click.option("--restart", is_flag=True,
               help="Discard a checkpoint in --run-dir that belongs to another config.")
-@click.option("--checkpoint-every", type=int, default=0, show_default=True)
+@click.option("--checkpoint-every", type=int, default=0, show_default=True,
+              help="Steps between checkpoints in --run-dir (0: at the end and on signals).")
+@click.option("--tracker", type=click.Choice(TRACKERS), default=None,
+              help="Log losses, lr, tokens/s and MFU per step to an experiment tracker "
+                   "(pip install 'archfit[trackers]'); W&B runs offline unless WANDB_MODE "
+                   "says otherwise.")
+@click.option("--tracker-dir", default=None, metavar="DIR",
+              help="The tracker's folder (default: tracker/ beside --run-dir, or "
+                   "runs/tracker).")
 @click.option("--no-memory-check", "no_memory_check", is_flag=True,
               help="Start even when archfit.memory estimates the run does not fit this "
                    "machine's memory (refused up front otherwise).")
@@ -135,15 +150,33 @@ def _progress(quiet: bool) -> tuple[Any, Any]:
             bar.update(task, completed=p["step"], total=p["total_steps"], info=info)
 
         return cb, bar
-    state = {"next": 0.0}
+    import time
+
+    state = {"next": 0.0, "t0": time.monotonic(), "step0": None, "tok0": 0}
 
     def plain(p: dict) -> None:
+        """Off a terminal: a line every 10% (and at each evaluation) with the elapsed time,
+        tokens/s and the time left."""
+        if state["step0"] is None:  # the first step (of a resumed run too) starts the clock
+            state.update(step0=p["step"], tok0=p["tokens"], t0=time.monotonic())
         frac = p["step"] / p["total_steps"]
         if frac >= state["next"] or "val_loss" in p:
             state["next"] = frac + 0.1
+            el = time.monotonic() - state["t0"]
+            done = p["step"] - state["step0"]
             msg = f"step {p['step']}/{p['total_steps']} train_loss {p['train_loss']:.4f}"
             if "val_loss" in p:
                 msg += f" val_loss {p['val_loss']:.4f}"
+            msg += f" elapsed {_hms(el)}"
+            if done > 0 and el > 0:
+                msg += (f" {(p['tokens'] - state['tok0']) / el:,.0f} tokens/s ETA "
+                        f"{_hms(el / done * (p['total_steps'] - p['step']))}")
             click.echo(msg, err=True)
 
     return (None if quiet else plain), None
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
+        f"{s // 60}:{s % 60:02d}"

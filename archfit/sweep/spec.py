@@ -19,6 +19,7 @@ from archfit.families import aspect_ratio_family, iso_param_family
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
                             Shape)
 from archfit.sweep.schema import Key, check, number
+from archfit.train.trackers import TRACKERS
 from archfit.train.config import (OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS, SCHEDULES,
                                   Budget, TrainConfig)
 
@@ -49,7 +50,8 @@ TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
          "decay_fraction": Key("number"), "beta1": Key("number"), "beta2": Key("number"),
          "compile": Key("bool"), "threads": POS_INT,
          "precision": Key("str", choices=PRECISIONS),
-         "parallel": Key("str", choices=PARALLEL)}
+         "parallel": Key("str", choices=PARALLEL),
+         "tracker": Key("str", choices=TRACKERS), "tracker_dir": Key("str")}
 SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"),
          "cpus_per_run": POS_INT, "mem_gb": POS_NUM, "array_parallelism": POS_INT,
          "max_array_size": POS_INT, "additional": Key("table")}

@@ -18,7 +18,7 @@ EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped b
 RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch",
                      "micro_batch")
 # config keys that say how a run is executed, not what it computes: not part of its identity
-RUNTIME_KEYS = ("micro_batch",)
+RUNTIME_KEYS = ("micro_batch", "tracker", "tracker_dir")
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,8 @@ class Budget:
 # stored under their own names (vocab_size, ctx) and those added since version 1.
 RUN_CONFIG_SCHEMA = 2
 ADDED_SINCE_V1 = {"shape": ("qkv_bias",),
-                  "train": ("precision", "parallel", "micro_batch", "data_sha256")}
+                  "train": ("precision", "parallel", "micro_batch", "data_sha256", "tracker",
+                            "tracker_dir")}
 _OPTIONAL_SHAPE_KEYS = ADDED_SINCE_V1["shape"]
 _OPTIONAL_CFG = ADDED_SINCE_V1["train"]
 _SHAPE_KEYS = tuple(f.name for f in fields(Shape)
@@ -126,6 +127,10 @@ class TrainConfig:
     # split into micro-batches whose gradients add up to the batch's, so the numbers are the
     # same whatever fits in memory (archfit.memory.choose_micro_batch picks it)
     micro_batch: int | None = None
+    # an experiment tracker (tensorboard, mlflow, wandb) and its folder: how a run is
+    # watched, not what it computes (RUNTIME_KEYS: not part of the run id)
+    tracker: str | None = None
+    tracker_dir: str | None = None
 
     @property
     def tokens_per_step(self) -> int:

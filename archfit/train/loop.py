@@ -26,6 +26,7 @@ from archfit.train.device import (auto_micro_batch, autocast, check_memory, peak
 from archfit.train.optim import make_optimizers
 from archfit.train.schedule import lr_at
 from archfit.train.stop import Preempted, StopSignals
+from archfit.train.trackers import check_tracker
 
 
 @dataclass
@@ -51,6 +52,8 @@ class _Session:
     curve: list[dict[str, Any]] = field(default_factory=list)
     train_time: float = 0.0
     last_train: float | None = None
+    tracker: Any = None  # archfit.train.trackers.Tracker on the main process, when asked for
+    peak_flops: float | None = None
 
     def evaluate(self) -> float:
         import torch
@@ -217,7 +220,8 @@ def _loop(s: _Session, sig: StopSignals, progress: Callable[[dict[str, Any]], No
                             f"{step}")
         t0 = time.perf_counter()
         total, lr = _step(s, step)
-        s.train_time += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        s.train_time += dt
         s.last_train = total
         point: dict[str, Any] = {"step": step + 1, "tokens": (step + 1) * cfg.tokens_per_step,
                                  "train_loss": total, "lr": lr}
@@ -238,6 +242,10 @@ def _loop(s: _Session, sig: StopSignals, progress: Callable[[dict[str, Any]], No
         s.curve.append(point)
         if progress is not None and s.dist.main:
             progress({**point, "total_steps": s.total_steps})
+        if s.tracker is not None:
+            tps = cfg.tokens_per_step / dt if dt > 0 else None
+            s.tracker.log(point, tps, s.shape.flops_per_token("kaplan_train") * tps / s.peak_flops
+                          if tps and s.peak_flops else None)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             s.save(step + 1)
 
@@ -271,6 +279,27 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
     return r
 
 
+def _open_tracker(s: _Session, run_dir: str | None) -> None:
+    """The run's tracker: named by its folder (the run id in a sweep), grouped by the folder
+    above (the sweep's), written under ``tracker_dir`` (default: ``runs/`` beside the run, or
+    ``./runs``)."""
+    from archfit.train.trackers import Tracker
+
+    if run_dir:
+        here = os.path.abspath(run_dir)
+        name, group = os.path.basename(here), os.path.basename(os.path.dirname(here))
+        default = os.path.join(os.path.dirname(here), "tracker")
+    else:
+        name, group, default = f"archfit-train-{time.strftime('%Y%m%d-%H%M%S')}", "archfit", \
+            os.path.join("runs", "tracker")
+    s.tracker = Tracker(s.cfg.tracker, s.cfg.tracker_dir or default,  # type: ignore[arg-type]
+                        name, group, {k: v for k, v in s.cfg.to_dict().items() if v is not None})
+    if s.device.startswith("cuda"):
+        import torch
+
+        s.peak_flops = peak_flops(torch.cuda.get_device_name())
+
+
 def train(cfg: TrainConfig, run_dir: str | None = None,
           progress: Callable[[dict[str, Any]], None] | None = None,
           restart: bool = False, memory_check: bool = True) -> RunResult:
@@ -282,8 +311,11 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
     diverges or fails returns a result with that status (nothing is raised)."""
     t_wall = time.perf_counter()
     cfg.validate()
+    check_tracker(cfg.tracker)  # a missing package stops here, before any work
     s = _setup(cfg, run_dir, memory_check)
     resume(s, restart)
+    if cfg.tracker and s.dist.main:
+        _open_tracker(s, run_dir)
     try:
         with StopSignals() as sig:
             _loop(s, sig, progress)
@@ -296,7 +328,10 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
         s.result.error = f"{type(e).__name__}: {e}".splitlines()[0]
         s.result.config["traceback"] = traceback.format_exc(limit=5)
     try:
-        return _finish(s, t_wall)
+        r = _finish(s, t_wall)
+        if s.tracker is not None:
+            s.tracker.finish(r.to_dict())
+        return r
     finally:
         if s.dist.owned:
             import torch.distributed
