@@ -24,7 +24,7 @@ _LAZY = {
     "UninformativeWarning": "archfit.errors",
     "load_fit": "archfit.laws",
     "Fit": "archfit.laws",
-    "read_runs": "archfit.store",
+    "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
     "recommend": "archfit.recommender",
     "Recommendation": "archfit.recommender",
     "TrainConfig": "archfit.train",
@@ -38,5 +38,6 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module, _, attr = _LAZY[name].partition(":")
+        return getattr(importlib.import_module(module), attr or name)
     raise AttributeError(f"module 'archfit' has no attribute {name!r}")

@@ -430,10 +430,10 @@ def _render_hf_text(kind: str) -> Callable[[Shape, ExportOptions], str]:
 FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("hf-llama", "transformers LlamaConfig config.json", "llama", "config.json",
            _render_hf_text("hf-llama"), _hf_llama_limits,
-           "AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(DIR))"),
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))'),
     Format("hf-gpt2", "transformers GPT2Config config.json", "gpt2", "config.json",
            _render_hf_text("hf-gpt2"), _gpt2_limits,
-           "AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(DIR))"),
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))'),
     Format("nanogpt", "nanoGPT config file (the globals train.py reads)", "gpt2",
            "archfit_nanogpt.py", _render_nanogpt, _nanogpt_limits,
            "python train.py FILE  (in nanoGPT's folder)", d_ff_rule=lambda d: 4 * d),

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from archfit.errors import FitInputError
+from archfit.errors import ArchfitError, FitInputError
 from archfit.io import atomic_path, file_sha256
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -390,3 +390,45 @@ def to_polars(frame: Any) -> Any:
         return pl.DataFrame(frame)
     raise FitInputError(f"cannot use a {type(frame).__name__} as a table of runs; pass a polars "
                         "or pandas DataFrame")
+
+
+def runs_frame(path: str | os.PathLike[str]) -> Any:
+    """``archfit.read_runs``: a polars frame of runs for a notebook. A run table (``.parquet``
+    from ``sweep collect``) is read as written; a sweep directory is read in place, without
+    collecting: one row per run folder (its ``config.json``), finished or not (status
+    ``pending`` until its ``result.json`` exists), in the run table's columns."""
+    import json
+
+    import polars as pl
+
+    from archfit.sweep.rundir import check_result
+    from archfit.sweep.spec import Run
+
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FitInputError(f"{path}: no such file or directory; give a sweep directory or a "
+                            "run table (.parquet)")
+    if not os.path.isdir(path):
+        df = _read_one(path)
+        check_schema_version(df, path)
+        return df
+    rows = []
+    for name in sorted(os.listdir(path)):
+        cfg_path = os.path.join(path, name, "config.json")
+        if not os.path.isfile(cfg_path):
+            continue
+        try:
+            with open(cfg_path, encoding="utf-8") as f:
+                d = json.load(f)
+            run = Run(d["run_id"], d["config"], d.get("meta") or {})
+            run.shape  # noqa: B018 - a config that is not a run's is skipped, not guessed at
+        except (OSError, ValueError, KeyError, TypeError, ArchfitError):
+            continue
+        res, problem = check_result(os.path.join(path, name), run)
+        row = run_row(run, run.meta.get("sweep") or os.path.basename(os.path.abspath(path)),
+                      res or {"status": "pending", "error": problem})
+        rows.append(row)
+    if not rows:
+        raise FitInputError(f"{path}: no run folders (NAME/config.json) here; give the sweep's "
+                            "directory (sweep run --out) or its run table")
+    return pl.DataFrame(rows, schema=_run_schema())

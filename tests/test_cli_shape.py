@@ -74,3 +74,26 @@ def test_bad_input_exit_2_one_line(args, needle):
     assert len(lines) == 1, r.output
     assert lines[0].startswith("Error:") and needle in lines[0]
     assert "Traceback" not in r.output
+
+
+def test_every_option_of_every_command_has_help():
+    import click
+
+    from archfit.cli import main
+
+    ctx = click.Context(main)
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), [*path, name])
+        else:
+            yield path, cmd
+
+    seen, missing = 0, []
+    for path, cmd in walk(main, ["archfit"]):
+        seen += 1
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not (p.help or "").strip():
+                missing.append(f"{' '.join(path)} {'/'.join(p.opts)}")
+    assert seen >= 18 and not missing, missing

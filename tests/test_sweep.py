@@ -293,3 +293,36 @@ def test_spec_numbers_out_of_range_are_reported(tmp_path):
         assert needle in msg, msg
     with pytest.raises(SpecError, match="is a directory"):
         sw.load_spec(str(tmp_path))
+
+
+def test_read_runs_gives_a_frame_of_a_sweep_directory_without_collecting(tmp_path, cli):
+    import archfit
+    from tests.conftest import tiny_spec
+
+    spec = tiny_spec(tmp_path / "t.toml", params="[5e4]", depths="[1, 2]",
+                     budget="steps = 4", eval_every=4, eval_windows=4)
+    out = tmp_path / "runs"
+    r = cli("sweep", "plan", spec, "--json")
+    assert r.exit_code == 0, r.output
+    from archfit import sweep as sw
+
+    s = sw.load_spec(spec)
+    sw.prepare_dirs(s, str(out))
+    before = archfit.read_runs(out)  # planned, none trained: every row pending
+    assert before.height == len(s.runs) and set(before["status"]) == {"pending"}
+    r = cli("sweep", "run", spec, "--out", out, "--json")
+    assert r.exit_code == 0, r.output
+    counts = json.loads(r.output[r.output.index("{"):])
+    assert counts["ok"] == len(s.runs) and counts["sweep"] == "tiny"
+    df = archfit.read_runs(str(out))
+    assert df.height == len(s.runs) and set(df["status"]) == {"ok"}
+    assert df["final_val_loss"].is_not_null().all()
+    table = tmp_path / "t.parquet"
+    r = cli("sweep", "collect", spec, "--out", out, "-o", table, "--json")
+    assert json.loads(r.output)["runs"] == len(s.runs)
+    collected = archfit.read_runs(table)
+    assert sorted(collected["run_id"]) == sorted(df["run_id"])
+    assert collected.sort("run_id")["final_val_loss"].to_list() == \
+        df.sort("run_id")["final_val_loss"].to_list()
+    with pytest.raises(archfit.ArchfitError, match="no run folders"):
+        archfit.read_runs(tmp_path / "runs" / s.runs[0].run_id)

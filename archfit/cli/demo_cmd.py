@@ -18,8 +18,16 @@ BEYOND = 3.0  # the default target: this many times the sweep's largest size
 FAR = 1e9  # the size the closing section asks the published law about
 
 
+_TO_STDERR = {"on": False}  # demo --json: stdout holds the JSON document alone
+
+
 def _say(step: str) -> None:
     click.echo(step, err=True)
+
+
+def _print(text: str = "") -> None:
+    """The demo's results: stdout, or stderr when --json keeps stdout for the document."""
+    click.echo(text, err=_TO_STDERR["on"])
 
 
 def _spec_path(spec_path: str | None) -> str:
@@ -64,7 +72,7 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
                         n_ctx=shape.n_ctx, head_dim=64, multiple_of=64)
         own = fit.verdict(FAR)
     s = pub.shape
-    click.echo(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "
+    _print(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
                f"{s.vocab_size}, ctx {s.n_ctx}; verdict {pub.trust['verdict']}). This sweep "
                f"cannot speak for that size: {FAR:.0e} is {FAR / largest:,.0f}x beyond its "
@@ -91,10 +99,13 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
 @click.option("--seeds", type=INT, default=2, show_default=True,
               help="Seeds per validation shape.")
 @click.option("--no-validate", is_flag=True, help="Skip training the recommendation's rivals.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document (fit, recommendation, validation, figures) on "
+                   "stdout; the human report goes to stderr.")
 @click.option("--concurrency", type=INT, default=None, help="Runs at a time (default: the "
               "spec's, 2).")
 def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_validate,
-         concurrency):
+         as_json, concurrency):
     """Sweep, fit, recommend, and check the recommendation by training it.
 
     With the defaults: 17 tiny runs on the embedded corpus (this Python's standard library,
@@ -108,6 +119,7 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     from archfit.laws.fitting import fit as fit_law
     from archfit.plots import draw_all, draw_validation
 
+    _TO_STDERR["on"] = as_json
     spec_path = _spec_path(spec_path)
     spec = sw.load_spec(spec_path)
     check_output(out_dir, "demo's output", inputs=[spec_path], folder=True)
@@ -117,8 +129,8 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     fit = fit_law(paths=[path], law=law, bootstrap=bootstrap)
     fit_path = os.path.join(out_dir, f"{spec.name}-{law}.json")
     fit.to_json(fit_path)
-    click.echo(fit.summary())
-    click.echo("")
+    _print(fit.summary())
+    _print("")
 
     largest = float(fit.diagnostics["span"]["params_max"])
     target = target or BEYOND * float(max(r.meta.get("target_params") or 0 for r in spec.runs)
@@ -128,8 +140,8 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     # the shape validate trains is the one printed: the plan holds the recommendation
     p = va.plan(fit, target, spec, alternatives=alternatives, seeds=seeds)
     rec = p.recommendation
-    click.echo(rec.text())
-    click.echo("")
+    _print(rec.text())
+    _print("")
 
     v = None if no_validate else _validate(p, out_dir, concurrency)
     figs = draw_all(fit, os.path.join(out_dir, "plots"), target=target, recommended=rec)
@@ -138,16 +150,22 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
                                     os.path.join(out_dir, "plots", "validation.png")))
     _say("[6/6] figures:")
     for f in figs:
-        click.echo(f"  {f}")
-    click.echo("")
+        _print(f"  {f}")
+    _print("")
     _far_section(fit, rec.shape, largest)
     s = rec.shape
-    click.echo(f"recommended for {target:.3g} non-embedding parameters: n_layer {s.n_layer}, "
+    _print(f"recommended for {target:.3g} non-embedding parameters: n_layer {s.n_layer}, "
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
                f"{s.vocab_size}, ctx {s.n_ctx}); {law} fitted to {spec.name}; verdict: "
                f"{rec.trust['verdict']}")
     if v is not None:
-        click.echo(v.line())
+        _print(v.line())
+    if as_json:
+        from archfit.cli.common import emit_json
+
+        emit_json({"sweep_table": path, "fit_file": fit_path, "fit_verdict":
+                   fit.verdict().to_dict(), "recommendation": rec.to_dict(),
+                   "validation": v.to_dict() if v is not None else None, "figures": figs})
 
 
 def _validate(p: Any, out_dir: str, concurrency: int | None) -> Any:
@@ -163,6 +181,6 @@ def _validate(p: Any, out_dir: str, concurrency: int | None) -> Any:
         _say(f"      {left[0]}/{n} validation runs done ({st})")
 
     v = va.run(p, os.path.join(out_dir, "validate"), concurrency=concurrency, on_done=done)
-    click.echo(v.text())
-    click.echo("")
+    _print(v.text())
+    _print("")
     return v

@@ -154,7 +154,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the laws as JSON.")
 def laws(as_json):
     """List the laws archfit fits and the published fits it ships."""
     from archfit.laws import PUBLISHED, list_laws

@@ -14,7 +14,7 @@ from archfit.cli.fit_cmd import parse_map
 @click.option("-o", "--out", "out_dir", default="plots", show_default=True,
               help="Folder for the figures.")
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png",
-              show_default=True)
+              show_default=True, help="Figure file format.")
 @click.option("--map", "maps", multiple=True, metavar="COL=SOURCE",
               help="Map a foreign column of DATA (default: the map the fit was made with).")
 @click.option("--target", type=NUMBER, default=None,

@@ -20,7 +20,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               help="Published fit by name (levine2020, epoch2024, hoffmann2022; see 'archfit "
                    "laws'). Default: levine2020, and epoch2024 for --compute.")
 @shape_options("vocab_size", "n_ctx", n_ctx={"default": 2048})
-@click.option("--head-dim", type=INT, default=128, show_default=True)
+@click.option("--head-dim", type=INT, default=128, show_default=True,
+              help="Attention head size: heads = d_model / head_dim.")
 @click.option("--multiple-of", type=INT, default=128, show_default=True,
               help="d_model (and d_ff) are multiples of this.")
 @click.option("--ff-ratio", default="4", show_default=True,
@@ -62,7 +63,8 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
     \b
     Examples:
       archfit recommend --params 1e12
-      archfit recommend --params 7B --fit fits/demo-levine.json --tp 8
+      archfit recommend --params 7B --law levine2020 --tp 8
+      archfit recommend --params 7.2e5 --fit demo-out/demo-depth-joint.json
       archfit recommend --compute 1e24 --law hoffmann2022
       archfit recommend --params 7e9 --emit hf-llama -o out/
     """

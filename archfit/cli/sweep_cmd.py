@@ -42,7 +42,7 @@ def sweep() -> None:
 @click.option("--activation-checkpointing", "ac", is_flag=True, default=None,
               help="Plan with activation checkpointing.")
 @MAX_RUNS_OPTION
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the runs (and costs) as JSON.")
 def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json):
     """Print the expanded runs without training anything; with --gpu, what they cost there."""
     from archfit.sweep import load_spec, plan_rows
@@ -127,8 +127,11 @@ def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyp
 @click.option("--allow-failures", is_flag=True,
               help="Exit 0 even when some runs failed or diverged (default: exit 3).")
 @MAX_RUNS_OPTION
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the final counts as JSON on stdout (progress stays on stderr).")
 def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpus,
-        array_parallelism, address, no_wait, timeout, retry_failed, allow_failures, max_runs):
+        array_parallelism, address, no_wait, timeout, retry_failed, allow_failures, max_runs,
+        as_json):
     """Run every unfinished run of the sweep. Idempotent: repeat it after any failure.
 
     Exit status: 0 when every run is ok, 3 when some failed or diverged (their errors are
@@ -153,7 +156,7 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
     click.echo(f"sweep {spec.name}: {before['planned']} runs, {before['done']} finished, "
                f"executor {kind}, directory {out}", err=True)
     if before["done"] >= before["planned"] and not retry_failed:
-        _report(sw.counts(spec, out))
+        _report(sw.counts(spec, out), as_json, {"sweep": spec.name, "directory": out})
         return
     bar = _Bar(before)
     worker_errors: list[str] = []
@@ -177,7 +180,8 @@ def run(spec_path, executor, out, concurrency, threads, partition, time_min, gpu
     finally:
         bar.stop()
     c = sw.counts(spec, out)
-    _report(c)
+    _report(c, as_json, {"sweep": spec.name, "directory": out, "executor": kind,
+                         "worker_errors": worker_errors})
     if worker_errors:  # e.g. a full disk: the run could not even record its result
         click.echo(f"Error: {len(worker_errors)} run(s) could not be trained or saved; first: "
                    f"{worker_errors[0]}", err=True)
@@ -224,7 +228,10 @@ class _Bar:
             self.rich.stop()
 
 
-def _report(c: dict) -> None:
+def _report(c: dict, as_json: bool = False, extra: dict | None = None) -> None:
+    if as_json:
+        emit_json({**(extra or {}), **c})
+        return
     click.echo(f"{c['done']}/{c['planned']} finished: {c['ok']} ok, {c['diverged']} diverged, "
                f"{c['failed']} failed; {c['running']} running, {c['pending']} pending")
     for f in c["not_ok"]:
@@ -236,9 +243,9 @@ def _report(c: dict) -> None:
 
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--out", default=None)
+@click.option("--out", default=None, help="Sweep directory (default: sweeps/runs/NAME).")
 @MAX_RUNS_OPTION
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def status(spec_path, out, max_runs, as_json):
     """Counts of done / running / failed / pending runs, the failed runs' error lines, and
     results that are unreadable or belong to another run."""
@@ -258,7 +265,9 @@ def status(spec_path, out, max_runs, as_json):
 @click.option("-o", "--output", default=None, help="Parquet file (default sweeps/NAME.parquet).")
 @click.option("--force", is_flag=True, help="Replace an existing file that is not a run table.")
 @MAX_RUNS_OPTION
-def collect(spec_path, out, output, force, max_runs):
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {runs, table, curves} as JSON.")
+def collect(spec_path, out, output, force, max_runs, as_json):
     """Gather every finished run into one parquet file (+ NAME.curves.parquet). A file that is
     not an archfit run table is never replaced without --force, nor a non-empty table by an
     empty one."""
@@ -274,4 +283,7 @@ def collect(spec_path, out, output, force, max_runs):
     path, curves, n = store.collect(spec, _out(spec, out), output)
     if n == 0:
         click.echo("warning: no finished runs yet; wrote an empty table", err=True)
+    if as_json:
+        emit_json({"runs": n, "table": path, "curves": curves})
+        return
     click.echo(f"wrote {n} runs to {path} and their loss curves to {curves}")
