@@ -63,7 +63,6 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
     \b
     Examples:
       archfit recommend --params 1e12
-      archfit recommend --params 7B --law levine2020 --tp 8
       archfit recommend --params 7.2e5 --fit demo-out/demo-depth-joint.json
       archfit recommend --compute 1e24 --law hoffmann2022
       archfit recommend --params 7e9 --emit hf-llama -o out/
