@@ -105,7 +105,7 @@ def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
     law = fit.law_obj
     Ns_m = [p.N for p in placements]
     Ns = np.logspace(math.log10(min(Ns_m) / 2), math.log10(max(Ns_m) * 2), 120)
-    fig, ax = _plt().subplots(figsize=(10.0, 6.5))
+    fig, ax = _plt().subplots(figsize=(12.0, 8.0))
     ax.plot(Ns, [law.optimum(fit.params, n)[0] for n in Ns], "-", color="k",
             label=f"optimal depth ({fit.label})")
     band = _bootstrap_band(fit, Ns)
@@ -125,11 +125,6 @@ def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
     for p in placements:
         spots.setdefault((p.model.shape.n_layer, round(math.log10(p.N) * 80)), []).append(
             p.model.name)
-    for k, (L, _) in enumerate(spots):
-        names = spots[(L, _)]
-        N = 10 ** (_ / 80)
-        ax.annotate(", ".join(names), (N, L), textcoords="offset points",
-                    xytext=(5, 4 if k % 2 else -8), fontsize=6, color="0.25")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("non-embedding parameters, Kaplan's N (log scale; counted from each model's "
@@ -140,7 +135,48 @@ def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
                  fontsize=9)
     ax.legend(fontsize=7, loc="upper left", ncol=2)
     fig.tight_layout()
+    _place_labels(fig, ax, [(", ".join(names) if len(names) < 3 else "\n".join(names),
+                             10 ** (key / 80), L)
+                            for (L, key), names in sorted(spots.items(), key=lambda kv: kv[0][1])])
     return fig
+
+
+LABEL_PT = 8  # known-model labels: no smaller, and never overlapping one another
+_OFFSETS = [(dx, dy) for dy in (3, -11, *(s * 14 * k + (3 if s > 0 else -11)
+                                          for k in range(1, 16) for s in (1, -1)))
+            for dx in (6, -6, 40, -40, 90, -90)]
+
+
+def label_box(annotation: Any, renderer: Any) -> Any:
+    """The box of an annotation's text alone (matplotlib's own includes its leader line)."""
+    from matplotlib.text import Text
+
+    annotation.update_positions(renderer)
+    return Text.get_window_extent(annotation, renderer)
+
+
+def _place_labels(fig: Any, ax: Any, labels: list[tuple[str, float, float]]) -> None:
+    """Greedy placement: each label at the first offset around its marker (right, then left,
+    then further up or down with a leader line) whose box overlaps no label placed before and
+    stays inside the axes; the last offset tried when none is free."""
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    for text, x, y in labels:
+        for i, (dx, dy) in enumerate(_OFFSETS):
+            far = i >= 2
+            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy),
+                            fontsize=LABEL_PT, color="0.25", gid="known-model-label",
+                            ha="left" if dx > 0 else "right",
+                            arrowprops=dict(arrowstyle="-", color="0.6", lw=0.5) if far
+                            else None)
+            box = label_box(a, renderer)
+            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                      and box.y1 <= frame.y1)
+            if (inside and not any(box.overlaps(b) for b in placed)) or i == len(_OFFSETS) - 1:
+                placed.append(box)
+                break
+            a.remove()
 
 
 def draw_known_models(fit: Fit, placements: Sequence[Any], out_dir: str,

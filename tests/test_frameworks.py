@@ -473,3 +473,20 @@ def test_bad_known_models_rows_are_one_line_errors(tmp_path):
     p.write_text("\n".join([src[0], src[1].replace(",12,768,12,", ",12,770,12,")]) + "\n")
     with pytest.raises(ArchfitError, match="line 2"):
         load_known_models(str(p))
+
+
+def test_known_models_labels_do_not_overlap_at_8pt():
+    from archfit.landscape import place_known_models
+    from archfit.plots import LABEL_PT, known_models_map, label_box
+
+    f, rows = place_known_models()
+    fig = known_models_map(f, rows)
+    renderer = fig.canvas.get_renderer()
+    labels = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "known-model-label"]
+    names = ", ".join(t.get_text() for t in labels)
+    assert all(r.model.name in names for r in rows)  # every model is labelled
+    assert all(t.get_fontsize() >= LABEL_PT >= 8 for t in labels)
+    boxes = [label_box(t, renderer) for t in labels]
+    clashes = [(labels[i].get_text(), labels[j].get_text()) for i in range(len(boxes))
+               for j in range(i) if boxes[i].overlaps(boxes[j])]
+    assert not clashes, clashes
