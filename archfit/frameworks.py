@@ -273,6 +273,12 @@ def megatron_counts(s: Shape, o: ExportOptions) -> dict[str, int]:
             "params_total": s.params_total, "params_non_embedding": s.params_non_embedding}
 
 
+def _megatron_count_text(s: Shape, o: ExportOptions) -> str:
+    c = megatron_counts(s, o)
+    return (f"Megatron's count with the vocabulary padded to {c['padded_vocab_size']:,} (a "
+            f"multiple of {o.vocab_divisible_by} x tp {o.tp}): {c['params_total_padded']:,}")
+
+
 def _render_megatron(s: Shape, o: ExportOptions) -> str:
     c = megatron_counts(s, o)
     args = [f"--num-layers {s.n_layer}", f"--hidden-size {s.d_model}",
@@ -323,67 +329,13 @@ def _render_torchtitan(s: Shape, o: ExportOptions) -> str:
              "n_kv_heads": s.n_kv_head, "hidden_dim": s.d_ff, "vocab_size": s.vocab_size,
              "seq_len": s.n_ctx, "enable_weight_tying": s.tied_embeddings}
     body = ",\n".join(f"    {k!r}: {v!r}" for k, v in shape.items())
-    return f'''"""torchtitan {TORCHTITAN_RELEASE} config: a llama3 model of {s.n_layer} x {s.d_model}, written by archfit.
+    from importlib.resources import files
+    from string import Template
 
-{_count_note(s)}.
-
-torchtitan {TORCHTITAN_RELEASE} builds models from Python configs; this module is one. Put its
-folder on PYTHONPATH and run, e.g.:
-    PYTHONPATH=DIR torchrun --nproc_per_node 8 -m torchtitan.train \\
-        --module archfit_torchtitan --config archfit_model --hf_assets_path TOKENIZER_DIR
-Training settings start from torchtitan's llama3 debug config; override any with
---<section>.<key> (e.g. --training.steps, --parallelism.tensor_parallel_degree).
-hidden_dim is the SwiGLU size itself (no multiple_of rounding). It uses torchtitan's llama3
-building blocks as released in {TORCHTITAN_RELEASE}; other releases may name them differently.
-"""
-from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss
-from torchtitan.models import llama3
-from torchtitan.models.common import ComplexRoPE, Embedding, Linear, RMSNorm
-from torchtitan.models.common.config_utils import decoder_vocab_size
-from torchtitan.models.llama3 import config_registry
-from torchtitan.protocols.model_spec import ModelSpec
-
-ARCHFIT_SHAPE = {{
-{body},
-}}
-
-
-def archfit_model_config(attn_backend="flex"):
-    """The llama3 model config of ARCHFIT_SHAPE."""
-    s = ARCHFIT_SHAPE
-    dim, vocab = s["dim"], s["vocab_size"]
-    return llama3.Llama3Model.Config(
-        dim=dim,
-        vocab_size=vocab,
-        enable_weight_tying=s["enable_weight_tying"],
-        tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim,
-                                        param_init=llama3._EMBEDDING_INIT),
-        norm=RMSNorm.Config(normalized_shape=dim, param_init=llama3._NORM_INIT),
-        lm_head=Linear.Config(in_features=dim, out_features=vocab,
-                              param_init=llama3._output_linear_init(dim)),
-        layers=llama3._build_llama3_layers(
-            n_layers=s["n_layers"], dim=dim, n_heads=s["n_heads"], n_kv_heads=s["n_kv_heads"],
-            hidden_dim=s["hidden_dim"],
-            rope=ComplexRoPE.Config(dim=dim // s["n_heads"], max_seq_len=s["seq_len"],
-                                    theta=500000, scaling="llama"),
-            attn_backend=attn_backend),
-    )
-
-
-def archfit_model():
-    """The trainer config: torchtitan's llama3 debug job with this model and sequence length."""
-    config = config_registry.llama3_debugmodel()
-    base = config.model_spec
-    config.model_spec = ModelSpec(
-        name="llama3", flavor="archfit-{s.n_layer}x{s.d_model}", model=archfit_model_config(),
-        parallelize_fn=base.parallelize_fn, pipelining_fn=base.pipelining_fn,
-        post_optimizer_build_fn=base.post_optimizer_build_fn,
-        state_dict_adapter=base.state_dict_adapter)
-    config.loss = ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(
-        global_vocab_size=decoder_vocab_size(config.model_spec)))
-    config.training.seq_len = ARCHFIT_SHAPE["seq_len"]
-    return config
-'''
+    text = (files("archfit") / "templates" / "torchtitan_config.py.tmpl").read_text("utf-8")
+    text = text.split("\n", 1)[1]  # the template's own comment line
+    return Template(text).substitute(release=TORCHTITAN_RELEASE, n_layer=s.n_layer,
+                                     d_model=s.d_model, count_note=_count_note(s), body=body)
 
 
 def _render_litgpt(s: Shape, o: ExportOptions) -> str:
@@ -440,11 +392,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("megatron", "Megatron-LM pretrain_gpt.py arguments (bash array)", "llama",
            "megatron_args.sh", _render_megatron, _megatron_limits,
            'source FILE && torchrun ... pretrain_gpt.py "${MODEL_ARGS[@]}" ...',
-           counts=lambda s, o: (
-               "Megatron's count with the vocabulary padded to "
-               f"{megatron_counts(s, o)['padded_vocab_size']:,} (a multiple of "
-               f"{o.vocab_divisible_by} x tp {o.tp}): "
-               f"{megatron_counts(s, o)['params_total_padded']:,}")),
+           counts=_megatron_count_text),
     Format("torchtitan", f"torchtitan {TORCHTITAN_RELEASE} Python model config (llama3)",
            "llama", "archfit_torchtitan.py", _render_torchtitan, _torchtitan_limits,
            "PYTHONPATH=DIR torchrun ... -m torchtitan.train --module archfit_torchtitan "

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from archfit.frameworks import FORMATS, family_fields
+from archfit.cli.emit import family_flags
+from archfit.frameworks import family_fields
 from archfit.shapes import Shape
 
 pytestmark = pytest.mark.frameworks
@@ -54,21 +55,12 @@ def _printed_total(output: str) -> int:
     return int(re.search(r"params_total ([\d,]+)", output).group(1).replace(",", ""))
 
 
-def _family_args(fmt: str, **over) -> list[str]:
-    f = FORMATS[fmt]
-    d = {**f.defaults, **over}
-    args = ["--layers", str(d.get("n_layer", 2)), "--width", str(d.get("d_model", 64)),
-            "--heads", str(d.get("n_head", 4)), "--vocab", "100", "--ctx", "64"]
-    if d["mlp"] != "gelu":
-        args += ["--mlp", d["mlp"]]
-    args += ["--rope"] if d["position"] == "rope" else []
-    args += ["--rmsnorm"] if d["norm"] == "rmsnorm" else []
-    args += ["--no-bias"] if not d["bias"] else []
-    args += ["--untied"] if not d["tied_embeddings"] else []
-    args += ["--ff-ratio", "llama"] if d["ff_ratio"] == "llama" else []
-    if "n_kv_head" in over:
-        args += ["--kv-heads", str(over["n_kv_head"])]
-    return args
+def _family_args(fmt: str, n_head: int = 4, d_model: int = 64,
+                 n_kv_head: int | None = None) -> list[str]:
+    """Shape flags of the format's own family (the flags its refusal names)."""
+    args = ["--layers", "2", "--width", str(d_model), "--heads", str(n_head), "--vocab", "100",
+            "--ctx", "64", *family_flags(fmt).split()]
+    return args + (["--kv-heads", str(n_kv_head)] if n_kv_head else [])
 
 
 def _shapes(fmt: str):

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 
-from archfit.train.trackers import TRACKERS
 from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
 from archfit.train.config import OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
+from archfit.train.trackers import TRACKERS
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
                "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
@@ -152,6 +152,8 @@ def _progress(quiet: bool) -> tuple[Any, Any]:
         return cb, bar
     import time
 
+    from archfit.sweep import fmt_eta
+
     state = {"next": 0.0, "t0": time.monotonic(), "step0": None, "tok0": 0}
 
     def plain(p: dict) -> None:
@@ -167,16 +169,11 @@ def _progress(quiet: bool) -> tuple[Any, Any]:
             msg = f"step {p['step']}/{p['total_steps']} train_loss {p['train_loss']:.4f}"
             if "val_loss" in p:
                 msg += f" val_loss {p['val_loss']:.4f}"
-            msg += f" elapsed {_hms(el)}"
+            msg += f" elapsed {fmt_eta(el)}"
             if done > 0 and el > 0:
                 msg += (f" {(p['tokens'] - state['tok0']) / el:,.0f} tokens/s ETA "
-                        f"{_hms(el / done * (p['total_steps'] - p['step']))}")
+                        f"{fmt_eta(el / done * (p['total_steps'] - p['step']))}")
             click.echo(msg, err=True)
 
     return (None if quiet else plain), None
 
-
-def _hms(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
-        f"{s // 60}:{s % 60:02d}"

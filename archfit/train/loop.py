@@ -53,7 +53,7 @@ class _Session:
     train_time: float = 0.0
     last_train: float | None = None
     tracker: Any = None  # archfit.train.trackers.Tracker on the main process, when asked for
-    peak_flops: float | None = None
+    mfu_per_token_rate: float | None = None  # MFU = this x tokens/s (a GPU of known peak)
 
     def evaluate(self) -> float:
         import torch
@@ -244,8 +244,8 @@ def _loop(s: _Session, sig: StopSignals, progress: Callable[[dict[str, Any]], No
             progress({**point, "total_steps": s.total_steps})
         if s.tracker is not None:
             tps = cfg.tokens_per_step / dt if dt > 0 else None
-            s.tracker.log(point, tps, s.shape.flops_per_token("kaplan_train") * tps / s.peak_flops
-                          if tps and s.peak_flops else None)
+            s.tracker.log(point, tps, s.mfu_per_token_rate * tps
+                          if tps and s.mfu_per_token_rate else None)
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
             s.save(step + 1)
 
@@ -297,7 +297,9 @@ def _open_tracker(s: _Session, run_dir: str | None) -> None:
     if s.device.startswith("cuda"):
         import torch
 
-        s.peak_flops = peak_flops(torch.cuda.get_device_name())
+        peak = peak_flops(torch.cuda.get_device_name())
+        if peak:
+            s.mfu_per_token_rate = s.shape.flops_per_token("kaplan_train") / peak
 
 
 def train(cfg: TrainConfig, run_dir: str | None = None,
