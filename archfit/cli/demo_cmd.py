@@ -18,16 +18,13 @@ BEYOND = 3.0  # the default target: this many times the sweep's largest size
 FAR = 1e9  # the size the closing section asks the published law about
 
 
-_TO_STDERR = {"on": False}  # demo --json: stdout holds the JSON document alone
-
-
 def _say(step: str) -> None:
     click.echo(step, err=True)
 
 
 def _print(text: str = "") -> None:
     """The demo's results: stdout, or stderr when --json keeps stdout for the document."""
-    click.echo(text, err=_TO_STDERR["on"])
+    click.echo(text, err=bool(click.get_current_context().params.get("as_json")))
 
 
 def _spec_path(spec_path: str | None) -> str:
@@ -119,7 +116,6 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     from archfit.laws.fitting import fit as fit_law
     from archfit.plots import draw_all, draw_validation
 
-    _TO_STDERR["on"] = as_json
     spec_path = _spec_path(spec_path)
     spec = sw.load_spec(spec_path)
     check_output(out_dir, "demo's output", inputs=[spec_path], folder=True)
