@@ -75,7 +75,7 @@ def test_joint_law_takes_a_prior_and_a_fix(joint_synthetic):
 
 
 @pytest.mark.parametrize("kw,needle", [
-    (dict(law="kaplan-n", fix={"N_c": 1.0}), "takes no --fix/--prior"),
+    (dict(law="levine", tie={"a": "b"}), "takes no --tie"),
     (dict(law="levine", fix={"c": 1.0}), "not a parameter of levine"),
     (dict(law="levine", prior="levine2020"), "carries no uncertainty for 'a'"),
     (dict(law="levine", prior={"b": (0.05, 0.0)}), "must be positive"),

@@ -360,6 +360,8 @@ def _prior_table(f: Fit) -> list[str]:
     for name, val in f.params.items():
         if name in pr.get("fixed", {}):
             p = "fixed"
+        elif name in (pr.get("tied") or {}):
+            p = f"= {pr['tied'][name]}"
         elif name in pr.get("prior", {}):
             m, sd = pr["prior"][name]
             p = f"{_g(m)} ± {_g(sd)}"

@@ -53,17 +53,19 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Constraints:
-    """Parameters held fixed and Gaussian priors (mean, sd) on others, by public name.
-    ``scale`` is the data's residual scale (log loss) from the data-only fit, so a prior weighs
-    against the data as a likelihood would."""
+    """Parameters held fixed, tied to another (``tied[a] = b``: a = b, e.g. alpha = beta, as
+    published Chinchilla-style fits often assume) and Gaussian priors (mean, sd) on others, by
+    public name. ``scale`` is the data's residual scale (log loss) from the data-only fit, so a
+    prior weighs against the data as a likelihood would."""
 
     fixed: dict[str, float] = field(default_factory=dict)
     prior: dict[str, tuple[float, float]] = field(default_factory=dict)
     source: str = ""
     scale: float | None = None
+    tied: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.fixed or self.prior)
+        return bool(self.fixed or self.prior or self.tied)
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,9 @@ class Law:
     min_points: ClassVar[int]
     min_sizes: ClassVar[int] = 0  # distinct size classes the law needs (0: no check)
     role: ClassVar[str] = "loss"  # one of ROLES
-    # fit_point takes constraints= (--fix / --prior); laws that do not are refused them
-    supports_constraints: ClassVar[bool] = False
+    # fit_point takes constraints= (--fix / --prior, every law); ties (--tie a=b) only where
+    # the fit holds its parameters in one affine map (numeric.Reparam)
+    supports_ties: ClassVar[bool] = False
     default_targets: ClassVar[tuple[float, ...]] = ()
     own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())
     # predict() returns loss (nats/token), so the fit can give loss prediction intervals
@@ -137,10 +140,14 @@ class Law:
 
         return prepare(self, frame)
 
-    def classes(self, data: Data) -> np.ndarray:
-        from archfit.laws.numeric import size_classes
+    def classes(self, data: Data, tol: float | None = None) -> np.ndarray:
+        """Size-class labels: the ones the fit fixed (column ``size_class``), else by the
+        planned size (``target_params``), else sizes within ``tol`` of a class's smallest."""
+        from archfit.laws.numeric import class_labels, size_classes
 
-        return size_classes(data["params"], data.get("target_params"))
+        if tol is None:
+            return class_labels(data)
+        return size_classes(data["params"], data.get("target_params"), tol)
 
     def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
         """Bootstrap units (the training run; see :func:`archfit.laws.numeric.run_groups`)."""
@@ -228,23 +235,39 @@ class Law:
         return out
 
     # ------------------------------------------------------------------ trust
-    # lower bounds the fit can sit on, checked by bound_reasons (name -> bound)
-    lower_bounds: ClassVar[dict[str, float]] = {}
+    # bounds the fit can sit on (name -> (low, high), None for open), checked by bound_reasons
+    bounds: ClassVar[dict[str, tuple[float | None, float | None]]] = {}
+    # parameters set to 0 (not fitted) when every run has one token count (the D term folds
+    # into E); the fit's extra["uses_tokens"] says which happened
+    folded_without_tokens: ClassVar[tuple[str, ...]] = ()
     # held-out relative error (on what the law predicts): weak above, uninformative above
     # (for laws with a loss model the error is first checked against its interval)
     heldout_limits: ClassVar[tuple[float, float]] = (0.05, 0.15)
 
     def bound_reasons(self, fit: Fit) -> list[str]:
-        """Parameters on or near a bound of the fit (one line each)."""
+        """One line per free parameter on (or within 1e-4 of) a bound of the fit, or whose
+        bootstrap CI has zero width (every resample landed on one value: a bound the optimizer
+        holds, not a measurement). Fixed and tied parameters are not free and are skipped."""
+        held = set((fit.prior or {}).get("fixed") or {}) | set((fit.prior or {}).get("tied")
+                                                                or {})
+        if fit.extra.get("uses_tokens") is False:
+            held |= set(self.folded_without_tokens)
         out = []
-        for name, lo in self.lower_bounds.items():
+        for name, (lo, hi) in self.bounds.items():
             v = fit.params.get(name)
-            if v is not None and v <= lo + 1e-4 * max(1.0, abs(lo)):
+            if v is None or name in held:
+                continue
+            if lo is not None and v <= lo + 1e-4 * max(1.0, abs(lo)):
                 out.append(f"{name} is at its lower bound {lo:g}")
+            elif hi is not None and v >= hi - 1e-4 * max(1.0, abs(hi)):
+                out.append(f"{name} is at its upper bound {hi:g}")
         for name, ci in (fit.ci or {}).items():
             v = fit.params.get(name)
-            if ci and v and ci[0] == ci[1] and name not in self.lower_bounds:
-                out.append(f"{name}'s CI collapses to a point ({ci[0]:.3g}): a bound")
+            if not ci or v is None or name in held or any(name in r.split()[0] for r in out):
+                continue
+            if abs(ci[1] - ci[0]) <= 1e-9 * max(1.0, abs(v)):
+                out.append(f"{name}'s 95% CI has zero width ({ci[0]:.4g}): every resample "
+                           "landed on one value, a bound rather than a measurement")
         return out
 
     def spread(self, fit: Fit, target: float | None) -> tuple[str, float] | None:

@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Data, Estimate, Figure, Law, derived_name, register
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure, Law,
+                              derived_name, register)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -59,7 +60,8 @@ class _ChinchillaBase(Law):
     role = "compute"
     predicts_loss = True
     default_targets = (1e21, 1e24)
-    lower_bounds = {"E": 0.0}
+    bounds = {"E": (0.0, None)}
+    supports_ties = True
     own_figures = (Figure("isoloss_contours", "Iso-loss contours (nats/token) and "
                           "compute-optimal frontier", draw_isoloss),)
 
@@ -100,29 +102,28 @@ class _ChinchillaBase(Law):
 @register
 class Chinchilla(_ChinchillaBase):
     name = "chinchilla"
-    description = ("Huber loss (δ=1e-3) on log loss, log-sum-exp parametrization, L-BFGS from a "
-                   "grid of starts (Hoffmann et al. 2022 App. D.2; Besiroglu et al. 2024).")
-
-    # Hoffmann et al. App. D.2's grid of starting points
-    GRID = dict(alpha=[0.0, 0.5, 1.0, 1.5, 2.0], beta=[0.0, 0.5, 1.0, 1.5, 2.0],
-                e=[-1.0, -0.5, 0.0, 0.5, 1.0], a=[0, 5, 10, 15, 20, 25], b=[0, 5, 10, 15, 20, 25])
+    description = ("Huber loss (δ=1e-3) on log loss, log-sum-exp parametrization (Hoffmann et al. "
+                   "2022 App. D.2; Besiroglu et al. 2024), L-BFGS from starts whose "
+                   "coefficients are solved for each pair of exponents (scale-free).")
+    # the internal vector θ = (ln A, ln B, α, β, ln E), as HuberLSE holds it
+    SPEC = (("A", True), ("B", True), ("alpha", False), ("beta", False), ("E", True))
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import HuberLSE, log_cols
+        from archfit.laws.numeric import HuberLSE, Reparam, log_cols
 
         self._check(data)
         h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]), HUBER_DELTA)
+        rp = Reparam(self.SPEC, constraints) if constraints else None
         if start is not None:
             E, A, B, al, be = start
             starts = np.array([[np.log(A), np.log(B), al, be, np.log(E)]])
         else:
-            g = self.GRID
-            starts = np.array(list(itertools.product(g["a"], g["b"], g["alpha"], g["beta"],
-                                                     g["e"])), dtype=float)
-        a, b, al, be, e = h.minimize(starts)
+            starts = h.projected_starts(rp=rp)
+        a, b, al, be, e = h.minimize(starts, rp=rp,
+                                     scale=constraints.scale if constraints else None)
         return Estimate(np.array([np.exp(e), np.exp(a), np.exp(b), al, be]),
                         extra={"objective": "huber(delta=1e-3) on log loss"})
 
@@ -150,13 +151,30 @@ class ChinchillaVarPro(_ChinchillaBase):
         r = (M @ coef - L) / L
         return float(r @ r), coef
 
+    supports_ties = True
+    # under --fix/--tie/--prior: θ = (E, ln A, ln B, α, β), squared relative error
+    SPEC = (("E", False), ("A", True), ("B", True), ("alpha", False), ("beta", False))
+
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
         from scipy.optimize import minimize
 
         self._check(data)
         N, D, L = data["params"], data["tokens"], data["loss"]
+        if constraints:
+            from archfit.laws.numeric import Reparam, lsq_fit
+
+            rp = Reparam(self.SPEC, constraints)
+            if start is None:
+                start = self.fit_point(data, full=False).params
+            E0, A0, B0, a0, b0 = start
+            th = lsq_fit(lambda th: (th[0] + np.exp(th[1]) * N ** -th[3]
+                                     + np.exp(th[2]) * D ** -th[4]) / L - 1,
+                         [np.array([E0, np.log(max(A0, 1e-12)), np.log(max(B0, 1e-12)),
+                                    a0, b0])], rp, constraints.scale)
+            return Estimate(np.array([th[0], np.exp(th[1]), np.exp(th[2]), th[3], th[4]]),
+                            extra={"objective": "squared relative error on loss, constrained"})
 
         def f(ab: np.ndarray) -> float:
             if ab[0] <= 0.01 or ab[1] <= 0.01 or ab[0] > 3 or ab[1] > 3:

@@ -133,8 +133,10 @@ class DepthJoint(Law):
     role = "shape"
     predicts_loss = True
     default_targets = (1e9, 1e12)
-    lower_bounds = {"E": 0.0, "kappa": 0.0}
-    supports_constraints = True
+    # the optimizer's box (fit_point) and the positive coefficients
+    bounds = {"E": (0.0, None), "kappa": (0.0, None), "alpha": (0.0, 3.0), "beta": (0.0, 3.0),
+              "q": (-1.0, 2.0)}
+    folded_without_tokens = ("B", "beta")
 
     def prepare(self, frame: Any) -> Data:
         # without a params column, fit() has counted N with the shape core (laws.conventions)
@@ -143,10 +145,15 @@ class DepthJoint(Law):
                                 "n_layer=COLUMN")
         return super().prepare(frame)
 
-    def classes(self, data: Data) -> np.ndarray:
-        from archfit.laws.numeric import size_classes
+    def classes(self, data: Data, tol: float | None = None) -> np.ndarray:
+        # by measured size (the planned size is not what the law's N means)
+        import numpy as np
 
-        return size_classes(data["params"])
+        from archfit.laws.numeric import SIZE_TOLERANCE, size_classes
+
+        if tol is None and "size_class" in data:
+            return np.asarray(data["size_class"]).astype(int)
+        return size_classes(data["params"], None, SIZE_TOLERANCE if tol is None else tol)
 
     # ---------------------------------------------------------------- fitting
     def _arrays(self, data: Data) -> tuple[Any, Any, Any, Any]:

@@ -7,7 +7,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Data, Estimate, Figure, Law, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Figure, Law, register
 from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,16 +75,18 @@ class DepthWidth(Law):
     role = "shape"
     predicts_loss = True
     default_targets = (1e9, 1e12)
-    lower_bounds = {"E": 0.0}
+    bounds = {"E": (0.0, None)}
+    folded_without_tokens = ("C", "gamma")
+    supports_ties = True
     own_figures = (Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. 2020, "
                           "Fig. 5)", draw_shape_penalty,
                           when=lambda fit: bool(fit.extra.get("shape_penalty"))),)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import HuberLSE, log_cols, varies
+        from archfit.laws.numeric import HuberLSE, Reparam, log_cols, varies
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):
             raise FitError("depth-width needs runs that vary both d_model and n_layer")
@@ -92,17 +94,25 @@ class DepthWidth(Law):
         names = ["d_model", "n_layer"] + (["tokens"] if use_d else [])
         h = HuberLSE(log_cols(data, names), np.log(data["loss"]), HUBER_DELTA)
         k = len(names)
+        rp = None
+        if constraints:
+            spec = [("A", True), ("B", True)] + ([("C", True)] if use_d else []) + [
+                ("alpha", False), ("beta", False)] + ([("gamma", False)] if use_d else []) + [
+                ("E", True)]
+            folded = [n for n in [*constraints.fixed, *constraints.tied, *constraints.prior]
+                      if n in ("C", "gamma") and not use_d]
+            if folded:
+                raise FitError(f"depth-width: {folded[0]} is not fitted (all runs share one "
+                               "token count, so the D term is folded into E)")
+            rp = Reparam(spec, constraints)
         if start is not None:
             E, A, al, B, be, C, ga = start
             a_s = [np.log(A), np.log(B)] + ([np.log(max(C, 1e-30))] if use_d else [])
             e_s = [al, be] + ([ga] if use_d else [])
             starts = np.array([a_s + e_s + [np.log(E)]])
         else:
-            coef, expo = np.arange(0, 13, 3.0), np.array([0.2, 0.5, 1.0, 1.5])
-            starts = np.array([list(a) + list(x) + [e] for a in itertools.product(coef, repeat=k)
-                               for x in itertools.product(expo, repeat=k)
-                               for e in np.arange(-1, 1.01, 0.5)])
-        th = h.minimize(starts)
+            starts = h.projected_starts(rp=rp)
+        th = h.minimize(starts, rp=rp, scale=constraints.scale if constraints else None)
         a, ex, e = th[:k], th[k:2 * k], th[2 * k]
         C, gamma = (float(np.exp(a[2])), float(ex[2])) if use_d else (0.0, 0.0)
         params = np.array([np.exp(e), np.exp(a[0]), ex[0], np.exp(a[1]), ex[1], C, gamma])

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import Data, Estimate, Law, derived_name, register
+from archfit.laws.base import Constraints, Data, Estimate, Law, derived_name, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -25,10 +25,10 @@ class FFRatio(Law):
     default_targets = (1e9, 1e12)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import best_per_shape, class_optima, ols
+        from archfit.laws.numeric import best_per_shape, class_optima, linear_map, ols
 
         if len(np.unique(np.round(data["d_ff"] / data["d_model"], 3))) < 3:
             raise FitError("ff-ratio needs at least 3 different d_ff/d_model ratios")
@@ -40,11 +40,13 @@ class FFRatio(Law):
         N = np.array([o["params"] for o in optima])
         y = np.array([o["log_opt"] for o in optima])
         extra: dict[str, Any] = {"notes": notes, "residual_space": "ln ff_ratio*"}
-        if len(optima) == 1:
+        X = np.stack([np.ones_like(N), np.log(N)], axis=1)
+        if constraints:  # the posterior of the line under --fix/--prior
+            coef, cov = linear_map(X, y, None, self.param_names, constraints)
+        elif len(optima) == 1:
             coef, cov = np.array([y[0], 0.0]), None
             notes.append("one size class: the ratio is taken as constant (b = 0)")
         else:
-            X = np.stack([np.ones_like(N), np.log(N)], axis=1)
             coef, cov, _ = ols(X, y, None, full and len(optima) > 2)
         if full:
             extra["classes"] = optima

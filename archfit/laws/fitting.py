@@ -14,7 +14,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
-from archfit.laws.numeric import heldout_split, run_scatter, subset
+from archfit.laws.numeric import SIZE_TOLERANCE, heldout_split, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
 
@@ -40,9 +40,11 @@ def fit(
     fix: dict[str, float] | None = None,
     prior: Any = None,
     prior_widths: dict[str, float] | None = None,
+    tie: dict[str, str] | None = None,
     dedupe: bool = False,
     group: Sequence[str] | None = None,
     arch: dict[str, Any] | None = None,
+    size_tolerance: float | None = None,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``).
@@ -63,7 +65,14 @@ def fit(
     ``fix`` holds parameters at values (``{"b": 0.0555}``); ``prior`` adds Gaussian priors on
     the parameters this law shares with a published fit or fit artifact (a name, path or
     :class:`Fit`; sd from ``prior_widths`` or from its CI), or is a dict ``{name: (mean, sd)}``.
+    ``tie`` holds one parameter equal to another (``{"beta": "alpha"}``; the compute laws and
+    the other laws that list ``supports_ties``), as published constrained fits do.
     The fit records prior, data-only and posterior values side by side.
+
+    ``size_tolerance`` (default :data:`~archfit.laws.numeric.SIZE_TOLERANCE`, 2%) is what "the
+    same size" means where the table has no planned size (``target_params``): runs within it
+    of a class's smallest run are one size class. The classes are fixed once here; every check
+    and the held-out split read them, and the fit's span records them.
 
     Sanity checks stop a fit that cannot be what it claims: exact duplicate rows (drop them
     with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
@@ -76,7 +85,7 @@ def fit(
     lw = get_law(law)
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
-    cons = constraints_for(lw, fix, prior, prior_widths)
+    cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes)
     conventions = _conventions(table)
     df = sane_frame(lw, table, dedupe, notes)
@@ -84,6 +93,13 @@ def fit(
 
     df = check_params(df, table.sources, arch, notes, conventions)
     data = lw.prepare(df)
+    if "params" in data:
+        tol = SIZE_TOLERANCE if size_tolerance is None else float(size_tolerance)
+        if not 0 <= tol < 1:
+            raise FitInputError(f"size tolerance must be between 0 and 1 (e.g. 0.02 for 2%), "
+                                f"got {tol:g}")
+        data["size_class"] = lw.classes(data, tol)
+        data["size_tolerance"] = np.full(len(data["loss"]), tol)
     check_sizes(lw, data)
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
@@ -193,28 +209,33 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
 def check_sizes(lw: Law, data: Data) -> None:
     """Refuse a law whose parameters need more distinct sizes N than the runs have."""
     if lw.min_sizes and "params" in data:
-        n = len(np.unique(np.round(np.log(data["params"]), 2)))  # sizes equal within 1%
+        n = len(np.unique(lw.classes(data)))
         if n < lw.min_sizes:
             raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
                            f"fit its {len(lw.param_names)} parameters; these runs have {n}")
 
 
 def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
-                    widths: dict[str, float] | None) -> Constraints:
-    """Check and resolve ``fix`` and ``prior`` into the law's :class:`Constraints`."""
-    fix, widths = dict(fix or {}), dict(widths or {})
-    if not fix and prior is None:
+                    widths: dict[str, float] | None, tie: dict[str, str] | None = None
+                    ) -> Constraints:
+    """Check and resolve ``fix``, ``tie`` (``{"beta": "alpha"}``: beta = alpha) and ``prior``
+    into the law's :class:`Constraints`."""
+    fix, widths, tie = dict(fix or {}), dict(widths or {}), dict(tie or {})
+    if not fix and prior is None and not tie:
         return Constraints()
-    if not lw.supports_constraints:
+    if tie and not lw.supports_ties:
         from archfit.laws.base import LAWS
 
-        able = [n for n, x in sorted(LAWS.items()) if x.supports_constraints]
-        raise FitInputError(f"law {lw.name!r} takes no --fix/--prior; laws that do: "
-                            f"{', '.join(able)}")
-    for name in [*fix, *widths]:
+        able = [n for n, x in sorted(LAWS.items()) if x.supports_ties]
+        raise FitInputError(f"law {lw.name!r} takes no --tie; laws that do: {', '.join(able)}")
+    for name in [*fix, *widths, *tie, *tie.values()]:
         if name not in lw.param_names:
             raise FitInputError(f"{name!r} is not a parameter of {lw.name} "
                                 f"({', '.join(lw.param_names)})")
+    for a, b in tie.items():
+        if a == b or b in tie or a in fix:
+            raise FitInputError(f"--tie {a}={b}: tie a parameter to another free one, once "
+                                "(and do not also fix it)")
     source, means = "", {}
     if isinstance(prior, dict):
         means = {k: tuple(v) for k, v in prior.items()}
@@ -243,7 +264,7 @@ def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
             raise FitInputError(f"the prior width of {n!r} must be positive, got {sd}")
     return Constraints(fixed={k: float(v) for k, v in fix.items()},
                        prior={k: (float(m), float(sd)) for k, (m, sd) in means.items()},
-                       source=source)
+                       source=source, tied=tie)
 
 
 def _point(lw: Law, data: Data, cons: Constraints) -> tuple[Estimate, Constraints, Any]:
@@ -267,7 +288,7 @@ def _point(lw: Law, data: Data, cons: Constraints) -> tuple[Estimate, Constraint
 def _prior_record(cons: Constraints, data_only: Any) -> dict[str, Any]:
     if not cons:
         return {}
-    return {"source": cons.source, "fixed": cons.fixed,
+    return {"source": cons.source, "fixed": cons.fixed, "tied": cons.tied,
             "prior": {k: list(v) for k, v in cons.prior.items()},
             "data_only": data_only, "residual_scale": cons.scale}
 
@@ -296,6 +317,12 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
         span.update(params_min=float(np.min(data["params"])),
                     params_max=float(np.max(data["params"])),
                     n_size_classes=int(len(np.unique(lw.classes(data)))))
+        if "target_params" in data and np.all(np.isfinite(data["target_params"])):
+            span["size_classes_by"] = "planned size (target_params)"
+        else:
+            tol = data.get("size_tolerance")
+            span["size_classes_by"] = (f"sizes within {float(tol[0]) if tol is not None and len(tol) else SIZE_TOLERANCE:.0%}"
+                                       " of a class's smallest run")
     if "tokens" in data:
         span.update(tokens_min=float(np.min(data["tokens"])),
                     tokens_max=float(np.max(data["tokens"])))

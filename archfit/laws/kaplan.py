@@ -7,7 +7,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Data, Estimate, Law, register
+from archfit.laws.base import Constraints, Data, Estimate, Law, register
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -26,7 +26,7 @@ class KaplanN(Law):
     predicts_loss = True
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
         from archfit.laws.numeric import varies
@@ -34,6 +34,15 @@ class KaplanN(Law):
         x, t = np.log(data["params"]), np.log(data["loss"])
         if not varies(data["params"]):
             raise FitError("kaplan-n needs runs of different sizes; all have about the same N")
+        if constraints:  # least squares on log loss over θ = (ln N_c, alpha_N)
+            from archfit.laws.numeric import Reparam, lsq_fit
+
+            s0 = (self.fit_point(data, full=False).params if start is None else start)
+            th = lsq_fit(lambda th: th[1] * (th[0] - x) - t,
+                         [np.array([np.log(s0[0]), s0[1]])],
+                         Reparam((("N_c", True), ("alpha_N", False)), constraints),
+                         constraints.scale)
+            return Estimate(np.array([np.exp(th[0]), th[1]]))
         X = np.stack([np.ones_like(x), x], axis=1)
         coef, *_ = np.linalg.lstsq(X, t, rcond=None)
         c0, c1 = coef
@@ -70,6 +79,8 @@ class KaplanND(Law):
     min_sizes = 3
     role = "loss"
     predicts_loss = True
+    supports_ties = True
+    SPEC = (("N_c", True), ("D_c", True), ("alpha_N", False), ("alpha_D", False))
 
     @staticmethod
     def _log_pred(theta: np.ndarray, lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
@@ -79,7 +90,7 @@ class KaplanND(Law):
         return ad * np.logaddexp((an / ad) * (lnc - lx), ldc - ly)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
         from scipy.optimize import least_squares
 
@@ -88,6 +99,14 @@ class KaplanND(Law):
         if not (varies(data["params"]) and varies(data["tokens"])):
             raise FitError("kaplan-nd needs runs that vary both N and D")
         lx, ly, t = np.log(data["params"]), np.log(data["tokens"]), np.log(data["loss"])
+        if constraints:  # least squares on log loss over θ = (ln N_c, ln D_c, α_N, α_D)
+            from archfit.laws.numeric import Reparam, lsq_fit
+
+            s0 = self.fit_point(data, full=False).params if start is None else start
+            th = lsq_fit(lambda th: self._log_pred(th, lx, ly) - t,
+                         [np.array([np.log(s0[0]), np.log(s0[1]), s0[2], s0[3]])],
+                         Reparam(self.SPEC, constraints), constraints.scale)
+            return Estimate(np.array([np.exp(th[0]), np.exp(th[1]), th[2], th[3]]))
         if start is not None:
             starts = [np.array([np.log(start[0]), np.log(start[1]), start[2], start[3]])]
         else:

@@ -101,8 +101,7 @@ class Levine(Law):
     min_points = 6
     role = "shape"
     default_targets = (1e9, 175e9, 1e12)
-    lower_bounds = {"b": 0.0}  # b <= 0: the optimal depth would not grow with width
-    supports_constraints = True
+    bounds = {"b": (0.0, None)}  # b <= 0: the optimal depth would not grow with width
     heldout_limits = (0.25, 0.5)  # relative error of the largest class's optimal depth
     own_figures = (Figure("loss_vs_depth", "Loss vs depth per size class (N = non-embedding "
                           "params)", draw_loss_vs_depth,

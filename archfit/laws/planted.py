@@ -48,3 +48,36 @@ def correlated_sweep(law: str = "depth-joint", seed: int = 0, n_shapes: int = 24
                          "tokens": float(D), "row": len(rows),
                          "loss": loss * math.exp(offset + rng.normal(0, row_sd))})
     return pl.DataFrame(rows)
+
+
+# Chinchilla's form at a loss scale of about 0.5 (Epoch's refit constants, Besiroglu et al.
+# 2024, with E, A and B scaled by 0.15): losses of a dense public grid are not nats of a 50k
+# vocabulary, and a fit must not care
+DENSE_CHINCHILLA = {"E": 1.8172 * 0.15, "A": 482.01 * 0.15, "B": 2085.43 * 0.15,
+                    "alpha": 0.3478, "beta": 0.3658}
+
+
+def dense_grid(seed: int = 0, n_sizes: int = 25, n_min: float = 1e8, step: float = 1.19,
+               row_sd: float = 0.01, truth: dict[str, float] | None = None,
+               sizes: Any = None) -> Any:
+    """A dense (N, D) grid of separately trained models, as public sweeps publish them:
+    ``n_sizes`` sizes ``step``× apart from ``n_min`` (25 sizes from 1e8 to about 6.4e9 by
+    default), each trained to 11-17 token counts between 2 and 200 tokens per parameter, loss
+    from Chinchilla's form (:data:`DENSE_CHINCHILLA` unless ``truth``) with multiplicative
+    noise ``row_sd``. ``sizes`` replaces the size list (e.g. larger held-out sizes). Columns:
+    params, tokens, loss."""
+    import numpy as np
+    import polars as pl
+
+    p = dict(truth or DENSE_CHINCHILLA)
+    rng = np.random.default_rng(seed)
+    Ns = (np.asarray(sizes, float) if sizes is not None
+          else n_min * step ** np.arange(n_sizes))
+    rows = []
+    for N in Ns:
+        k = int(rng.integers(11, 18))
+        for D in N * np.logspace(math.log10(2), math.log10(200), k):
+            loss = p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
+            rows.append({"params": float(N), "tokens": float(D),
+                         "loss": float(loss * math.exp(rng.normal(0, row_sd)))})
+    return pl.DataFrame(rows)
