@@ -84,3 +84,32 @@ def percentile(values: Sequence[float], q: float) -> float:
     lo = int(math.floor(pos))
     hi = min(lo + 1, len(v) - 1)
     return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def fmt_range(lo: float, hi: float) -> str:
+    """An interval as every archfit output prints it: ``[lo, hi]`` to 3 significant digits."""
+    return f"[{lo:.3g}, {hi:.3g}]"
+
+
+# how many standard deviations of an order statistic's rank the Monte-Carlo band spans: 4 keeps
+# a verdict that is settled at one seed settled at (nearly) every other
+MC_BAND_Z = 4.0
+
+
+def quantile_band(values: Sequence[float], q_lo: float, q_hi: float
+                  ) -> tuple[float, float] | None:
+    """The Monte-Carlo range of the ratio percentile(q_hi) / percentile(q_lo) of positive
+    ``values`` (parameter draws): each percentile's rank moves by about sqrt(n q (1 - q))
+    between seeds (the binomial sd of an order statistic's rank, distribution-free), so the
+    ratio lies between the inner and the outer order statistics ±MC_BAND_Z of those sds."""
+    v = sorted(x for x in values if x > 0 and math.isfinite(x))
+    n = len(v)
+    if n < 10:
+        return None
+
+    def rank(q: float, sign: int) -> float:
+        p = q / 100.0
+        r = (n - 1) * p + sign * MC_BAND_Z * math.sqrt(n * p * (1 - p))
+        return v[min(n - 1, max(0, int(round(r))))]
+
+    return rank(q_hi, -1) / rank(q_lo, +1), rank(q_hi, +1) / rank(q_lo, -1)

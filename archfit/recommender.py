@@ -26,6 +26,7 @@ from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.families import iso_param_family
 from archfit.shapes import ARCH_FIELDS, TRAIN_FLOPS_CONVENTION, Shape, kaplan_width
+from archfit.numbers import fmt_range
 
 
 @dataclass
@@ -120,7 +121,7 @@ class Recommendation:
                     "  (no CI: the fit has no parameter draws)"))
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
-        dci = f" [{ci['n_layer'][0]:.1f}, {ci['n_layer'][1]:.1f}]" if "n_layer" in ci else ""
+        dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
         wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
         lines += [f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
                   f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else ""),

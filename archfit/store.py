@@ -158,7 +158,9 @@ def check_schema_version(df: Any, path: str) -> None:
 
 # ---------------------------------------------------------------------------- reading
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
-             "seed", "status", "run_id", "target_params")
+             "seed", "status", "run_id", "target_params", "mlp")
+# canonical columns that hold text (the rest are cast to numbers)
+CANONICAL_TEXT = ("status", "run_id", "mlp")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
 # tried in this order when no --map names the source
 DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
@@ -185,6 +187,8 @@ class RunTable:
     sources: dict[str, str] = field(default_factory=dict)
     n_dropped: int = 0
     mapping: dict[str, str] = field(default_factory=dict)  # the --map the table was read with
+    # text columns that look like groupings (dataset, schedule, ...): name -> its values
+    groupings: dict[str, list[str]] = field(default_factory=dict)
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
@@ -254,7 +258,7 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
             extra.append(c)
     out = pl.DataFrame(cols)
     for c in out.columns:
-        if c in ("status", "run_id") or c in extra:
+        if c in CANONICAL_TEXT or c in extra:
             continue
         try:
             out = out.with_columns(pl.col(c).cast(pl.Float64, strict=True))
@@ -349,6 +353,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
     out, sources = _canonical_columns(df, mapping, keep or ())
+    groupings = grouping_columns(df, set(sources.values()) | set(keep or ()))
     aliased = [f"{src} -> {name}" for name, src in sources.items()
                if name not in mapping and src != name and src not in OWN_SOURCES]
     if aliased:
@@ -361,13 +366,37 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     if "loss" not in out.columns:
         if not require_loss:  # rows to predict
             return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
-                            mapping=mapping)
+                            mapping=mapping, groupings=groupings)
         raise FitInputError("no loss column: expected 'loss' or 'final_val_loss'; map one with "
                             "--map loss=COLUMN")
     n0 = out.height
     out = _drop_unusable(out, notes)
     return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
-                    n_dropped=n0 - out.height, mapping=mapping)
+                    n_dropped=n0 - out.height, mapping=mapping, groupings=groupings)
+
+
+# columns that never group runs: identities and messages
+_NOT_GROUPINGS = ("run_id", "status", "error", "state", "name", "path", "id")
+GROUPING_VALUES = (2, 20)  # a grouping has this many distinct values
+
+
+def grouping_columns(df: Any, used: set[str]) -> dict[str, list[str]]:
+    """Text (or categorical / boolean) columns the fit does not read that split the runs into
+    2-20 groups, each of several runs: a dataset, a schedule, a tokenizer, a run group. A law
+    fitted across them pools runs that may follow different laws."""
+    import polars as pl
+
+    out: dict[str, list[str]] = {}
+    for c in df.columns:
+        if c in used or c.lower() in _NOT_GROUPINGS:
+            continue
+        if not (df[c].dtype in (pl.Utf8, pl.Categorical, pl.Boolean)
+                or isinstance(df[c].dtype, pl.Enum)):
+            continue
+        vals = df[c].drop_nulls().cast(pl.Utf8).unique().sort().to_list()
+        if GROUPING_VALUES[0] <= len(vals) <= GROUPING_VALUES[1] and len(vals) * 2 <= df.height:
+            out[c] = vals
+    return out
 
 
 def _is_curves(path: str, df: Any) -> bool:

@@ -144,7 +144,7 @@ def test_a_compute_law_with_a_wide_n_opt_range_is_not_informative():
     small = _epoch().filter(pl.col("params") <= 4.2e8)  # extrapolate to 1e22 FLOPs
     f = fit(small, law="chinchilla", bootstrap=200, targets=[1e22])
     t = f.verdict(1e22)
-    assert t.checks["optimum_ci_ratio"] > 10 and t.verdict != "informative", t.line()
+    assert t.checks["optimum_ci_ratio"] > 3 and t.verdict != "informative", t.line()
     assert any("N_opt at 1e22" in r for r in t.reasons)
 
 

@@ -100,6 +100,8 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
              as_json):
     """Fit a law on the smaller runs and predict the larger ones.
 
+    Each cut stands alone: one that cannot be fitted prints its reason and the others run
+    (exit status 0 when any ran; --json gives each cut an "error" field, null when it ran).
     For each cut: fit LAW on the runs with params <= CUT, predict every run above it with
     prediction intervals, and report the coverage of the intervals, the mean and RMS relative
     error, per held-out size class the shape the fit would pick against the one that won (and
@@ -127,14 +129,18 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
         click.echo(f"note: {n}", err=True)
     results = backtests(sorted(all_cuts), frame=table, law=law, bootstrap=bootstrap, seed=seed,
                         interval=_interval(interval), group=list(group) or None)
+    ran = [r for r in results if not r["error"]]
     if plot_path:
         from archfit.plots import draw_backtest
 
-        draw_backtest(results, plot_path)
+        draw_backtest(ran, plot_path)
     if as_json:
         emit_json(results[0] if len(results) == 1 else {"backtests": results})
         return
     for r in results:
+        if r["error"]:
+            click.echo(f"backtest of {r['law']} at cut {r['cut']:.3g}: not run: {r['error']}")
+            continue
         click.echo(f"backtest of {r['law']} at cut {r['cut']:.3g}: fitted on {r['n_train']} rows, "
                    f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
         click.echo(f"  coverage of the {r['interval']:.0%} intervals: {r['coverage']:.0%}; "

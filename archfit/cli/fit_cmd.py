@@ -67,11 +67,24 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--drop-highest-loss", type=int, default=0, show_default=True,
               help="Drop the K highest-loss runs first (Epoch's protocol drops 5).")
 @click.option("--fix", "fixes", multiple=True, metavar="PARAM=VALUE",
-              help="Hold a parameter at a value, e.g. --fix b=0.0555 (repeatable).")
+              help="Hold a parameter at a value, e.g. --fix b=0.0555, or equal to another, "
+                   "e.g. --fix beta=alpha (repeatable).")
+@click.option("--tie", "ties", multiple=True, metavar="PARAM=OTHER",
+              help="Hold a parameter equal to another, e.g. --tie alpha=beta (Chinchilla-style "
+                   "constrained fits; repeatable).")
 @click.option("--prior", default=None, metavar="NAME|FILE[:PARAM=SD,...]",
               help="Gaussian prior on the parameters shared with a published fit or fit file; "
                    "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
+@click.option("--size-tolerance", type=float, default=None,
+              help="Runs within this fraction of a size class's smallest run are one size "
+                   "(default 0.02; tables with a target_params column use it instead).")
+@click.option("--by", "by", default=None, metavar="COLUMN",
+              help="Fit one law per value of COLUMN (a dataset, a schedule) and print them side "
+                   "by side; --out gets one file per group (NAME-VALUE.json).")
+@click.option("--pool-groups", is_flag=True,
+              help="Fit one law across the groups of a dataset/schedule-like column (silences "
+                   "the warning).")
 @group_option
 @shape_options("mlp", "vocab_size", "tied_embeddings", "ff_ratio",
                mlp={"help": "The runs' MLP kind, for counting N from depth and width."},
@@ -83,8 +96,9 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
                                  "(default 4; 8/3 for SwiGLU)."})
 @click.option("--force", is_flag=True, help="Replace an existing --out that is not a fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
-def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, prior,
-        dedupe, group, mlp, vocab_size, tied_embeddings, ff_ratio, force, as_json):
+def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, ties, prior,
+        dedupe, size_tolerance, by, pool_groups, group, mlp, vocab_size, tied_embeddings,
+        ff_ratio, force, as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
     \b
@@ -94,6 +108,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
       archfit fit raw.csv --law chinchilla --map params="Model Size" --map flops="Training FLOP"
       archfit fit demo.parquet --law levine --prior levine2020:a=0.5,b=0.02
       archfit fit llama-sweep.csv --law depth-joint --mlp swiglu --untied --group run
+      archfit fit grid.csv --law chinchilla --tie alpha=beta
+      archfit fit mixed.csv --law chinchilla --by dataset
 
     When the table has depth and width, N is counted by the shape core for the architecture
     the flags state (--mlp, --vocab, --untied, --ff-ratio), and a params column that disagrees
@@ -103,9 +119,17 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     from archfit.laws.fitting import fit as fit_law
     from archfit.store import read_runs
 
-    get_law(law)  # unknown law: fail before reading anything
-    fix = {k: _value(k, v, "--fix") for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items()}
+    lw = get_law(law)  # unknown law: fail before reading anything
+    fix, tie = {}, parse_pairs(ties, "--tie", "alpha=beta", "PARAM=OTHER")
+    for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items():
+        if v in lw.param_names:  # --fix beta=alpha: a tie
+            tie[k] = v
+        else:
+            fix[k] = _value(k, v, "--fix")
     prior_src, widths = parse_prior(prior)
+    if by and pool_groups:
+        raise click.UsageError("--by fits one law per group and --pool-groups one across them; "
+                               "give one")
     if out:
         from archfit.io import check_output
         from archfit.laws.artifact import is_fit_artifact
@@ -113,7 +137,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
-    table = read_runs(files, parse_map(maps), keep=list(group) or None)
+    table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None)
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
@@ -134,12 +158,19 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         def progress(done: int, total: int) -> None:
             prog.update(task, completed=done)
+    kw = dict(bootstrap=bootstrap, seed=seed, targets=targets, progress=progress, fix=fix,
+              prior=prior_src, prior_widths=widths, tie=tie, dedupe=dedupe,
+              group=list(group) or None, size_tolerance=size_tolerance, pool_groups=pool_groups,
+              arch={"mlp": mlp, "vocab": vocab_size, "tie": tied_embeddings,
+                    "ff_ratio": ff_ratio})
     try:
-        result = fit_law(table, law, bootstrap=bootstrap, seed=seed, targets=targets,
-                         progress=progress, fix=fix, prior=prior_src, prior_widths=widths,
-                         dedupe=dedupe, group=list(group) or None,
-                         arch={"mlp": mlp, "vocab": vocab_size, "tie": tied_embeddings,
-                               "ff_ratio": ff_ratio})
+        if by:
+            from archfit.laws.fitting import fit_groups
+
+            kw.pop("pool_groups")
+            _by(fit_groups(table, law, by=by, **kw), by, out, as_json)
+            return
+        result = fit_law(table, law, **kw)
     finally:
         if progress is not None:
             prog.stop()
@@ -151,6 +182,54 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
         click.echo(result.summary())
         if out:
             click.echo(f"\nwrote {out}")
+
+
+def _group_path(out: str, value: str) -> str:
+    import os
+    import re
+
+    stem, ext = os.path.splitext(out)
+    return f"{stem}-{re.sub(r'[^A-Za-z0-9._-]+', '_', value)}{ext or '.json'}"
+
+
+def _by(fits: dict, by: str, out: str | None, as_json: bool) -> None:
+    """One fit per group of ``by``: side by side (estimate and 95% CI per parameter, verdict),
+    or as JSON; with --out, one artifact per group."""
+    from archfit.io import check_output
+    from archfit.laws.artifact import is_fit_artifact
+
+    paths = {}
+    if out:
+        for v in fits:
+            paths[v] = _group_path(out, v)
+            check_output(paths[v], "fit artifact", force=False, ours=is_fit_artifact)
+        for v, f in fits.items():
+            f.to_json(paths[v])
+    if as_json:
+        emit_json({"by": by, "fits": {v: f.to_dict() for v, f in fits.items()},
+                   "files": paths or None})
+        return
+    first = next(iter(fits.values()))
+    click.echo(f"archfit fit: {first.law}, one fit per value of {by!r} (95% CIs)")
+    click.echo(f"  {first.formula}")
+    rows = []
+    for name in first.params:
+        row = {"param": name}
+        for v, f in fits.items():
+            lo, hi = (f.ci.get(name) or (None, None))
+            row[v] = (f"{f.params[name]:.4g}" + (f" [{lo:.3g}, {hi:.3g}]"
+                                                 if lo is not None else ""))
+        rows.append(row)
+    rows.append({"param": "rows", **{v: str(f.n_points) for v, f in fits.items()}})
+    rows.append({"param": "verdict", **{v: f.verdict().verdict for v, f in fits.items()}})
+    print_table(rows, [("param", "param")] + [(v, f"{by}={v}") for v in fits])
+    for v, f in fits.items():
+        for n in f.notes:
+            click.echo(f"note ({by}={v}): {n}")
+        for r in f.verdict().reasons:
+            click.echo(f"verdict ({by}={v}): {r}")
+    for v, p in paths.items():
+        click.echo(f"wrote {p}")
 
 
 @click.command()

@@ -173,10 +173,12 @@ class Fit:
             out["actual"] = arrays["loss"]
         return pl.DataFrame(out)
 
-    def optimum(self, N: float, alpha: float = 0.05) -> dict[str, Any]:
+    def optimum(self, N: float, alpha: float = 0.05, values: bool = False) -> dict[str, Any]:
         """The law's answer at ``N`` with (1 - ``alpha``) intervals over the parameter draws:
         shape laws the optimal ``n_layer`` and ``d_model`` at N parameters; compute laws
-        ``N_opt``, ``D_opt`` and tokens per parameter for a budget of N FLOPs."""
+        ``N_opt``, ``D_opt`` and tokens per parameter for a budget of N FLOPs. This is the one
+        computation of those intervals: ``recommend``, the verdict (:meth:`Law.spread`) and
+        every JSON read it. ``values`` adds ``_values``: each quantity's draws."""
         from archfit.numbers import percentile
 
         law = self.law_obj
@@ -192,20 +194,23 @@ class Fit:
 
         names = names + (("tokens_per_param",) if law.role == "compute" else ())
         point = with_ratio(fn(self.params, N))
-        rows = []
+        cols: list[list[float]] = [[] for _ in names]
         for p in self.draws():
             try:
                 v = with_ratio(fn(p, N))
             except (ValueError, OverflowError, ZeroDivisionError):
                 continue
-            if all(math.isfinite(x) and x > 0 for x in v):
-                rows.append(v)
+            for i, x in enumerate(v):
+                if math.isfinite(x) and x > 0:
+                    cols[i].append(x)
         out: dict[str, Any] = {"at": N, "alpha": alpha}
         for i, n in enumerate(names):
             out[n] = point[i]
-            vals = [r[i] for r in rows]
+            vals = cols[i]
             out[f"{n}_ci"] = ([percentile(vals, 50 * alpha), percentile(vals, 100 - 50 * alpha)]
                               if len(vals) >= 10 else None)
+        if values:
+            out["_values"] = dict(zip(names, cols))
         return out
 
     def verdict(self, target: float | None = None) -> Trust:

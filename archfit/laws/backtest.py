@@ -114,11 +114,26 @@ def _classes(test: Any, pred: np.ndarray, hi: np.ndarray, actual: np.ndarray
 
 
 def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
-    """:func:`backtest` at several cuts (the table read once)."""
+    """:func:`backtest` at several cuts (the table read once). Each cut stands alone: one that
+    cannot be fitted (too few sizes below it, nothing above it) gives ``{"cut", "law",
+    "error"}`` with its one-line reason, and the others still run (their ``error`` is None).
+    Raises only when no cut ran, with the first cut's reason."""
     if not cuts:
         raise FitError("give at least one cut")
     frame = kw.pop("frame", None)
     if not isinstance(frame, RunTable):
         frame = read_runs(kw.pop("paths", None) or [], kw.pop("mapping", None), frame=frame,
                           keep=kw.get("group"))
-    return [backtest(frame, cut=c, **kw) for c in cuts]
+    out = []
+    for c in cuts:
+        try:
+            out.append({**backtest(frame, cut=c, **kw), "error": None})
+        except (FitError, FitInputError) as e:
+            if isinstance(e, FitInputError) and "no loss model" in str(e):
+                raise  # the law, not the cut: no cut can run
+            out.append({"cut": float(c), "law": kw.get("law", "depth-joint"), "error": str(e)})
+    if all(r["error"] for r in out):
+        first = out[0]["error"]
+        raise FitError(f"no cut could be backtested; at {out[0]['cut']:.3g}: {first}"
+                       if len(out) > 1 else first)
+    return out

@@ -202,21 +202,14 @@ class Law:
         return [{n: float(samples[n][i]) for n in self.param_names}
                 for i in range(k if limit is None else min(k, limit))]
 
-    def optimum_ci(self, fit: Fit, N: float) -> dict[str, list[float]] | None:
-        """95% percentile band of the optimum at N over the fit's bootstrap samples."""
-        Ls, ds = [], []
-        for p in self.bootstrap_params(fit):
-            try:
-                L, d = self.optimum(p, N)
-            except (ValueError, OverflowError, ZeroDivisionError):
-                continue
-            if math.isfinite(L) and math.isfinite(d) and L > 0:
-                Ls.append(L)
-                ds.append(d)
-        if len(Ls) < 10:
+    def optimum_ci(self, fit: Fit, N: float, alpha: float = 0.05
+                   ) -> dict[str, list[float]] | None:
+        """The (1 - ``alpha``) interval of the optimal depth and width at N: the one
+        :meth:`Fit.optimum` computes (the verdict and the JSON quote the same)."""
+        opt = fit.optimum(N, alpha)
+        if opt.get("n_layer_ci") is None:
             return None
-        return {"n_layer": [percentile(Ls, 2.5), percentile(Ls, 97.5)],
-                "d_model": [percentile(ds, 2.5), percentile(ds, 97.5)]}
+        return {"n_layer": list(opt["n_layer_ci"]), "d_model": list(opt["d_model_ci"])}
 
     # ------------------------------------------------------------------ what it shows
     def measured_optima(self, fit: Fit) -> list[MeasuredOptimum]:
@@ -270,41 +263,36 @@ class Law:
                            "landed on one value, a bound rather than a measurement")
         return out
 
-    def spread(self, fit: Fit, target: float | None) -> tuple[str, float] | None:
-        """(what, ratio) for the answer this law gives: the optimal depth for shape laws, N_opt
-        for compute laws, at ``target`` or, for the fit-level verdict, at a reference inside the
-        data (the largest run's N, or its compute 6 N D), so the fit's verdict does not depend
-        on the targets asked for. The ratio is the 95% range high/low, robust: from the
-        bootstrap's interquartile range in log space (IQR / 1.349 is the sd of a normal), so a
-        repeat with another seed gives nearly the same number."""
+    def spread(self, fit: Fit, target: float | None) -> dict[str, Any] | None:
+        """How wide the law's answer is: the optimal depth for shape laws, N_opt for compute
+        laws, at ``target`` or, for the fit-level verdict, at a reference inside the data (the
+        largest run's N, or its compute 6 N D), so the fit's verdict does not depend on the
+        targets asked for. The interval is the one :meth:`Fit.optimum` gives (95% percentile
+        over the parameter draws); ``ratio`` is its high / low. ``ratio_band`` is that ratio's
+        Monte-Carlo range over the draws (:func:`archfit.numbers.quantile_band`): how far another
+        bootstrap seed could move it, so a verdict is only as settled as that range allows."""
+        from archfit.numbers import fmt_range, quantile_band
+
         span = (fit.diagnostics or {}).get("span") or {}
         if self.role == "shape":
-            at = target if target is not None else span.get("params_max")
-            fn, what = (lambda p, x: self.optimum(p, x)[0]), "optimal depth"
+            at, key, what = (target if target is not None else span.get("params_max"),
+                             "n_layer", "optimal depth")
         elif self.role == "compute":
-            at = target if target is not None else span.get("flops_max")
-            fn, what = (lambda p, x: self.compute_optimal(p, x)[0]), "N_opt"
+            at, key, what = (target if target is not None else span.get("flops_max"),
+                             "N_opt", "N_opt")
         else:
             return None
         if at is None:
             return None
-        vals = []
-        for p in self.bootstrap_params(fit):
-            try:
-                v = fn(p, at)
-            except (ValueError, OverflowError, ZeroDivisionError):
-                continue
-            if math.isfinite(v) and v > 0:
-                vals.append(math.log(v))
-        if len(vals) < 10:
+        opt = fit.optimum(at, values=True)
+        ci, vals = opt.get(f"{key}_ci"), opt.get("_values", {}).get(key) or []
+        if ci is None or not ci[0] > 0:
             return None
-        q1, q3 = percentile(vals, 25), percentile(vals, 75)
-        mid = percentile(vals, 50)
-        half = 1.96 * (q3 - q1) / 1.349
-        lo, hi = math.exp(mid - half), math.exp(mid + half)
+        band = quantile_band(vals, 2.5, 97.5)
         where = (f"at {fmt_sci(at)}" if target is not None else
                  f"at the largest run ({fmt_sci(at)}{' FLOPs' if self.role == 'compute' else ''})")
-        return f"{what} {where}: 95% range [{lo:.3g}, {hi:.3g}]", hi / lo
+        return {"what": f"{what} {where}: 95% CI {fmt_range(*ci)}", "ratio": ci[1] / ci[0],
+                "ratio_band": band, "ci": list(ci), "n_draws": len(vals)}
 
     def trust(self, fit: Fit, target: float | None = None) -> Trust:
         """A verdict on the fit (and, with ``target``, on answering at that size): the data's

@@ -45,6 +45,7 @@ def fit(
     group: Sequence[str] | None = None,
     arch: dict[str, Any] | None = None,
     size_tolerance: float | None = None,
+    pool_groups: bool = False,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``).
@@ -74,6 +75,10 @@ def fit(
     of a class's smallest run are one size class. The classes are fixed once here; every check
     and the held-out split read them, and the fit's span records them.
 
+    A text column that splits the runs into 2-20 groups (a dataset, a schedule, a tokenizer)
+    is named in a warning: fit one law per group with :func:`fit_groups`, or acknowledge the
+    pooling with ``pool_groups``.
+
     Sanity checks stop a fit that cannot be what it claims: exact duplicate rows (drop them
     with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
@@ -87,6 +92,13 @@ def fit(
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes)
+    for col, vals in table.groupings.items():
+        shown = ", ".join(vals[:5]) + (", ..." if len(vals) > 5 else "")
+        notes.append(f"pooled the {len(vals)} groups of column {col!r} ({shown}) into one law "
+                     "(--pool-groups)" if pool_groups else
+                     f"WARNING: column {col!r} splits the runs into {len(vals)} groups ({shown}); "
+                     "one law across them pools runs that may follow different laws: fit one "
+                     f"per group with --by {col}, or pass --pool-groups to fit them as one")
     conventions = _conventions(table)
     df = sane_frame(lw, table, dedupe, notes)
     from archfit.laws.conventions import check_params
@@ -105,6 +117,39 @@ def fit(
                  group=group, heldout=heldout, progress=progress, notes=notes)
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
     return f
+
+
+def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
+               paths: Sequence[str] | None = None, mapping: dict[str, str] | None = None,
+               **kw: Any) -> dict[str, Fit]:
+    """One :func:`fit` of ``law`` per value of the column ``by`` (a dataset, a schedule, ...),
+    as {value: Fit} in the values' order; ``kw`` goes to each fit. A group that cannot be
+    fitted raises with the group named."""
+    import polars as pl
+
+    from archfit.errors import FitError as _FitError
+    from archfit.store import GROUPING_VALUES
+
+    group = kw.get("group")
+    table = frame if isinstance(frame, RunTable) else read_runs(
+        paths or [], mapping, frame=frame, keep=[by, *(group or [])])
+    if by not in table.frame.columns:
+        raise FitInputError(f"--by {by}: no such column; the table has "
+                            f"{', '.join(table.frame.columns)}")
+    col = table.frame[by].cast(pl.Utf8)
+    values = col.drop_nulls().unique().sort().to_list()
+    if not GROUPING_VALUES[0] <= len(values) <= GROUPING_VALUES[1]:
+        raise FitInputError(f"--by {by}: the column has {len(values)} distinct value(s); a "
+                            f"grouping has {GROUPING_VALUES[0]} to {GROUPING_VALUES[1]}")
+    out: dict[str, Fit] = {}
+    for v in values:
+        part = replace(table, frame=table.frame.filter(col == v).drop(by),
+                       notes=list(table.notes), groupings={})
+        try:
+            out[v] = fit(part, law, **kw)
+        except (_FitError, FitInputError) as e:
+            raise type(e)(f"--by {by}, group {v!r} ({part.frame.height} rows): {e}") from None
+    return out
 
 
 def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap: int = 200,

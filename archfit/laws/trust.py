@@ -5,8 +5,11 @@ record and the thresholds, stated once."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from archfit.numbers import MC_BAND_Z
 
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -43,6 +46,22 @@ class Trust:
         elif value > limits[0]:
             self.weak(reason)
 
+    def grade_band(self, value: float, band: tuple[float, float] | None,
+                   limits: tuple[float, float], reason: str) -> None:
+        """:meth:`grade` for a value that another bootstrap seed could move within ``band``
+        (its Monte-Carlo range): a threshold inside the band is not settled by this seed, so the
+        verdict takes the cautious side and says so. The verdict then reads the same at (nearly)
+        every seed."""
+        lo, hi = (min(value, band[0]), max(value, band[1])) if band else (value, value)
+        for limit, act in ((limits[1], self.bad), (limits[0], self.weak)):
+            if hi > limit:
+                if lo <= limit:
+                    reason += (f" (over the draws it could read {lo:.3g}x to {hi:.3g}x, across "
+                               f"the {limit:g}x threshold: the cautious side is taken; more "
+                               "--bootstrap resamples settle it)")
+                act(reason)
+                return
+
     def merge(self, other: Trust, prefix: str) -> None:
         for r in other.reasons:
             self.reasons.append(f"{prefix}: {r}")
@@ -70,9 +89,10 @@ def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
         t.weak(r)
     sp = law.spread(fit, target)
     if sp is not None:
-        t.checks["optimum_ci_ratio"] = sp[1]
-        t.grade(sp[1], COMPUTE_CI_RATIO if law.role == "compute" else
-                OPTIMUM_CI_RATIO, f"{sp[0]} spans {sp[1]:.3g}x")
+        t.checks.update(optimum_ci_ratio=sp["ratio"], optimum_ci=sp["ci"],
+                        optimum_ci_ratio_band=sp["ratio_band"])
+        t.grade_band(sp["ratio"], sp["ratio_band"], COMPUTE_CI_RATIO if law.role == "compute"
+                     else OPTIMUM_CI_RATIO, f"{sp['what']} spans {sp['ratio']:.3g}x")
     elif law.role in ("shape", "compute"):
         t.weak("no CI on the optimum (no bootstrap samples)")
     heldout_reason(law, t, fit)
@@ -147,9 +167,12 @@ def heldout_reason(law: Any, t: Trust, fit: Any) -> None:
 def bootstrap_reason(t: Trust, fit: Any) -> None:
     b = fit.bootstrap or {}
     if b.get("n"):
-        rate = (b.get("n_failed") or 0) / b["n"]
+        n = b["n"]
+        rate = (b.get("n_failed") or 0) / n
         t.checks["bootstrap_failure_rate"] = rate
-        t.grade(rate, BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
+        sd = math.sqrt(max(rate * (1 - rate), 1.0 / n) / n)  # binomial: another seed's rate
+        t.grade_band(rate, (max(0.0, rate - MC_BAND_Z * sd), rate + MC_BAND_Z * sd),
+                     BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
 
 
 def unit_reason(t: Trust, fit: Any) -> None:
