@@ -251,8 +251,8 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
     extra = []
     for c in keep:
         if c not in df.columns:
-            raise FitInputError(f"--group {c}: no column {c!r} in the input; columns are: "
-                                f"{', '.join(df.columns)}")
+            raise FitInputError(f"{c!r}: no such column in the input (named by --group or "
+                                f"--by); columns are: {', '.join(df.columns)}")
         if c not in cols:
             cols[c] = df[c]
             extra.append(c)

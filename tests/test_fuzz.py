@@ -173,7 +173,7 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["fit", csv, "--law", "kaplan-n", "--out", str(d / "notes.txt")],
          "not an archfit fit artifact"),
         (["fit", str(d / "lev.csv"), "--law", "levine", "--fix", "q=1"], "not a parameter"),
-        (["fit", csv, "--law", "kaplan-n", "--prior", "levine2020"], "takes no --fix/--prior"),
+        (["fit", csv, "--law", "kaplan-n", "--prior", "levine2020"], "shares no free parameter"),
         (["fit", str(d / "notes.txt")], "unknown file type"),
         (["fit", str(d / "strings.csv"), "--law", "kaplan-n"], "not numeric"),
         (["recommend", "--params", "1e9", "--fit", str(d / "nope.json")], "no such fit file"),

@@ -40,6 +40,19 @@ def _value(key: str, text: str, flag: str) -> float:
         raise click.BadParameter(f"{key}={text!r}: not a number", param_hint=flag) from None
 
 
+def parse_fix(lw, fixes: tuple[str, ...], ties: tuple[str, ...]  # type: ignore[no-untyped-def]
+              ) -> tuple[dict[str, float], dict[str, str]]:
+    """``--fix`` and ``--tie`` as (fixed values, ties): ``--fix beta=alpha`` names a parameter
+    of the law, so it is a tie like ``--tie beta=alpha``."""
+    fix, tie = {}, parse_pairs(ties, "--tie", "alpha=beta", "PARAM=OTHER")
+    for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items():
+        if v in lw.param_names:
+            tie[k] = v
+        else:
+            fix[k] = _value(k, v, "--fix")
+    return fix, tie
+
+
 def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
     """``NAME|FILE[:PARAM=SD,...]`` as (source, widths)."""
     if not text:
@@ -119,13 +132,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     from archfit.laws.fitting import fit as fit_law
     from archfit.store import read_runs
 
-    lw = get_law(law)  # unknown law: fail before reading anything
-    fix, tie = {}, parse_pairs(ties, "--tie", "alpha=beta", "PARAM=OTHER")
-    for k, v in parse_pairs(fixes, "--fix", "b=0.0555").items():
-        if v in lw.param_names:  # --fix beta=alpha: a tie
-            tie[k] = v
-        else:
-            fix[k] = _value(k, v, "--fix")
+    fix, tie = parse_fix(get_law(law), fixes, ties)  # an unknown law fails before any read
     prior_src, widths = parse_prior(prior)
     if by and pool_groups:
         raise click.UsageError("--by fits one law per group and --pool-groups one across them; "

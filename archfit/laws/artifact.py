@@ -384,6 +384,10 @@ def _diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     if not d:
         return []
     lines = [""]
+    sp = d.get("span") or {}
+    if sp.get("n_size_classes") is not None:
+        lines.append(f"  size classes: {sp['n_size_classes']} (N {sp['params_min']:.3g} to "
+                     f"{sp['params_max']:.3g}; {sp.get('size_classes_by', 'by size')})")
     if "rmse_log" in d:
         lines.append(f"  RMSE (log space) {d['rmse_log']:.4g}   R² (log space) "
                      f"{_g(d.get('r2_log'))}")

@@ -91,32 +91,45 @@ def fit(
     if bootstrap < 0:
         raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
-    notes = list(table.notes)
-    for col, vals in table.groupings.items():
-        shown = ", ".join(vals[:5]) + (", ..." if len(vals) > 5 else "")
-        notes.append(f"pooled the {len(vals)} groups of column {col!r} ({shown}) into one law "
-                     "(--pool-groups)" if pool_groups else
-                     f"WARNING: column {col!r} splits the runs into {len(vals)} groups ({shown}); "
-                     "one law across them pools runs that may follow different laws: fit one "
-                     f"per group with --by {col}, or pass --pool-groups to fit them as one")
+    notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table)
     df = sane_frame(lw, table, dedupe, notes)
     from archfit.laws.conventions import check_params
 
     df = check_params(df, table.sources, arch, notes, conventions)
-    data = lw.prepare(df)
-    if "params" in data:
-        tol = SIZE_TOLERANCE if size_tolerance is None else float(size_tolerance)
-        if not 0 <= tol < 1:
-            raise FitInputError(f"size tolerance must be between 0 and 1 (e.g. 0.02 for 2%), "
-                                f"got {tol:g}")
-        data["size_class"] = lw.classes(data, tol)
-        data["size_tolerance"] = np.full(len(data["loss"]), tol)
+    data = with_size_classes(lw, lw.prepare(df), size_tolerance)
     check_sizes(lw, data)
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
     return f
+
+
+def grouping_notes(table: RunTable, pooled: bool) -> list[str]:
+    """One line per grouping-like column of the table (:func:`archfit.store.grouping_columns`):
+    a warning, or with ``pooled`` (``--pool-groups``) the acknowledgement."""
+    out = []
+    for col, vals in table.groupings.items():
+        shown = ", ".join(vals[:5]) + (", ..." if len(vals) > 5 else "")
+        out.append(f"pooled the {len(vals)} groups of column {col!r} ({shown}) into one law "
+                   "(--pool-groups)" if pooled else
+                   f"WARNING: column {col!r} splits the runs into {len(vals)} groups ({shown}); "
+                   "one law across them pools runs that may follow different laws: fit one "
+                   f"per group with --by {col}, or pass --pool-groups to fit them as one")
+    return out
+
+
+def with_size_classes(lw: Law, data: Data, tolerance: float | None) -> Data:
+    """``data`` with its size classes fixed once (columns ``size_class`` and
+    ``size_tolerance``), so every check, the held-out split and each resample read the same."""
+    if "params" in data:
+        tol = SIZE_TOLERANCE if tolerance is None else float(tolerance)
+        if not 0 <= tol < 1:
+            raise FitInputError(f"size tolerance must be between 0 and 1 (e.g. 0.02 for 2%), "
+                                f"got {tol:g}")
+        data["size_class"] = lw.classes(data, tol)
+        data["size_tolerance"] = np.full(len(data["loss"]), tol)
+    return data
 
 
 def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
@@ -254,7 +267,11 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
 def check_sizes(lw: Law, data: Data) -> None:
     """Refuse a law whose parameters need more distinct sizes N than the runs have."""
     if lw.min_sizes and "params" in data:
-        n = len(np.unique(lw.classes(data)))
+        from archfit.laws.numeric import size_classes
+
+        tol = data.get("size_tolerance")  # measured sizes: what a law in N is fitted across
+        n = len(np.unique(size_classes(data["params"], None, float(tol[0]) if tol is not None
+                                       and len(tol) else SIZE_TOLERANCE)))
         if n < lw.min_sizes:
             raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
                            f"fit its {len(lw.param_names)} parameters; these runs have {n}")
