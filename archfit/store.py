@@ -231,8 +231,9 @@ def _read_one(path: str) -> Any:
     return df
 
 
-def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] = ()
-                       ) -> tuple[Any, dict[str, str]]:
+def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] = (),
+                       flags: Mapping[str, str] | None = None) -> tuple[Any, dict[str, str]]:
+    flags = dict(flags or {})  # keep column -> the option that named it (default --group)
     import polars as pl
 
     sources: dict[str, str] = {}
@@ -251,8 +252,8 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
     extra = []
     for c in keep:
         if c not in df.columns:
-            raise FitInputError(f"{c!r}: no such column in the input (named by --group or "
-                                f"--by); columns are: {', '.join(df.columns)}")
+            raise FitInputError(f"{flags.get(c, '--group')} {c}: no column {c!r} in the input; "
+                                f"columns are: {', '.join(df.columns)}")
         if c not in cols:
             cols[c] = df[c]
             extra.append(c)
@@ -310,12 +311,14 @@ def read_tables(paths: Iterable[str]) -> Any:
 
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
               *, frame: Any = None, keep: Iterable[str] | None = None,
-              require_loss: bool = True) -> RunTable:
+              require_loss: bool = True, keep_flags: Mapping[str, str] | None = None
+              ) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
     Pass ``frame`` (polars or pandas) instead of paths to convert an in-memory table.
-    ``keep`` names further columns to carry as they are (``fit --group``); without
+    ``keep`` names further columns to carry as they are (``fit --group``, or the option
+    ``keep_flags`` names for a column, e.g. ``--by``, in the error for a missing one); without
     ``require_loss`` a table with no loss column is read as it is (rows to predict).
     """
     import polars as pl
@@ -352,7 +355,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         df = pl.concat(frames, how="diagonal_relaxed")
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
-    out, sources = _canonical_columns(df, mapping, keep or ())
+    out, sources = _canonical_columns(df, mapping, keep or (), keep_flags)
     groupings = grouping_columns(df, set(sources.values()) | set(keep or ()))
     aliased = [f"{src} -> {name}" for name, src in sources.items()
                if name not in mapping and src != name and src not in OWN_SOURCES]

@@ -269,4 +269,4 @@ def test_a_two_dataset_table_warns_and_by_fits_two_laws(cli, tmp_path):
     assert list(fits) == ["code", "web"]
     assert sum(f.n_points for f in fits.values()) == table.height
     res = cli("fit", path, "--law", "chinchilla", "--by", "nope")
-    assert res.exit_code == 2 and "no such column" in res.output
+    assert res.exit_code == 2 and "--by nope: no column 'nope'" in res.output, res.output

@@ -144,7 +144,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
-    table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None)
+    table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
+                      keep_flags={by: "--by"} if by else None)
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "

@@ -38,6 +38,8 @@ ROLES = ("loss", "shape", "compute", "ff")
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
 HUBER_DELTA = 1e-3
+# a parameter on a bound in more than this share of the bootstrap resamples is named
+BOUND_SHARE = 0.1
 # figures that plots draws for any law of the right role (a law names them in ``figures``)
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
@@ -254,6 +256,17 @@ class Law:
                 out.append(f"{name} is at its lower bound {lo:g}")
             elif hi is not None and v >= hi - 1e-4 * max(1.0, abs(hi)):
                 out.append(f"{name} is at its upper bound {hi:g}")
+        samples = (fit.bootstrap or {}).get("samples") or {}
+        for name, (lo, hi) in self.bounds.items():
+            vals = samples.get(name) or []
+            if name in held or len(vals) < 10 or any(r.split()[0] == name for r in out):
+                continue
+            on = sum(1 for x in vals if (lo is not None and x <= lo + 1e-4 * max(1.0, abs(lo)))
+                     or (hi is not None and x >= hi - 1e-4 * max(1.0, abs(hi))))
+            if on > BOUND_SHARE * len(vals):
+                out.append(f"{name} sits on a bound in {on / len(vals):.0%} of the bootstrap "
+                           "resamples: the data do not pin it, and intervals that depend on it "
+                           "are wide")
         for name, ci in (fit.ci or {}).items():
             v = fit.params.get(name)
             if not ci or v is None or name in held or any(name in r.split()[0] for r in out):
