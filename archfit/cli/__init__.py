@@ -28,6 +28,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "backtest": ("archfit.cli.backtest_cmd:backtest",
                  "Fit on smaller runs, predict larger ones: coverage and error."),
     "recommend": ("archfit.cli.recommend_cmd:recommend", "Recommend a shape for a size or budget."),
+    "design": ("archfit.cli.design_cmd:design",
+               "Choose the next runs: most information about a target per unit cost."),
     "validate": ("archfit.cli.validate_cmd:validate",
                  "Train the recommended shape and its rivals: did it hold?"),
     "plot": ("archfit.cli.plot_cmd:plot", "Draw a fit and its evidence."),

@@ -1,0 +1,208 @@
+"""``archfit design``: the next runs to train, or a replay of the design on a finished sweep."""
+
+from __future__ import annotations
+
+import click
+
+from archfit.cli.common import COUNT, NUMBER, NUMBER_LIST, emit_json
+
+
+def _until(text: str | None) -> float | None:
+    if text is None:
+        return None
+    t = text.strip().lower().rstrip("x")
+    try:
+        v = float(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give the CI ratio high/low, e.g. 1.5x",
+                                 param_hint="--until-ci") from None
+    if not v > 1:
+        raise click.BadParameter(f"{text!r}: a CI ratio is above 1, e.g. 1.5x",
+                                 param_hint="--until-ci")
+    return v
+
+
+def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = True):  # type: ignore[no-untyped-def]
+    from archfit.store import read_runs
+
+    t = read_runs(list(paths), require_loss=require_loss)
+    for n in t.notes:
+        click.echo(f"note ({what}): {n}", err=True)
+    return t.frame
+
+
+@click.command()
+@click.option("--law", default="depth-joint", show_default=True,
+              help="A law with a loss model: depth-joint or depth-width (--params), chinchilla "
+                   "(--compute), any of them with --target.")
+@click.option("--params", type=NUMBER, default=None,
+              help="Target: the optimal depth at this size (non-embedding parameters).")
+@click.option("--compute", type=NUMBER, default=None,
+              help="Target: N_opt at this budget (FLOPs, C = 6 N D).")
+@click.option("--target", "target_file", default=None, metavar="TABLE",
+              help="Target: the loss of each configuration in this table (with --replay: the "
+                   "held-out runs to score).")
+@click.option("--fit", "fit_file", default=None, metavar="FILE|NAME",
+              help="Start from this fit (a fit artifact or published name) instead of fitting "
+                   "--results.")
+@click.option("--results", multiple=True, metavar="TABLE",
+              help="Finished runs so far (parquet/CSV; repeatable): fitted, and left out of "
+                   "the pool.")
+@click.option("--spec", "spec_file", default=None, metavar="SPEC",
+              help="Candidate pool: this sweep spec's runs (and its recipe for -o next.toml "
+                   "and for grid flags).")
+@click.option("--pool", "pool_file", default=None, metavar="TABLE",
+              help="Candidate pool: a table of runs (the law's columns; a 'cost' column, in "
+                   "the budget's unit, wins over the throughput model).")
+@click.option("--sizes", type=NUMBER_LIST, default=None,
+              help="Candidate pool from a grid: sizes (non-embedding parameters).")
+@click.option("--depths", default=None, help="Grid: depths, e.g. 2,4,8,16.")
+@click.option("--tokens", type=NUMBER_LIST, default=None, help="Grid: token counts.")
+@click.option("--ff-ratios", type=NUMBER_LIST, default=None, help="Grid: d_ff/d_model ratios.")
+@click.option("--budget", type=NUMBER, default=None,
+              help="Budget in the cost's unit: GPU-hours with --gpu, FLOPs (C = 6 N D) "
+                   "without, or the unit of the pool's cost column.")
+@click.option("--budget-frac", type=float, default=None,
+              help="Budget as a fraction of the pool's total cost (e.g. 0.1).")
+@click.option("--gpu", default=None,
+              help="Price runs in GPU-hours on this accelerator (the throughput model).")
+@click.option("--batch", type=COUNT, default=4, show_default=True,
+              help="Runs per batch.")
+@click.option("--strategy", default="archfit", show_default=True,
+              help="archfit (expected shrink of the target's variance per unit cost), random, "
+                   "cheapest, cost-weighted, d-optimal or v-optimal.")
+@click.option("--until-ci", default=None, metavar="RATIO",
+              help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
+                   "this (e.g. 1.5x).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the bootstrap and of the random strategies.")
+@click.option("--bootstrap", type=COUNT, default=200, show_default=True,
+              help="Bootstrap resamples of the fit of --results (the criterion's draws).")
+@click.option("--replay", "replay_file", default=None, metavar="DONE_TABLE",
+              help="Replay the design on a finished sweep (needs --target and --budget-frac).")
+@click.option("-o", "out", default=None, metavar="FILE",
+              help="Write the batch: next.toml (a sweep spec for 'archfit sweep run') or a table "
+                   "(.csv, .parquet).")
+@click.option("--force", is_flag=True, help="Replace an -o file archfit did not write.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def design(law, params, compute, target_file, fit_file, results, spec_file, pool_file, sizes,
+           depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
+           seed, bootstrap, replay_file, out, force, as_json):
+    """Choose the next runs: the most information about a target per unit cost.
+
+    \b
+    Examples:
+      archfit design --law depth-joint --results sweeps/demo.parquet --params 7.2e5 \\
+          --spec sweeps/demo.toml --sizes 4.8e5 --depths 2,3,4,6,8 --budget-frac 0.3 -o next.toml
+      archfit design --law chinchilla --results runs.csv --compute 1e22 --pool pool.csv \\
+          --gpu h100 --budget 500
+      archfit design --replay done.csv --target big.csv --law chinchilla --budget-frac 0.1 --json
+    """
+    from archfit import design as dz
+
+    if replay_file:
+        if not target_file or budget_frac is None:
+            raise click.UsageError("--replay needs --target TABLE (the runs to score) and "
+                                   "--budget-frac")
+        r = dz.replay(_table([replay_file], "replay"), _table([target_file], "target"),
+                      law=law, budget_frac=budget_frac, strategy=strategy, seed=seed,
+                      batch=batch)
+        if as_json:
+            emit_json(r)
+            return
+        _print_replay(r)
+        return
+    given = [x for x in (params, compute, target_file) if x is not None]
+    if len(given) != 1:
+        raise click.UsageError("give one target: --params N, --compute C or --target TABLE")
+    target = (dz.Target("params", params) if params is not None else
+              dz.Target("compute", compute) if compute is not None else
+              dz.Target("table", rows=dz.columns(_table([target_file], "target",
+                                                             require_loss=False))))
+    if budget is not None and budget_frac is not None:
+        raise click.UsageError("give --budget or --budget-frac, not both")
+    spec = None
+    if spec_file:
+        from archfit.sweep import load_spec
+
+        spec = load_spec(spec_file)
+    pool, base, tps = _pool(spec, pool_file, sizes, depths, tokens, ff_ratios)
+    if out:
+        from archfit.io import check_output
+
+        check_output(out, "design batch", inputs=[p for p in (spec_file, pool_file, *results)
+                                                   if p], force=force,
+                     ours=lambda p: p.endswith((".toml", ".csv", ".parquet")) and _ours(p))
+    from archfit.laws import load_fit
+
+    d = dz.design(pool, law=law, target=target, budget=budget, budget_frac=budget_frac,
+                  results=_table(results, "results") if results else None,
+                  fit=load_fit(fit_file) if fit_file else None, batch=batch,
+                  strategy=strategy, seed=seed, bootstrap=bootstrap, gpu=gpu, base=base,
+                  tokens_per_step=tps, until_ci=_until(until_ci))
+    if out and d.chosen:
+        d.write(out, spec)
+    if as_json:
+        emit_json({**d.to_dict(), "wrote": out if out and d.chosen else None})
+        return
+    click.echo(d.summary())
+    if out and d.chosen:
+        click.echo(f"\nwrote {out}" + ("; run it with: archfit sweep run " + out
+                                       if out.endswith(".toml") else ""))
+
+
+def _ours(path: str) -> bool:
+    """A file 'archfit design -o' wrote (its description or the table's columns say so)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return "archfit design:" in head
+
+
+def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios):  # type: ignore[no-untyped-def]
+    """(pool frame, shape base, tokens per step) from the flags."""
+    from archfit import design as dz
+
+    base, tps = None, None
+    if spec is not None:
+        from archfit.validation import recipe
+
+        r = recipe(spec)
+        base = r["base"]
+        tr = spec.raw.get("train", {})
+        tps = int(tr.get("batch_size", 16)) * int(tr.get("grad_accum", 1)) * base["n_ctx"]
+    grid = [x is not None for x in (sizes, depths, tokens)]
+    if any(grid):
+        if not all(grid):
+            raise click.UsageError("a grid pool needs --sizes, --depths and --tokens")
+        try:
+            ds = [int(x) for x in depths.split(",") if x.strip()]
+        except ValueError:
+            raise click.BadParameter(f"{depths!r}: give whole depths, e.g. 2,4,8",
+                                     param_hint="--depths") from None
+        kw = {}
+        if spec is not None:
+            kw = {"base": base, "head_dim": r["head_dim"], "multiple": r["multiple"],
+                  "tolerance": r["tolerance"]}
+        return dz.pool_from_grid(sizes, ds, tokens, ff_ratios or (4.0,), **kw), base, tps
+    if pool_file:
+        return _table([pool_file], "pool", require_loss=False), base, tps
+    if spec is not None:
+        return dz.pool_from_spec(spec), base, tps
+    raise click.UsageError("give a candidate pool: --spec SPEC, --pool TABLE or --sizes/--depths/"
+                           "--tokens")
+
+
+def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
+    click.echo(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in {r['rounds']} "
+               f"rounds, {r['budget_frac_spent']:.1%} of the pool's cost ({r['cost_unit']})")
+    for who in ("design", "all_rows"):
+        m = r["target"][who]
+        if "error" in m:
+            click.echo(f"  {who:>8}: no fit ({m['error']})")
+            continue
+        click.echo(f"  {who:>8}: target mean |error| {m['mean_abs_rel_error']:.2%}, max "
+                   f"{m['max_abs_rel_error']:.2%}, R² {m['r2']:.3f}, 95% coverage "
+                   f"{m['coverage']:.0%}")

@@ -1,0 +1,361 @@
+"""``archfit design``: which runs to train next for an informative answer at least cost.
+
+Given a law, the runs so far (or a prior fit), a pool of runnable candidates with costs and a
+target beyond the data, :func:`design` picks the next batch by the expected shrink of the
+target's uncertainty per unit cost (:mod:`archfit.design.strategies`), and says what the batch
+costs and the interval it predicts at the target after it. Run it again with the new results for
+the next batch, until a stop rule holds (``until_ci``) or the budget is spent.
+
+:func:`replay` runs that loop on a finished sweep, revealing each chosen run's loss from the
+table, then fits the chosen runs and scores them on a target table against the fit on every
+row: "how much of my last sweep did I need?" (the benchmark, ``benchmarks/bench_design.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from archfit.design.pool import (DesignError, Target, check_pool, columns, costs,
+                                 pool_from_grid, pool_from_spec)
+from archfit.design.strategies import ADAPTIVE, CRITERION, STRATEGIES, Step, space_filling
+from archfit.errors import FitError, FitInputError
+
+__all__ = ["Design", "DesignError", "Target", "design", "replay", "pool_from_grid",
+           "pool_from_spec", "columns", "split_most_expensive", "STRATEGIES"]
+
+SHOWN = ("run_id", "params", "n_layer", "d_model", "d_ff", "tokens")
+
+
+@dataclass
+class Design:
+    """The next batch: ``chosen`` rows of the pool in order (each with its ``cost``, the
+    ``gain_per_cost`` and the target's predicted ``sd_after`` as a share of today's), what they
+    cost, and the target's interval now and predicted after the batch."""
+
+    law: str
+    strategy: str
+    target: str
+    chosen: list[dict[str, Any]]
+    cost_unit: str
+    budget: float
+    spent: float
+    ci_now: list[float] | None = None
+    ci_after: list[float] | None = None
+    criterion: str = CRITERION
+    stop: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from archfit.io import jsonable
+
+        return jsonable({k: getattr(self, k) for k in (
+            "law", "strategy", "target", "criterion", "cost_unit", "budget", "spent",
+            "ci_now", "ci_after", "stop", "notes", "chosen")})
+
+    def to_frame(self) -> Any:
+        import polars as pl
+
+        return pl.DataFrame(self.chosen) if self.chosen else pl.DataFrame()
+
+    def first_line(self) -> str:
+        """One line: what to run first, its cost, and the interval predicted after the batch."""
+        if not self.chosen:
+            return f"archfit design: nothing to run ({self.stop or 'no affordable candidate'})"
+        c = self.chosen[0]
+        shape = (f"{int(c['n_layer'])} x {int(c['d_model']):,}, " if "n_layer" in c else "")
+        after = (f"; the batch of {len(self.chosen)} predicts the 95% CI "
+                 f"[{self.ci_after[0]:.3g}, {self.ci_after[1]:.3g}] (now [{self.ci_now[0]:.3g}, "
+                 f"{self.ci_now[1]:.3g}])" if self.ci_after and self.ci_now else "")
+        return (f"to narrow this, 'archfit design' would run first {shape}N {c['params']:.3g}, "
+                f"{c.get('tokens', float('nan')):.3g} tokens ({c['cost']:.3g} {_unit(self)})"
+                + after)
+
+    def summary(self) -> str:
+        lines = [f"archfit design: {self.law}, strategy {self.strategy}",
+                 f"  target: {self.target}",
+                 f"  criterion: {self.criterion if self.strategy == 'archfit' else self.strategy}",
+                 f"  cost: {self.cost_unit}; budget {self.budget:.4g}, this batch "
+                 f"{self.spent:.4g}"]
+        if self.ci_now:
+            lines.append(f"  target 95% CI now [{self.ci_now[0]:.4g}, {self.ci_now[1]:.4g}]"
+                         + (f", predicted after the batch [{self.ci_after[0]:.4g}, "
+                            f"{self.ci_after[1]:.4g}] (Gaussian shortcut: today's interval "
+                            "scaled by the ensemble's predicted sd)" if self.ci_after else ""))
+        if self.stop:
+            lines.append(f"  stop: {self.stop}")
+        if self.chosen:
+            keys = [k for k in SHOWN if k in self.chosen[0]] + ["cost", "gain_per_cost",
+                                                                 "sd_after"]
+            lines += ["", "  " + "  ".join(f"{k:>14}" for k in ["#"] + keys)]
+            for i, c in enumerate(self.chosen, 1):
+                cells = [str(i)] + [_cell(c.get(k)) for k in keys]
+                lines.append("  " + "  ".join(f"{x:>14}" for x in cells))
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def write(self, path: str, spec: Any = None) -> str:
+        """The chosen runs as a sweep spec (``.toml``, for ``archfit sweep run``; with ``spec``
+        the recipe of that sweep: data, model, train, executor) or a table (``.csv``,
+        ``.parquet``). Atomic."""
+        from archfit.io import atomic_write
+
+        if path.endswith((".csv", ".parquet")):
+            from archfit.io import atomic_path
+
+            with atomic_path(path) as tmp:
+                (self.to_frame().write_csv if path.endswith(".csv")
+                 else self.to_frame().write_parquet)(tmp)
+            return path
+        if not self.chosen or "n_layer" not in self.chosen[0]:
+            raise DesignError("a sweep spec needs shapes (n_layer, d_model); write the chosen "
+                              "runs as a table instead (-o next.csv)")
+        import tomli_w
+
+        raw = {k: dict(spec.raw[k]) for k in ("model", "train", "executor")
+               if spec is not None and k in spec.raw}
+        if spec is not None and "data" in spec.raw:
+            raw["data"] = spec.raw["data"]
+        toks = {round(c["tokens"]) for c in self.chosen}
+        tpp = {round(c["tokens"] / c["params"], 2) for c in self.chosen}
+        if len(toks) == 1:
+            budget = {"tokens": float(toks.pop())}
+        elif len(tpp) == 1:
+            budget = {"tokens_per_param": float(tpp.pop())}
+        else:
+            raise DesignError(f"the chosen runs train on {len(toks)} different token counts; a "
+                              "sweep spec holds one budget: write them as a table (-o next.csv)")
+        model = raw.setdefault("model", {})
+        model.pop("n_head", None)
+        shapes = [{k: int(c[k]) for k in ("n_layer", "d_model", "n_head", "d_ff") if c.get(k)}
+                  for c in self.chosen]
+        raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
+                   description=f"archfit design: {len(shapes)} runs toward {self.target}",
+                   seeds=[int(self.chosen[0].get("seed") or 0)],
+                   lrs=[float(self.chosen[0].get("lr") or (spec.raw.get("lrs") or [3e-3])[0]
+                              if spec is not None else self.chosen[0].get("lr") or 3e-3)],
+                   grid={"shapes": shapes}, budget=budget)
+        atomic_write(path, tomli_w.dumps(raw))
+        return path
+
+
+def _unit(d: Design) -> str:
+    return d.cost_unit.split(" (")[0]
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _fit(frame: Any, law: str, bootstrap: int, seed: int) -> tuple[Any, str | None]:
+    """A fit of the runs so far, or (None, why not)."""
+    from archfit.laws.fitting import fit
+
+    if frame is None or frame.height == 0:
+        return None, "no runs yet"
+    try:
+        return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False), None
+    except (FitError, FitInputError) as e:
+        return None, str(e)
+
+
+def _interval(fit: Any, target: Target) -> list[float] | None:
+    if fit is None or target.kind == "table":
+        return None
+    key = "n_layer" if target.kind == "params" else "N_opt"
+    return fit.optimum(target.value).get(f"{key}_ci")
+
+
+def _open(pool: Any, results: Any) -> np.ndarray:
+    """Pool rows not already among the results (same run_id, or same size, depth, tokens)."""
+    keep = np.ones(pool.height, bool)
+    if results is None or results.height == 0:
+        return keep
+    if "run_id" in pool.columns and "run_id" in results.columns:
+        done = set(results["run_id"].to_list())
+        return np.array([r not in done for r in pool["run_id"].to_list()])
+    cols = [c for c in ("params", "n_layer", "tokens") if c in pool.columns
+            and c in results.columns]
+    done = {tuple(round(float(v), 6) for v in r) for r in results.select(cols).iter_rows()}
+    return np.array([tuple(round(float(v), 6) for v in r) not in done
+                     for r in pool.select(cols).iter_rows()])
+
+
+def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
+           budget_frac: float | None = None, results: Any = None, fit: Any = None,
+           batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
+           gpu: str | None = None, base: dict[str, Any] | None = None,
+           tokens_per_step: float | None = None, until_ci: float | None = None) -> Design:
+    """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates:
+    the law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's
+    unit) or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or
+    ``fit`` (a :class:`~archfit.laws.Fit`, e.g. a published prior) is used as it is; with
+    neither, a space-filling first batch. ``until_ci``: stop when the target's 95% CI high/low
+    is at most this."""
+    from archfit.laws import get_law
+
+    lw = get_law(law)
+    if not lw.predicts_loss:
+        raise DesignError(f"{law} has no loss model, so a run's outcome cannot be predicted; "
+                          "design with depth-joint or depth-width (shape), chinchilla (compute)")
+    if strategy not in STRATEGIES:
+        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if batch < 1:
+        raise DesignError(f"--batch must be 1 or more, got {batch}")
+    check_pool(pool, lw)
+    target.check(lw)
+    notes: list[str] = []
+    res_cols = columns(results) if results is not None and results.height else None
+    target.outside(res_cols)
+    cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step)
+    is_open = _open(pool, results)
+    if not is_open.any():
+        raise DesignError("every candidate of the pool is already among the results: widen "
+                          "the pool (more sizes, depths or token counts)")
+    if (budget is None) == (budget_frac is None):
+        raise DesignError("give a budget: in the cost's unit, or as a fraction of the pool's "
+                          "cost")
+    if budget is None:
+        budget = float(budget_frac) * float(cost.sum())
+    if not (budget > 0 and math.isfinite(budget)):
+        raise DesignError(f"the budget must be a positive finite number, got {budget}")
+    cheapest = float(cost[is_open].min())
+    if budget < cheapest:
+        raise DesignError(f"the budget {budget:.4g} is below the cheapest open candidate "
+                          f"({cheapest:.4g} {unit.split(' (')[0]}): raise it or add cheaper runs")
+    if fit is None:
+        fit, why = _fit(results, law, bootstrap, seed)
+        if fit is None:
+            notes.append(f"no fit yet ({why}): a space-filling first batch")
+    ci_now = _interval(fit, target)
+    if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
+        return Design(law, strategy, target.describe(), [], unit, budget, 0.0, ci_now, None,
+                      stop=f"the target's 95% CI spans {ci_now[1] / ci_now[0]:.3g}x, within "
+                           f"--until-ci {until_ci:g}x", notes=notes)
+    step = Step(lw, fit, columns(pool), cost, is_open.copy(), target,
+                np.random.default_rng(seed), res_cols)
+    trace: list[tuple[float, float]] = []
+    if fit is None:
+        picks = space_filling(step, batch, budget)
+    elif strategy == "archfit":
+        picks = STRATEGIES[strategy](step, batch, budget, trace)
+    else:
+        picks = STRATEGIES[strategy](step, batch, budget)
+    rows = pool.to_dicts()
+    chosen = []
+    for i, j in enumerate(picks):
+        r = {k: v for k, v in rows[j].items() if v is not None}
+        r["cost"] = float(cost[j])
+        if i < len(trace):
+            r["gain_per_cost"], r["sd_after"] = trace[i]
+        chosen.append(r)
+    ci_after = None
+    if ci_now and trace and target.kind != "table":
+        point = fit.optimum(target.value)["n_layer" if target.kind == "params" else "N_opt"]
+        r = trace[-1][1]
+        ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
+    if not picks:
+        notes.append("no candidate fits the budget")
+    return Design(law, strategy, target.describe(), chosen, unit, budget,
+                  float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes)
+
+
+# ============================================================================ replay
+def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
+    """How a fit predicts the target rows: mean and max |relative error|, R² of loss, and the
+    coverage of its ``level`` prediction intervals."""
+    pred, lo, hi = fit.band(rows, level)
+    a = np.asarray(rows["loss"], float)
+    rel = np.abs(pred / a - 1)
+    ss = float(np.sum((a - a.mean()) ** 2))
+    return {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
+            "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
+            "coverage": float(np.mean((lo <= a) & (a <= hi)))}
+
+
+def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
+           strategy: str = "archfit", seed: int = 0, batch: int = 5, bootstrap: int = 64,
+           final_bootstrap: int = 100, all_rows: dict[str, Any] | None = None
+           ) -> dict[str, Any]:
+    """The sequential design on a finished sweep: start from a space-filling batch, fit, pick
+    the next batch by ``strategy`` (``batch`` runs, or half the runs in hand when that is more,
+    so the rounds grow geometrically), reveal their losses from ``done``, refit, until
+    ``budget_frac`` of the pool's cost is spent; then fit the chosen runs and score them on
+    ``target_rows`` beside the fit on every row (``all_rows``: its metrics, when already
+    computed). Returns the keys the CLI's --json prints."""
+    from archfit.laws import get_law
+    from archfit.laws.fitting import fit as fit_law
+
+    lw = get_law(law)
+    if strategy not in STRATEGIES:
+        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    for name, frame in (("the replay table", done), ("the target table", target_rows)):
+        if frame is None or "loss" not in frame.columns:
+            raise DesignError(f"{name} has no loss column: a replay reveals the losses of runs "
+                              "already trained (map one with --map loss=COLUMN)")
+        check_pool(frame, lw, name)
+    if not 0 < budget_frac <= 1:
+        raise DesignError(f"--budget-frac must be in (0, 1], got {budget_frac}")
+    cost, unit = costs(done)
+    budget = budget_frac * float(cost.sum())
+    if budget < float(cost.min()):
+        raise DesignError(f"{budget_frac:g} of the pool's cost ({budget:.4g}) is below its "
+                          f"cheapest run ({float(cost.min()):.4g}); raise --budget-frac")
+    trows = columns(target_rows)
+    target = Target("table", rows=trows)
+    rng = np.random.default_rng(seed)
+    pool = columns(done)
+    step = Step(lw, None, pool, cost, np.ones(done.height, bool), target, rng)
+    first = max(lw.min_points, 2 * len(lw.param_names))
+    chosen = space_filling(step, first, budget)
+    step.open[chosen] = False
+    spent = float(cost[chosen].sum())
+    rounds = 0
+    while True:
+        left = budget - spent
+        if not (step.open & (cost <= left * (1 + 1e-12))).any():
+            break
+        if strategy in ADAPTIVE:
+            sub = done[sorted(chosen)]
+            step.fit, _ = _fit(sub, law, bootstrap if strategy == "archfit" else 0, seed + rounds)
+            step.data = columns(sub)
+        k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
+        picks = (space_filling(step, k, left) if step.fit is None and strategy in ADAPTIVE
+                 else STRATEGIES[strategy](step, k, left))
+        if not picks:
+            break
+        chosen += picks
+        step.open[picks] = False
+        spent += float(cost[picks].sum())
+        rounds += 1
+    out: dict[str, Any] = {"strategy": strategy, "law": law, "seed": seed,
+                           "budget_frac": budget_frac, "budget_frac_spent": spent / cost.sum(),
+                           "cost_unit": unit, "n_chosen": len(chosen), "rounds": rounds,
+                           "chosen": done[chosen].to_dicts(), "target": {}}
+    try:
+        f = fit_law(done[sorted(chosen)], law, bootstrap=final_bootstrap, seed=seed,
+                    heldout=False)
+        out["target"]["design"] = metrics(f, trows)
+    except (FitError, FitInputError) as e:
+        out["target"]["design"] = {"error": str(e)}
+    if all_rows is None:
+        f_all = fit_law(done, law, bootstrap=final_bootstrap, seed=seed, heldout=False)
+        all_rows = metrics(f_all, trows)
+    out["target"]["all_rows"] = all_rows
+    return out
+
+
+def split_most_expensive(frame: Any, share: float = 0.1) -> tuple[Any, Any]:
+    """(pool, target): the most expensive ``share`` of a table's runs held out as the target
+    (cost column, else C = 6 N D)."""
+    c, _ = costs(frame)
+    order = np.argsort(c)
+    k = max(1, int(round(share * frame.height)))
+    return frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]

@@ -1,0 +1,190 @@
+"""What ``archfit design`` chooses from and toward: the candidate pool (a table, a sweep spec or
+grid flags), each candidate's cost, and the target whose uncertainty the design shrinks.
+
+Costs, in the unit the budget is stated in: a ``cost`` column of the pool wins (in the
+budget's unit); else, with a GPU, GPU-hours from the throughput model (:mod:`archfit.perf`'s
+modelled step time for the shape, or C / (``MATMUL_EFFICIENCY`` × peak) without one); else
+training FLOPs, C = 6 N D with N the pool's ``params`` column (Kaplan's non-embedding N)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from archfit.errors import ArchfitError
+
+# tokens per optimizer step assumed for GPU-hours when no spec states batch_size x ctx
+DEFAULT_TOKENS_PER_STEP = 524_288  # 0.5M tokens, a common pretraining batch (stated, assumed)
+
+
+class DesignError(ArchfitError):
+    """A design that cannot be made as asked (one line: what is wrong, how to mend it)."""
+
+
+@dataclass
+class Target:
+    """What the design shrinks the uncertainty of: the optimal depth at ``value`` parameters
+    (``params``, shape laws), N_opt at ``value`` FLOPs (``compute``, compute laws), or the loss
+    of each row of a ``table`` of configurations."""
+
+    kind: str  # params | compute | table
+    value: float | None = None
+    rows: dict[str, np.ndarray] | None = None
+
+    def describe(self) -> str:
+        if self.kind == "params":
+            return f"the optimal depth at N = {self.value:.3g} (non-embedding parameters)"
+        if self.kind == "compute":
+            return f"N_opt at C = {self.value:.3g} FLOPs (C = 6 N D)"
+        n = len(next(iter(self.rows.values()))) if self.rows else 0
+        return f"the loss of the {n} target configuration(s)"
+
+    def check(self, law: Any) -> None:
+        if self.kind == "params" and law.role != "shape":
+            raise DesignError(f"--params targets the optimal depth, which {law.name} (a "
+                              f"{law.role} law) does not give; use --target TABLE, or a shape "
+                              "law with a loss model (depth-joint, depth-width)")
+        if self.kind == "compute" and law.role != "compute":
+            raise DesignError(f"--compute targets N_opt, which {law.name} does not give; use "
+                              "chinchilla (or --target TABLE)")
+        if self.kind == "table":
+            missing = [c for c in law.columns if c != "loss" and c not in (self.rows or {})]
+            if missing:
+                raise DesignError(f"the target table lacks column(s) {', '.join(missing)} that "
+                                  f"{law.name} predicts from")
+
+    def values(self, law: Any, p: dict[str, float]) -> np.ndarray:
+        """The target quantities under parameters ``p``, in log space."""
+        if self.kind == "params":
+            return np.array([math.log(law.optimum(p, self.value)[0])])
+        if self.kind == "compute":
+            return np.array([math.log(law.compute_optimal(p, self.value)[0])])
+        return np.log(np.asarray(law.predict(p, self.rows), float))
+
+    def outside(self, data: dict[str, np.ndarray] | None) -> None:
+        """Refuse a target inside the data: ``recommend`` answers that without new runs."""
+        if not data or "params" not in data or not len(data["params"]):
+            return
+        top = float(np.max(data["params"]))
+        if self.kind == "params" and self.value <= top:
+            raise DesignError(f"the target N = {self.value:.3g} is inside the data (largest run "
+                              f"{top:.3g}): 'archfit recommend' answers it; design plans runs "
+                              "toward a target beyond them")
+        if self.kind == "compute" and "tokens" in data:
+            c = float(np.max(6.0 * data["params"] * data["tokens"]))
+            if self.value <= c:
+                raise DesignError(f"the target C = {self.value:.3g} FLOPs is inside the data "
+                                  f"(largest run {c:.3g} FLOPs): design plans toward a budget "
+                                  "beyond them")
+        if self.kind == "table" and float(np.max(self.rows["params"])) <= top:
+            raise DesignError(f"every target configuration is inside the data (largest target "
+                              f"N {float(np.max(self.rows['params'])):.3g}, largest run "
+                              f"{top:.3g}): design plans toward configurations beyond them")
+
+
+def columns(frame: Any) -> dict[str, np.ndarray]:
+    """A polars frame's numeric columns as float arrays (text columns as they are)."""
+    out = {}
+    for c in frame.columns:
+        arr = frame[c].to_numpy()
+        out[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
+    return out
+
+
+def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
+    if frame is None or frame.height == 0:
+        raise DesignError(f"{where} is empty: give a table of candidate runs (--pool), a sweep "
+                          "spec (--spec), or grid flags (--sizes, --depths, --tokens)")
+    missing = [c for c in law.columns if c != "loss" and c not in frame.columns]
+    if missing:
+        raise DesignError(f"{where} lacks column(s) {', '.join(missing)} that {law.name} needs "
+                          f"to predict a run; it has {', '.join(frame.columns)}")
+
+
+def pool_from_spec(spec: Any) -> Any:
+    """One candidate per run of a sweep spec: its shape, size and tokens."""
+    import polars as pl
+
+    rows = []
+    for r in spec.runs:
+        s, cfg = r.shape, r.train_config
+        rows.append({"run_id": r.run_id, "params": float(s.params_non_embedding),
+                     "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
+                     "n_kv_head": s.n_kv_head, "d_ff": s.d_ff,
+                     "tokens": _budget_tokens(cfg, s),
+                     "target_params": r.meta.get("target_params"),
+                     "lr": cfg.lr, "seed": cfg.seed})
+    return pl.DataFrame(rows)
+
+
+def _budget_tokens(cfg: Any, s: Any) -> float:
+    """The tokens a run of the spec trains on (its budget's steps at its tokens per step)."""
+    tps = cfg.batch_size * s.n_ctx * cfg.grad_accum
+    return float(cfg.budget.steps_for(s, tps) * tps)
+
+
+def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequence[float],
+                   ff_ratios: Sequence[float] = (4.0,), *, base: dict[str, Any] | None = None,
+                   head_dim: int = 64, multiple: int = 64, tolerance: float = 0.12) -> Any:
+    """Candidates from grid flags: each size × depth × ff ratio that fits its size within
+    ``tolerance`` (the iso-parameter family), trained to each token count."""
+    import polars as pl
+
+    from archfit.families import iso_param_family
+
+    rows = []
+    for N in sizes:
+        for m in iso_param_family(float(N), list(depths), list(ff_ratios), head_dim=head_dim,
+                                  multiple=multiple, tolerance=tolerance, ff_multiple=multiple,
+                                  **(base or {})):
+            if m.shape is None or not m.within_tolerance:
+                continue
+            s = m.shape
+            for D in tokens:
+                rows.append({"params": float(s.params_non_embedding), "n_layer": s.n_layer,
+                             "d_model": s.d_model, "n_head": s.n_head, "n_kv_head": s.n_kv_head,
+                             "d_ff": s.d_ff, "tokens": float(D), "target_params": float(N)})
+    return pl.DataFrame(rows)
+
+
+def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = None,
+          tokens_per_step: float | None = None) -> tuple[np.ndarray, str]:
+    """(cost per candidate, its unit): the pool's ``cost`` column, GPU-hours on ``gpu``, or
+    FLOPs (C = 6 N D)."""
+    if "cost" in frame.columns:
+        c = frame["cost"].cast(float).to_numpy()
+        if not np.all(np.isfinite(c)) or np.any(c <= 0):
+            raise DesignError("the pool's cost column has missing, non-finite or non-positive "
+                              "values; fix them or drop the column")
+        return c, "the pool's cost column"
+    if "tokens" not in frame.columns:
+        raise DesignError("the pool has no tokens column and no cost column: a run's cost "
+                          "needs its token count (or give a cost column)")
+    N, D = frame["params"].cast(float).to_numpy(), frame["tokens"].cast(float).to_numpy()
+    flops = 6.0 * N * D
+    if gpu is None:
+        return flops, "FLOPs (C = 6 N D, N non-embedding)"
+    from archfit.perf import MATMUL_EFFICIENCY, modelled
+
+    model = modelled(gpu)  # an unknown GPU: one line naming the known ones
+    if not {"n_layer", "d_model"} <= set(frame.columns):
+        hours = flops * model.flop_s / 3600.0
+        return hours, (f"GPU-hours on {model.device} (C = 6 N D at {MATMUL_EFFICIENCY:.0%} of "
+                       "peak; no shape columns for the step-time model)")
+    from archfit.shapes import Shape
+
+    tps = float(tokens_per_step or DEFAULT_TOKENS_PER_STEP)
+    out = np.empty(frame.height)
+    b = dict(base or {})
+    for i, row in enumerate(frame.iter_rows(named=True)):
+        d, L = int(row["d_model"]), int(row["n_layer"])
+        heads = int(row.get("n_head") or max(1, d // 64))
+        kw = {k: b[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings") if k in b}
+        s = Shape(n_layer=L, d_model=d, n_head=heads if d % heads == 0 else 1,
+                  d_ff=int(row["d_ff"]) if row.get("d_ff") else None, **kw)
+        out[i] = model.step_time(s, tps) * (float(row["tokens"]) / tps) / 3600.0
+    return out, (f"GPU-hours on {model.device} (modelled step time, {tps:,.0f} tokens per step; "
+                 f"{model.source})")
