@@ -52,6 +52,8 @@ class Recommendation:
     candidates: list[tuple[Shape, float | None]] = field(default_factory=list, repr=False)
     shape_fit: Any = field(default=None, repr=False)
     fits: dict[str, Any] = field(default_factory=dict, repr=False)
+    # under a weak or uninformative answer: what 'archfit design' would run first (one line)
+    next_runs: str | None = None
 
     @property
     def alternatives(self) -> Any:
@@ -84,6 +86,7 @@ class Recommendation:
         if self.compute is not None:
             out["compute"] = self.compute
         out["trust"] = self.trust
+        out["next_runs"] = self.next_runs
         return out
 
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
@@ -138,6 +141,8 @@ class Recommendation:
                   f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
                   f"({TRAIN_FLOPS_CONVENTION})"]
         lines += [f"note: {n}" for n in self.notes]
+        if self.next_runs:
+            lines.append(f"next: {self.next_runs}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -482,8 +487,23 @@ def recommend(
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
-        shape_fit=shape_fit, fits=fits,
+        shape_fit=shape_fit, fits=fits, next_runs=next_runs(shape_fit, N_ne, verdict.verdict),
     )
+
+
+def next_runs(fit: Fit, N: float, verdict: str) -> str | None:
+    """One line under a weak or uninformative answer: what 'archfit design' would run first,
+    its cost and the interval it predicts after (numpy is loaded only then, and only for a
+    fit with bootstrap draws: an informative answer stays on the cold path)."""
+    if verdict == "informative":
+        return None
+    if not (fit.bootstrap or {}).get("samples"):
+        return ("this fit carries no parameter draws, so no runs can be planned from it: fit "
+                "your own sweep ('archfit fit ... --law depth-joint') and run 'archfit design'")
+    from archfit.design import suggest
+
+    d = suggest(fit, N)
+    return d.first_line() if d is not None and d.chosen else None
 
 
 def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,

@@ -25,7 +25,7 @@ LAYERS = [
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),
     ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives",
-                   "archfit.validation")),
+                   "archfit.validation", "archfit.design")),
     ("plots", ("archfit.plots",)),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

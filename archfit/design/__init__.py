@@ -327,8 +327,12 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
             step.fit, _ = _fit(sub, law, bootstrap if strategy == "archfit" else 0, seed + rounds)
             step.data = columns(sub)
         k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
-        picks = (space_filling(step, k, left) if step.fit is None and strategy in ADAPTIVE
-                 else STRATEGIES[strategy](step, k, left))
+        # an adaptive design paces its spending: at most half of what is left per round (all
+        # of it once that buys nothing), so later rounds see what earlier ones taught
+        pace = left / 2 if strategy in ADAPTIVE and (
+            step.open & (cost <= left / 2)).any() else left
+        picks = (space_filling(step, k, pace) if step.fit is None and strategy in ADAPTIVE
+                 else STRATEGIES[strategy](step, k, pace))
         if not picks:
             break
         chosen += picks
@@ -359,3 +363,32 @@ def split_most_expensive(frame: Any, share: float = 0.1) -> tuple[Any, Any]:
     order = np.argsort(c)
     k = max(1, int(round(share * frame.height)))
     return frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]
+
+
+def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3) -> Design | None:
+    """What ``recommend`` prints under a weak or uninformative answer at ``N``: the design's
+    first batch from a default pool (2x, 4x and 8x the largest run, capped at N; depths from
+    half to twice the law's optimum there; the data's tokens per parameter), costed in FLOPs.
+    None where the fit cannot plan (no loss model, no draws, N inside the data)."""
+    from archfit.shapes import kaplan_width
+    import polars as pl
+
+    law = fit.law_obj
+    span = (fit.diagnostics or {}).get("span") or {}
+    top = span.get("params_max")
+    if law.role != "shape" or not law.predicts_loss or not top or N <= top:
+        return None
+    if not (fit.bootstrap or {}).get("samples"):
+        return None
+    tpp = (span["tokens_max"] / top) if span.get("tokens_max") else 20.0
+    rows = []
+    for n in sorted({min(top * f, N) for f in (2.0, 4.0, 8.0)}):
+        L0 = law.optimum(fit.params, n)[0]
+        for L in sorted({max(1, int(round(L0 * f))) for f in (0.5, 0.71, 1.0, 1.41, 2.0)}):
+            rows.append({"params": float(n), "n_layer": L,
+                         "d_model": round(kaplan_width(n, L)), "tokens": tpp * n})
+    try:
+        return design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
+                      budget_frac=budget_frac, batch=batch)
+    except (DesignError, FitError, FitInputError):
+        return None

@@ -1,0 +1,175 @@
+"""How much of a sweep a design needs: `archfit design`'s criterion against its baselines.
+
+Two planted truths, each a pool of >= 200 runnable candidates with the most expensive tenth
+(C = 6 N D) held out as the target:
+
+- chinchilla: Epoch AI's refit constants (Besiroglu et al. 2024), 20 sizes 1e7-5e9 x 12 token
+  counts (2-300 tokens per parameter), 0.5% noise on each run's loss;
+- depth-joint: archfit's planted joint law (archfit.laws.planted.DEPTH_JOINT), 10 sizes
+  3e6-1e9 x 7 depths around the optimum x 3 token counts, seed noise of 0.5%, 1% or 2% of the
+  loss (cycling over the repeats).
+
+For each repeat (new noise), each budget (1%, 5%, 10%, 25% of the pool's cost) and each
+strategy, `archfit.design.replay` runs the sequential loop from one shared space-filling start,
+fits the chosen runs and scores the target: mean |relative error|, R² and the coverage of the
+95% prediction intervals, beside the fit on every row. Prints mean ± sd over the repeats, and
+at 10% whether archfit's error is below every baseline's and within 1 point of all rows.
+
+    python benchmarks/bench_design.py            # 20 repeats (about an hour on 2 cores)
+    python benchmarks/bench_design.py --repeats 3 --fracs 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+STRATEGIES = ("archfit", "random", "cheapest", "cost-weighted", "d-optimal", "v-optimal")
+NOISE_DJ = (0.005, 0.01, 0.02)
+
+
+def chinchilla_pool(seed: int):  # type: ignore[no-untyped-def]
+    import polars as pl
+
+    from archfit.laws.published import PUBLISHED
+
+    t = PUBLISHED["epoch2024"]["params"]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in np.logspace(7, math.log10(5e9), 20):
+        for tpp in np.logspace(math.log10(2), math.log10(300), 12):
+            D = N * tpp
+            L = t["E"] + t["A"] / N ** t["alpha"] + t["B"] / D ** t["beta"]
+            rows.append({"params": float(N), "tokens": float(D),
+                         "loss": float(L * math.exp(rng.normal(0, 0.005)))})
+    return pl.DataFrame(rows), "chinchilla", 0.005
+
+
+def depth_joint_pool(seed: int):  # type: ignore[no-untyped-def]
+    import polars as pl
+
+    from archfit.laws.planted import DEPTH_JOINT as j
+
+    sd = NOISE_DJ[seed % len(NOISE_DJ)]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in np.logspace(math.log10(3e6), 9, 10):
+        lopt = j["p"] + j["q"] * math.log(N)
+        for dl in np.linspace(-1.2, 1.2, 7):
+            L = max(1, int(round(math.exp(lopt + dl))))
+            off = rng.normal(0, sd)  # a seed's offset, shared by the run's token counts
+            for tpp in (5.0, 20.0, 80.0):
+                D = N * tpp
+                loss = (j["E"] + j["A"] / N ** j["alpha"] + j["B"] / D ** j["beta"]
+                        + j["kappa"] * (math.log(L) - lopt) ** 2)
+                rows.append({"params": float(N), "n_layer": L, "tokens": float(D),
+                             "loss": float(loss * math.exp(off))})
+    return pl.DataFrame(rows), "depth-joint", sd
+
+
+def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
+    truth, seed, fracs, strategies, bootstrap = args
+    from archfit.design import replay, split_most_expensive
+    from archfit.errors import ArchfitError
+
+    df, law, sd = (chinchilla_pool if truth == "chinchilla" else depth_joint_pool)(seed)
+    pool, target = split_most_expensive(df, 0.1)
+    out, all_rows = [], None
+    for frac in fracs:
+        for s in strategies:
+            t0 = time.time()
+            try:
+                r = replay(pool, target, law=law, budget_frac=frac, strategy=s, seed=seed,
+                           bootstrap=bootstrap, all_rows=all_rows)
+            except ArchfitError as e:
+                out.append({"truth": truth, "seed": seed, "frac": frac, "strategy": s,
+                            "error": str(e)})
+                continue
+            all_rows = r["target"]["all_rows"]
+            out.append({"truth": truth, "seed": seed, "frac": frac, "strategy": s, "noise": sd,
+                        "n": r["n_chosen"], "spent": r["budget_frac_spent"],
+                        "secs": time.time() - t0, **{f"design_{k}": v for k, v in
+                                                     r["target"]["design"].items()},
+                        **{f"all_{k}": v for k, v in all_rows.items()}})
+    return out
+
+
+def _ms(vals: list[float], pct: bool = False) -> str:
+    v = [x for x in vals if x is not None and np.isfinite(x)]
+    if not v:
+        return "-"
+    m, s = float(np.mean(v)), float(np.std(v))
+    return f"{100 * m:.2f} ± {100 * s:.2f}" if pct else f"{m:.3f} ± {s:.3f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--fracs", default="0.01,0.05,0.1,0.25")
+    ap.add_argument("--truths", default="chinchilla,depth-joint")
+    ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    a = ap.parse_args()
+    fracs = [float(x) for x in a.fracs.split(",")]
+    jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
+            for seed in range(a.repeats)]
+    t0 = time.time()
+    rows: list[dict] = []
+    with ProcessPoolExecutor(a.jobs) as ex:
+        for part in ex.map(one_repeat, jobs):
+            rows += part
+            print(f"  {part[0]['truth']} seed {part[0]['seed']} done ({time.time() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    ok = [r for r in rows if "error" not in r and "design_error" not in r]
+    print(f"\narchfit design benchmark: {a.repeats} repeats, target = the most expensive tenth "
+          f"of each pool, {time.time() - t0:.0f} s on {a.jobs} processes")
+    verdicts = []
+    for truth in a.truths.split(","):
+        print(f"\n{truth}: target mean |error| (%), R², 95% coverage; mean ± sd over repeats")
+        print(f"{'budget':>7} {'strategy':>14} {'mean |err| %':>15} {'R²':>15} {'coverage':>15}"
+              f" {'runs':>6}")
+        for frac in fracs:
+            sel = [r for r in ok if r["truth"] == truth and r["frac"] == frac]
+            means = {}
+            for s in STRATEGIES:
+                rs = [r for r in sel if r["strategy"] == s]
+                means[s] = float(np.mean([r["design_mean_abs_rel_error"] for r in rs])) if rs \
+                    else math.inf
+                print(f"{frac:>7.0%} {s:>14} {_ms([r['design_mean_abs_rel_error'] for r in rs], True):>15}"
+                      f" {_ms([r['design_r2'] for r in rs]):>15} "
+                      f"{_ms([r['design_coverage'] for r in rs]):>15} "
+                      f"{np.mean([r['n'] for r in rs]) if rs else 0:>6.0f}")
+            first = {}
+            for r in sel:
+                first.setdefault(r["seed"], r)
+            allr = list(first.values())
+            all_err = float(np.mean([r["all_mean_abs_rel_error"] for r in allr])) if allr else 0
+            print(f"{frac:>7.0%} {'all rows':>14} {_ms([r['all_mean_abs_rel_error'] for r in allr], True):>15}"
+                  f" {_ms([r['all_r2'] for r in allr]):>15} "
+                  f"{_ms([r['all_coverage'] for r in allr]):>15}")
+            if abs(frac - 0.1) < 1e-9:
+                best_base = min(v for k, v in means.items() if k != "archfit")
+                wins = means["archfit"] < best_base
+                close = means["archfit"] - all_err <= 0.01
+                verdicts.append(f"{truth} at 10%: archfit {100 * means['archfit']:.2f}% vs best "
+                                f"baseline {100 * best_base:.2f}% ({'lower' if wins else 'NOT lower'})"
+                                f", all rows {100 * all_err:.2f}% ({'within' if close else 'NOT within'}"
+                                " 1 point)")
+    failed = [r for r in rows if "error" in r or "design_error" in r]
+    if failed:
+        print(f"\n{len(failed)} replays could not fit their runs (counted out above)")
+    print()
+    for v in verdicts:
+        print(v)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""archfit design: the next runs by expected shrink of the target's uncertainty per unit cost,
+its baselines, the replay on a finished sweep, and its errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from archfit.design import STRATEGIES, Target, design, replay, split_most_expensive
+from archfit.laws.fitting import fit
+from archfit.laws.planted import DENSE_CHINCHILLA, dense_grid
+
+
+def _chinchilla_done(seed: int = 0) -> pl.DataFrame:
+    """A finished sweep: 12 sizes x 8 token counts of Chinchilla's form (0.5% noise)."""
+    return dense_grid(seed=seed, n_sizes=12, step=1.6, row_sd=0.005)
+
+
+@pytest.fixture(scope="module")
+def joint():
+    from archfit.laws.planted import correlated_sweep
+
+    df = correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6)
+    return df, fit(df, "depth-joint", bootstrap=100)
+
+
+def _joint_pool(top: float) -> pl.DataFrame:
+    rows = []
+    for n in (2 * top, 4 * top):
+        for L in (4, 8, 16, 32):
+            rows.append({"params": n, "n_layer": L, "d_model": round(math.sqrt(n / (12 * L))),
+                         "tokens": 1e10})
+    return pl.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ the criterion
+def test_a_batch_holds_no_near_duplicates(joint):
+    df, f = joint
+    pool = _joint_pool(float(df["params"].max()))
+    # every candidate three times, twice a hair larger: near-duplicates
+    tripled = pl.concat([pool, pool.with_columns(pl.col("params") * 1.001),
+                         pool.with_columns(pl.col("params") * 1.0001)])
+    d = design(tripled, law="depth-joint", target=Target("params", 3e10), fit=f,
+               budget_frac=0.5, batch=4)
+    keys = {(c["params"], c["n_layer"]) for c in d.chosen}
+    assert len(d.chosen) == 4 and len(keys) == 4, d.chosen
+    # each pick shrinks the target's sd further, and says by how much per unit cost
+    sds = [c["sd_after"] for c in d.chosen]
+    assert all(b <= a + 1e-12 for a, b in zip(sds, sds[1:])) and sds[-1] < 1
+    assert all(c["gain_per_cost"] > 0 for c in d.chosen)
+    assert d.ci_after[1] / d.ci_after[0] < d.ci_now[1] / d.ci_now[0]
+
+
+def test_every_strategy_spends_within_the_budget(joint):
+    df, f = joint
+    pool = _joint_pool(float(df["params"].max()))
+    for s in STRATEGIES:
+        d = design(pool, law="depth-joint", target=Target("params", 3e10), fit=f,
+                   budget_frac=0.2, batch=8, strategy=s, results=df)
+        assert d.chosen and d.spent <= d.budget * (1 + 1e-9), (s, d.spent, d.budget)
+
+
+def test_until_ci_stops_when_the_interval_is_narrow_enough(joint):
+    df, f = joint
+    pool = _joint_pool(float(df["params"].max()))
+    lo, hi = f.optimum(3e10)["n_layer_ci"]
+    kw = dict(law="depth-joint", target=Target("params", 3e10), fit=f, budget_frac=0.5)
+    d = design(pool, until_ci=1.01 * hi / lo, **kw)
+    assert d.chosen == [] and "within --until-ci" in d.stop
+    assert design(pool, until_ci=0.99 * hi / lo, **kw).chosen
+
+
+# ------------------------------------------------------------------ the replay
+def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
+    done, target = split_most_expensive(_chinchilla_done(), 0.1)
+    done.write_csv(tmp_path / "done.csv")
+    target.write_csv(tmp_path / "target.csv")
+    res = cli("design", "--replay", tmp_path / "done.csv", "--target", tmp_path / "target.csv",
+              "--law", "chinchilla", "--budget-frac", "0.1", "--strategy", "cheapest", "--json")
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert {"strategy", "budget_frac_spent", "chosen", "target"} <= set(r)
+    assert r["strategy"] == "cheapest" and 0 < r["budget_frac_spent"] <= 0.1 + 1e-9
+    for who in ("design", "all_rows"):
+        assert {"mean_abs_rel_error", "max_abs_rel_error", "r2", "coverage"} <= set(
+            r["target"][who]), r["target"]
+    assert r["target"]["all_rows"]["mean_abs_rel_error"] < 0.02
+
+
+# ------------------------------------------------------------------ the CLI and its files
+def test_design_writes_a_spec_that_sweep_run_reads(cli, tmp_path, joint, repo):
+    from archfit.sweep import load_spec
+
+    df, _ = joint
+    df.write_csv(tmp_path / "runs.csv")
+    out = tmp_path / "next.toml"
+    res = cli("design", "--law", "depth-joint", "--results", tmp_path / "runs.csv",
+              "--params", "3e10", "--spec", repo / "sweeps" / "demo.toml", "--sizes",
+              f"{2 * df['params'].max():g}", "--depths", "4,8,16,32", "--tokens", "3e5",
+              "--budget-frac", "0.8", "--batch", "3", "--bootstrap", "60", "-o", out)
+    assert res.exit_code == 0, res.output
+    assert "wrote" in res.output and "archfit sweep run" in res.output
+    spec = load_spec(str(out))
+    assert len(spec.runs) == 3 and spec.raw["budget"] == {"tokens": 3e5}
+    # written again: it is ours, so it is replaced; a file of the user's is not
+    assert cli("design", "--law", "depth-joint", "--results", tmp_path / "runs.csv",
+               "--params", "3e10", "--spec", repo / "sweeps" / "demo.toml", "--sizes",
+               f"{2 * df['params'].max():g}", "--depths", "4,8", "--tokens", "3e5",
+               "--budget-frac", "0.5", "--bootstrap", "20", "-o", out).exit_code == 0
+    mine = tmp_path / "mine.toml"
+    mine.write_text("name = 'mine'\n")
+    res = cli("design", "--law", "depth-joint", "--results", tmp_path / "runs.csv",
+              "--params", "3e10", "--sizes", "1e10", "--depths", "4,8", "--tokens", "3e5",
+              "--budget-frac", "0.5", "-o", mine)
+    assert res.exit_code == 2 and mine.read_text() == "name = 'mine'\n"
+
+
+def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
+    from archfit.recommender import recommend
+
+    _, f = joint
+    with pytest.warns(Warning):
+        r = recommend(3e11, fit=[f])
+    assert r.trust["verdict"] != "informative"
+    assert r.next_runs and r.next_runs.startswith("to narrow this, 'archfit design' would run "
+                                                  "first")
+    assert "predicts the 95% CI" in r.next_runs and r.to_dict()["next_runs"] == r.next_runs
+    assert r.text().splitlines()[-1] == f"next: {r.next_runs}"
+
+
+# ------------------------------------------------------------------ bad inputs
+@pytest.fixture
+def files(tmp_path, joint):
+    df, _ = joint
+    df.write_csv(tmp_path / "runs.csv")
+    _joint_pool(float(df["params"].max())).write_csv(tmp_path / "pool.csv")
+    _joint_pool(float(df["params"].max())).head(0).write_csv(tmp_path / "empty.csv")
+    _joint_pool(float(df["params"].max())).drop("n_layer").write_csv(tmp_path / "nodepth.csv")
+    df.drop("loss").write_csv(tmp_path / "noloss.csv")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--pool", "{d}/empty.csv", "--budget-frac", "0.5"], "holds no rows"),
+    (["--pool", "{d}/pool.csv", "--budget", "1e3"], "below the cheapest open candidate"),
+    (["--pool", "{d}/pool.csv", "--budget-frac", "0.5", "--params", "1e6"],
+     "is inside the data"),
+    (["--pool", "{d}/pool.csv", "--budget", "1", "--gpu", "tpu9"], "unknown accelerator"),
+    (["--pool", "{d}/nodepth.csv", "--budget-frac", "0.5"], "lacks column(s) n_layer"),
+    (["--replay", "{d}/noloss.csv", "--target", "{d}/runs.csv", "--budget-frac", "0.1"],
+     "no loss column"),
+])
+def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
+    args = [a.format(d=files) for a in args]
+    base = ["design", "--law", "depth-joint", "--results", files / "runs.csv",
+            "--bootstrap", "20"]
+    if "--params" not in args and "--replay" not in args:
+        base += ["--params", "3e10"]
+    res = cli(*base, *args)
+    assert res.exit_code == 2, res.output
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output, res.output
+
+
+# ------------------------------------------------------------------ the loop, trained on CPU
+@pytest.mark.slow
+def test_a_designed_batch_narrows_the_target_as_much_as_a_random_one(tmp_path, repo,
+                                                                     archfit_cmd):
+    """The demo's sweep cut at half its largest size (1.2e5); a batch for the optimal depth at
+    3x that (3.6e5) from the candidates at 2.4e5, designed and random at equal cost (same
+    seed), each trained with 'archfit sweep run' and refitted with the runs before."""
+    import subprocess
+
+    from archfit.design import pool_from_grid
+    from archfit.sweep import load_spec
+    from archfit.validation import recipe
+
+    text = (repo / "sweeps" / "demo.toml").read_text().replace(
+        "params = [3e4, 6e4, 1.2e5, 2.4e5]", "params = [3e4, 6e4, 1.2e5]")
+    half = tmp_path / "half.toml"
+    half.write_text(text.replace('name = "demo"', 'name = "half"'))
+
+    def train(spec_path, name):  # type: ignore[no-untyped-def]
+        out, table = tmp_path / name, tmp_path / f"{name}.parquet"
+        for cmd in (["sweep", "run", spec_path, "--out", out],
+                    ["sweep", "collect", spec_path, "--out", out, "-o", table]):
+            r = subprocess.run(archfit_cmd(*cmd), capture_output=True, text=True, timeout=900)
+            assert r.returncode == 0, r.stderr[-2000:]
+        return pl.read_parquet(table)
+
+    before = train(half, "half")
+    spec = load_spec(str(half))
+    r = recipe(spec)
+    pool = pool_from_grid([2.4e5], [1, 2, 3, 4, 6, 8], [3e5], base=r["base"],
+                          head_dim=r["head_dim"], multiple=r["multiple"],
+                          tolerance=r["tolerance"])
+    target = Target("params", 3.6e5)
+    f0 = fit(before, "depth-joint", bootstrap=300, seed=0, heldout=False)
+    budget = float(np.sort(6 * pool["params"].to_numpy() * 3e5)[:3].sum()) * 1.05
+    widths = {}
+    for strategy in ("archfit", "random"):
+        d = design(pool, law="depth-joint", target=target, fit=f0, budget=budget, batch=3,
+                   strategy=strategy, seed=0, base=r["base"])
+        assert d.chosen and d.spent <= budget
+        path = d.write(str(tmp_path / f"{strategy}.toml"), spec)
+        after = pl.concat([before, train(path, strategy)], how="diagonal_relaxed")
+        f1 = fit(after, "depth-joint", bootstrap=300, seed=0, heldout=False)
+        lo, hi = f1.optimum(3.6e5)["n_layer_ci"]
+        widths[strategy] = (hi / lo, [c["n_layer"] for c in d.chosen])
+    lo, hi = f0.optimum(3.6e5)["n_layer_ci"]
+    print(f"\noptimal depth at 3.6e5, 95% CI high/low: before {hi / lo:.3g}x; after the designed "
+          f"batch (depths {widths['archfit'][1]}) {widths['archfit'][0]:.3g}x; after the random "
+          f"batch (depths {widths['random'][1]}) {widths['random'][0]:.3g}x")
+    assert widths["archfit"][0] <= widths["random"][0]
