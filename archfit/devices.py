@@ -33,6 +33,8 @@ DEVICE_NAME_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 
 
 def device(name: str) -> Device:
+    if not str(name).strip():
+        raise ArchfitError(f"--gpu is empty; choose one of {', '.join(DEVICES)}")
     try:
         return DEVICES[str(name).lower()]
     except KeyError:

@@ -40,9 +40,27 @@ def parse_number(text: str | float | int, *, what: str = "number") -> float:
             raise NumberError(
                 f"{what}: cannot read {text!r} as a number; write e.g. 1e12, 50e6, 50M, 1.3B or 1T"
             )
+        if m.group(2) and re.search(r"[eE]", m.group(1)):
+            raise NumberError(f"{what}: {text!r} mixes an exponent and a suffix; write one "
+                              f"(e.g. {m.group(1)} or a plain number with {m.group(2)})")
         value = float(m.group(1)) * _SUFFIX[m.group(2).upper()]
     if not math.isfinite(value):
         raise NumberError(f"{what}: {text!r} is not finite; give a finite number")
+    return value
+
+
+# the largest model size archfit plans for (a quadrillion parameters): beyond it a target is a
+# typo, and the shape searches that scale with it would not be bounded
+MAX_PARAMS = 1e15
+
+
+def check_params_domain(value: float, what: str = "--params") -> float:
+    """``value`` if it is a size archfit plans for (0 < value <= :data:`MAX_PARAMS`)."""
+    if not (value > 0 and math.isfinite(value)):
+        raise NumberError(f"{what}: {value:g} is not a positive finite size")
+    if value > MAX_PARAMS:
+        raise NumberError(f"{what}: {value:.3g} parameters is beyond {MAX_PARAMS:.0e}, the "
+                          "largest size archfit plans for; check the exponent")
     return value
 
 

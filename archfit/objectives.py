@@ -54,7 +54,10 @@ class Choice:
                 "perf": self.perf, "data_law": self.data_law, "candidates": self.rows}
 
 
-def _data_term(rec: Any) -> tuple[Any, Any, str]:
+MAX_GPU_HOURS = 1e9  # a trillion GPU-seconds: beyond it a budget is a typo
+
+
+def _data_term(rec: Any, objective: str) -> tuple[Any, Any, str]:
     """The fit whose ``loss_at`` gives the size-and-data part of the loss, and which count
     of N it takes."""
     from archfit.laws import load_fit
@@ -62,6 +65,11 @@ def _data_term(rec: Any) -> tuple[Any, Any, str]:
     fit = rec.shape_fit
     if fit.law_obj.loss_at(fit.params, 1e9, 1e10) is None:
         fit = rec.fits.get("compute") or load_fit(DEFAULT_DATA_LAW)
+    elif fit.extra.get("uses_tokens") is False and objective in ("time", "cost"):
+        # B = beta = 0: the fit saw one token count, so tokens (or hours) change nothing
+        raise RecommendError(f"{fit.label} folded its data term away (all its runs share one "
+                             "token count), so it cannot say what more or fewer tokens give; "
+                             "fit runs at several token counts, or use --objective loss")
     conv = " ".join(str(v) for v in (fit.conventions or {}).values())
     count = "params_non_embedding" if (fit is rec.shape_fit or "non-embedding" in conv) \
         else "params_total"
@@ -97,6 +105,13 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
     if objective in ("time", "cost") and gpu_hours is None and tokens is None:
         raise RecommendError(f"--objective {objective} needs --gpu-hours H (the lowest loss in "
                              "that budget) or --tokens T (the loss T tokens give, soonest)")
+    if objective == "cost" and usd_per_gpu_hour is None:
+        raise RecommendError("--objective cost needs a price: --usd-per-gpu-hour P (without "
+                             "one, cost is time: use --objective time)")
+    for name, v, top in (("--gpu-hours", gpu_hours, MAX_GPU_HOURS), ("--tokens", tokens, 1e16)):
+        if v is not None and not (0 < v <= top):
+            raise RecommendError(f"{name} {v:.3g} is outside (0, {top:.0e}], the range archfit "
+                                 "plans for; check the number")
     if objective == "latency" and max_latency_ms is None:
         raise RecommendError("--objective latency needs --max-latency-ms X")
     if any(p is None for _, p in rec.candidates) and objective != "loss":
@@ -105,7 +120,7 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
                              "your sweep (levine or depth-joint) and pass it with --fit")
     model = step_model or modelled(gpu)  # training speed: calibrated if given
     device(gpu)  # decode latency: modelled for this GPU
-    data_fit, count, data_law = _data_term(rec)
+    data_fit, count, data_law = _data_term(rec, objective)
     law, params = data_fit.law_obj, data_fit.params
     rows = []
     for s, pen in rec.candidates:

@@ -198,6 +198,9 @@ def fit_step_model(runs: list[dict[str, Any]], *, precision: str = "fp32",
     feats = np.array([step_features(r["shape"], r["tokens_per_step"], precision) for r in runs])
     times = np.array([r["tokens_per_step"] / r["tokens_per_s"] for r in runs])
     coef = _nnls_rel(feats, times)
+    if bootstrap < 1:
+        raise ArchfitError(f"--bootstrap must be 1 or more for the step model's CIs, got "
+                           f"{bootstrap}")
     rng = np.random.default_rng(seed)
     boots = np.array([_nnls_rel(feats[i], times[i]) for i in
                       (rng.integers(0, len(runs), len(runs)) for _ in range(bootstrap))])

@@ -239,11 +239,15 @@ def _fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]
 
 
 def _target(params: float | None, compute: float | None, fits: dict[str, Fit]) -> _Target:
+    from archfit.numbers import check_params_domain
+
     if compute is None:
+        check_params_domain(float(params))  # type: ignore[arg-type]
         return _Target(float(params), fits["shape"].law_obj.target_convention,  # type: ignore[arg-type]
                        False, None)
     cf = fits.setdefault("compute", load_fit(DEFAULT_COMPUTE_LAW))
     n_opt, d_opt = cf.law_obj.compute_optimal(cf.params, compute)
+    check_params_domain(float(n_opt), f"N_opt at {compute:.3g} FLOPs")
     info = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt), "law": cf.label,
             "convention": cf.conventions.get("params", "as fitted"),
             "tokens_per_param": float(d_opt) / float(n_opt)}
@@ -301,10 +305,11 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
             "(check the fit's verdict; the data may not constrain the optimum)")
     lo = max(1, int(math.floor(L_opt * span[0])))
     hi = max(lo + 1, int(math.ceil(L_opt * span[1])))
-    depths = set(range(lo, hi + 1))
-    if len(depths) > 64:  # very deep optima: ~64 depths spread over the range, and its centre
-        depths = {round(lo + i * (hi - lo) / 63) for i in range(64)}
+    if hi - lo + 1 > 64:  # very deep optima: ~64 depths spread over the range, and its centre
+        depths = {round(lo + i * (hi - lo) / 63) for i in range(64)}  # never the whole range
         depths |= {max(1, math.floor(L_opt)), math.ceil(L_opt)}
+    else:
+        depths = set(range(lo, hi + 1))
     try:
         members = iso_param_family(N_ne, sorted(depths), [ff], head_dim=opts.head_dim,
                                    multiple=opts.step, ff_multiple=opts.ff_multiple,
@@ -479,6 +484,9 @@ def recommend(
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
     best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
+    below = (shape_fit.diagnostics or {}).get("span", {}).get("params_min")
+    if below and N_ne * 10 < below:  # above the data the verdict grades the extrapolation
+        notes.append(shape_fit.outside_span(N_ne) or "")
     verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")

@@ -73,6 +73,11 @@ FLOP_CONVENTIONS: dict[str, str] = {
 }
 
 
+# the largest depth, width, head count, vocabulary or context archfit counts: beyond it a
+# number is a typo, and exact counts of it would not fit a float
+MAX_DIM = 10 ** 9
+
+
 @dataclass(frozen=True)
 class Shape:
     """A decoder-only transformer, validated on construction.
@@ -110,6 +115,9 @@ class Shape:
                     raise ShapeError(f"{name} must be a whole number, got {value!r}")
             if getattr(self, name) <= 0:
                 raise ShapeError(f"{name} must be positive, got {value}")
+            if getattr(self, name) > MAX_DIM:
+                raise ShapeError(f"{name} {getattr(self, name):.3g} is beyond {MAX_DIM:.0e}, the "
+                                 "largest dimension archfit counts; check the number")
         if self.d_ff is None:
             if self.ff_ratio is None:
                 object.__setattr__(self, "ff_ratio", 4.0)
@@ -121,6 +129,9 @@ class Shape:
                 object.__setattr__(self, "d_ff", int(self.d_ff))
             if not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff <= 0:
                 raise ShapeError(f"d_ff must be a positive whole number, got {self.d_ff!r}")
+        if self.d_ff > MAX_DIM:
+            raise ShapeError(f"d_ff {self.d_ff:.3g} is beyond {MAX_DIM:.0e}, the largest "
+                             "dimension archfit counts; check the number")
         object.__setattr__(self, "ff_ratio", self.d_ff / self.d_model)
         if self.n_kv_head is None:
             object.__setattr__(self, "n_kv_head", self.n_head)

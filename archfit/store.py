@@ -273,6 +273,10 @@ def _drop_unusable(out: Any, notes: list[str]) -> Any:
 
     n0 = out.height
     why = []
+    if "status" in out.columns and out.height and out["status"].null_count() == out.height:
+        raise FitInputError(f"the status column is empty on all {out.height} rows: no run is "
+                            "known to have finished, so none is counted; drop the column if "
+                            "every row is a finished run")
     if "status" in out.columns:
         state = out["status"].cast(pl.Utf8).fill_null("ok").str.to_lowercase()
         ok = state.is_in(list(OK_STATES))

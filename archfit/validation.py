@@ -172,6 +172,9 @@ def plan(fit: Fit | str, params: float, spec: Spec | str, *, alternatives: int =
         raise ValidateError(f"--seeds must be 1 or more, got {seeds}")
     if not (params > 0 and math.isfinite(params)):
         raise ValidateError(f"--params must be a positive size, got {params}")
+    from archfit.numbers import check_params_domain
+
+    check_params_domain(params)
     if fit.law_obj.role != "shape":
         raise ValidateError(f"{fit.label} is a {fit.law_obj.role} law; validate needs a law "
                             "that recommends a shape (levine, depth-joint, depth-width)")

@@ -88,7 +88,7 @@ def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
             t0 = time.time()
             try:
                 r = replay(pool, target, law=law, budget_frac=frac, strategy=s, seed=seed,
-                           bootstrap=bootstrap, all_rows=all_rows)
+                           bootstrap=bootstrap, final_bootstrap=60, all_rows=all_rows)
             except ArchfitError as e:
                 out.append({"truth": truth, "seed": seed, "frac": frac, "strategy": s,
                             "error": str(e)})

@@ -61,7 +61,22 @@ def inputs(tmp_path_factory):
     lev.write_csv(d / "lev.csv")
     fit(lev, law="levine", bootstrap=100).to_json(d / "thin.json")
     _safety_inputs(d)
+    _round3_inputs(d, good)
     return d
+
+
+def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
+    """Inputs for the third catalogue (issue 32): an unknown fit schema, a status column that
+    is empty on every row, a fit whose data term is folded away (one token count)."""
+    from archfit.laws.fitting import fit
+    from archfit.laws.planted import correlated_sweep
+
+    f = json.loads((d / "chin.json").read_text())
+    (d / "schema99.json").write_text(json.dumps({**f, "schema": "archfit.fit/99"}))
+    good.with_columns(pl.lit(None, dtype=pl.Utf8).alias("status")).write_parquet(
+        d / "nullstatus.parquet")
+    one = correlated_sweep("depth-joint", seed=0, n_shapes=16, n_tokens=1)
+    fit(one, law="depth-joint", bootstrap=0, heldout=False).to_json(d / "folded.json")
 
 
 def _safety_inputs(d: Path) -> None:
@@ -273,7 +288,7 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["shape", "--from", str(d / "act_list.json")], "hidden_act must be a string"),
         (["shape", "--from", str(d / "hd_str.json")], "head_dim must be a whole number"),
         # options that were silently accepted
-        (["sweep", "plan", toml, "--gpu", ""], "unknown accelerator ''"),
+        (["sweep", "plan", toml, "--gpu", ""], "--gpu is empty"),
         (["fit", str(d / "lev.csv"), "--law", "levine", "--fix", "a=1", "--fix", "a=2"],
          "given twice"),
         (["recommend", "--params", "1e9", "--fit", str(d / "thin.json"), "--compare",
@@ -287,6 +302,33 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         # a run that cannot fit this machine's memory is refused before it starts
         (["train", "--layers", "4", "--width", "512", "--heads", "8", "--ctx", "100000",
           "--batch-size", "16", "--steps", "1"], "needs about"),
+        *round3_catalogue(d),
+    ]
+
+
+def round3_catalogue(d: Path) -> list[tuple[list[str], str]]:
+    csv, toml = str(d / "good.csv"), str(d / "good.toml")
+    return [
+        # round three (issue 32): one number must not take the machine down, no unexpected
+        # error at a numeric extreme, unknown and degenerate cases named
+        (["recommend", "--params", "1e30", "--fit", str(d / "thin.json")], "beyond 1e+15"),
+        (["recommend", "--params", "1e30"], "beyond 1e+15"),
+        (["validate", str(d / "thin.json"), "--params", "1e30", "--spec", toml, "--plan-only",
+          "-o", str(d / "v.toml")], "beyond 1e+15"),
+        (["throughput", csv, "--bootstrap", "0"], "--bootstrap"),
+        (["throughput", csv, "--bootstrap", "-5"], "--bootstrap"),
+        (["shape", "--layers", "2", "--width", "1e300", "--heads", "2"], "beyond 1e+09"),
+        (["predict", str(d / "schema99.json"), csv], "fit schema 'archfit.fit/99'"),
+        (["recommend", "--params", "1e9", "--fit", str(d / "schema99.json")], "fit schema"),
+        (["recommend", "--params", "7.2e5k"], "mixes an exponent and a suffix"),
+        (["recommend", "--params", "1e9", "--fit", str(d / "folded.json"), "--objective",
+          "time", "--tokens", "1e9"], "folded its data term away"),
+        (["recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "1e300"],
+         "--gpu-hours 1e+300 is outside"),
+        (["recommend", "--params", "1e9", "--objective", "cost", "--gpu-hours", "10"],
+         "needs a price"),
+        (["fit", str(d / "nullstatus.parquet"), "--law", "chinchilla"],
+         "status column is empty on all 60 rows"),
     ]
 
 
@@ -304,12 +346,9 @@ def test_the_catalogue_is_large(inputs):
                      "data", "validate"}
 
 
-@pytest.mark.parametrize("i", range(130))
+@pytest.mark.parametrize("i", range(len(catalogue(Path("inputs")))))  # one test per case
 def test_bad_input(inputs, i):
-    cases = catalogue(inputs)
-    if i >= len(cases):
-        pytest.skip("catalogue shorter than the parametrization")
-    args, needle = cases[i]
+    args, needle = catalogue(inputs)[i]
     before = tree(inputs)
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2, (args, r.output)
@@ -547,3 +586,32 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
     r = CliRunner().invoke(main, ["sweep", "run", spec, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "no such file or folder" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("case", [
+    ["recommend", "--params", "1e30"],
+    ["recommend", "--params", "1e30", "--fit", "{d}/thin.json"],
+    ["validate", "{d}/thin.json", "--params", "1e30", "--spec", "{d}/good.toml", "--plan-only",
+     "-o", "{d}/v.toml"],
+    ["shape", "--layers", "2", "--width", "1e300", "--heads", "2"],
+    ["recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "1e300"],
+    ["design", "--params", "1e30", "--sizes", "1e9", "--depths", "4", "--tokens", "1e9",
+     "--budget-frac", "0.5", "--results", "{d}/good.csv"],
+])
+def test_extremes_under_4_gb_of_address_space(inputs, case):
+    """Every extreme value exits 2 with one line inside ulimit -v 4000000 (4 GB): nothing is
+    materialized in proportion to the user's number."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, 4_000_000 * 1024))
+
+    before = tree(inputs)
+    r = subprocess.run([sys.executable, "-m", "archfit", *[a.format(d=inputs) for a in case]],
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error:"), (
+        case, r.returncode, r.stderr[-500:])
+    assert tree(inputs) == before

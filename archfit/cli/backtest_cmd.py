@@ -47,6 +47,8 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     cols = {c: table.frame[c].to_numpy().astype(float) for c in table.frame.columns
             if table.frame[c].dtype.is_numeric()}
     pred, lo, hi = f.band(cols, _interval(interval))
+    if "params" in cols and (w := f.outside_span(cols["params"])):
+        click.echo(f"warning: {w}", err=True)
     rows = []
     for i in range(table.frame.height):
         r = {c: float(cols[c][i]) for c in ("params", "n_layer", "d_model", "tokens")

@@ -43,6 +43,10 @@ class Target:
         return f"the loss of the {n} target configuration(s)"
 
     def check(self, law: Any) -> None:
+        if self.kind == "params":
+            from archfit.numbers import check_params_domain
+
+            check_params_domain(float(self.value))
         if self.kind == "params" and law.role != "shape":
             raise DesignError(f"--params targets the optimal depth, which {law.name} (a "
                               f"{law.role} law) does not give; use --target TABLE, or a shape "

@@ -213,6 +213,24 @@ class Fit:
             out["_values"] = dict(zip(names, cols))
         return out
 
+    def outside_span(self, sizes: Any, factor: float = 10.0) -> str | None:
+        """A warning when ``sizes`` (N, in the fit's convention) reach more than ``factor``
+        below the smallest run or above the largest the fit saw, naming how far; None inside."""
+        span = (self.diagnostics or {}).get("span") or {}
+        lo, hi = span.get("params_min"), span.get("params_max")
+        vals = [float(x) for x in (sizes if hasattr(sizes, "__iter__") else [sizes])
+                if x is not None and float(x) > 0]
+        if not lo or not hi or not vals:
+            return None
+        below, above = lo / min(vals), max(vals) / hi
+        if max(below, above) <= factor:
+            return None
+        where = (f"{below:.3g}x below its smallest run ({lo:.3g})" if below >= above else
+                 f"{above:.3g}x above its largest run ({hi:.3g})")
+        return (f"{self.label} is used at N {min(vals):.3g}" + (
+            f" to {max(vals):.3g}" if max(vals) > min(vals) else "") + f", {where}: outside "
+            f"its data by more than {factor:g}x, its predictions there are extrapolations")
+
     def verdict(self, target: float | None = None) -> Trust:
         """The verdict: on the fit (``target`` None: its evidence within the data, the same
         whatever targets were asked), or on answering at ``target`` (extrapolation, the CI of
@@ -293,6 +311,10 @@ class Fit:
     def from_dict(cls, d: Mapping[str, Any], where: str = "fit") -> Fit:
         if not isinstance(d, Mapping) or "law" not in d or "params" not in d:
             raise FitInputError(f"{where}: not an archfit fit (no 'law' and 'params' keys)")
+        schema = d.get("schema")
+        if schema is not None and schema != FIT_SCHEMA:
+            raise FitInputError(f"{where}: fit schema {schema!r} is not one this archfit reads "
+                                f"({FIT_SCHEMA}); refit with this version ('archfit fit')")
         law = get_law(str(d["law"]))
         params = d["params"]
         missing = [p for p in law.param_names if p not in params or params[p] is None]
