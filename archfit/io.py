@@ -109,7 +109,8 @@ def _writable_ancestor(path: str) -> None:
 def check_output(path: str | os.PathLike[str], what: str, *,
                  inputs: Iterable[str | os.PathLike[str]] = (), force: bool = False,
                  ours: Callable[[str], bool] | None = None, folder: bool = False,
-                 files: Iterable[str] = ()) -> None:
+                 files: Iterable[str] = (), file_ours: Callable[[str], bool] | None = None
+                 ) -> None:
     """The one rule for every output archfit writes, checked before any work:
 
     - never an input of the same command, even with ``force`` (for a ``folder``, neither the
@@ -117,7 +118,8 @@ def check_output(path: str | os.PathLike[str], what: str, *,
     - never a file or folder that archfit did not make, unless ``force``: an existing file is
       replaced only when ``ours(path)`` says it is archfit's ``what``; an existing folder whose
       ``files`` are already there is written into only when ``ours(folder)`` says so (without
-      ``ours``, a folder is archfit's to fill, as a sweep or figures folder is);
+      ``ours``, a folder is archfit's to fill, as a sweep or figures folder is), and each of
+      those files is replaced only when ``file_ours(file)`` says it is archfit's;
     - never a directory where a file is due, a file where a folder is due, or a place this
       process cannot write.
     """
@@ -145,6 +147,12 @@ def check_output(path: str | os.PathLike[str], what: str, *,
                 if os.path.isdir(os.path.join(p, f)):
                     raise OutputError(f"{os.path.join(p, f)}: is a directory where the {what} "
                                       "writes a file; choose another folder")
+            foreign = [f for f in there if file_ours is not None and not force
+                       and not file_ours(os.path.join(p, f))]
+            if foreign:
+                raise OutputError(f"{os.path.join(p, foreign[0])}: exists and was not made by "
+                                  f"archfit; refusing to replace it (move it, choose another "
+                                  f"folder for the {what}, or --force to overwrite)")
             return
         _writable_ancestor(p)
         return

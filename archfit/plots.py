@@ -42,8 +42,9 @@ def _title(fit: Fit, what: str) -> str:
 
 def _save(fig: Any, out_dir: str, name: str, fmt: str) -> str:
     path = os.path.join(out_dir, f"{name}.{fmt}")
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format=fmt)
+    with atomic_path(path) as tmp:  # marked as archfit's, so a later plot may replace it
+        fig.savefig(tmp, dpi=DPI, format=fmt, metadata=(
+            {"Software": PNG_SOFTWARE} if fmt == "png" else {"Creator": PNG_SOFTWARE}))
     _plt().close(fig)
     return path
 
@@ -243,18 +244,41 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
                                                                references),
         "residuals": lambda: residuals(fit),
     }
-    prefix = fit.label.replace("/", "_")
     paths = []
-    for spec in fit.law_obj.figures(fit):
+    for name, spec in _figure_specs(fit):
         if isinstance(spec, Figure):
-            name, fig = spec.name, law_figure(fit, spec, data)
+            fig = law_figure(fit, spec, data)
         elif spec in generic:
-            name, fig = spec, generic[spec]()
+            fig = generic[spec]()
         else:
             raise ArchfitError(f"law {fit.law!r} lists an unknown figure {spec!r}; name one of "
                                f"{', '.join(generic)} or give a Figure")
-        paths.append(_save(fig, out_dir, f"{prefix}-{name}", fmt))
+        paths.append(_save(fig, out_dir, name, fmt))
     return paths
+
+
+def _figure_specs(fit: Fit) -> list[tuple[str, Any]]:
+    prefix = fit.label.replace("/", "_")
+    return [(f"{prefix}-{spec.name if isinstance(spec, Figure) else spec}", spec)
+            for spec in fit.law_obj.figures(fit)]
+
+
+def figure_files(fit: Fit, fmt: str = "png") -> list[str]:
+    """The file names :func:`draw_all` writes for ``fit`` (checked before drawing)."""
+    return [f"{name}.{fmt}" for name, _ in _figure_specs(fit)]
+
+
+def is_archfit_figure(path: str) -> bool:
+    """Whether ``path`` is a figure archfit drew (PNG: its Software chunk; SVG and PDF: the
+    Creator archfit wrote), so that a later plot may replace it without --force."""
+    if path.endswith(".png"):
+        return is_archfit_png(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return False
+    return PNG_SOFTWARE.encode() in data and (b"<svg" in data[:4096] or data.startswith(b"%PDF"))
 
 
 PNG_SOFTWARE = "archfit"  # the PNG text chunk that marks a figure as archfit's own

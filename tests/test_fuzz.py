@@ -75,6 +75,10 @@ def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
     (d / "schema99.json").write_text(json.dumps({**f, "schema": "archfit.fit/99"}))
     good.with_columns(pl.lit(None, dtype=pl.Utf8).alias("status")).write_parquet(
         d / "nullstatus.parquet")
+    (d / "userplots").mkdir()
+    (d / "userplots" / "levine2020-optimal_depth_vs_size.png").write_text("my own figure")
+    (d / "foreign_run").mkdir()
+    (d / "foreign_run" / "notes.txt").write_text("not a run")
     one = correlated_sweep("depth-joint", seed=0, n_shapes=16, n_tokens=1)
     fit(one, law="depth-joint", bootstrap=0, heldout=False).to_json(d / "folded.json")
 
@@ -329,6 +333,9 @@ def round3_catalogue(d: Path) -> list[tuple[list[str], str]]:
          "needs a price"),
         (["fit", str(d / "nullstatus.parquet"), "--law", "chinchilla"],
          "status column is empty on all 60 rows"),
+        (["plot", "levine2020", "-o", str(d / "userplots")], "was not made by archfit"),
+        (["train", "--layers", "1", "--width", "16", "--heads", "1", "--steps", "2",
+          "--run-dir", str(d / "foreign_run")], "is not an archfit run folder"),
     ]
 
 

@@ -24,8 +24,10 @@ from archfit.cli.fit_cmd import parse_map
 @click.option("--known-models", "known", is_flag=True,
               help="Draw the known models (datasets/known_models.csv) on the law's optimal-depth "
                    "map instead (FIT_FILE defaults to levine2020).")
+@click.option("--force", is_flag=True,
+              help="Replace figure files in the folder that archfit did not draw.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
-def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json):
+def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, as_json):
     """Draw a fit and its evidence: the figures its law lists (loss vs depth, optimal depth vs
     size with its CI band, iso-loss contours, shape penalty, residuals).
 
@@ -46,7 +48,10 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, as_json)
         raise click.UsageError("give FIT_FILE (a fit artifact or a published name such as "
                                "levine2020), or --known-models")
     fit = load_fit(fit_file)
-    check_output(out_dir, "figures", inputs=[fit_file, *data], folder=True)
+    from archfit.plots import figure_files, is_archfit_figure
+
+    check_output(out_dir, "figures", inputs=[fit_file, *data], folder=True, force=force,
+                 files=figure_files(fit, fmt), file_ours=is_archfit_figure)
     if target is not None and fit.law_obj.role != "shape":
         raise ArchfitError(f"--target marks the recommended shape at a size: it needs a "
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
@@ -86,7 +91,10 @@ def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # 
         raise click.UsageError("--known-models draws the known models only: drop DATA, --map, "
                                "--target and --reference")
     f, rows = place_known_models(fit_file)
-    check_output(out_dir, "figures", folder=True)
+    from archfit.plots import is_archfit_figure
+
+    check_output(out_dir, "figures", folder=True, files=[f"known_models.{fmt}"],
+                 file_ours=is_archfit_figure)
     path = draw_known_models(f, rows, out_dir, fmt)
     if as_json:
         emit_json({"figures": [path], "models": len(rows)})

@@ -90,7 +90,10 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
     if run_dir:
         from archfit.io import check_output
 
+        from archfit.train.checkpoint import check_run_dir
+
         check_output(run_dir, "run directory", folder=True)
+        check_run_dir(run_dir)
     progress, bar = _progress(as_json)
     try:
         if nproc > 1:

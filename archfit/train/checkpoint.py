@@ -78,3 +78,22 @@ def _resume_from_file(s: Any, restart: bool) -> None:
     torch.set_rng_state(ck["torch_rng"])
     s.start_step, s.best_val, s.curve = ck["step"], ck["best_val"], ck["curve"]
     s.result.resumed_from_step = s.start_step
+
+
+# the files archfit writes in a run folder (the trainer and the sweep engine): a folder holding
+# one of them is an archfit run; a non-empty folder holding none is someone else's
+RUN_FILES = ("checkpoint.pt", "config.json", "result.json", "log.txt", "lock")
+
+
+def check_run_dir(run_dir: str) -> None:
+    """Refuse a non-empty folder that is not an archfit run (``train --run-dir``): archfit
+    would leave a checkpoint among files it does not own."""
+    from archfit.errors import OutputError
+
+    if not os.path.isdir(run_dir):
+        return
+    names = set(os.listdir(run_dir))
+    if names and not names & set(RUN_FILES):
+        raise OutputError(f"{run_dir}: holds {len(names)} file(s) and is not an archfit run "
+                          f"folder (no {', '.join(RUN_FILES[:3])}); give a new or empty folder "
+                          "for --run-dir")
