@@ -484,9 +484,7 @@ def recommend(
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
     best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
-    below = (shape_fit.diagnostics or {}).get("span", {}).get("params_min")
-    if below and N_ne * 10 < below:  # above the data the verdict grades the extrapolation
-        notes.append(shape_fit.outside_span(N_ne) or "")
+    notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
     verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
@@ -497,6 +495,13 @@ def recommend(
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, next_runs=next_runs(shape_fit, N_ne, verdict.verdict),
     )
+
+
+def _below_data(fit: Fit, N: float) -> str | None:
+    """A note when N is more than 10x below the fit's smallest run (above its largest, the
+    verdict grades the extrapolation)."""
+    lo = (fit.diagnostics or {}).get("span", {}).get("params_min")
+    return fit.outside_span(N) if lo and N * 10 < lo else None
 
 
 def next_runs(fit: Fit, N: float, verdict: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -156,16 +157,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
 
-    progress = None
-    if bootstrap and sys.stderr.isatty() and not as_json:
-        from rich.progress import Progress
-
-        prog = Progress(transient=True)
-        task = prog.add_task(f"bootstrap ({bootstrap} resamples)", total=bootstrap)
-        prog.start()
-
-        def progress(done: int, total: int) -> None:
-            prog.update(task, completed=done)
+    progress, prog = _progress(bootstrap, as_json)
     kw = dict(bootstrap=bootstrap, seed=seed, targets=targets, progress=progress, fix=fix,
               prior=prior_src, prior_widths=widths, tie=tie, dedupe=dedupe,
               group=list(group) or None, size_tolerance=size_tolerance, pool_groups=pool_groups,
@@ -180,7 +172,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
             return
         result = fit_law(table, law, **kw)
     finally:
-        if progress is not None:
+        if prog is not None:
             prog.stop()
     if out:
         result.to_json(out)
@@ -190,6 +182,18 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
         click.echo(result.summary())
         if out:
             click.echo(f"\nwrote {out}")
+
+
+def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:
+    """(a progress callback for the bootstrap, the bar to stop), on a terminal only."""
+    if not (bootstrap and sys.stderr.isatty() and not as_json):
+        return None, None
+    from rich.progress import Progress
+
+    prog = Progress(transient=True)
+    task = prog.add_task(f"bootstrap ({bootstrap} resamples)", total=bootstrap)
+    prog.start()
+    return (lambda done, total: prog.update(task, completed=done)), prog
 
 
 def _group_path(out: str, value: str) -> str:
