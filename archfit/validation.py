@@ -168,8 +168,11 @@ def plan(fit: Fit | str, params: float, spec: Spec | str, *, alternatives: int =
 
     fit = load_fit(fit)
     spec = load_spec(spec) if isinstance(spec, str) else spec
-    if seeds < 1:
-        raise ValidateError(f"--seeds must be 1 or more, got {seeds}")
+    if not 1 <= seeds <= 64:
+        raise ValidateError(f"--seeds must be between 1 and 64, got {seeds:,}")
+    if not 0 <= alternatives <= 16:
+        raise ValidateError(f"--alternatives must be between 0 and 16 rivals, got "
+                            f"{alternatives:,}")
     if not (params > 0 and math.isfinite(params)):
         raise ValidateError(f"--params must be a positive size, got {params}")
     from archfit.numbers import check_params_domain

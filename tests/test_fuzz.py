@@ -346,6 +346,7 @@ def tree(d: Path) -> dict[str, str]:
 
 def test_the_catalogue_is_large(inputs):
     cases = catalogue(inputs)
+    print(f"\nthe catalogue of bad inputs: {len(cases)} cases (test_bad_input runs each)")
     assert len(cases) >= 60
     verbs = {c[0][0] if c[0][0] != "sweep" else "sweep " + c[0][1] for c in cases}
     assert verbs >= {"shape", "grid", "train", "sweep plan", "sweep run", "sweep status",
@@ -596,7 +597,23 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
 
 
 @pytest.mark.parametrize("case", [
+    # every case of issue 32's list, each in its own process under 4 GB of address space
     ["recommend", "--params", "1e30"],
+    ["plot", "levine2020", "-o", "{d}/userplots"],
+    ["train", "--layers", "1", "--width", "16", "--heads", "1", "--steps", "2", "--run-dir",
+     "{d}/foreign_run"],
+    ["throughput", "{d}/good.csv", "--bootstrap", "0"],
+    ["throughput", "{d}/good.csv", "--bootstrap", "-5"],
+    ["predict", "{d}/schema99.json", "{d}/good.csv"],
+    ["recommend", "--params", "7.2e5k"],
+    ["recommend", "--params", "1e9", "--fit", "{d}/folded.json", "--objective", "time",
+     "--tokens", "1e9"],
+    ["recommend", "--params", "1e9", "--objective", "cost", "--gpu-hours", "10"],
+    ["sweep", "plan", "{d}/good.toml", "--gpu", ""],
+    ["fit", "{d}/nullstatus.parquet", "--law", "chinchilla"],
+    ["fit", "{d}/good.csv", "--law", "chinchilla", "--bootstrap", "1e12"],
+    ["validate", "{d}/thin.json", "--params", "1e6", "--spec", "{d}/good.toml", "--seeds",
+     "1e9", "--plan-only", "-o", "{d}/v.toml"],
     ["recommend", "--params", "1e30", "--fit", "{d}/thin.json"],
     ["validate", "{d}/thin.json", "--params", "1e30", "--spec", "{d}/good.toml", "--plan-only",
      "-o", "{d}/v.toml"],

@@ -270,3 +270,19 @@ def test_a_two_dataset_table_warns_and_by_fits_two_laws(cli, tmp_path):
     assert sum(f.n_points for f in fits.values()) == table.height
     res = cli("fit", path, "--law", "chinchilla", "--by", "nope")
     assert res.exit_code == 2 and "--by nope: no column 'nope'" in res.output, res.output
+
+
+def test_a_fit_used_far_below_its_data_warns_with_the_factor(cli, tmp_path):
+    f = fit(dense_grid(seed=12), "chinchilla", bootstrap=20)
+    path = tmp_path / "f.json"
+    f.to_json(path)
+    small = tmp_path / "small.csv"
+    pl.DataFrame({"params": [3e4, 6e4], "tokens": [6e5, 1.2e6]}).write_csv(small)
+    res = cli("predict", path, small)
+    assert res.exit_code == 0, res.output
+    assert "3.33e+03x below its smallest run (1e+08)" in res.output, res.output
+    inside = tmp_path / "inside.csv"
+    pl.DataFrame({"params": [2e8], "tokens": [4e9]}).write_csv(inside)
+    assert "warning" not in cli("predict", path, inside).output
+    assert f.outside_span([5e10]) is None  # 7.8x above: within the 10x it is trusted to
+    assert "above its largest run" in f.outside_span([1e11])

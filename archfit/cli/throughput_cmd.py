@@ -15,8 +15,8 @@ from archfit.cli.common import COUNT, emit_json, print_table
 @click.option("--out", default=None, metavar="FILE",
               help="Write the calibrated step model (JSON) here, atomically.")
 @click.option("--force", is_flag=True, help="With --out: replace a file that is not archfit's.")
-@click.option("--bootstrap", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Bootstrap resamples (over runs) for the coefficients' CIs (1 or more).")
+@click.option("--bootstrap", type=click.IntRange(min=1, max=100_000), default=200, show_default=True,
+              help="Bootstrap resamples (over runs) for the coefficients' CIs (1 to 100,000).")
 @click.option("--precision", type=click.Choice(["auto", "fp32", "bf16"]), default="auto",
               show_default=True,
               help="The runs' compute dtype (auto: fp32 for CPU runs, bf16 on GPUs).")

@@ -24,6 +24,8 @@ from archfit.store import RunTable, read_runs
 HELDOUT_BOOTSTRAP = 100
 HELDOUT_SEED = 0
 HELDOUT_LEVEL = 0.95
+# resamples are drawn up front: beyond this a count is a typo, not a wish for precision
+MAX_BOOTSTRAP = 100_000
 
 
 def fit(
@@ -88,8 +90,9 @@ def fit(
     table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
                                                                  frame=frame, keep=group)
     lw = get_law(law)
-    if bootstrap < 0:
-        raise FitInputError(f"bootstrap must be >= 0, got {bootstrap}")
+    if not 0 <= bootstrap <= MAX_BOOTSTRAP:
+        raise FitInputError(f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} resamples, got "
+                            f"{bootstrap:,}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table)
