@@ -261,26 +261,12 @@ def _information(step: Step, J: np.ndarray, Jd: np.ndarray) -> np.ndarray:
     return info + 1e-9 * (np.trace(info) + 1.0) * np.eye(J.shape[1])
 
 
-def d_optimal(step: Step, k: int, left: float) -> list[int]:
-    jac = _jacobians(step)
-    if jac is None:
-        return space_filling(step, k, left)
-    J, Jd, _ = jac
-    s2 = noise_var(step.fit)
-    cov = np.linalg.pinv(_information(step, J, Jd))
-
-    def score(ok: np.ndarray) -> np.ndarray:  # log det grows by log(1 + leverage)
-        return np.einsum("ij,jk,ik->i", J, cov, J) / s2
-
-    def update(j: int) -> None:
-        nonlocal cov
-        u = cov @ J[j]
-        cov = cov - np.outer(u, u) / (s2 + J[j] @ u)
-
-    return _greedy(step, k, left, score, update)
-
-
-def v_optimal(step: Step, k: int, left: float) -> list[int]:
+def _linearized(step: Step, k: int, left: float,
+                score: Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
+                ) -> list[int]:
+    """The classical optimal designs: the law linearized at the point estimate, the parameters'
+    covariance the inverse of the data's Fisher information, updated by each pick
+    (Sherman-Morrison); ``score(J, G, cov, noise²)`` ranks the candidates."""
     jac = _jacobians(step)
     if jac is None:
         return space_filling(step, k, left)
@@ -288,16 +274,27 @@ def v_optimal(step: Step, k: int, left: float) -> list[int]:
     s2 = noise_var(step.fit)
     cov = np.linalg.pinv(_information(step, J, Jd))
 
-    def score(ok: np.ndarray) -> np.ndarray:  # shrink of trace(G cov Gᵀ), cost ignored
-        U = J @ cov  # M x P
-        return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
-
     def update(j: int) -> None:
         nonlocal cov
         u = cov @ J[j]
         cov = cov - np.outer(u, u) / (s2 + J[j] @ u)
 
-    return _greedy(step, k, left, score, update)
+    return _greedy(step, k, left, lambda ok: score(J, G, cov, s2), update)
+
+
+def d_optimal(step: Step, k: int, left: float) -> list[int]:
+    """Greedy log-determinant: it grows by log(1 + leverage) per run."""
+    return _linearized(step, k, left,
+                       lambda J, G, cov, s2: np.einsum("ij,jk,ik->i", J, cov, J) / s2)
+
+
+def v_optimal(step: Step, k: int, left: float) -> list[int]:
+    """Greedy shrink of the target's linearized variance trace(G cov Gᵀ), cost ignored."""
+    def score(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
+        U = J @ cov  # M x P
+        return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
+
+    return _linearized(step, k, left, score)
 
 
 STRATEGIES: dict[str, Callable[..., list[int]]] = {
