@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from archfit.design import STRATEGIES, Target, design, replay, split_most_expensive
+from archfit.design import STRATEGIES, Target, design, split_most_expensive
 from archfit.laws.fitting import fit
-from archfit.laws.planted import DENSE_CHINCHILLA, dense_grid
+from archfit.laws.planted import dense_grid
 
 
 def _chinchilla_done(seed: int = 0) -> pl.DataFrame:

@@ -240,7 +240,7 @@ def _by(fits: dict, by: str, out: str | None, as_json: bool) -> None:
             click.echo(f"note ({by}={v}): {n}")
         for r in f.verdict().reasons:
             click.echo(f"verdict ({by}={v}): {r}")
-    for v, p in paths.items():
+    for p in paths.values():
         click.echo(f"wrote {p}")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import COUNT, emit_json, print_table
+from archfit.cli.common import emit_json, print_table
 
 
 @click.command()

@@ -213,7 +213,8 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
             g = np.where(near, -np.inf, ens.gain())
             return g / step.cost if per_cost else g
 
-        def update(j: int, ens: Ensemble = ens, tr: list = tr) -> None:
+        def update(j: int, ens: Ensemble = ens, tr: list = tr, near: np.ndarray = near
+                   ) -> None:
             g = float(ens.gain()[j]) / ens.var0 if ens.var0 > 0 else 0.0
             ens.condition(j)
             near[near_duplicates(step.pool, j)] = True

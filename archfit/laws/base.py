@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 from archfit.errors import FitError
 import archfit.laws.trust as limits
 from archfit.laws.trust import Trust
-from archfit.numbers import fmt_sci, percentile
+from archfit.numbers import fmt_sci
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -3,7 +3,6 @@ McLeish et al. 2025) and Kaplan et al.'s shape penalty at fixed N."""
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
