@@ -14,6 +14,13 @@ Canonical columns (what laws read):
 
 A foreign table is read through a column map (``--map params='Model Size'``); the map travels
 with the fit (:attr:`RunTable.mapping`), so a plot of the fit reads its data the same way.
+
+``mlp`` (text, read per row by the count check) and ``cost`` (a run's cost, in the unit of a
+design's budget) are read when present; other text columns with 2-20 values are reported as
+groupings (:func:`grouping_columns`).
+
+It is one module of about 470 lines because the run table's schema, its writer and its reader
+must agree column for column: split, a column added to one would be lost by the other.
 """
 
 from __future__ import annotations

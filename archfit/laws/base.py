@@ -105,7 +105,7 @@ class Law:
     min_sizes: ClassVar[int] = 0  # distinct size classes the law needs (0: no check)
     role: ClassVar[str] = "loss"  # one of ROLES
     # fit_point takes constraints= (--fix / --prior, every law); ties (--tie a=b) only where
-    # the fit holds its parameters in one affine map (numeric.Reparam)
+    # the fit holds its parameters in one affine map (optimize.Reparam)
     supports_ties: ClassVar[bool] = False
     default_targets: ClassVar[tuple[float, ...]] = ()
     own_figures: ClassVar[tuple[Figure, ...]] = ()  # law-specific figures (see figures())

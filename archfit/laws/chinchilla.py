@@ -112,7 +112,8 @@ class Chinchilla(_ChinchillaBase):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import HuberLSE, Reparam, log_cols
+        from archfit.laws.numeric import log_cols
+        from archfit.laws.optimize import HuberLSE, Reparam
 
         self._check(data)
         h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]), HUBER_DELTA)
@@ -163,7 +164,7 @@ class ChinchillaVarPro(_ChinchillaBase):
         self._check(data)
         N, D, L = data["params"], data["tokens"], data["loss"]
         if constraints:
-            from archfit.laws.numeric import Reparam, lsq_fit
+            from archfit.laws.optimize import Reparam, lsq_fit
 
             rp = Reparam(self.SPEC, constraints)
             if start is None:

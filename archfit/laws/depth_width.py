@@ -85,7 +85,8 @@ class DepthWidth(Law):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import HuberLSE, Reparam, log_cols, varies
+        from archfit.laws.numeric import log_cols, varies
+        from archfit.laws.optimize import HuberLSE, Reparam
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):
             raise FitError("depth-width needs runs that vary both d_model and n_layer")

@@ -14,6 +14,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
+from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.laws.numeric import SIZE_TOLERANCE, heldout_split, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
@@ -183,14 +184,14 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap:
     targets = list(targets) if targets else list(lw.default_targets)
     groups, unit = lw.groups(data, group)
     with threadpool_limits(1), np.errstate(all="ignore"):
-        est, cons, data_only = _point(lw, data, cons)
+        est, cons, data_only = point_estimate(lw, data, cons)
         params = {n: float(v) for n, v in zip(lw.param_names, est.params)}
         f = Fit(law=lw.name, params=params, cov=est.cov.tolist() if est.cov is not None else None,
                 derived=lw.derived(params, targets, est.extra), n_points=int(len(data["loss"])),
                 diagnostics=_diagnostics(lw, data, params, est, groups),
                 extra={k: v for k, v in est.extra.items() if k not in ("notes",
                                                                          "residual_space")},
-                archfit_version=archfit.__version__, prior=_prior_record(cons, data_only))
+                archfit_version=archfit.__version__, prior=prior_record(cons, data_only))
         f.diagnostics["unit"] = {"unit": unit, "n_units": int(len(np.unique(groups)))}
         if group:  # a unit that splits one training run's checkpoints apart: they are not
             natural, run_unit = lw.groups(data, None)  # independent, the CIs come out narrow
@@ -278,84 +279,6 @@ def check_sizes(lw: Law, data: Data) -> None:
         if n < lw.min_sizes:
             raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
                            f"fit its {len(lw.param_names)} parameters; these runs have {n}")
-
-
-def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
-                    widths: dict[str, float] | None, tie: dict[str, str] | None = None
-                    ) -> Constraints:
-    """Check and resolve ``fix``, ``tie`` (``{"beta": "alpha"}``: beta = alpha) and ``prior``
-    into the law's :class:`Constraints`."""
-    fix, widths, tie = dict(fix or {}), dict(widths or {}), dict(tie or {})
-    if not fix and prior is None and not tie:
-        return Constraints()
-    if tie and not lw.supports_ties:
-        from archfit.laws.base import LAWS
-
-        able = [n for n, x in sorted(LAWS.items()) if x.supports_ties]
-        raise FitInputError(f"law {lw.name!r} takes no --tie; laws that do: {', '.join(able)}")
-    for name in [*fix, *widths, *tie, *tie.values()]:
-        if name not in lw.param_names:
-            raise FitInputError(f"{name!r} is not a parameter of {lw.name} "
-                                f"({', '.join(lw.param_names)})")
-    for a, b in tie.items():
-        if a == b or b in tie or a in fix:
-            raise FitInputError(f"--tie {a}={b}: tie a parameter to another free one, once "
-                                "(and do not also fix it)")
-    source, means = "", {}
-    if isinstance(prior, dict):
-        means = {k: tuple(v) for k, v in prior.items()}
-        source = "stated"
-    elif prior is not None:
-        from archfit.laws.artifact import load_fit
-
-        pf = load_fit(prior)
-        source = pf.label
-        shared = [n for n in lw.param_names if n in pf.params and n not in fix]
-        if not shared:
-            raise FitInputError(f"the prior {source} shares no free parameter with {lw.name} "
-                                f"({', '.join(lw.param_names)})")
-        for n in shared:
-            ci = (pf.ci or {}).get(n)
-            sd = widths.get(n, (ci[1] - ci[0]) / 3.92 if ci else None)
-            if sd is None:
-                raise FitInputError(
-                    f"the prior {source} carries no uncertainty for {n!r}: state its width, "
-                    f"e.g. --prior {source}:" + ",".join(f"{m}=SD" for m in shared))
-            means[n] = (pf.params[n], sd)
-    for n, (_, sd) in means.items():
-        if n not in lw.param_names:
-            raise FitInputError(f"{n!r} is not a parameter of {lw.name}")
-        if not sd > 0:
-            raise FitInputError(f"the prior width of {n!r} must be positive, got {sd}")
-    return Constraints(fixed={k: float(v) for k, v in fix.items()},
-                       prior={k: (float(m), float(sd)) for k, (m, sd) in means.items()},
-                       source=source, tied=tie)
-
-
-def _point(lw: Law, data: Data, cons: Constraints) -> tuple[Estimate, Constraints, Any]:
-    """The point estimate; with constraints, also the data-only fit (None when the data alone
-    cannot be fitted) whose residual scale weighs the prior."""
-    if not cons:
-        return lw.fit_point(data), cons, None
-    try:
-        alone = lw.fit_point(data, full=False)
-        p = dict(zip(lw.param_names, alone.params))
-        obs, fitted = lw.residuals(p, data, alone.extra)
-        r = obs - fitted
-        scale = float(1.4826 * np.median(np.abs(r - np.median(r)))) if len(r) > 2 else None
-        cons = replace(cons, scale=scale if scale and scale > 0 else None)
-        data_only: Any = p
-    except FitError as e:
-        data_only = f"the data alone cannot be fitted: {e}"
-    return lw.fit_point(data, constraints=cons), cons, data_only
-
-
-def _prior_record(cons: Constraints, data_only: Any) -> dict[str, Any]:
-    if not cons:
-        return {}
-    return {"source": cons.source, "fixed": cons.fixed, "tied": cons.tied,
-            "prior": {k: list(v) for k, v in cons.prior.items()},
-            "data_only": data_only, "residual_scale": cons.scale}
 
 
 def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,

@@ -1,11 +1,11 @@
 """The numeric toolbox the laws share (numpy at the top; never on a cold path): the data checks,
-size classes and run groups, Huber on log-sum-exp, per-size-class quadratic optima, OLS/WLS and
-the constrained linear solve, and the scatter of runs about a law. It imports nothing from the
+size classes and run groups, per-size-class quadratic optima, OLS/WLS and the constrained
+linear solve, and the scatter of runs about a law (the optimizers are in
+:mod:`archfit.laws.optimize`). It imports nothing from the
 laws, so a law module and the fitting driver can both use it without a cycle."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Sequence
 
@@ -14,10 +14,6 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
-
-# exponents tried for each power-law term when projecting out the coefficients (Chinchilla-style
-# fits find α, β in 0.05-1.5; the polish moves freely from there)
-EXPONENT_GRID = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0, 1.5)
 
 # columns that name *what* was trained (a run is one value of these, seen at several token counts)
 RUN_IDENTITY = ("params", "n_layer", "d_model", "d_ff", "n_head", "target_params", "lr", "seed")
@@ -95,225 +91,6 @@ def varies(x: np.ndarray, rel: float = 0.05) -> bool:
 
 def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
     return np.stack([np.log(data[n]) for n in names], axis=1)
-
-
-def prior_weight(scale: float | None, n: int, delta: float) -> float:
-    """How much a Gaussian prior's ½z² weighs against a mean-Huber/δ² data term over ``n``
-    rows whose residual scale (log loss) is ``scale``: as the likelihood it replaces would, in
-    Huber's quadratic regime (s ≤ δ: a residual's term is r²/2δ²) or its linear one."""
-    s = scale or delta
-    tau = delta * s if s > delta else s * s
-    return tau / (delta ** 2 * n)
-
-
-class Reparam:
-    """A law's internal parameter vector θ (each coordinate one public parameter, as it is or
-    as its log) under --fix, --tie and --prior: fixed coordinates and ties make θ = T φ + c
-    with φ the free coordinates (an affine map, so gradients pass through as Tᵀ g); priors are
-    Gaussian on the public values. ``spec`` lists (public name, held as log) per coordinate."""
-
-    def __init__(self, spec: Sequence[tuple[str, bool]], cons: Any = None):
-        self.names = [n for n, _ in spec]
-        self.logs = [bool(lg) for _, lg in spec]
-        k = len(spec)
-        fixed = dict(getattr(cons, "fixed", None) or {})
-        tied = dict(getattr(cons, "tied", None) or {})
-        self.prior = dict(getattr(cons, "prior", None) or {})
-        for name in [*fixed, *tied, *tied.values(), *self.prior]:
-            if name not in self.names:
-                raise FitInputError(f"{name!r} is not a fitted parameter here "
-                                    f"({', '.join(self.names)})")
-        for a, b in tied.items():
-            if a == b or b in tied:
-                raise FitInputError(f"--tie {a}={b}: tie a parameter to a free one, once")
-            if a in fixed:
-                raise FitInputError(f"{a} is both fixed and tied; give one")
-            if self.logs[self.names.index(a)] != self.logs[self.names.index(b)]:
-                raise FitInputError(f"--tie {a}={b}: {a} and {b} are not the same kind of "
-                                    "parameter (a coefficient and an exponent)")
-        self.free = [i for i, n in enumerate(self.names) if n not in fixed and n not in tied]
-        self.T = np.zeros((k, len(self.free)))
-        self.c = np.zeros(k)
-        for j, i in enumerate(self.free):
-            self.T[i, j] = 1.0
-        for n, v in fixed.items():
-            i = self.names.index(n)
-            if self.logs[i] and not v > 0:
-                raise FitInputError(f"--fix {n}={v:g}: {n} is positive in this law")
-            self.c[i] = math.log(v) if self.logs[i] else v
-        for a, b in tied.items():
-            ia, ib = self.names.index(a), self.names.index(b)
-            self.T[ia], self.c[ia] = self.T[ib], self.c[ib]
-        self.active = bool(fixed or tied or self.prior)
-
-    def expand(self, phi: np.ndarray) -> np.ndarray:
-        return self.T @ phi + self.c
-
-    def reduce(self, theta: np.ndarray) -> np.ndarray:
-        """φ for an internal θ (a start): its free coordinates."""
-        return np.asarray(theta, float)[..., self.free]
-
-    def constrain(self, theta: np.ndarray) -> np.ndarray:
-        """θ with its fixed and tied coordinates set as the constraints say."""
-        return self.reduce(theta) @ self.T.T + self.c
-
-    def prior_z(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(z, dz/dθ) of each prior: z = (value - mean) / sd."""
-        z, dz = np.zeros(len(self.prior)), np.zeros((len(self.prior), len(self.names)))
-        for r, (n, (m, sd)) in enumerate(self.prior.items()):
-            i = self.names.index(n)
-            v = math.exp(theta[i]) if self.logs[i] else theta[i]
-            z[r] = (v - m) / sd
-            dz[r, i] = (v if self.logs[i] else 1.0) / sd
-        return z, dz
-
-    def public(self, theta: np.ndarray) -> dict[str, float]:
-        return {n: float(math.exp(v) if lg else v)
-                for n, lg, v in zip(self.names, self.logs, theta)}
-
-
-def lsq_fit(resid: Any, starts: Sequence[np.ndarray], rp: Reparam, scale: float | None = None
-            ) -> np.ndarray:
-    """Least squares over the free coordinates of ``rp`` from each start (``resid(θ)`` gives
-    the data residuals); priors enter as rows ``scale · z`` (the data residuals' scale times the
-    prior's z, so a prior weighs as one more observation would). Returns the best internal θ."""
-    from scipy.optimize import least_squares
-
-    s = scale or 0.05
-
-    def rows(phi: np.ndarray) -> np.ndarray:
-        th = rp.expand(phi)
-        r = resid(th)
-        return np.concatenate([r, s * rp.prior_z(th)[0]]) if rp.prior else r
-
-    best = None
-    for s0 in starts:
-        try:
-            res = least_squares(rows, rp.reduce(s0), method="trf", max_nfev=4000)
-        except ValueError:
-            continue
-        if np.all(np.isfinite(res.x)) and np.isfinite(res.cost) and (
-                best is None or res.cost < best.cost):
-            best = res
-    if best is None:
-        raise FitError("the constrained least-squares fit did not converge from any start")
-    return rp.expand(best.x)
-
-
-class HuberLSE:
-    """log L̂ = LSE(a_1 - α_1 x_1, ..., a_k - α_k x_k, e), fitted with the Huber loss on
-    log L̂ - log L (Hoffmann et al. 2022, App. D.2; Besiroglu et al. 2024). Parameter vector
-    θ = (a_1..a_k, α_1..α_k, e)."""
-
-    def __init__(self, X: np.ndarray, t: np.ndarray, delta: float):
-        self.X, self.t, self.delta = X, t, delta
-        self.n, self.k = X.shape
-
-    def _terms(self, theta: np.ndarray) -> np.ndarray:
-        k = self.k
-        a, al, e = theta[..., :k], theta[..., k:2 * k], theta[..., 2 * k:2 * k + 1]
-        U = a[..., None, :] - self.X * al[..., None, :]
-        E = np.broadcast_to(e[..., None, :], U.shape[:-1] + (1,))
-        return np.concatenate([U, E], axis=-1)
-
-    def _huber(self, r: np.ndarray) -> np.ndarray:
-        d = self.delta
-        a = np.abs(r)
-        return np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d))
-
-    def objective(self, theta: np.ndarray) -> float | np.ndarray:
-        """Mean Huber loss / δ² (scaled so optimizers see O(1) numbers); vectorized over θ rows."""
-        U = self._terms(theta)
-        m = U.max(-1)
-        lse = m + np.log(np.exp(U - m[..., None]).sum(-1))
-        return self._huber(lse - self.t).mean(-1) / (self.delta ** 2)
-
-    def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        k, d = self.k, self.delta
-        U = self.X * -theta[k:2 * k]  # (n, k): a_i - α_i x_i, then e as column k
-        U += theta[:k]
-        m = np.maximum(U.max(1), theta[2 * k])
-        w = np.exp(U - m[:, None])
-        we = np.exp(theta[2 * k] - m)
-        s = w.sum(1) + we
-        r = m + np.log(s) - self.t
-        c = np.clip(r, -d, d) / s  # dHuber/dr times the softmax normalisation
-        a = np.abs(r)
-        h = np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d)).sum()
-        scale = 1.0 / (self.n * d * d)
-        g = np.empty(2 * k + 1)
-        wc = w * c[:, None]
-        g[:k] = wc.sum(0)
-        g[k:2 * k] = -np.einsum("ij,ij->j", wc, self.X)
-        g[2 * k] = float(we @ c)
-        return float(h * scale), g * scale
-
-    def projected_starts(self, exponents: Sequence[float] = EXPONENT_GRID,
-                         rp: Reparam | None = None) -> np.ndarray:
-        """Starting points that follow the data's scale: for each combination of exponents on
-        ``exponents`` (those fixed or tied by ``rp`` held as it says), the coefficients e^a_i
-        and e^e are solved exactly (non-negative least squares on relative error: the model is
-        linear in them), so no grid of raw magnitudes has to guess the loss's units or the
-        sizes' (variable projection, as Golub & Pereyra 1973)."""
-        from scipy.optimize import nnls
-
-        k = self.k
-        L = np.exp(self.t)
-        starts = []
-        for ex in itertools.product(exponents, repeat=k):
-            ex = list(ex)
-            if rp is not None:
-                th = rp.constrain(np.array([0.0] * k + ex + [0.0]))
-                ex = list(th[k:2 * k])
-            cols = [np.ones_like(L)] + [np.exp(-ex[j] * self.X[:, j]) for j in range(k)]
-            M = np.stack(cols, axis=1) / L[:, None]
-            sc = np.abs(M).max(0)
-            sc[sc == 0] = 1
-            coef = nnls(M / sc, np.ones_like(L))[0] / sc
-            floor = 1e-12 * float(np.median(L))
-            a = [math.log(max(coef[1 + j], floor)) for j in range(k)]
-            starts.append(a + ex + [math.log(max(coef[0], floor))])
-        out = np.unique(np.round(np.array(starts), 12), axis=0)
-        return rp.constrain(out) if rp is not None else out
-
-    def minimize(self, starts: np.ndarray, n_polish: int = 4, rp: Reparam | None = None,
-                 scale: float | None = None) -> np.ndarray:
-        """The Huber optimum: the ``n_polish`` best of ``starts`` polished with L-BFGS over the
-        free coordinates of ``rp`` (all of θ without one), priors added as ½z² weighed by
-        :func:`prior_weight`."""
-        from scipy.optimize import minimize
-
-        starts = np.atleast_2d(starts)
-        if rp is not None:
-            starts = rp.constrain(starts)
-        if len(starts) > n_polish:
-            vals = np.concatenate([np.atleast_1d(self.objective(c))
-                                   for c in np.array_split(starts, max(1, len(starts) // 256))])
-            starts = starts[np.argsort(vals)[:n_polish]]
-        if rp is None:
-            fun = self.value_and_grad
-            x0s: Any = starts
-        else:
-            w = prior_weight(scale, self.n, self.delta)
-
-            def fun(phi: np.ndarray) -> tuple[float, np.ndarray]:
-                th = rp.expand(phi)
-                v, g = self.value_and_grad(th)
-                if rp.prior:
-                    z, dz = rp.prior_z(th)
-                    v, g = v + w * 0.5 * float(z @ z), g + w * (z @ dz)
-                return v, rp.T.T @ g
-
-            x0s = [rp.reduce(s0) for s0 in starts]
-        best = None
-        for s0 in x0s:
-            res = minimize(fun, s0, jac=True, method="L-BFGS-B",
-                           options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
-            if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
-                best = res
-        if best is None:
-            raise FitError("the Huber fit did not converge from any starting point")
-        return best.x if rp is None else rp.expand(best.x)
 
 
 def best_per_shape(data: Data, cls: np.ndarray, key: str) -> list[dict[str, Any]]:

@@ -1,0 +1,92 @@
+"""A fit's summary text (numpy-free, as :mod:`archfit.laws.artifact`): the parameter and
+derived tables with their 95% CIs, the prior / data-alone / posterior table of a constrained
+fit, and the diagnostic lines (size classes, RMSE, the scatter of runs, the held-out check)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+
+def _g(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def table(head: str, values: Mapping[str, float], cis: Mapping[str, Any], w: int, wv: int
+           ) -> list[str]:
+    lines = [f"  {head:<{w}}{'estimate':>{wv}}{'95% CI low':>14}{'95% CI high':>14}"]
+    if head == "param":
+        lines.append("  " + "-" * 56)
+    for name, val in values.items():
+        lo, hi = cis.get(name) or (None, None)
+        lines.append(f"  {name:<{w}}{_g(val):>{wv}}{_g(lo):>14}{_g(hi):>14}")
+    return lines
+
+
+def prior_table(f: Any) -> list[str]:
+    """Prior, data alone and posterior side by side (a fit made with --fix or --prior)."""
+    pr, alone = f.prior, f.prior.get("data_only")
+    lines = [f"  prior: {pr.get('source') or 'stated'}" + (
+        f" (data residual scale {pr['residual_scale']:.3g} in log loss)"
+        if pr.get("residual_scale") else ""),
+        f"  {'param':<10}{'prior':>22}{'data alone':>14}{'posterior':>12}{'95% CI':>24}",
+        "  " + "-" * 82]
+    for name, val in f.params.items():
+        if name in pr.get("fixed", {}):
+            p = "fixed"
+        elif name in (pr.get("tied") or {}):
+            p = f"= {pr['tied'][name]}"
+        elif name in pr.get("prior", {}):
+            m, sd = pr["prior"][name]
+            p = f"{_g(m)} ± {_g(sd)}"
+        else:
+            p = "-"
+        a = _g(alone.get(name)) if isinstance(alone, dict) else "-"
+        lo, hi = f.ci.get(name) or (None, None)
+        lines.append(f"  {name:<10}{p:>22}{a:>14}{_g(val):>12}{'[' + _g(lo) + ', ' + _g(hi) + ']':>24}")
+    if isinstance(alone, str):
+        lines.append(f"  data alone: {alone}")
+    return lines
+
+
+def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
+    if not d:
+        return []
+    lines = [""]
+    sp = d.get("span") or {}
+    if sp.get("n_size_classes") is not None:
+        lines.append(f"  size classes: {sp['n_size_classes']} (N {sp['params_min']:.3g} to "
+                     f"{sp['params_max']:.3g}; {sp.get('size_classes_by', 'by size')})")
+    if "rmse_log" in d:
+        lines.append(f"  RMSE (log space) {d['rmse_log']:.4g}   R² (log space) "
+                     f"{_g(d.get('r2_log'))}")
+    sc = d.get("scatter")
+    if sc and sc["n_units"] < sc["n_rows"]:
+        lines.append(f"  scatter of runs about the law (log loss): between runs "
+                     f"{sc['between']:.3g}, within a run {sc['within']:.3g} "
+                     f"({sc['n_units']} runs, {sc['n_rows']} rows)")
+    elif sc:
+        lines.append(f"  scatter of runs about the law (log loss): {sc['between']:.3g} "
+                     f"({sc['n_units']} runs)")
+    h = d.get("heldout")
+    if h and h.get("ok") and "coverage" in h:
+        hs = h.get("held_out_sizes") or [0.0]
+        sizes = (f"{hs[0]:.3g}" if len(hs) == 1 else
+                 f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} sizes)")
+        lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} rows at N "
+                     f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
+                     f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
+                     f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")
+        if h.get("widen", 1.0) > 1.0:
+            lines.append(f"  prediction intervals widened x{h['widen']:.2f}: what the held-out "
+                         f"sizes needed for {h.get('level', 0.95):.0%} coverage (split conformal)")
+    elif h and h.get("ok"):
+        lines.append("  held-out largest size class: " + ", ".join(
+            f"{k}={_g(v)}" for k, v in h.items() if k != "ok"))
+    elif h:
+        lines.append(f"  held-out check: {h.get('reason')}")
+    return lines
