@@ -135,8 +135,9 @@ class Design:
         raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
                    description=f"archfit design: {len(shapes)} runs toward {self.target}",
                    seeds=[int(self.chosen[0].get("seed") or 0)],
-                   lrs=[float(self.chosen[0].get("lr") or (spec.raw.get("lrs") or [3e-3])[0]
-                              if spec is not None else self.chosen[0].get("lr") or 3e-3)],
+                   lrs=[float(self.chosen[0].get("lr")
+                              or ((spec.raw.get("lrs") if spec is not None else None)
+                                  or [3e-3])[0])],
                    grid={"shapes": shapes}, budget=budget)
         atomic_write(path, tomli_w.dumps(raw))
         return path

@@ -136,6 +136,12 @@ def with_size_classes(lw: Law, data: Data, tolerance: float | None) -> Data:
     return data
 
 
+def tolerance_of(data: Data) -> float:
+    """The size tolerance :func:`with_size_classes` fixed for ``data`` (else the default)."""
+    tol = data.get("size_tolerance")
+    return float(tol[0]) if tol is not None and len(tol) else SIZE_TOLERANCE
+
+
 def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
                paths: Sequence[str] | None = None, mapping: dict[str, str] | None = None,
                **kw: Any) -> dict[str, Fit]:
@@ -273,9 +279,8 @@ def check_sizes(lw: Law, data: Data) -> None:
     if lw.min_sizes and "params" in data:
         from archfit.laws.numeric import size_classes
 
-        tol = data.get("size_tolerance")  # measured sizes: what a law in N is fitted across
-        n = len(np.unique(size_classes(data["params"], None, float(tol[0]) if tol is not None
-                                       and len(tol) else SIZE_TOLERANCE)))
+        # measured sizes: what a law in N is fitted across
+        n = len(np.unique(size_classes(data["params"], None, tolerance_of(data))))
         if n < lw.min_sizes:
             raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
                            f"fit its {len(lw.param_names)} parameters; these runs have {n}")
@@ -308,9 +313,8 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
         if "target_params" in data and np.all(np.isfinite(data["target_params"])):
             span["size_classes_by"] = "planned size (target_params)"
         else:
-            tol = data.get("size_tolerance")
-            span["size_classes_by"] = (f"sizes within {float(tol[0]) if tol is not None and len(tol) else SIZE_TOLERANCE:.0%}"
-                                       " of a class's smallest run")
+            span["size_classes_by"] = (f"sizes within {tolerance_of(data):.0%} of a class's "
+                                       "smallest run")
     if "tokens" in data:
         span.update(tokens_min=float(np.min(data["tokens"])),
                     tokens_max=float(np.max(data["tokens"])))
