@@ -36,50 +36,101 @@ from archfit.io import atomic_path, file_sha256
 if TYPE_CHECKING:  # pragma: no cover
     from archfit.sweep import Run, Spec
 
-SCHEMA_VERSION = 1
+# 2: a column per Shape field and per TrainConfig field of the run id (bias, qk_norm, schedule...)
+SCHEMA_VERSION = 2
 
 # ---------------------------------------------------------------------------- the run table
-RUN_COLUMNS = ("run_id", "sweep", "status", "error", "n_layer", "d_model", "n_head", "n_kv_head",
-               "d_ff", "ff_ratio", "vocab_size", "n_ctx", "mlp", "position", "tied_embeddings",
-               "norm", "parametrization", "params_total", "params_non_embedding",
-               "target_params", "tokens", "steps", "flops", "lr", "seed", "final_val_loss",
-               "best_val_loss", "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
-               "peak_memory_bytes", "device", "data_hash", "archfit_version", "schema_version")
-_TEXT_COLUMNS = ("run_id", "sweep", "status", "error", "mlp", "position", "norm",
-                 "parametrization", "device", "data_hash", "archfit_version")
-_INT_COLUMNS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "n_ctx",
-                "params_total", "params_non_embedding", "tokens", "steps", "seed",
-                "peak_memory_bytes", "schema_version")
+# The columns derive from the dataclasses: the run's state, one column per Shape field, one per
+# TrainConfig field that is part of the run id and changes its numbers (not EXECUTION_KEYS: how
+# a run is executed), the planned budget, the counts and the result. A field added to Shape or
+# TrainConfig is a column with no edit here.
+_META = ("run_id", "sweep", "status", "error")
+_COUNTS = ("params_total", "params_non_embedding", "target_params")
+_BUDGET_COLUMNS = ("budget_tokens", "budget_tokens_per_param", "budget_steps")
 _RESULT_KEYS = ("tokens", "steps", "flops", "final_val_loss", "best_val_loss",
                 "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
                 "peak_memory_bytes", "device", "data_hash", "archfit_version")
+_RESULT_TYPES = {"tokens": int, "steps": int, "peak_memory_bytes": int, "device": str,
+                 "data_hash": str, "archfit_version": str}
 CURVE_COLUMNS = ("run_id", "step", "tokens", "train_loss", "val_loss", "lr")
 
 
-def _run_schema() -> dict[str, Any]:
+def _config_fields(config_cls: Any) -> list[Any]:
+    from dataclasses import fields
+
+    from archfit.train.config import _NESTED, EXECUTION_KEYS
+
+    return [f for f in fields(config_cls) if f.name not in _NESTED + EXECUTION_KEYS]
+
+
+def run_columns(shape_cls: Any = None, config_cls: Any = None) -> dict[str, type]:
+    """The run table's columns and their Python types (int, float, bool or str; tuples are
+    written as text, e.g. ``"0,11"``), derived from ``Shape`` and ``TrainConfig``."""
+    import typing
+    from dataclasses import fields
+
+    from archfit.shapes import Shape
+    from archfit.train.config import TrainConfig
+
+    shape_cls, config_cls = shape_cls or Shape, config_cls or TrainConfig
+    cols: dict[str, type] = {k: str for k in _META}
+    for cls, flds in ((shape_cls, fields(shape_cls)), (config_cls, _config_fields(config_cls))):
+        hints = typing.get_type_hints(cls)
+        for f in flds:
+            cols[f.name] = _python_type(hints[f.name])
+    cols.update({k: int for k in _COUNTS[:2]}, target_params=float)
+    cols.update(budget_tokens=float, budget_tokens_per_param=float, budget_steps=int)
+    cols.update({k: _RESULT_TYPES.get(k, float) for k in _RESULT_KEYS})
+    cols["schema_version"] = int
+    return cols
+
+
+def _python_type(hint: Any) -> type:
+    import typing
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is typing.Literal:
+        return str
+    if args and typing.get_origin(hint) is not tuple:  # Optional[X] / X | None
+        return _python_type(args[0])
+    if hint in (bool, int, float):
+        return hint
+    return str  # str, tuples (written as text)
+
+
+RUN_COLUMNS = tuple(run_columns())
+
+
+def _run_schema(columns: dict[str, type] | None = None) -> dict[str, Any]:
     import polars as pl
 
-    schema: dict[str, Any] = {}
-    for k in RUN_COLUMNS:
-        schema[k] = (pl.Utf8 if k in _TEXT_COLUMNS else pl.Int64 if k in _INT_COLUMNS
-                     else pl.Boolean if k == "tied_embeddings" else pl.Float64)
-    return schema
+    types = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64, str: pl.Utf8}
+    return {k: types[t] for k, t in (columns or run_columns()).items()}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    return value
 
 
 def run_row(run: Run, sweep: str, res: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the run table from a run of a spec and its ``result.json``."""
-    s, cfg = run.shape, run.config
-    row: dict[str, Any] = {k: None for k in RUN_COLUMNS}
-    row.update(run_id=run.run_id, sweep=sweep, status=res.get("status"), error=res.get("error"),
-               n_layer=s.n_layer, d_model=s.d_model, n_head=s.n_head, n_kv_head=s.n_kv_head,
-               d_ff=s.d_ff, ff_ratio=s.ff_ratio,
-               vocab_size=(res.get("shape") or {}).get("vocab_size", s.vocab_size),
-               n_ctx=s.n_ctx, mlp=s.mlp, position=s.position, tied_embeddings=s.tied_embeddings,
-               norm=s.norm, parametrization=cfg["parametrization"],
-               params_total=res.get("params_total"),
+    from dataclasses import fields
+
+    s = run.shape
+    row: dict[str, Any] = {k: None for k in run_columns(type(s))}
+    row.update(run_id=run.run_id, sweep=sweep, status=res.get("status"), error=res.get("error"))
+    row.update({f.name: _cell(getattr(s, f.name)) for f in fields(s)})
+    row["vocab_size"] = (res.get("shape") or {}).get("vocab_size", s.vocab_size)
+    cfg = run.config
+    from archfit.train.config import TrainConfig
+
+    row.update({f.name: _cell(cfg.get(f.name, f.default)) for f in _config_fields(TrainConfig)})
+    row.update({"budget_" + k: cfg.get(k) for k in ("tokens", "tokens_per_param", "steps")})
+    row.update(params_total=res.get("params_total"),
                params_non_embedding=res.get("params_non_embedding"),
-               target_params=run.meta.get("target_params"), lr=cfg["lr"], seed=cfg["seed"],
-               schema_version=SCHEMA_VERSION)
+               target_params=run.meta.get("target_params"), schema_version=SCHEMA_VERSION)
     row.update({k: res.get(k) for k in _RESULT_KEYS})
     return row
 
@@ -98,7 +149,11 @@ def write_runs(rows: list[dict[str, Any]], curves: list[dict[str, Any]], path: s
     """Write the run table to ``path`` and the loss curves beside it, both atomically."""
     import polars as pl
 
-    df = pl.DataFrame(rows, schema=_run_schema())
+    columns = run_columns()
+    for r in rows:  # a field of a Shape or TrainConfig subclass: a column of its value's type
+        columns.update({k: type(v) if type(v) in (bool, int, float) else str
+                        for k, v in r.items() if k not in columns and v is not None})
+    df = pl.DataFrame(rows, schema=_run_schema(columns))
     cdf = pl.DataFrame(curves, schema={"run_id": pl.Utf8, "step": pl.Int64, "tokens": pl.Int64,
                                        "train_loss": pl.Float64, "val_loss": pl.Float64,
                                        "lr": pl.Float64})

@@ -326,3 +326,58 @@ def test_read_runs_gives_a_frame_of_a_sweep_directory_without_collecting(tmp_pat
         df.sort("run_id")["final_val_loss"].to_list()
     with pytest.raises(archfit.ArchfitError, match="no run folders"):
         archfit.read_runs(tmp_path / "runs" / s.runs[0].run_id)
+
+
+def test_a_field_added_with_its_default_changes_no_run_id_and_becomes_a_column():
+    """The run id and the run table derive from the dataclasses: a field added to Shape or to
+    TrainConfig with its default leaves every id as it was, changes it when set, and is a
+    column of the run table with no edit to archfit.store."""
+    from dataclasses import field, make_dataclass
+
+    from archfit import store
+    from archfit.shapes import Shape
+    from archfit.sweep.spec import run_id_of
+    from archfit.train import Budget, TrainConfig
+
+    dims = dict(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=32)
+    Windowed = make_dataclass("Windowed", [("window", int, field(default=0))], bases=(Shape,),
+                              frozen=True)
+    ZLoss = make_dataclass("ZLoss", [("z_loss", float, field(default=0.0))],
+                           bases=(TrainConfig,))
+    base = run_id_of(TrainConfig(shape=Shape(**dims), budget=Budget(steps=4)).to_dict(), {})
+    assert run_id_of(TrainConfig(shape=Windowed(**dims), budget=Budget(steps=4)).to_dict(),
+                     {}) == base
+    assert run_id_of(ZLoss(shape=Shape(**dims), budget=Budget(steps=4)).to_dict(), {}) == base
+    assert run_id_of(TrainConfig(shape=Windowed(**dims, window=16),
+                                 budget=Budget(steps=4)).to_dict(), {}) != base
+    assert run_id_of(ZLoss(shape=Shape(**dims), budget=Budget(steps=4), z_loss=1e-4).to_dict(),
+                     {}) != base
+    assert store.run_columns(Windowed)["window"] is int
+    assert store.run_columns(None, ZLoss)["z_loss"] is float
+
+
+def test_runs_that_differ_only_in_qk_norm_are_two_rows_a_fit_tells_apart(tmp_path):
+    from archfit import store
+    from archfit.shapes import Shape
+    from archfit.sweep.spec import Run, run_id_of
+    from archfit.train import Budget, TrainConfig
+
+    rows = []
+    for i, (qk, bias, qkv) in enumerate([(False, True, False), (True, True, False)] * 2
+                                        + [(False, False, True)] * 2):
+        shape = Shape(n_layer=2 + i, d_model=64, n_head=2, vocab_size=256, n_ctx=32,
+                      qk_norm=qk, bias=bias, qkv_bias=qkv)
+        cfg = TrainConfig(shape=shape, budget=Budget(steps=4)).to_dict()
+        run = Run(run_id_of(cfg, {}), cfg, {"target_params": 1e5})
+        rows.append(store.run_row(run, "s", {"status": "ok", "final_val_loss": 3.0 - 0.1 * i,
+                                             "params_non_embedding": shape.params_non_embedding}))
+    assert len({r["run_id"] for r in rows}) == 6
+    path, _ = store.write_runs(rows, [], str(tmp_path / "t.parquet"))
+    import polars as pl
+
+    df = pl.read_parquet(path)
+    assert df["qk_norm"].to_list() == [False, True, False, True, False, False]
+    assert df["qkv_bias"].sum() == 2 and df["bias"].sum() == 4
+    assert {"schedule", "optimizer", "batch_size", "budget_steps"} <= set(df.columns)
+    table = store.read_runs([path])
+    assert table.groupings["qk_norm"] == ["false", "true"], table.groupings

@@ -19,6 +19,8 @@ RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_b
                      "micro_batch")
 # config keys that say how a run is executed, not what it computes: not part of its identity
 RUNTIME_KEYS = ("micro_batch", "tracker", "tracker_dir")
+# config keys that say how a run is executed (not run-table columns): the two lists above
+EXECUTION_KEYS = tuple(dict.fromkeys(RESUMABLE_CHANGES + RUNTIME_KEYS))
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,23 @@ class Budget:
         return asdict(self)
 
 
-# The run-config schema. Version 1 (archfit 0.1) wrote every key of the flat record; the keys
-# added since are written only when not at their default, so a version-1 config keeps its
-# bytes, and so its run id. The flat record's shape keys are Shape's fields, less the two
-# stored under their own names (vocab_size, ctx) and those added since version 1.
+# The run-config record (``config.json``; run ids hash it). Version 1 (archfit 0.1) wrote these
+# keys always, and so they stay written: a version-1 config keeps its bytes, and so its run id.
+# Every field of Shape or TrainConfig added since is written only when it is not at its default,
+# so a field added with its default changes no existing id (tests/test_sweep.py adds one).
+# The fields left out of the id are RUNTIME_KEYS, the one list of them.
 RUN_CONFIG_SCHEMA = 2
-ADDED_SINCE_V1 = {"shape": ("qkv_bias",),
-                  "train": ("precision", "parallel", "micro_batch", "data_sha256", "tracker",
-                            "tracker_dir")}
-_OPTIONAL_SHAPE_KEYS = ADDED_SINCE_V1["shape"]
-_OPTIONAL_CFG = ADDED_SINCE_V1["train"]
-_SHAPE_KEYS = tuple(f.name for f in fields(Shape)
-                    if f.name not in ("vocab_size", "n_ctx", *_OPTIONAL_SHAPE_KEYS))
-_FLAT_SHAPE = _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS + ("vocab_size", "ctx")  # flat on-disk names
+V1_SHAPE_KEYS = ("n_layer", "d_model", "n_head", "d_ff", "n_kv_head", "mlp", "tied_embeddings",
+                 "position", "bias", "norm", "qk_norm", "ff_ratio")
+V1_TRAIN_KEYS = ("parametrization", "mup_base_width", "mup_base_depth", "data", "batch_size",
+                 "grad_accum", "lr", "min_lr_ratio", "warmup", "schedule", "decay_fraction",
+                 "weight_decay", "beta1", "beta2", "grad_clip", "optimizer", "seed", "eval_every",
+                 "eval_windows", "eval_batch", "checkpoint_every", "device", "compile",
+                 "divergence_factor", "threads")
+# TrainConfig fields that are not flat keys of their own (the shape's and budget's are)
+_NESTED = ("shape", "budget", "vocab_from_data")
+# Shape fields stored under their own names in the flat record
+_SHAPE_RENAMED = {"vocab_size": "vocab_size", "n_ctx": "ctx"}
 _BUDGET_KEYS = ("tokens", "tokens_per_param", "steps")
 Schedule = Literal["cosine", "wsd", "constant"]
 Optimizer = Literal["adamw", "muon"]
@@ -160,30 +166,43 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.shape
-        out: dict[str, Any] = {k: getattr(s, k) for k in _SHAPE_KEYS}
-        out.update({k: True for k in _OPTIONAL_SHAPE_KEYS if getattr(s, k)})
-        out.update(ff_ratio=None, vocab_size=None if self.vocab_from_data else s.vocab_size,
-                   ctx=s.n_ctx)
+        out: dict[str, Any] = {}
+        for f in fields(s):
+            if f.name in _SHAPE_RENAMED:
+                continue
+            value = getattr(s, f.name)
+            if f.name == "ff_ratio":  # d_ff carries it
+                out[f.name] = None
+            elif f.name in V1_SHAPE_KEYS or value != f.default:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        out.update(vocab_size=None if self.vocab_from_data else s.vocab_size, ctx=s.n_ctx)
         out.update(self.budget.to_dict() if self.budget else dict.fromkeys(_BUDGET_KEYS))
         out.update({f.name: getattr(self, f.name) for f in fields(self)
-                    if f.name not in ("shape", "budget", "vocab_from_data")
-                    and not (f.name in _OPTIONAL_CFG and getattr(self, f.name) == f.default)})
+                    if f.name not in _NESTED
+                    and (f.name in V1_TRAIN_KEYS or getattr(self, f.name) != f.default)})
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """A config from the flat record of :meth:`to_dict` (``config.json``)."""
-        own = {f.name for f in fields(cls)} - {"shape", "budget", "vocab_from_data"}
-        unknown = set(d) - own - set(_FLAT_SHAPE) - set(_BUDGET_KEYS)
+        own = {f.name for f in fields(cls)} - set(_NESTED)
+        unknown = set(d) - own - set(_flat_shape_keys()) - set(_BUDGET_KEYS)
         if unknown:
             raise ArchfitError(f"unknown training options: {', '.join(sorted(unknown))}")
         return cls(**{k: v for k, v in d.items() if k in own}, **_from_flat(d))
 
 
+def _flat_shape_keys() -> tuple[str, ...]:
+    """The flat record's names of Shape's fields (``n_ctx`` is stored as ``ctx``)."""
+    return tuple(_SHAPE_RENAMED.get(f.name, f.name) for f in fields(Shape))
+
+
 def _from_flat(d: dict[str, Any]) -> dict[str, Any]:
     """shape / budget / vocab_from_data from flat keys (``n_layer=..., ctx=..., tokens=...``)."""
     out: dict[str, Any] = {}
-    sk = {k: d[k] for k in _SHAPE_KEYS + _OPTIONAL_SHAPE_KEYS if k in d and d[k] is not None}
+    sk = {f.name: d[f.name] for f in fields(Shape)
+          if f.name not in _SHAPE_RENAMED and d.get(f.name) is not None}
+    sk = {k: tuple(v) if isinstance(v, list) else v for k, v in sk.items()}
     if sk or "ctx" in d or "vocab_size" in d:
         base = {"n_layer": 4, "d_model": 128, "n_head": 4}
         out["shape"] = Shape(**{**base, **sk}, vocab_size=d.get("vocab_size") or 256,
