@@ -267,3 +267,56 @@ def aspect_ratio_family(
                                     "" if ok else f"misses the target by {err:+.1%}",
                                     aspect_ratio=ar))
     return members
+
+
+# ---------------------------------------------------------------------------- layer variants
+REINVEST = ("none", "width", "depth")  # where a variant's freed parameters go
+
+
+def plan_variant(shape: Shape, variant: str, reinvest: str = "none") -> Shape:
+    """``shape`` with the per-layer plan ``variant`` (``"uniform"``, ``"no-mlp:0"``,
+    ``"no-attn:mid"``, ... :func:`archfit.shapes.parse_plan`), its freed parameters put back:
+
+    ``none``  the same depth and width (a smaller model);
+    ``width`` the MLP width d_ff of the layers that keep an MLP (d_model and heads kept: the
+              finest step there is, so the variant lands on ``shape``'s non-embedding count
+              within a multiple of 8 of d_ff);
+    ``depth`` the depth (plan indices resolved for it: ``-1`` stays the last layer) whose count
+              is closest to ``shape``'s.
+    """
+    from archfit.shapes import parse_plan
+
+    if reinvest not in REINVEST:
+        raise ShapeError(f"reinvest must be one of {', '.join(REINVEST)}, got {reinvest!r}")
+    if variant.strip() == "uniform":
+        return shape
+    target = shape.params_non_embedding
+    plan = parse_plan(variant, shape.n_layer)
+    if reinvest == "none":
+        return shape.with_(**plan)
+    if plan.get("heads_per_layer"):
+        raise ShapeError(f"variant {variant!r}: heads per layer are given for "
+                         f"{shape.n_layer} layers at width {shape.d_model}; use reinvest = "
+                         "\"none\" (the head counts fix the attention's size)")
+    if reinvest == "depth":
+        options = []
+        for L in range(shape.n_layer, 2 * shape.n_layer + 2):
+            try:
+                options.append(shape.with_(n_layer=L, **parse_plan(variant, L)))
+            except ShapeError:
+                continue
+    else:
+        planned = shape.with_(**plan)
+        if not planned.no_mlp or len(planned.no_mlp) < shape.n_layer:
+            # the count is linear in d_ff: solve for the MLP width that restores it
+            slope = planned.with_(d_ff=planned.d_ff + 1).params_non_embedding \
+                - planned.params_non_embedding
+            f = planned.d_ff + (target - planned.params_non_embedding) / max(slope, 1)
+            step = 8 if f >= 64 else 1  # hardware-friendly where the width allows
+            options = [planned.with_(d_ff=max(step, int(round(f / step)) * step))]
+        else:
+            options = []
+    if not options:
+        raise ShapeError(f"variant {variant!r} has no {reinvest} near {shape.n_layer} x "
+                         f"{shape.d_model} that holds it")
+    return min(options, key=lambda s: abs(s.params_non_embedding - target))

@@ -415,13 +415,28 @@ def get_format(name: str) -> Format:
 
 def problems(shape: Shape, fmt: str) -> list[str]:
     """Why ``fmt`` cannot express ``shape`` (empty: it can)."""
-    return get_format(fmt).limits(shape)
+    f = get_format(fmt)
+    return _plan_limits(shape, f.name) + f.limits(shape)
+
+
+def _plan_limits(s: Shape, who: str) -> list[str]:
+    """No format archfit writes holds a per-layer plan: its loader builds one block n_layer
+    times, so a plan is refused, naming its first non-uniform layer, never uniformized."""
+    for lay in s.layers():
+        what = [w for w, missing in (("no MLP", not lay.mlp), ("no attention", not lay.attn),
+                                     (f"{lay.heads} heads, not {s.n_head}",
+                                      lay.heads != s.n_head)) if missing]
+        if what:
+            return [f"{who} builds every layer alike, and layer {lay.index} has "
+                    f"{' and '.join(what)} (plan {s.plan}); train or count it with archfit, "
+                    "or export the uniform shape"]
+    return []
 
 
 def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     """The text of ``shape`` in format ``fmt``; :class:`FormatError` names what it cannot hold."""
     f = get_format(fmt)
-    why = f.limits(shape)
+    why = problems(shape, fmt)
     if why:
         raise FormatError(f"--emit {fmt} cannot express this shape: {'; '.join(why)}")
     return f.render(shape, options or ExportOptions())

@@ -38,7 +38,7 @@ from typing import Any
 
 from archfit.errors import ArchfitError
 from archfit.devices import device
-from archfit.shapes import LOSS_CHUNK_ELEMENTS, Shape
+from archfit.shapes import LOSS_CHUNK_ELEMENTS, Layer, Shape
 
 GIB = 1 << 30
 
@@ -66,21 +66,36 @@ class MemoryEstimate:
         return {**asdict(self), "total": self.total}
 
 
-def per_layer_token_bytes(s: Shape, act: int) -> int:
-    """Bytes one token keeps alive in one layer for the backward pass (see the module doc)."""
-    d, kv, f = s.d_model, s.kv_dim, s.d_ff
+def per_layer_token_bytes(s: Shape, act: int, lay: Layer | None = None) -> int:
+    """Bytes one token keeps alive in one layer (``lay``, default a uniform block) for the
+    backward pass (see the module doc); a block without attention or an MLP keeps none of its."""
+    lay = lay or s.layers()[0]
+    hd, f = s.head_dim, s.d_ff
+    d, q, kv = s.d_model, lay.heads * hd, lay.kv_heads * hd
     assert f is not None
-    resid = 2 * 4 * d  # the residual stream at the two norms' inputs, fp32
-    norms = 2 * act * d  # the norms' outputs (the projections' inputs)
-    attn = act * (d + 2 * kv)  # q, k, v
-    if s.position == "rope":
-        attn += act * (d + kv)  # rotated q and k
-    if s.qk_norm:
-        attn += act * (d + kv)
-    attn += act * (d + 2 * kv)  # the contiguous q/k/v the attention kernel keeps
-    attn += 2 * act * d + 4 * s.n_head  # attention output, its re-layout; log-sum-exp
-    mlp = act * (2 * f + 2 * f) if s.mlp == "swiglu" else act * 2 * f
+    resid = norms = attn = mlp = 0
+    if lay.attn:
+        resid += 4 * d  # the residual stream at the norm's input, fp32
+        norms += act * d  # the norm's output (the projections' input)
+        attn = act * (q + 2 * kv)  # q, k, v
+        if s.position == "rope":
+            attn += act * (q + kv)  # rotated q and k
+        if s.qk_norm:
+            attn += act * (q + kv)
+        attn += act * (q + 2 * kv)  # the contiguous q/k/v the attention kernel keeps
+        attn += 2 * act * q + 4 * lay.heads  # attention output, its re-layout; log-sum-exp
+    if lay.mlp:
+        resid += 4 * d
+        norms += act * d
+        mlp = act * (2 * f + 2 * f) if s.mlp == "swiglu" else act * 2 * f
     return resid + norms + attn + mlp
+
+
+def activation_token_bytes(s: Shape, act: int) -> int:
+    """:func:`per_layer_token_bytes` summed over the shape's layers."""
+    if s.uniform:
+        return s.n_layer * per_layer_token_bytes(s, act)
+    return sum(per_layer_token_bytes(s, act, lay) for lay in s.layers())
 
 
 def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
@@ -96,20 +111,20 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     s, P = shape, shape.params_total
     act = 4 if precision == "fp32" else 2
     tokens = micro_batch * s.n_ctx
-    matrices = P - s.n_layer * s.layer_breakdown()["norms"]
+    matrices = P - s.breakdown()["norms"]
     shard = world if (parallel == "fsdp" and world > 1) else 1
-    layer_params = s.params_non_embedding // max(1, s.n_layer)
+    layer_params = max(sum(b.values()) for b in s._blocks())  # the largest block, gathered
     weights = 4 * P // shard + (2 * matrices // shard if act == 2 else 0)
     if shard > 1:
         weights += (4 + (2 if act == 2 else 0)) * layer_params  # one gathered layer
     grads = 4 * P // shard + (4 * P if parallel == "ddp" and world > 1 else 0)
     states = 8 if optimizer == "adamw" else 4
     opt = states * P // shard + 4 * P // shard
-    per_layer = per_layer_token_bytes(s, act) * tokens
     if activation_checkpointing:
+        per_layer = max(per_layer_token_bytes(s, act, lay) for lay in s.layers()) * tokens
         acts = s.n_layer * 4 * s.d_model * tokens + per_layer
     else:
-        acts = s.n_layer * per_layer
+        acts = activation_token_bytes(s, act) * tokens
     acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
     up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff  # type: ignore[operator]
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries

@@ -2,7 +2,8 @@
 
 Pre-norm blocks, causal attention through ``F.scaled_dot_product_attention`` (flash kernels on
 GPU), MLP kinds gelu / relu² / swiglu, learned or rotary positions, optional QK-norm, tied or
-untied head, GQA. Its parameter count equals ``shape.params_total`` exactly (tested).
+untied head, GQA, and the shape's per-layer plan (blocks without an MLP or attention, heads per
+layer). Its parameter count equals ``shape.params_total`` exactly (tested).
 
 Parametrizations (one option, ``parametrization``):
 
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archfit.errors import ShapeError
-from archfit.shapes import LOSS_CHUNK_ELEMENTS, PARAMETRIZATIONS, Shape
+from archfit.shapes import LOSS_CHUNK_ELEMENTS, PARAMETRIZATIONS, Layer, Shape
 
 
 
@@ -84,11 +85,13 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
 
 class Attention(nn.Module):
-    def __init__(self, s: Shape, sc: Scaling):
+    def __init__(self, s: Shape, sc: Scaling, lay: Layer):
         super().__init__()
-        self.n_head, self.n_kv, self.hd = s.n_head, s.n_kv_head, s.head_dim
-        self.qkv = nn.Linear(s.d_model, s.d_model + 2 * s.kv_dim, bias=s.bias or s.qkv_bias)
-        self.proj = nn.Linear(s.d_model, s.d_model, bias=s.bias)
+        self.n_head, self.n_kv, self.hd = lay.heads, lay.kv_heads, s.head_dim
+        q = lay.heads * s.head_dim
+        self.qkv = nn.Linear(s.d_model, q + 2 * lay.kv_heads * s.head_dim,
+                             bias=s.bias or s.qkv_bias)
+        self.proj = nn.Linear(q, s.d_model, bias=s.bias)
         self.proj.is_residual = True  # type: ignore[attr-defined]
         self.q_norm = _norm(s.norm, s.head_dim, s.bias) if s.qk_norm else None
         self.k_norm = _norm(s.norm, s.head_dim, s.bias) if s.qk_norm else None
@@ -97,7 +100,8 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> torch.Tensor:
-        B, T, C = x.shape
+        B, T, _ = x.shape
+        C = self.n_head * self.hd
         q, k, v = self.qkv(x).split([C, self.n_kv * self.hd, self.n_kv * self.hd], dim=-1)
         q = q.view(B, T, self.n_head, self.hd).transpose(1, 2)
         k = k.view(B, T, self.n_kv, self.hd).transpose(1, 2)
@@ -134,21 +138,26 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, s: Shape, sc: Scaling):
+    """One pre-norm block of the shape's plan: a block without attention (or without an MLP)
+    has no such module and no norm for it, so it holds none of their parameters."""
+
+    def __init__(self, s: Shape, sc: Scaling, lay: Layer):
         super().__init__()
-        self.ln1 = _norm(s.norm, s.d_model, s.bias)
-        self.attn = Attention(s, sc)
-        self.ln2 = _norm(s.norm, s.d_model, s.bias)
-        self.mlp = MLP(s)
+        self.ln1 = _norm(s.norm, s.d_model, s.bias) if lay.attn else None
+        self.attn = Attention(s, sc, lay) if lay.attn else None
+        self.ln2 = _norm(s.norm, s.d_model, s.bias) if lay.mlp else None
+        self.mlp = MLP(s) if lay.mlp else None
         self.branch = sc.branch_mult
 
     def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> torch.Tensor:
-        if self.branch != 1.0:
-            x = x + self.branch * self.attn(self.ln1(x), rot)
-            return x + self.branch * self.mlp(self.ln2(x))
-        x = x + self.attn(self.ln1(x), rot)
-        return x + self.mlp(self.ln2(x))
+        if self.attn is not None:
+            a = self.attn(self.ln1(x), rot)  # type: ignore[misc]
+            x = x + (self.branch * a if self.branch != 1.0 else a)
+        if self.mlp is not None:
+            m = self.mlp(self.ln2(x))  # type: ignore[misc]
+            x = x + (self.branch * m if self.branch != 1.0 else m)
+        return x
 
 
 # logits per chunk of the output layer's fused loss (128 MiB in fp32: 667 tokens at vocab
@@ -232,7 +241,7 @@ class GPT(nn.Module):
         s = shape
         self.tok_emb = nn.Embedding(s.vocab_size, s.d_model)
         self.pos_emb = nn.Embedding(s.n_ctx, s.d_model) if s.position == "learned" else None
-        self.blocks = nn.ModuleList(Block(s, sc) for _ in range(s.n_layer))
+        self.blocks = nn.ModuleList(Block(s, sc, lay) for lay in s.layers())
         self.ln_f = _norm(s.norm, s.d_model, s.bias)
         self.head = None if s.tied_embeddings else nn.Linear(s.d_model, s.vocab_size, bias=False)
         if s.position == "rope":

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from archfit.devices import Device, device
 from archfit.errors import ArchfitError
-from archfit.memory import per_layer_token_bytes
+from archfit.memory import activation_token_bytes
 from archfit.shapes import Shape
 
 
@@ -58,7 +58,7 @@ def step_features(shape: Shape, tokens_per_step: float, precision: str = "bf16"
     """(matmul FLOPs, bytes of memory traffic, layers, 1) of one training step."""
     act = 2 if precision == "bf16" else 4
     flops = shape.flops_per_token("matmul_train") * tokens_per_step
-    acts = 2 * per_layer_token_bytes(shape, act) * shape.n_layer * tokens_per_step
+    acts = 2 * activation_token_bytes(shape, act) * tokens_per_step
     return flops, acts + OPTIMIZER_BYTES * shape.params_total, float(shape.n_layer), 1.0
 
 
@@ -264,9 +264,10 @@ def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
     ctx = shape.n_ctx if context is None else context
     head = shape.vocab_size * shape.d_model  # the output layer (tied or not) is read once
     weights = (shape.params_non_embedding + head) * dtype_bytes
-    kv = batch * ctx * shape.n_layer * 2 * shape.kv_dim * dtype_bytes
+    attending = [lay for lay in shape.layers() if lay.attn]
+    kv = batch * ctx * 2 * shape.head_dim * sum(lay.kv_heads for lay in attending) * dtype_bytes
     flops = batch * (2 * (shape.params_non_embedding + head)
-                     + 4 * shape.n_layer * ctx * shape.d_model)
+                     + 4 * ctx * shape.head_dim * sum(lay.heads for lay in attending))
     t_mem = (weights + kv) / (BANDWIDTH_EFFICIENCY * d.bandwidth)
     t_cmp = flops / (MATMUL_EFFICIENCY * d.peak_flops)
     t = max(t_mem, t_cmp) + shape.n_layer * DECODE_LAYER_S

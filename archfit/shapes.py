@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from archfit.errors import ShapeError
 
@@ -104,6 +104,13 @@ class Shape:
     qk_norm: bool = False
     qkv_bias: bool = False
     ff_ratio: float | None = field(default=None, compare=False, repr=False)
+    # the per-layer plan (uniform by default): layers without an MLP, layers without attention
+    # (indices from 0; negative ones count from the end and are stored resolved), and the query
+    # heads of each layer at the fixed head_dim d_model // n_head (key/value heads keep the
+    # ratio n_head / n_kv_head). See :meth:`layers`, :attr:`plan`, :func:`parse_plan`.
+    no_mlp: tuple[int, ...] = ()
+    no_attn: tuple[int, ...] = ()
+    heads_per_layer: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("n_layer", "d_model", "n_head", "vocab_size", "n_ctx"):
@@ -157,6 +164,38 @@ class Shape:
             raise ShapeError(f"norm must be one of {', '.join(NORM_KINDS)}, got {self.norm!r}")
         if self.position == "rope" and self.head_dim % 2:
             raise ShapeError(f"rotary positions need an even head_dim, got {self.head_dim}")
+        self._check_plan()
+
+    def _check_plan(self) -> None:
+        L = self.n_layer
+        for name in ("no_mlp", "no_attn"):
+            raw = getattr(self, name)
+            if isinstance(raw, str):  # text from a flag or a spec: "0,-1", "mid"
+                raw = raw.replace("mid", str(L // 2))
+            idx = _indices(raw, name)
+            bad = [i for i in idx if not -L <= i < L]
+            if bad:
+                raise ShapeError(f"{name} layer {bad[0]} is outside the {L} layers (0..{L - 1}, "
+                                 f"or -{L}..-1 from the end)")
+            object.__setattr__(self, name, tuple(sorted({i % L for i in idx})))
+        both = set(self.no_mlp) & set(self.no_attn)
+        if both:
+            raise ShapeError(f"layer {min(both)} has neither attention nor an MLP; drop the "
+                             "layer instead (a smaller n_layer)")
+        heads = _indices(self.heads_per_layer, "heads_per_layer")
+        if heads:
+            if len(heads) != L:
+                raise ShapeError(f"heads_per_layer gives {len(heads)} head counts for {L} "
+                                 "layers; give one per layer")
+            group = self.n_head // self.n_kv_head  # type: ignore[operator]
+            for i, h in enumerate(heads):
+                if h <= 0 or h * self.head_dim > MAX_DIM or h % group:
+                    raise ShapeError(f"heads_per_layer: layer {i} has {h} heads; give a "
+                                     f"positive multiple of the GQA group {group} "
+                                     f"(n_head / n_kv_head)")
+            if all(h == self.n_head for h in heads):
+                heads = []  # every layer at n_head: the uniform shape
+        object.__setattr__(self, "heads_per_layer", tuple(heads))
 
     # ---------------------------------------------------------------- derived sizes
     @property
@@ -169,6 +208,29 @@ class Shape:
         return self.n_kv_head * self.head_dim  # type: ignore[operator]
 
     @property
+    def uniform(self) -> bool:
+        """Whether every layer is the same block (no per-layer plan)."""
+        return not (self.no_mlp or self.no_attn or self.heads_per_layer)
+
+    @property
+    def plan(self) -> str:
+        """The per-layer plan as text (``"uniform"``, ``"no-mlp:0,11"``,
+        ``"no-attn:7 heads:6,12,12,6"``): what :func:`parse_plan` reads back."""
+        parts = [f"{k}:{','.join(map(str, v))}" for k, v in (
+            ("no-mlp", self.no_mlp), ("no-attn", self.no_attn),
+            ("heads", self.heads_per_layer)) if v]
+        return " ".join(parts) or "uniform"
+
+    def layers(self) -> list[Layer]:
+        """Each block: whether it has attention and an MLP, and its query / key-value heads."""
+        group = self.n_head // self.n_kv_head  # type: ignore[operator]
+        out = []
+        for i in range(self.n_layer):
+            h = self.heads_per_layer[i] if self.heads_per_layer else self.n_head
+            out.append(Layer(i, i not in self.no_attn, i not in self.no_mlp, h, h // group))
+        return out
+
+    @property
     def aspect_ratio(self) -> float:
         """Kaplan's aspect ratio d_model / n_layer."""
         return self.d_model / self.n_layer
@@ -178,31 +240,42 @@ class Shape:
         has_bias = self.bias and self.norm == "layernorm"
         return width * (2 if has_bias else 1)
 
-    def layer_breakdown(self) -> dict[str, int]:
-        """Parameters of one transformer block, by component."""
-        d, f, kv = self.d_model, self.d_ff, self.kv_dim
+    def layer_breakdown(self, i: int = 0) -> dict[str, int]:
+        """Parameters of block ``i``, by component (a block without attention has neither its
+        projections nor their norm; one without an MLP neither its matrices nor their norm)."""
+        lay = self.layers()[i]
+        d, f, hd = self.d_model, self.d_ff, self.head_dim
+        q, kv = lay.heads * hd, lay.kv_heads * hd
         assert f is not None
-        attn = d * d + 2 * d * kv + d * d
-        if self.bias or self.qkv_bias:
-            attn += d + 2 * kv + (d if self.bias else 0)
-        mats = 3 if self.mlp == "swiglu" else 2
-        mlp = mats * d * f
-        if self.bias:
-            mlp += (mats - 1) * f + d
-        norms = 2 * self._norm_params(d)
-        if self.qk_norm:
-            norms += 2 * self._norm_params(self.head_dim)
+        attn = norms = mlp = 0
+        if lay.attn:
+            attn = d * q + 2 * d * kv + q * d
+            if self.bias or self.qkv_bias:
+                attn += q + 2 * kv + (d if self.bias else 0)
+            norms += self._norm_params(d)
+            if self.qk_norm:
+                norms += 2 * self._norm_params(hd)
+        if lay.mlp:
+            mats = 3 if self.mlp == "swiglu" else 2
+            mlp = mats * d * f + (((mats - 1) * f + d) if self.bias else 0)
+            norms += self._norm_params(d)
         return {"attention": attn, "mlp": mlp, "norms": norms}
+
+    def _blocks(self) -> list[dict[str, int]]:
+        """Every block's :meth:`layer_breakdown` (one computed for all when uniform)."""
+        if self.uniform:
+            return [self.layer_breakdown()] * self.n_layer
+        return [self.layer_breakdown(i) for i in range(self.n_layer)]
 
     def breakdown(self) -> dict[str, int]:
         """Every parameter of the model, by component (sums to :attr:`params_total`)."""
-        layer = self.layer_breakdown()
+        blocks = self._blocks()
         return {
             "token_embedding": self.vocab_size * self.d_model,
             "position_embedding": self.n_ctx * self.d_model if self.position == "learned" else 0,
-            "attention": self.n_layer * layer["attention"],
-            "mlp": self.n_layer * layer["mlp"],
-            "norms": self.n_layer * layer["norms"] + self._norm_params(self.d_model),
+            "attention": sum(b["attention"] for b in blocks),
+            "mlp": sum(b["mlp"] for b in blocks),
+            "norms": sum(b["norms"] for b in blocks) + self._norm_params(self.d_model),
             "head": 0 if self.tied_embeddings else self.vocab_size * self.d_model,
         }
 
@@ -223,20 +296,28 @@ class Shape:
     # ---------------------------------------------------------------- FLOPs
     def flops_per_token(self, convention: str = "kaplan_train") -> float:
         """FLOPs per token under ``convention`` (see :data:`FLOP_CONVENTIONS`)."""
-        L, d, c = self.n_layer, self.d_model, self.n_ctx
+        d, c = self.d_model, self.n_ctx
         if convention in ("kaplan_forward", "kaplan_train"):
-            fwd = 2 * self.params_non_embedding + 2 * L * c * d
+            # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend
+            fwd = 2 * self.params_non_embedding + 2 * c * sum(
+                lay.heads * self.head_dim for lay in self.layers() if lay.attn)
             return float(fwd if convention == "kaplan_forward" else 3 * fwd)
         if convention in ("matmul_forward", "matmul_train"):
-            kv, f = self.kv_dim, self.d_ff
-            assert f is not None
-            mats = 3 if self.mlp == "swiglu" else 2
-            per_layer = 2 * (2 * d * d + 2 * d * kv) + 2 * mats * d * f + 2 * 2 * c * d
-            fwd = L * per_layer + 2 * d * self.vocab_size
+            fwd = sum(self.layer_flops(lay) for lay in self.layers()) + 2 * d * self.vocab_size
             return float(fwd if convention == "matmul_forward" else 3 * fwd)
         raise ShapeError(
             f"unknown FLOP convention {convention!r}; choose one of {', '.join(FLOP_CONVENTIONS)}"
         )
+
+    def layer_flops(self, lay: Layer) -> int:
+        """Forward matmul FLOPs per token of one block: its projections, its attention scores
+        and weighted sum over the full n_ctx window, and its MLP."""
+        d, c, hd, f = self.d_model, self.n_ctx, self.head_dim, self.d_ff
+        assert f is not None
+        q, kv = lay.heads * hd, lay.kv_heads * hd
+        mats = 3 if self.mlp == "swiglu" else 2
+        attn = 2 * (2 * d * q + 2 * d * kv) + 2 * 2 * c * q if lay.attn else 0
+        return attn + (2 * mats * d * f if lay.mlp else 0)
 
     # ---------------------------------------------------------------- records
     def config(self) -> dict[str, Any]:
@@ -254,6 +335,7 @@ class Shape:
         """Shape fields, exact counts (each convention named) and FLOPs per token."""
         out = self.config()
         out.update(
+            plan=self.plan,
             ff_ratio=self.ff_ratio,
             head_dim=self.head_dim,
             params_total=self.params_total,
@@ -265,6 +347,10 @@ class Shape:
             flops_per_token_matmul=self.flops_per_token("matmul_train"),
             flops_per_token_matmul_convention="matmul_train: " + FLOP_CONVENTIONS["matmul_train"],
         )
+        if not self.uniform:
+            out["layers"] = [{**lay._asdict(), "params": sum(self.layer_breakdown(lay.index)
+                                                             .values())}
+                             for lay in self.layers()]
         return out
 
     @classmethod
@@ -289,10 +375,58 @@ class Shape:
         return replace(self, **changes)
 
 
+class Layer(NamedTuple):
+    """One block of a shape's per-layer plan."""
+
+    index: int
+    attn: bool
+    mlp: bool
+    heads: int
+    kv_heads: int
+
+
+def _indices(raw: Any, name: str) -> list[int]:
+    """A plan's list of whole numbers from a tuple, a list or text (``"0,-1"``)."""
+    if isinstance(raw, str):
+        raw = [p for p in raw.replace(" ", "").split(",") if p]
+    out = []
+    for v in raw:
+        try:
+            n = int(v)
+        except (TypeError, ValueError):
+            raise ShapeError(f"{name}: {v!r} is not a whole number") from None
+        if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+            raise ShapeError(f"{name}: {v!r} is not a whole number")
+        out.append(n)
+    return out
+
+
+PLAN_SYNTAX = ("uniform | no-mlp:I,J | no-attn:I|mid | heads:H0,H1,... (several joined by "
+               "spaces; negative layer indices count from the end)")
+
+
+def parse_plan(text: str, n_layer: int) -> dict[str, tuple[int, ...]]:
+    """The Shape fields of a plan written as text for ``n_layer`` layers: ``"uniform"``,
+    ``"no-mlp:0"``, ``"no-mlp:0,-1"``, ``"no-attn:mid"`` (the middle layer, n_layer // 2),
+    ``"heads:6,12,12,6"``, or several joined by spaces (as :attr:`Shape.plan` writes them)."""
+    out: dict[str, tuple[int, ...]] = {}
+    for part in str(text).split():
+        if part == "uniform":
+            continue
+        key, _, arg = part.partition(":")
+        name = {"no-mlp": "no_mlp", "no-attn": "no_attn", "heads": "heads_per_layer"}.get(key)
+        if name is None or not arg:
+            raise ShapeError(f"unknown layer plan {part!r}; write {PLAN_SYNTAX}")
+        arg = arg.replace("mid", str(n_layer // 2))
+        out[name] = tuple(_indices(arg, key))
+    return out
+
+
 _FIELDS = frozenset(f.name for f in fields(Shape))
 # the fields that size a shape, and the rest: its architecture (what a family of shapes of one
 # size shares), in Shape's order
-SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio")
+SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio", "no_mlp",
+               "no_attn", "heads_per_layer")
 ARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Shape) if f.name not in SIZE_FIELDS)
 
 

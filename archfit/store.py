@@ -78,6 +78,8 @@ def run_columns(shape_cls: Any = None, config_cls: Any = None) -> dict[str, type
         hints = typing.get_type_hints(cls)
         for f in flds:
             cols[f.name] = _python_type(hints[f.name])
+        if cls is shape_cls:  # the per-layer plan as one text ("uniform", "no-mlp:0") and the
+            cols.update(plan=str, variant=str)  # spec's variant it was made as ("no-mlp:-1")
     cols.update({k: int for k in _COUNTS[:2]}, target_params=float)
     cols.update(budget_tokens=float, budget_tokens_per_param=float, budget_steps=int)
     cols.update({k: _RESULT_TYPES.get(k, float) for k in _RESULT_KEYS})
@@ -109,8 +111,8 @@ def _run_schema(columns: dict[str, type] | None = None) -> dict[str, Any]:
 
 
 def _cell(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return ",".join(str(v) for v in value)
+    if isinstance(value, (tuple, list)):  # a plan's layers: "0,11" (none: null)
+        return ",".join(str(v) for v in value) or None
     return value
 
 
@@ -122,6 +124,7 @@ def run_row(run: Run, sweep: str, res: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {k: None for k in run_columns(type(s))}
     row.update(run_id=run.run_id, sweep=sweep, status=res.get("status"), error=res.get("error"))
     row.update({f.name: _cell(getattr(s, f.name)) for f in fields(s)})
+    row.update(plan=s.plan, variant=run.meta.get("variant"))
     row["vocab_size"] = (res.get("shape") or {}).get("vocab_size", s.vocab_size)
     cfg = run.config
     from archfit.train.config import TrainConfig

@@ -19,7 +19,7 @@ LAYERS = [
                 "archfit.known",
                 "archfit.devices", "archfit.formats")),
     ("model", ("archfit.model",)),
-    ("train", ("archfit.data", "archfit.train", "archfit.distributed", "archfit.memory",
+    ("train", ("archfit.data", "archfit.train", "archfit.memory",
                "archfit.perf", "archfit.prepare", "archfit.corpus", "archfit.tokenizers")),
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.store",)),

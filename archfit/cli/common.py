@@ -112,7 +112,16 @@ SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
                                help="No biases in linears and norms.")),
     "norm": ("--rmsnorm", dict(flag_value="rmsnorm", default="layernorm",
                                help="RMSNorm instead of LayerNorm.")),
+    "no_mlp": ("--no-mlp", dict(default="", metavar="I,J", help="Layers without an MLP "
+                                "(0 the first, -1 the last): a per-layer plan.")),
+    "no_attn": ("--no-attn", dict(default="", metavar="I,J", help="Layers without attention "
+                                  "(or 'mid', the middle layer).")),
+    "heads_per_layer": ("--heads-per-layer", dict(default="", metavar="H0,H1,...",
+                                                  help="Query heads of each layer at the fixed "
+                                                       "head_dim width/heads (an hourglass).")),
 }
+# the per-layer plan's flags (shapes.PLAN_FIELDS), for the commands that build a shape
+PLAN_FLAGS = ("no_mlp", "no_attn", "heads_per_layer")
 
 
 def shape_options(*fields: str, **overrides: dict[str, Any]) -> Callable[[Any], Any]:

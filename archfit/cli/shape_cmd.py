@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import (FF_RATIO, INT, INT_LIST, NUMBER, NUMBER_LIST, SHAPE_FLAGS,
-                                emit_json, fmt, perf_options, pick, print_table, shape_options)
+from archfit.cli.common import (FF_RATIO, INT, INT_LIST, NUMBER, NUMBER_LIST, PLAN_FLAGS,
+                                SHAPE_FLAGS, emit_json, fmt, perf_options, pick, print_table,
+                                shape_options)
 from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_inexpressible,
                               write_export)
 from archfit.frameworks import family_fields
@@ -16,7 +17,7 @@ from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", *ARCH_FIELDS,
-               ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
+               *PLAN_FLAGS, ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
                          "(Meta's rule: 8/3 d_model rounded up to a multiple of 256)."})
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from any file --emit writes (HF config.json or its folder, "
@@ -38,6 +39,7 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
     Examples:
       archfit shape --layers 12 --width 768 --heads 12 --vocab 50257 --ctx 1024
       archfit shape --from path/to/config.json
+      archfit shape --layers 12 --width 768 --heads 12 --no-mlp 0 --no-attn 7
       archfit shape --layers 12 --width 768 --heads 12 --emit megatron -o out/
       archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --mlp swiglu --rope \\
         --rmsnorm --no-bias --untied --ff-ratio llama --emit hf-llama -o out/
@@ -137,6 +139,14 @@ def _print_shape(s: Shape) -> None:
     for conv in FLOP_CONVENTIONS:
         click.echo(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
                    f"({FLOP_CONVENTIONS[conv]})")
+    if not s.uniform:
+        click.echo(f"layer plan: {s.plan}")
+        print_table([{"layer": lay.index, "attn": lay.attn, "mlp": lay.mlp, "heads": lay.heads,
+                      "kv": lay.kv_heads, "params": sum(s.layer_breakdown(lay.index).values()),
+                      "flops": s.layer_flops(lay)} for lay in s.layers()],
+                    [("layer", "layer"), ("attn", "attention"), ("mlp", "MLP"),
+                     ("heads", "heads"), ("kv", "kv heads"), ("params", "parameters"),
+                     ("flops", "fwd matmul FLOPs/token")])
 
 
 def read_config_file(path: str):  # type: ignore[no-untyped-def]

@@ -62,8 +62,9 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     if as_json:
         emit_json(rows)
         return
+    plans = [("plan", "layer plan")] if any(r["plan"] != "uniform" for r in rows) else []
     print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
-                       ("n_head", "heads"), ("d_ff", "d_ff"),
+                       ("n_head", "heads"), ("d_ff", "d_ff"), *plans,
                        ("params_non_embedding", "non-emb params"), ("lr", "lr"), ("seed", "seed"),
                        ("tokens", "tokens"), ("flops", "FLOPs (6N+6LTd)"), ("est_s", "est. s")],
                 title=f"sweep {spec.name}: {len(rows)} runs")

@@ -20,8 +20,8 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp",
-               "position", "qk_norm", "tied_embeddings", "n_ctx",
-               n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
+               "position", "qk_norm", "tied_embeddings", "n_ctx", "no_mlp", "no_attn",
+               "heads_per_layer", n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
                n_ctx={"default": 256})
 @click.option("--parametrization", type=click.Choice(PARAMETRIZATIONS), default="standard",
               show_default=True, help="standard, or mup (muP: widths transfer the lr).")
@@ -126,7 +126,7 @@ def _launch(cfg, run_dir, nproc, restart, progress, memory_check):  # type: igno
     import shutil
     import tempfile
 
-    from archfit.distributed import launch
+    from archfit.train.launch import launch
 
     tmp = None if run_dir else tempfile.mkdtemp(prefix="archfit-run-")
     try:

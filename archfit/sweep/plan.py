@@ -47,6 +47,7 @@ def plan_rows(spec: Spec, throughput: float | None = None,
                      "n_head": s.n_head, "d_ff": s.d_ff, "ff_ratio": s.ff_ratio,
                      "params_non_embedding": s.params_non_embedding,
                      "params_total": s.params_total, "target_params": r.meta["target_params"],
+                     "plan": s.plan, "variant": r.meta.get("variant"),
                      "lr": cfg.lr, "seed": cfg.seed, "tokens": tokens, "flops": flops,
                      "est_s": flops / rate if rate else None})
     return rows

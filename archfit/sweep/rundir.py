@@ -168,7 +168,7 @@ def _run_one_rank(run_dir: str, retry_failed: bool) -> str:
     """One task of a multi-task run (see :func:`run_one`)."""
     import torch.distributed as dist
 
-    from archfit.distributed import init_process_group
+    from archfit.train.launch import init_process_group
 
     owned = init_process_group()
     rank = dist.get_rank()
@@ -216,7 +216,7 @@ def _train_logged(run_dir: str, spec: dict[str, Any], nproc: int = 1) -> dict[st
         try:
             cfg = TrainConfig.from_dict(spec["config"])
             if nproc > 1:
-                from archfit.distributed import launch
+                from archfit.train.launch import launch
 
                 res = launch(cfg, run_dir, nproc, progress=progress).to_dict()
             else:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
-from archfit.families import aspect_ratio_family, iso_param_family
+from archfit.families import REINVEST, aspect_ratio_family, iso_param_family, plan_variant
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
                             Shape)
 from archfit.sweep.schema import Key, check, number
@@ -40,7 +40,11 @@ GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         "ff_ratios": Key("list", item="number", positive=True, nonempty=True),
         "shapes": Key("list", item="table", nonempty=True),
         "aspect_ratios": Key("list", item="number", positive=True, nonempty=True),
-        "tolerance": POS_NUM}
+        "tolerance": POS_NUM,
+        # per-layer plans of every shape (archfit.shapes.parse_plan) and where the parameters
+        # a plan frees go (archfit.families.plan_variant)
+        "variants": Key("list", item="str", nonempty=True),
+        "reinvest": Key("str", choices=REINVEST)}
 BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
 TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
          "schedule": Key("str", choices=SCHEDULES), "warmup": Key("number"),
@@ -169,8 +173,28 @@ def shape_base(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shapes(raw: dict[str, Any], problems: list[str]
-            ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
-    """The spec's shapes (with the size each was planned for) and the members that missed."""
+            ) -> tuple[list[tuple[Shape, float | None, str | None]], list[str]]:
+    """The spec's shapes (with the size each was planned for and its layer variant) and the
+    members that missed."""
+    shapes, skipped = _base_shapes(raw, problems)
+    variants = raw.get("grid", {}).get("variants")
+    if not variants or problems:
+        return [(s, t, None) for s, t in shapes], skipped
+    reinvest = raw["grid"].get("reinvest", "none")
+    out: list[tuple[Shape, float | None, str | None]] = []
+    for s, t in shapes:
+        for v in variants:
+            try:
+                out.append((plan_variant(s, v, reinvest), t, v))
+            except ShapeError as e:
+                problems.append(f"grid.variants: {s.n_layer} x {s.d_model}: {e}")
+    return out, skipped
+
+
+def _base_shapes(raw: dict[str, Any], problems: list[str]
+                 ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
+    """The spec's shapes before variants (with the size each was planned for) and the members
+    that missed."""
     model, grid = raw.get("model", {}), raw.get("grid", {})
     base = shape_base(raw)
     shapes: list[tuple[Shape, float | None]] = []
@@ -202,13 +226,13 @@ def _shapes(raw: dict[str, Any], problems: list[str]
     return shapes, skipped
 
 
-def _runs(raw: dict[str, Any], name: str, shapes: list[tuple[Shape, float | None]],
-          budget: Budget) -> list[Run]:
+def _runs(raw: dict[str, Any], name: str,
+          shapes: list[tuple[Shape, float | None, str | None]], budget: Budget) -> list[Run]:
     model, trn = raw.get("model", {}), raw.get("train", {})
     train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
     runs = []
     data_sha = _manifest_sha(raw.get("data"))
-    for s, target in shapes:
+    for s, target, variant in shapes:
         for lr in (number(x) for x in raw.get("lrs") or [3e-3]):
             for seed in raw.get("seeds") or [0]:
                 cfg = TrainConfig(shape=s, budget=budget,
@@ -217,6 +241,8 @@ def _runs(raw: dict[str, Any], name: str, shapes: list[tuple[Shape, float | None
                                   data=raw.get("data"), data_sha256=data_sha, lr=lr,
                                   seed=seed, **train_kw)
                 c, meta = cfg.to_dict(), {"target_params": target, "sweep": name}
+                if variant is not None:
+                    meta["variant"] = variant
                 runs.append(Run(run_id_of(c, meta), c, meta))
     return runs
 
@@ -275,7 +301,8 @@ def _size_bound(raw: dict[str, Any]) -> int:
     g = raw.get("grid", {})
     shapes = len(g["shapes"]) if "shapes" in g else len(g.get("params", [])) * max(
         len(g.get("depths", [])), len(g.get("aspect_ratios", []))) * len(g.get("ff_ratios", [4]))
-    return shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
+    return (shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
+            * len(g.get("variants") or [0]))
 
 
 def _check_gpus(spec: Spec, problems: list[str]) -> None:

@@ -9,10 +9,11 @@
   DDP/FSDP2 wrapping;
 - :mod:`~archfit.train.checkpoint`: loading (``weights_only=True``) and resuming;
 - :mod:`~archfit.train.stop`: bounded stops on SIGTERM/SIGUSR2;
-- :mod:`~archfit.train.loop`: :func:`train`, the loop itself.
+- :mod:`~archfit.train.loop`: :func:`train`, the loop itself;
+- :mod:`~archfit.train.launch`: multi-process runs (torchrun) and the process group
+  (``python -m archfit.train RUN_DIR`` is one process of such a run).
 
-Multi-process setup lives in :mod:`archfit.distributed`. ``train`` and the torch-side helpers
-are loaded on first use.
+``train`` and the torch-side helpers are loaded on first use.
 """
 
 from __future__ import annotations

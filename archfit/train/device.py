@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archfit.distributed import ProcessGroup
+from archfit.train.launch import ProcessGroup
 from archfit.errors import ArchfitError
 from archfit.shapes import Shape
 from archfit.train.config import TrainConfig

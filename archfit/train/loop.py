@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.distributed import ProcessGroup, join_process_group
+from archfit.train.launch import ProcessGroup, join_process_group
 from archfit.errors import ArchfitError, DataError
 from archfit.io import atomic_path
 from archfit.shapes import Shape

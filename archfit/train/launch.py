@@ -127,7 +127,7 @@ def launch(cfg: TrainConfig, run_dir: str, nproc: int, restart: bool = False,
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)  # a fresh group of our own, not an enclosing job's
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-           f"--nproc-per-node={nproc}", "-m", "archfit.distributed", run_dir]
+           f"--nproc-per-node={nproc}", "-m", "archfit.train", run_dir]
     if restart:
         cmd.append("--restart")
     if not memory_check:
@@ -203,7 +203,3 @@ def worker(run_dir: str, restart: bool = False, memory_check: bool = True) -> in
         atomic_write(os.path.join(run_dir, RESULT_FILE), json.dumps(result.to_dict()))
     return EXIT_PREEMPTED if result.status == "preempted" else 0
 
-
-if __name__ == "__main__":
-    sys.exit(worker(sys.argv[1], "--restart" in sys.argv[2:],
-                    "--no-memory-check" not in sys.argv[2:]))
