@@ -26,6 +26,8 @@ _LAZY = {
     "Fit": "archfit.laws",
     "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
     "recommend": "archfit.recommender",
+    "trade": "archfit.trade",
+    "parse_plan": "archfit.shapes",
     "Recommendation": "archfit.recommender",
     "TrainConfig": "archfit.train",
     "Budget": "archfit.train",

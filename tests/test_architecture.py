@@ -25,7 +25,7 @@ LAYERS = [
     ("store", ("archfit.store",)),
     ("laws", ("archfit.laws",)),
     ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives",
-                   "archfit.validation", "archfit.design")),
+                   "archfit.validation", "archfit.design", "archfit.trade")),
     ("plots", ("archfit.plots",)),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

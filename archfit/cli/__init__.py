@@ -32,6 +32,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
                "Choose the next runs: most information about a target per unit cost."),
     "validate": ("archfit.cli.validate_cmd:validate",
                  "Train the recommended shape and its rivals: did it hold?"),
+    "trade": ("archfit.cli.trade_cmd:trade",
+              "A per-layer plan against the uniform shape: loss, step time, time to a loss."),
     "plot": ("archfit.cli.plot_cmd:plot", "Draw a fit and its evidence."),
     "throughput": ("archfit.cli.throughput_cmd:throughput",
                    "Calibrate a step-time model on measured runs; measured vs predicted."),
