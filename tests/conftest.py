@@ -1,7 +1,7 @@
 """Shared fixtures and strategies.
 
 - ``st.from_type(Shape)`` draws valid shapes of every kind (MLP kinds, tied and untied, GQA,
-  RoPE, QK-norm, bias or not, both norms): registered here for every test.
+  RoPE, QK-norm, bias or not, both norms, and per-layer plans): registered here for every test.
 - ``repo``: the repository root (tests read nothing outside it).
 - ``cli``: run the ``archfit`` click command in-process; ``archfit_cmd``: argv for a subprocess.
 - ``levine_synthetic`` / ``chinchilla_synthetic`` / ``joint_synthetic`` /
@@ -27,14 +27,28 @@ from archfit.shapes import Shape
 
 ROOT = Path(__file__).resolve().parents[1]
 
+def _plan(kind: int, L: int, h: int, g: int) -> dict:
+    """A per-layer plan of kind 0 (uniform), 1 (no MLP in layer 0), 2 (no attention in the last
+    layer), 3 (an hourglass: every other layer at half the heads, a multiple of the group g)."""
+    if kind == 1:
+        return {"no_mlp": (0,)}
+    if kind == 2 and L > 1:
+        return {"no_attn": (-1,)}
+    if kind == 3:
+        return {"heads_per_layer": tuple(g * (h if i % 2 == 0 else max(1, h // 2))
+                                         for i in range(L))}
+    return {}
+
+
 st.register_type_strategy(Shape, st.builds(
-    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk: Shape(
+    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk, plan: Shape(
         n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, d_ff=ff, mlp=mlp,
         tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
-        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64),
+        norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64,
+        **_plan(plan, L, h, g)),
     st.integers(1, 12), st.sampled_from([2, 4, 8, 16]), st.integers(1, 4), st.integers(1, 3),
     st.integers(1, 512), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
-    st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+    st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3),
 ))
 
 

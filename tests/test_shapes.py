@@ -78,8 +78,11 @@ def test_counts_are_additive(s):
     b = s.breakdown()
     assert sum(b.values()) == s.params_total
     assert s.params_embedding + s.params_non_embedding == s.params_total
-    per_layer = s.layer_breakdown()
-    assert b["attention"] == s.n_layer * per_layer["attention"]
+    blocks = [s.layer_breakdown(i) for i in range(s.n_layer)]
+    assert b["attention"] == sum(x["attention"] for x in blocks)
+    assert b["mlp"] == sum(x["mlp"] for x in blocks)
+    if s.uniform:
+        assert all(x == blocks[0] for x in blocks)
     assert all(v >= 0 for v in b.values())
     assert Shape.from_config(s.config()) == s
 
