@@ -17,7 +17,8 @@ FLOP conventions (per token):
 
 ``kaplan_forward``
     Kaplan et al. (2020) Table 1: ``C_fwd = 2N + 2 n_layer n_ctx d_model`` with N
-    non-embedding.
+    non-embedding. For a per-layer plan the context term sums ``n_ctx`` times each attending
+    layer's query width (heads × head_dim): a layer without attention adds none.
 ``kaplan_train``
     ``3 * kaplan_forward`` (backward ≈ 2× forward) = ``6N + 6 n_layer n_ctx d_model``.
 ``matmul_forward``
@@ -27,6 +28,10 @@ FLOP conventions (per token):
     matrices and the output logits. Norms, softmax and activations are not counted.
 ``matmul_train``
     ``3 * matmul_forward`` (the backward pass computes two products per forward one).
+
+Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count above is a sum over
+the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
+block without an MLP (or attention) has neither its matrices nor the norm before them.
 """
 
 from __future__ import annotations

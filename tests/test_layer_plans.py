@@ -255,3 +255,29 @@ def test_the_trade_command_on_a_table_and_its_errors(cli, tmp_path):
     runs.drop("seed").write_parquet(tmp_path / "noseed.parquet")
     r = cli("trade", tmp_path / "noseed.parquet")
     assert r.exit_code == 2 and "no 'seed' column" in r.output
+
+
+@pytest.mark.slow
+def test_the_shipped_layer_variants_sweep_runs_and_reports(tmp_path, repo, archfit_cmd):
+    """sweeps/layer-variants.toml from this checkout: 9 runs, collected, and a trade line with
+    intervals for each variant (whatever its sign)."""
+    import subprocess
+
+    spec = str(repo / "sweeps" / "layer-variants.toml")
+    out, table = tmp_path / "runs", tmp_path / "lv.parquet"
+    for args in (("sweep", "run", spec, "--out", out),
+                 ("sweep", "collect", spec, "--out", out, "-o", table)):
+        r = subprocess.run(archfit_cmd(*args), capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-2000:]
+    df = pl.read_parquet(table)
+    assert df.height == 9 and set(df["status"]) == {"ok"}
+    assert sorted(set(df["plan"])) == ["no-mlp:0", "no-mlp:3", "uniform"]
+    r = subprocess.run(archfit_cmd("trade", table), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    print(r.stdout)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("no-mlp")]
+    assert len(lines) == 2
+    for ln in lines:
+        assert any(v in ln for v in ("faster to the loss", "slower to the loss",
+                                     "within the noise"))
+        assert "time to the loss x" in ln and "[" in ln

@@ -21,7 +21,7 @@ PLACEHOLDER = re.compile(r"\b(FIT|DATA|FILE|NAME|SPEC|TABLE|DIR|DONE|TARGET|FMT|
                          r"<|yours|mine|corpus/|shards/|raw\.csv|llama-sweep|grid\.csv|"
                          r"mixed\.csv|done\.csv|big\.csv|runs\.csv|pool\.csv|scattered|bigger|"
                          r"demo-out/|demo-half|next\.toml|tokenizer\.json|my-|"
-                         r"throughput-cpu\.parquet")
+                         r"throughput-cpu\.parquet|layer-variants\.parquet")
 
 
 def readme_commands() -> list[str]:
