@@ -468,8 +468,8 @@ def recommend(
     rule = d_ff_rule
     if d_ff_rule is not None:
         ff = _ff(ff_ratio, fits, target.value, notes)
-    elif ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.frameworks owns), exactly
-        from archfit.frameworks import llama_ffn_hidden
+    elif ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.formats owns), exactly
+        from archfit.formats import llama_ffn_hidden
 
         ff, ff_multiple = 8 / 3, opts.ff_multiple
         rule = lambda d: llama_ffn_hidden(d, ff_multiple)  # noqa: E731

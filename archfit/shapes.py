@@ -358,21 +358,6 @@ class Shape:
                              for lay in self.layers()]
         return out
 
-    @classmethod
-    def from_hf_config(cls, cfg: dict[str, Any]) -> Shape:
-        """The shape of a transformers ``config.json`` dict (GPT-2, Llama, Mistral, Qwen2,
-        GPT-NeoX) or of nanoGPT ``model_args``; warns about fields it does not know
-        (:func:`archfit.importers.read_config` lists them)."""
-        from archfit.importers import shape_from_hf_config
-
-        return shape_from_hf_config(cfg)
-
-    def to_hf_config(self, kind: str = "hf-llama") -> dict[str, Any]:
-        """A transformers ``config.json`` dict: ``hf-llama`` (LlamaConfig) or ``hf-gpt2``."""
-        from archfit.frameworks import hf_config
-
-        return hf_config(self, kind)
-
     def with_(self, **changes: Any) -> Shape:
         """A copy with some fields changed (``d_ff`` is recomputed from ``ff_ratio`` if given)."""
         if "ff_ratio" in changes and "d_ff" not in changes:

@@ -113,8 +113,8 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
 def check_export(fmt: str, tmp: Path) -> None:
     """A format writes, for its own family's shape, a file that parses in the format's own
     syntax, names the exact params_total and its convention, and expresses the shape."""
-    from archfit.frameworks import FORMATS, ExportOptions, family_fields, problems
-    from archfit.importers import read_export_text
+    from archfit.formats import FORMATS, ExportOptions, family_fields, problems
+    from archfit.formats import read_text as read_export_text
     from archfit.shapes import Shape
 
     f = FORMATS[fmt]

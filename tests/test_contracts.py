@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from contracts import EXAMPLES, check_export, check_law
 
-from archfit.frameworks import FORMATS
+from archfit.formats import FORMATS
 from archfit.laws import LAWS
 
 # the laws archfit ships (a test may register a law of its own: it is not one of these)
@@ -24,3 +24,49 @@ def test_law_contract(name, tmp_path):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_export_contract(fmt, tmp_path):
     check_export(fmt, tmp_path)
+
+
+def test_a_format_registered_in_a_test_serves_emit_from_and_the_contract(tmp_path, cli):
+    """Adding a format is one module that registers a Format: --emit writes it, --from reads it
+    back, the limits refuse what it cannot hold, and the contract test passes it."""
+    import json
+
+    from archfit.formats import base
+    from archfit.shapes import Shape
+
+    def render(s, o):
+        return json.dumps({"toy": True, "written by archfit": 1, "L": s.n_layer, "d": s.d_model,
+                           "h": s.n_head, "archfit": base.archfit_block(s)}) + "\n"
+
+    def read(text, where):
+        d = json.loads(text)
+        return base.Imported(Shape(n_layer=d["L"], d_model=d["d"], n_head=d["h"], n_ctx=128,
+                                   vocab_size=1000), "toy")
+
+    def limits(s):
+        out: list[str] = []
+        base.need(s.position == "learned" and s.mlp == "gelu", "toy is GPT-2-like only", out)
+        return out
+
+    toy = base.Format("toy", "a toy JSON format", "gpt2", "toy.json", render, limits,
+                      "toy-train FILE", suffixes=(".json",),
+                      sniff=lambda text: '"toy": true' in text, read=read)
+    base.register(toy)
+    try:
+        shape = ["--layers", "4", "--width", "256", "--heads", "4", "--vocab", "1000",
+                 "--ctx", "128"]
+        r = cli("shape", *shape, "--emit", "toy", "-o", tmp_path)
+        assert r.exit_code == 0, r.output
+        r = cli("shape", "--from", tmp_path / "toy.json", "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["params_total"] == Shape(
+            n_layer=4, d_model=256, n_head=4, vocab_size=1000, n_ctx=128).params_total
+        r = cli("shape", *shape, "--rope", "--emit", "toy")
+        assert r.exit_code == 2 and "toy is GPT-2-like only" in r.output
+        r = cli("shape", *shape, "--no-mlp", "0", "--emit", "toy")
+        assert r.exit_code == 2 and "layer 0 has no MLP" in r.output
+        check_export("toy", tmp_path)
+    finally:
+        base.REGISTRY.pop("toy")
+    r = cli("shape", *shape, "--emit", "toy")
+    assert r.exit_code == 2 and "unknown export format 'toy'" in r.output

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from archfit.cli.emit import family_flags
-from archfit.frameworks import family_fields
+from archfit.formats import family_fields
 from archfit.shapes import Shape
 
 pytestmark = pytest.mark.frameworks

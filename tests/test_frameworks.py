@@ -15,8 +15,8 @@ import random
 import pytest
 
 from archfit.errors import ArchfitError
-from archfit.frameworks import (FORMATS, FormatError, export, family_fields, problems)
-from archfit.importers import from_hf_config
+from archfit.formats import FORMATS, FormatError, export, family_fields, problems
+from archfit.formats.hf import from_hf_config, hf_config
 from archfit.known import load_known_models
 from archfit.shapes import Shape
 
@@ -67,7 +67,7 @@ def test_exported_hf_configs_build_models_with_exactly_params_total(kind, make):
     seen = {"tied": 0, "untied": 0, "gqa": 0, "mqa": 0}
     for _ in range(N_RANDOM):
         s = make(rng)
-        assert hf_count(s.to_hf_config(kind)) == s.params_total, s
+        assert hf_count(hf_config(s, kind)) == s.params_total, s
         seen["tied" if s.tied_embeddings else "untied"] += 1
         if 1 < s.n_kv_head < s.n_head:
             seen["gqa"] += 1
@@ -141,7 +141,7 @@ def test_published_counts_match_exactly():
                                        ("GPT-2 124M", "hf-gpt2")])
 def test_published_shapes_exported_build_their_published_count(name, kind):
     m = next(m for m in load_known_models() if m.name == name)
-    assert hf_count(m.shape.to_hf_config(kind)) == PUBLISHED[name]
+    assert hf_count(hf_config(m.shape, kind)) == PUBLISHED[name]
 
 
 def test_known_model_table_has_the_families_and_sources():
@@ -165,10 +165,12 @@ def test_known_models_frame_and_notebook_api():
             "tied_embeddings", "params_total", "params_non_embedding", "source"} <= set(df.columns)
     llama = df.filter(df["name"] == "Llama-2 7B").row(0, named=True)
     assert llama["params_total"] == 6_738_415_616
-    s = archfit.Shape.from_hf_config(archfit.Shape(n_layer=2, d_model=64, n_head=4, n_kv_head=2,
-                                                   mlp="swiglu", position="rope", norm="rmsnorm",
-                                                   bias=False, d_ff=96, vocab_size=100,
-                                                   tied_embeddings=False).to_hf_config())
+    from archfit.formats import hf_config as to_config, shape_from_config
+
+    s = shape_from_config(to_config(archfit.Shape(n_layer=2, d_model=64, n_head=4, n_kv_head=2,
+                                                  mlp="swiglu", position="rope", norm="rmsnorm",
+                                                  bias=False, d_ff=96, vocab_size=100,
+                                                  tied_embeddings=False)))
     assert (s.n_layer, s.d_model, s.n_head, s.n_kv_head, s.d_ff, s.tied_embeddings) == \
         (2, 64, 4, 2, 96, False)
 
@@ -201,7 +203,8 @@ def test_nanogpt_checkpoint_is_read_by_shape_from(cli, tmp_path):
 
 
 def test_megatron_arguments_say_the_shape_and_megatrons_padded_count():
-    from archfit.frameworks import ExportOptions, megatron_counts
+    from archfit.formats import ExportOptions
+    from archfit.formats.megatron import megatron_counts
 
     s = Shape(n_layer=6, d_model=512, n_head=8, n_kv_head=2, d_ff=1408, vocab_size=32000,
               mlp="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False)
@@ -230,9 +233,9 @@ def test_torchtitan_module_names_its_release_and_shape():
     assert "torchtitan 0.3.0" in text.splitlines()[0]
     tree = ast.parse(text)
     assert {n.name for n in tree.body if isinstance(n, ast.FunctionDef)} >= {"archfit_model"}
-    from archfit.importers import from_python_file
+    from archfit.formats import read_text
 
-    assert from_python_file(text).shape == s
+    assert read_text(text, ".py").shape == s
 
 
 def test_litgpt_yaml_nests_the_model_and_ties_through_train():
@@ -253,9 +256,13 @@ def test_the_cli_lists_every_format():
     from archfit.cli.recommend_cmd import recommend
     from archfit.cli.shape_cmd import shape
 
+    from archfit.formats import FORMAT_NAMES
+
+    assert tuple(FORMATS)[:len(FORMAT_NAMES)] == FORMAT_NAMES  # the cold list is the registry's
     for command in (shape, recommend):
         emit = next(p for p in command.params if p.name == "emit")
-        assert tuple(emit.type.choices) == tuple(FORMATS)
+        assert all(name in emit.help for name in FORMAT_NAMES)  # the help, from the list
+        assert all(emit.type.convert(name, emit, None) == name for name in FORMATS)
 
 
 def test_formats_name_what_they_cannot_express():
@@ -373,7 +380,9 @@ def test_shape_from_reports_unknown_fields(cli, tmp_path):
     assert "unknown fields" in r.output and "my_new_knob" in r.output
     assert f"{hf_count(cfg):,}" in r.output
     with pytest.warns(UserWarning, match="my_new_knob"):
-        Shape.from_hf_config(cfg)
+        from archfit.formats import shape_from_config
+
+        shape_from_config(cfg)
 
 
 def _one_line_exit_2(r):

@@ -28,11 +28,31 @@ def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
     f = click.option("-o", "--out", "out_dir", default=None, metavar="DIR",
                      help="With --emit: write the config into this folder (stdout if absent).")(f)
-    return click.option("--emit", "emit", type=click.Choice(FORMAT_NAMES), default=None,
-                        help="Export the shape: hf-llama / hf-gpt2 (transformers config.json), "
-                             "nanogpt (config file for its train.py), megatron (pretrain_gpt.py "
-                             "arguments), torchtitan (Python config, 0.3.0), litgpt (pretrain "
-                             "--config YAML).")(f)
+    return click.option("--emit", "emit", type=FormatName(), default=None,
+                        help=f"Export the shape to a framework's config: "
+                             f"{', '.join(FORMAT_NAMES)} (or a format registered with "
+                             "archfit.formats.base.register).")(f)
+
+
+class FormatName(click.ParamType):
+    """A format name, checked against the registry only when one is given (the built-in names
+    need no import: ``archfit recommend`` stays cold)."""
+
+    name = "format"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(FORMAT_NAMES) + "|...]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> str:
+        if value in FORMAT_NAMES:
+            return value
+        from archfit.formats import FormatError, get_format
+
+        try:
+            return get_format(value).name
+        except FormatError as e:
+            self.fail(str(e), param, ctx)
 
 
 def explicit(ctx: click.Context, name: str) -> bool:
@@ -49,7 +69,7 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
     (``--emit hf-llama`` designs a Llama-style shape); returns the line that says so."""
     if fmt is None:
         return None
-    from archfit.frameworks import STYLE_TEXT, get_format
+    from archfit.formats import STYLE_TEXT, get_format
 
     f = get_format(fmt)
     for name, value in f.defaults.items():
@@ -73,7 +93,7 @@ def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str
 
 def family_flags(fmt: str) -> str:
     """The shape flags that give a format's own family (``--mlp swiglu --rope ...``)."""
-    from archfit.frameworks import get_format
+    from archfit.formats import get_format
 
     d = get_format(fmt).defaults
     flags = [f"--mlp {d['mlp']}"] if d["mlp"] != "gelu" else []
@@ -89,7 +109,7 @@ def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str,
                          suggest_family: bool = False) -> None:
     """Exit 2 naming what ``fmt`` cannot express; ``suggest_family``: name the flags of the
     format's own family (``shape --emit`` keeps the shape given and never swaps a field)."""
-    from archfit.frameworks import FormatError, problems
+    from archfit.formats import FormatError, problems
 
     why = problems(shape, fmt)
     if why:
@@ -103,7 +123,7 @@ def refuse_inexpressible(ctx: click.Context, shape: Shape, fmt: str,
 
 
 def _export_path(fmt: str, out_dir: str) -> str:
-    from archfit.frameworks import get_format
+    from archfit.formats import get_format
 
     return os.path.join(out_dir, get_format(fmt).filename)
 
@@ -113,7 +133,7 @@ def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool, tp: i
     """The export on stdout (and its counts on stderr), or written atomically into ``out_dir``
     (checked beforehand by :func:`check_emit_args`) with a line naming the file and its counts;
     returns the path."""
-    from archfit.frameworks import ExportOptions, get_format
+    from archfit.formats import ExportOptions, get_format
 
     f = get_format(fmt)
     o = ExportOptions(tp=tp or 1, vocab_divisible_by=vocab_divisible_by)
@@ -141,7 +161,7 @@ def check_emit_args(fmt: str | None, out_dir: str | None, force: bool, as_json: 
     if fmt is not None and as_json:
         raise click.UsageError("give --emit or --json, not both")
     if out_dir is not None:
-        from archfit.frameworks import is_archfit_export
+        from archfit.formats import is_archfit_export
 
         what = f"{fmt} config"
         check_output(out_dir, what, inputs=inputs, folder=True)

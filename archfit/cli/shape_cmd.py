@@ -9,7 +9,7 @@ from archfit.cli.common import (FF_RATIO, INT, INT_LIST, NUMBER, NUMBER_LIST, PL
                                 shape_options)
 from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_inexpressible,
                               write_export)
-from archfit.frameworks import family_fields
+from archfit.formats import family_fields, read_file
 from archfit.errors import ShapeError
 from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
 from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
@@ -57,7 +57,7 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
         given = [SHAPE_FLAGS[k][0] for k in fields if explicit(ctx, k)]
         if given:
             raise click.UsageError(f"give --from or shape flags ({', '.join(given)}), not both")
-        imported = read_config_file(from_file)
+        imported = read_file(from_file)
         s = imported.shape
     else:
         missing = [SHAPE_FLAGS[k][0] for k in ("n_layer", "d_model", "n_head")
@@ -147,49 +147,6 @@ def _print_shape(s: Shape) -> None:
                     [("layer", "layer"), ("attn", "attention"), ("mlp", "MLP"),
                      ("heads", "heads"), ("kv", "kv heads"), ("params", "parameters"),
                      ("flops", "fwd matmul FLOPs/token")])
-
-
-def read_config_file(path: str):  # type: ignore[no-untyped-def]
-    """Any file archfit exports (HF config.json or its folder, nanoGPT and torchtitan .py,
-    Megatron-LM .sh, LitGPT .yaml), nanoGPT model_args JSON, or a nanoGPT checkpoint (.pt,
-    read with torch.load(weights_only=True)); nothing in it is executed."""
-    import os
-
-    from archfit.errors import describe_os_error
-    from archfit.frameworks import FormatError
-    from archfit.importers import read_config, read_export_text
-
-    if os.path.isdir(path):
-        path = os.path.join(path, "config.json")
-    if not os.path.exists(path):
-        raise FormatError(f"{path}: no such file; give a config archfit exports (HF config.json "
-                          "or its folder, nanoGPT/torchtitan .py, Megatron .sh, LitGPT .yaml) "
-                          "or a nanoGPT checkpoint")
-    suffix = os.path.splitext(path)[1].lower()
-    try:
-        if suffix in (".pt", ".pth", ".ckpt"):
-            import torch
-
-            try:
-                ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
-                raise FormatError(f"not a readable torch checkpoint ({type(e).__name__}: "
-                                  f"{str(e).splitlines()[0][:120]})") from None
-            if not isinstance(ckpt, dict) or "model_args" not in ckpt:
-                raise FormatError("a checkpoint without model_args (not nanoGPT's format)")
-            return read_config(ckpt)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise FormatError(describe_os_error(e)) from None
-        except UnicodeDecodeError as e:
-            raise FormatError(f"not a text config ({e.reason})") from None
-        return read_export_text(text, suffix, "the file")
-    except FormatError as e:
-        raise FormatError(f"{path}: {str(e).removeprefix('the file: ')}") from None
-    except ShapeError as e:
-        raise FormatError(f"{path}: the config's shape is not valid: {e}") from None
 
 
 @click.command()

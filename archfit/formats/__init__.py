@@ -1,0 +1,175 @@
+"""Shapes to and from the configs people train with, one module per format:
+
+- :mod:`~archfit.formats.hf`: Hugging Face ``config.json`` (``hf-llama``, ``hf-gpt2``; reads
+  gpt2, llama, mistral, qwen2 and gpt_neox);
+- :mod:`~archfit.formats.nanogpt`: nanoGPT's config file and checkpoints' ``model_args``;
+- :mod:`~archfit.formats.megatron`: Megatron-LM's ``pretrain_gpt.py`` arguments;
+- :mod:`~archfit.formats.torchtitan`: a torchtitan llama3 model config;
+- :mod:`~archfit.formats.litgpt`: a LitGPT ``pretrain --config`` file.
+
+Each module holds its renderer, its limits (what it cannot express: :func:`problems` names them
+instead of writing something close) and its reader for ``--from`` (never executing the file),
+and registers its :class:`~archfit.formats.base.Format`. Adding a format is one module that
+calls :func:`~archfit.formats.base.register`, plus its contract test. Exports write only fields
+whose meaning was checked against the framework, and say what ``params_total`` counts.
+
+:data:`FORMAT_NAMES` is the built-in list, importable without loading any format (``archfit
+recommend --emit`` names them on its cold path).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from archfit.formats.base import ExportOptions, Format, Imported
+    from archfit.shapes import Shape
+
+FORMAT_NAMES = ("hf-llama", "hf-gpt2", "nanogpt", "megatron", "torchtitan", "litgpt")
+_MODULES = ("hf", "nanogpt", "megatron", "torchtitan", "litgpt")  # in FORMAT_NAMES' order
+
+
+def registry() -> dict[str, Format]:
+    """Every format: the built-in ones (loaded on first use) and any registered since."""
+    from archfit.formats import base
+
+    for m in _MODULES:
+        importlib.import_module(f"archfit.formats.{m}")
+    return base.REGISTRY
+
+
+def get_format(name: str) -> Format:
+    from archfit.formats.base import FormatError
+
+    formats = registry()
+    try:
+        return formats[name]
+    except KeyError:
+        raise FormatError(f"unknown export format {name!r}; choose one of "
+                          f"{', '.join(formats)}") from None
+
+
+def problems(shape: Shape, fmt: str) -> list[str]:
+    """Why ``fmt`` cannot express ``shape`` (empty: it can)."""
+    from archfit.formats.base import plan_limits
+
+    f = get_format(fmt)
+    return ([] if f.holds_plans else plan_limits(shape, f.name)) + f.limits(shape)
+
+
+def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
+    """The text of ``shape`` in format ``fmt``; :class:`FormatError` names what it cannot hold."""
+    from archfit.formats.base import ExportOptions, FormatError
+
+    why = problems(shape, fmt)
+    if why:
+        raise FormatError(f"--emit {fmt} cannot express this shape: {'; '.join(why)}")
+    return get_format(fmt).render(shape, options or ExportOptions())
+
+
+def read_config(cfg: dict[str, Any]) -> Imported:
+    """A config dict: an HF ``config.json`` (has ``model_type``) or nanoGPT model_args (or a
+    checkpoint dict holding them)."""
+    from archfit.formats.hf import from_hf_config
+    from archfit.formats.nanogpt import from_nanogpt, model_args_of
+
+    args = model_args_of(cfg)
+    return from_nanogpt(args) if args is not None else from_hf_config(cfg)
+
+
+def shape_from_config(cfg: dict[str, Any]) -> Shape:
+    """The shape of a transformers ``config.json`` dict (GPT-2, Llama, Mistral, Qwen2,
+    GPT-NeoX) or of nanoGPT ``model_args``; warns (rather than guesses) about fields it does not
+    know (:func:`read_config` lists them)."""
+    import warnings
+
+    imp = read_config(cfg)
+    if imp.unknown:
+        warnings.warn(f"fields archfit does not know (not used): {', '.join(imp.unknown)}",
+                      stacklevel=2)
+    return imp.shape
+
+
+def hf_config(shape: Shape, kind: str = "hf-llama") -> dict[str, Any]:
+    """A transformers ``config.json`` dict: ``hf-llama`` (LlamaConfig) or ``hf-gpt2``."""
+    from archfit.formats.hf import hf_config as render
+
+    return render(shape, kind)
+
+
+def read_text(text: str, suffix: str, where: str = "the file") -> Imported:
+    """A file in one of the registered formats, by its suffix and, where formats share one,
+    by its content (each format's ``sniff``). Nothing in it is executed."""
+    from archfit.formats.base import FormatError
+
+    formats = registry().values()
+    candidates = [f for f in formats if suffix in f.suffixes and f.read is not None]
+    for f in candidates:
+        if f.sniff(text):
+            return f.read(text, where)  # type: ignore[misc]
+    if candidates:  # none recognizes it: the suffix's first reader says what it expected
+        return candidates[0].read(text, where)  # type: ignore[misc]
+    known = sorted({s for f in formats for s in f.suffixes})
+    raise FormatError(f"{where}: format not supported ({suffix or 'no suffix'}); archfit reads "
+                      f"{', '.join(known)} files of the formats "
+                      f"{', '.join(f.name for f in formats)}, and nanoGPT checkpoints .pt")
+
+
+def read_file(path: str) -> Imported:
+    """Any file a format reads (an HF config.json or its folder, nanoGPT and torchtitan .py,
+    Megatron-LM .sh, LitGPT .yaml), nanoGPT model_args JSON, or a nanoGPT checkpoint (.pt, read
+    with ``torch.load(weights_only=True)``); nothing in it is executed. Every failure is one
+    :class:`FormatError` naming the file."""
+    from archfit.errors import ShapeError, describe_os_error
+    from archfit.formats.base import FormatError
+
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    if not os.path.exists(path):
+        raise FormatError(f"{path}: no such file; give a config archfit exports (HF config.json "
+                          "or its folder, nanoGPT/torchtitan .py, Megatron .sh, LitGPT .yaml) "
+                          "or a nanoGPT checkpoint")
+    suffix = os.path.splitext(path)[1].lower()
+    try:
+        if suffix in (".pt", ".pth", ".ckpt"):
+            return read_config(_checkpoint(path))
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise FormatError(describe_os_error(e)) from None
+        except UnicodeDecodeError as e:
+            raise FormatError(f"not a text config ({e.reason})") from None
+        return read_text(text, suffix, "the file")
+    except FormatError as e:
+        raise FormatError(f"{path}: {str(e).removeprefix('the file: ')}") from None
+    except ShapeError as e:
+        raise FormatError(f"{path}: the config's shape is not valid: {e}") from None
+
+
+def _checkpoint(path: str) -> dict[str, Any]:
+    import torch
+
+    from archfit.formats.base import FormatError
+
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
+        raise FormatError(f"not a readable torch checkpoint ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120]})") from None
+    if not isinstance(ckpt, dict) or "model_args" not in ckpt:
+        raise FormatError("a checkpoint without model_args (not nanoGPT's format)")
+    return ckpt
+
+
+def __getattr__(name: str) -> Any:
+    """The shared names of :mod:`archfit.formats.base` (``FormatError``, ``ExportOptions``,
+    ``family_fields``...) and ``FORMATS`` (the registry), on first use."""
+    if name == "FORMATS":
+        return registry()
+    base = importlib.import_module("archfit.formats.base")
+    if hasattr(base, name) and not name.startswith("_"):
+        return getattr(base, name)
+    raise AttributeError(f"module 'archfit.formats' has no attribute {name!r}")

@@ -1,0 +1,235 @@
+"""What every export format shares: :class:`Format` (renderer, limits, reader), the
+registry the format modules add themselves to (:func:`register`), the architecture families
+(:data:`LLAMA_STYLE`, :data:`GPT2_STYLE`), :class:`ExportOptions`, :class:`Imported` and the
+helpers the readers share. The format modules import this one; nothing here imports them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from archfit.errors import ShapeError
+from archfit.shapes import Shape
+
+
+class FormatError(ShapeError):
+    """A config that cannot be read, or a shape a format cannot express."""
+
+
+CONVENTION = ("params_total counts every trainable parameter once (tied embeddings once); "
+              "params_non_embedding is Kaplan's N (no token/position embeddings, no untied head)")
+
+# ====================================================================== architecture families
+# ff_ratio "llama": d_ff by Meta's rule (llama_ffn_hidden), the one Llama d_ff rule of archfit
+LLAMA_STYLE: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": "llama", "ff_multiple": 256,
+                               "position": "rope", "norm": "rmsnorm", "bias": False,
+                               "tied_embeddings": False}
+GPT2_STYLE: dict[str, Any] = {"mlp": "gelu", "ff_ratio": 4.0, "position": "learned",
+                              "norm": "layernorm", "bias": True, "tied_embeddings": True}
+# the architecture a Llama-family config always has (its readers fill these in)
+LLAMA_FIXED: dict[str, Any] = {"mlp": "swiglu", "position": "rope", "norm": "rmsnorm",
+                               "bias": False}
+STYLE_TEXT = {
+    "llama": "a Llama-style shape: SwiGLU (d_ff by Llama's rule: 8/3 d_model rounded up to a "
+             "multiple of 256), RoPE, "
+             "RMSNorm, no biases, untied embeddings",
+    "gpt2": "a GPT-2-style shape: GELU (d_ff = 4 d_model), learned positions, LayerNorm, "
+            "biases, tied embeddings",
+}
+
+
+def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: float | None = None) -> int:
+    """The SwiGLU hidden size of Meta's Llama reference ``FeedForward`` (and torchtitan's
+    llama3 args): 2/3 of 4*dim, times the multiplier, rounded up to ``multiple_of``."""
+    hidden = int(2 * 4 * dim / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+def family_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Shape fields with a family's d_ff rule applied: ``ff_ratio="llama"`` (the Llama family's
+    default) becomes the d_ff of :func:`llama_ffn_hidden` at the family's multiple."""
+    out = dict(fields)
+    out.pop("ff_multiple", None)
+    if out.get("ff_ratio") == "llama":
+        out["d_ff"] = llama_ffn_hidden(out["d_model"], LLAMA_STYLE["ff_multiple"])
+        out["ff_ratio"] = None
+    return out
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What a file needs beyond the shape: the tensor-parallel degree and Megatron's vocab
+    multiple (Megatron pads the vocabulary to ``vocab_divisible_by * tp``)."""
+
+    tp: int = 1
+    vocab_divisible_by: int = 128
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.vocab_divisible_by < 1:
+            raise FormatError(f"--tp and --make-vocab-size-divisible-by must be >= 1, got "
+                              f"{self.tp} and {self.vocab_divisible_by}")
+
+
+@dataclass(frozen=True)
+class Format:
+    """One export target: the family it implies, the file it writes, what it cannot express,
+    the command its framework's users run with the file, and how ``--from`` reads it back."""
+
+    name: str
+    description: str
+    style: str  # "llama" or "gpt2": the architecture the format implies
+    filename: str
+    render: Callable[[Shape, ExportOptions], str]
+    limits: Callable[[Shape], list[str]]
+    command: str  # how a user of the framework runs the file (FILE: the written file)
+    d_ff_rule: Callable[[int], int] | None = None  # a d_ff the framework fixes (nanoGPT: 4 d)
+    counts: Callable[[Shape, ExportOptions], str] | None = None  # the framework's own count
+    # the reader of --from: the file suffixes it reads, whether a text is this format's (among
+    # formats sharing a suffix), and the reader (never executing anything in the file)
+    holds_plans: bool = False  # whether the file can hold a per-layer plan (Shape.layers)
+    suffixes: tuple[str, ...] = ()
+    sniff: Callable[[str], bool] = lambda text: True
+    read: Callable[[str, str], Imported] | None = None
+
+    def count_text(self, s: Shape, o: ExportOptions) -> str:
+        """params_total, and the count the framework itself reports where that differs."""
+        own = f"; {self.counts(s, o)}" if self.counts else ""
+        return f"params_total {s.params_total:,}{own}"
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return dict(LLAMA_STYLE if self.style == "llama" else GPT2_STYLE)
+
+
+def need(cond: bool, reason: str, out: list[str]) -> None:
+    if not cond:
+        out.append(reason)
+
+
+def llama_limits(s: Shape, who: str) -> list[str]:
+    out: list[str] = []
+    need(s.mlp == "swiglu", f"{who} has only a gated SiLU MLP (SwiGLU), not {s.mlp}", out)
+    need(s.norm == "rmsnorm", f"{who} has only RMSNorm, not {s.norm}", out)
+    need(s.position == "rope", f"{who} has only rotary positions, not {s.position}", out)
+    need(not s.bias and not s.qkv_bias, f"{who} is written without biases (drop biases "
+          "with --no-bias)", out)
+    need(not s.qk_norm, f"{who} has no QK-norm", out)
+    return out
+
+
+def gpt2_limits(s: Shape, who: str = "GPT2Config") -> list[str]:
+    out: list[str] = []
+    need(s.mlp == "gelu", f"{who} has only a GELU MLP, not {s.mlp}", out)
+    need(s.norm == "layernorm", f"{who} has only LayerNorm, not {s.norm}", out)
+    need(s.position == "learned", f"{who} has only learned positions, not {s.position}", out)
+    need(s.n_kv_head == s.n_head, f"{who} has only multi-head attention (no GQA/MQA)", out)
+    need(not s.qk_norm, f"{who} has no QK-norm", out)
+    if who == "GPT2Config":
+        need(s.bias, f"{who} always has biases", out)
+    return out
+
+
+def count_note(s: Shape) -> str:
+    return (f"params_total {s.params_total:,}; params_non_embedding {s.params_non_embedding:,} "
+            f"(archfit {version()}): {CONVENTION}")
+
+
+def version() -> str:
+    from archfit import __version__
+
+    return __version__
+
+
+def archfit_block(s: Shape) -> dict[str, Any]:
+    return {"params_total": s.params_total, "params_non_embedding": s.params_non_embedding,
+            "params_embedding": s.params_embedding, "convention": CONVENTION,
+            "archfit_version": version()}
+
+
+def is_archfit_export(path: str) -> bool:
+    """Whether ``path`` is a config archfit exported (an HF config.json with its ``archfit``
+    entry, or a file whose header says "written by archfit"): such a file may be replaced."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(1 << 16)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if any("written by archfit" in line for line in head.splitlines()[:3]):
+        return True
+    try:
+        cfg = json.loads(head)
+    except ValueError:
+        return False
+    return isinstance(cfg, dict) and isinstance(cfg.get("archfit"), dict) \
+        and "params_total" in cfg["archfit"]
+
+
+@dataclass
+class Imported:
+    """A shape read from a framework config, and what archfit did with each field."""
+
+    shape: Shape
+    family: str
+    ignored: list[str] = field(default_factory=list)  # known fields that do not change counts
+    unknown: list[str] = field(default_factory=list)  # fields archfit does not know
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "ignored_fields": self.ignored,
+                "unknown_fields": self.unknown, "notes": self.notes}
+
+
+def whole(cfg: dict[str, Any], key: str) -> Any:
+    v = cfg[key]
+    if isinstance(v, bool) or not isinstance(v, (int, type(None))):
+        raise FormatError(f"{key} must be a whole number, got {v!r}")
+    return v
+
+
+def python_literals(text: str, where: str) -> dict[str, Any]:
+    """The module-level ``NAME = literal`` assignments of a Python file, read with ``ast``
+    (never executed)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise FormatError(f"{where}: not valid Python ({e.msg}, line {e.lineno})") from None
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue  # not a literal: code, which archfit does not run
+    return out
+
+
+def plan_limits(s: Shape, who: str) -> list[str]:
+    """No format archfit writes holds a per-layer plan: its loader builds one block n_layer
+    times, so a plan is refused, naming its first non-uniform layer, never uniformized."""
+    for lay in s.layers():
+        what = [w for w, missing in (("no MLP", not lay.mlp), ("no attention", not lay.attn),
+                                     (f"{lay.heads} heads, not {s.n_head}",
+                                      lay.heads != s.n_head)) if missing]
+        if what:
+            return [f"{who} builds every layer alike, and layer {lay.index} has "
+                    f"{' and '.join(what)} (plan {s.plan}); train or count it with archfit, "
+                    "or export the uniform shape"]
+    return []
+
+
+
+# ---------------------------------------------------------------------------- the registry
+REGISTRY: dict[str, Format] = {}
+
+
+def register(*formats: Format) -> None:
+    """Add formats to the registry (a format module does so at import; a test or a plugin may
+    add its own: ``--emit``, ``--from``, the limits and the contract test then serve it)."""
+    for f in formats:
+        REGISTRY[f.name] = f

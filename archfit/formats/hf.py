@@ -1,0 +1,228 @@
+"""Hugging Face ``config.json``: written as ``hf-llama`` (LlamaConfig) or ``hf-gpt2``
+(GPT2Config); read for the families gpt2, llama, mistral, qwen2 and gpt_neox. Every field read
+is used, named as not changing the counts, or reported as unknown; a value no Shape can express
+is refused, never guessed at. A test builds each config with transformers and compares its
+parameter count with :attr:`Shape.params_total`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from archfit.formats.base import (LLAMA_FIXED, Format, FormatError, Imported, archfit_block,
+                                  gpt2_limits, llama_limits, plan_limits, register, whole)
+from archfit.shapes import Shape
+
+
+def hf_llama_limits(s: Shape) -> list[str]:
+    return llama_limits(s, "LlamaConfig")
+
+
+def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
+    """A transformers ``config.json`` dict (``hf-llama``: LlamaConfig, ``hf-gpt2``: GPT2Config),
+    with an ``archfit`` entry holding the counts and their convention."""
+    if kind not in ("hf-llama", "hf-gpt2"):
+        raise FormatError(f"unknown HF config kind {kind!r}; use hf-llama or hf-gpt2")
+    why = plan_limits(s, kind) + (hf_llama_limits if kind == "hf-llama" else gpt2_limits)(s)
+    if why:
+        raise FormatError(f"{kind} cannot express this shape: {'; '.join(why)}")
+    if kind == "hf-llama":
+        cfg: dict[str, Any] = {
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": s.vocab_size, "hidden_size": s.d_model, "intermediate_size": s.d_ff,
+            "num_hidden_layers": s.n_layer, "num_attention_heads": s.n_head,
+            "num_key_value_heads": s.n_kv_head, "head_dim": s.head_dim, "hidden_act": "silu",
+            "max_position_embeddings": s.n_ctx, "tie_word_embeddings": s.tied_embeddings,
+            "attention_bias": False, "mlp_bias": False,
+        }
+    else:
+        cfg = {
+            "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+            "vocab_size": s.vocab_size, "n_positions": s.n_ctx, "n_embd": s.d_model,
+            "n_layer": s.n_layer, "n_head": s.n_head, "n_inner": s.d_ff,
+            "activation_function": "gelu_new", "tie_word_embeddings": s.tied_embeddings,
+        }
+    cfg["archfit"] = archfit_block(s)
+    return cfg
+
+
+# Fields every HF config may carry that do not change the parameter count.
+_HF_NEUTRAL = {
+    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
+    "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "use_cache",
+    "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta",
+    "rope_scaling", "rope_parameters", "attention_dropout", "hidden_dropout", "resid_pdrop",
+    "embd_pdrop", "attn_pdrop", "pretraining_tp", "sliding_window", "use_sliding_window",
+    "max_window_layers", "layer_types", "output_attentions", "output_hidden_states",
+    "return_dict", "is_decoder", "classifier_dropout", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    "task_specific_params", "n_ctx", "use_parallel_residual", "rotary_pct", "rotary_emb_base",
+    "partial_rotary_factor", "bos_token", "eos_token", "archfit", "id2label", "label2id",
+    "problem_type", "tokenizer_class", "prefix", "use_return_dict", "chunk_size_feed_forward",
+}
+_SILU = {"silu", "swish"}
+_GELU = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu"}
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How one HF ``model_type`` maps onto a Shape: which fields it needs, its class defaults."""
+
+    name: str
+    names: dict[str, str]  # Shape field <- config field
+    required: tuple[str, ...]
+    defaults: dict[str, Any]  # the HF class defaults archfit relies on when a field is absent
+    fixed: dict[str, Any]  # architecture the family always has
+    act_field: str
+    acts: frozenset[str]
+
+
+_LLAMA_NAMES = {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
+                "n_head": "num_attention_heads", "n_kv_head": "num_key_value_heads",
+                "d_ff": "intermediate_size", "vocab_size": "vocab_size",
+                "n_ctx": "max_position_embeddings", "tied_embeddings": "tie_word_embeddings"}
+_LLAMA_REQ = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+              "vocab_size")
+_LLAMA_FIXED = LLAMA_FIXED
+
+_FAMILIES: dict[str, _Family] = {f.name: f for f in (
+    _Family("llama", _LLAMA_NAMES, _LLAMA_REQ,
+            {"tie_word_embeddings": False, "max_position_embeddings": 2048}, _LLAMA_FIXED,
+            "hidden_act", frozenset(_SILU)),
+    _Family("mistral", _LLAMA_NAMES, _LLAMA_REQ,
+            {"tie_word_embeddings": False, "max_position_embeddings": 4096 * 32,
+             "num_key_value_heads": 8}, _LLAMA_FIXED, "hidden_act", frozenset(_SILU)),
+    _Family("qwen2", _LLAMA_NAMES, _LLAMA_REQ,
+            {"tie_word_embeddings": False, "max_position_embeddings": 32768,
+             "num_key_value_heads": 32}, {**_LLAMA_FIXED, "qkv_bias": True},
+            "hidden_act", frozenset(_SILU)),
+    _Family("gpt_neox",
+            {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
+             "n_head": "num_attention_heads", "d_ff": "intermediate_size",
+             "vocab_size": "vocab_size", "n_ctx": "max_position_embeddings",
+             "tied_embeddings": "tie_word_embeddings"},
+            _LLAMA_REQ, {"tie_word_embeddings": False, "max_position_embeddings": 2048},
+            {"mlp": "gelu", "position": "rope", "norm": "layernorm", "bias": True}, "hidden_act",
+            frozenset(_GELU)),
+    _Family("gpt2",
+            {"n_layer": "n_layer", "d_model": "n_embd", "n_head": "n_head", "d_ff": "n_inner",
+             "vocab_size": "vocab_size", "n_ctx": "n_positions",
+             "tied_embeddings": "tie_word_embeddings"},
+            ("n_layer", "n_embd", "n_head", "vocab_size", "n_positions"),
+            {"tie_word_embeddings": True, "n_inner": None},
+            {"mlp": "gelu", "position": "learned", "norm": "layernorm", "bias": True},
+            "activation_function", frozenset(_GELU)),
+)}
+
+
+def _must_be(cfg: dict[str, Any], key: str, allowed: Any, why: str) -> None:
+    if key in cfg and cfg[key] not in allowed:
+        raise FormatError(f"{key} = {cfg[key]!r}: {why}")
+
+
+def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
+    """Fields that would change the count in a way no Shape can express."""
+    act = cfg.get(fam.act_field)
+    if fam.act_field in cfg and not isinstance(act, str):
+        raise FormatError(f"{fam.act_field} must be a string naming the activation, got "
+                          f"{act!r}")
+    if fam.act_field in cfg and act not in fam.acts:
+        raise FormatError(f"{fam.act_field} = {cfg[fam.act_field]!r}: archfit counts a {fam.name} "
+                          f"MLP with {' or '.join(sorted(fam.acts))} only")
+    if fam.name in ("llama", "mistral"):
+        _must_be(cfg, "attention_bias", (False, None), "attention biases on all four "
+                 "projections are not expressible (archfit has all-linear or q/k/v biases)")
+        _must_be(cfg, "mlp_bias", (False, None), "MLP-only biases are not expressible")
+    if fam.name == "gpt_neox":
+        _must_be(cfg, "attention_bias", (True, None), "GPT-NeoX keeps its MLP and norm biases, "
+                 "so attention without biases is not expressible")
+    if fam.name == "gpt2":
+        _must_be(cfg, "add_cross_attention", (False, None), "cross-attention is not a "
+                 "decoder-only shape")
+    hd = whole(cfg, "head_dim") if "head_dim" in cfg else None
+    d, h = cfg.get(fam.names["d_model"]), cfg.get(fam.names["n_head"])
+    if hd is not None and isinstance(d, int) and isinstance(h, int) and h and hd * h != d:
+        raise FormatError(f"head_dim {hd} x {h} heads != hidden size {d}: archfit's shapes have "
+                          "head_dim = d_model / n_head")
+
+
+def from_hf_config(cfg: dict[str, Any]) -> Imported:
+    """Read a transformers ``config.json`` dict (model_type gpt2, llama, mistral, qwen2,
+    gpt_neox); :class:`FormatError` for an unknown family, a missing field, or a field whose
+    value no Shape can express."""
+    if not isinstance(cfg, dict):
+        raise FormatError("a config must be a JSON object")
+    mt = cfg.get("model_type")
+    if mt is None:
+        raise FormatError("missing field model_type: cannot tell the model family (add "
+                          f"\"model_type\": one of {', '.join(_FAMILIES)})")
+    if not isinstance(mt, str):
+        raise FormatError(f"model_type must be a string naming the model family (one of "
+                          f"{', '.join(_FAMILIES)}), got {mt!r}")
+    fam = _FAMILIES.get(mt)
+    if fam is None:
+        raise FormatError(f"unknown model family model_type={mt!r}; archfit reads "
+                          f"{', '.join(_FAMILIES)} (and nanoGPT model_args)")
+    missing = [k for k in fam.required if cfg.get(k) is None]
+    if missing:
+        raise FormatError(f"missing field {', '.join(missing)} in the {mt} config")
+    _family_checks(fam, cfg)
+    fields_: dict[str, Any] = dict(fam.fixed)
+    notes = []
+    for shape_field, key in fam.names.items():
+        if key in cfg:
+            v = cfg[key]
+        elif key in fam.defaults:
+            v = fam.defaults[key]
+            if v is not None:
+                notes.append(f"{key} absent: transformers' {mt} default {v!r} used")
+        else:
+            continue
+        if shape_field == "tied_embeddings":
+            if not isinstance(v, bool):
+                raise FormatError(f"{key} must be true or false, got {v!r}")
+        else:
+            v = whole({key: v}, key)
+        if v is not None:
+            fields_[shape_field] = v
+    if mt == "gpt2" and fields_.get("d_ff") is None:
+        fields_["d_ff"] = 4 * fields_["d_model"]
+    used = set(fam.names.values()) | {fam.act_field, "head_dim", "attention_bias", "mlp_bias",
+                                      "add_cross_attention"}
+    ignored = sorted(k for k in cfg if k not in used and k in _HF_NEUTRAL)
+    unknown = sorted(k for k in cfg if k not in used and k not in _HF_NEUTRAL)
+    return Imported(Shape(**fields_), mt, ignored, unknown, notes)
+
+
+def is_hf_json(text: str) -> bool:
+    """An HF config: it names its ``model_type``."""
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return False  # the suffix's first reader (this one) says why it is not JSON
+    return isinstance(d, dict) and "model_type" in d
+
+
+def read_hf_json(text: str, where: str = "the file") -> Imported:
+    try:
+        return from_hf_config(json.loads(text))
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{where}: not valid JSON ({e})") from None
+
+
+def _render(kind: str) -> Any:
+    return lambda s, o: json.dumps(hf_config(s, kind), indent=2) + "\n"
+
+
+register(
+    Format("hf-llama", "transformers LlamaConfig config.json", "llama", "config.json",
+           _render("hf-llama"), hf_llama_limits,
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
+           suffixes=(".json",), sniff=is_hf_json, read=read_hf_json),
+    Format("hf-gpt2", "transformers GPT2Config config.json", "gpt2", "config.json",
+           _render("hf-gpt2"), gpt2_limits,
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
+           suffixes=(".json",), sniff=is_hf_json, read=read_hf_json),
+)
