@@ -84,17 +84,23 @@ def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
     return {"kv_per_d": n_kv_head / n_head}  # type: ignore[operator]
 
 
+def _count_line(nominal_shape: Shape) -> tuple[int, int]:
+    """(count, count per unit of d_ff) at the nominal shape: the non-embedding count is linear
+    in d_ff, so the candidates are scored without building a shape each."""
+    n0 = nominal_shape.params_non_embedding
+    return n0, nominal_shape.with_(d_ff=nominal_shape.d_ff + 1).params_non_embedding - n0
+
+
 def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
-                   slack: float) -> list[int]:
+                   slack: float, line: tuple[int, int]) -> list[int]:
     """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
-    side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff), kept within
-    ``slack`` of the nominal ratio."""
+    side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff: ``line``),
+    kept within ``slack`` of the nominal ratio."""
     d_model = nominal_shape.d_model
     nominal = max(1, int(round(ff_ratio * d_model)))
     if slack <= 0:
         return [nominal]
-    n0 = nominal_shape.params_non_embedding
-    slope = nominal_shape.with_(d_ff=nominal + 1).params_non_embedding - n0
+    n0, slope = line
     exact = nominal + (target - n0) / slope
     lo = max(1, math.ceil(ff_ratio * d_model * (1 - slack) / ff_multiple)) * ff_multiple
     hi = math.floor(ff_ratio * d_model * (1 + slack) / ff_multiple) * ff_multiple
@@ -151,7 +157,7 @@ def iso_param_family(
             if int(L) != L or L <= 0:
                 raise ShapeError(f"depths must be positive whole numbers, got {L}")
             L = int(L)
-            best: tuple[float, float, Shape] | None = None
+            best: tuple[float, float, Shape, int] | None = None
             # with fixed kv heads of a fixed size, only widths whose head count they divide
             step = multiple if not (n_kv_head and head_dim) else math.lcm(
                 multiple, head_dim * n_kv_head)
@@ -166,21 +172,22 @@ def iso_param_family(
                                     n_kv_head=n_kv_head or h // n_kv_head_ratio, **base)
                 except ShapeError:
                     continue
+                n0, slope = line = _count_line(nominal)
                 for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
-                             _ff_candidates(nominal, ff, target, ff_multiple, ff_slack)):
-                    s = nominal.with_(d_ff=d_ff)
-                    err = (s.params_non_embedding - target) / target
+                             _ff_candidates(nominal, ff, target, ff_multiple, ff_slack, line)):
+                    err = (n0 + slope * (d_ff - nominal.d_ff) - target) / target
                     # parameter error first; a small price for leaving the nominal ff ratio
-                    score = abs(err) + 0.1 * abs(math.log(s.ff_ratio / ff))
+                    score = abs(err) + 0.1 * abs(math.log(d_ff / d / ff))
                     if best is None or score < best[0]:
-                        best = (score, err, s)
+                        best = (score, err, nominal, d_ff)
             if best is None:
                 members.append(FamilyMember(target, L, None, None, False,
                                             note="no width is a multiple of both "
                                                  f"{multiple} and the head constraint",
                                             ff_ratio=ff))
                 continue
-            _, err, s = best
+            _, err, nominal, d_ff = best
+            s = nominal.with_(d_ff=d_ff)
             ok = abs(err) <= tolerance
             note = "" if ok else (f"closest width {s.d_model} misses the target by {err:+.1%} "
                                   f"(tolerance {tolerance:.0%}); depth {L} does not fit this size")

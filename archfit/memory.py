@@ -69,7 +69,7 @@ class MemoryEstimate:
 def per_layer_token_bytes(s: Shape, act: int, lay: Layer | None = None) -> int:
     """Bytes one token keeps alive in one layer (``lay``, default a uniform block) for the
     backward pass (see the module doc); a block without attention or an MLP keeps none of its."""
-    lay = lay or s.layers()[0]
+    lay = lay or s.layer(0)
     hd, f = s.head_dim, s.d_ff
     d, q, kv = s.d_model, lay.heads * hd, lay.kv_heads * hd
     assert f is not None

@@ -172,6 +172,11 @@ class Shape:
         self._check_plan()
 
     def _check_plan(self) -> None:
+        if not (self.no_mlp or self.no_attn or self.heads_per_layer):
+            if self.no_mlp != () or self.no_attn != () or self.heads_per_layer != ():
+                for name in ("no_mlp", "no_attn", "heads_per_layer"):  # "" or [] from a flag
+                    object.__setattr__(self, name, ())
+            return  # uniform (every shape but a plan's): nothing to resolve
         L = self.n_layer
         for name in ("no_mlp", "no_attn"):
             raw = getattr(self, name)
@@ -226,14 +231,19 @@ class Shape:
             ("heads", self.heads_per_layer)) if v]
         return " ".join(parts) or "uniform"
 
+    def layer(self, i: int) -> Layer:
+        """Block ``i``: whether it has attention and an MLP, and its query / key-value heads."""
+        h = self.heads_per_layer[i] if self.heads_per_layer else self.n_head
+        return Layer(i, i not in self.no_attn, i not in self.no_mlp, h,
+                     h // (self.n_head // self.n_kv_head))  # type: ignore[operator]
+
     def layers(self) -> list[Layer]:
-        """Each block: whether it has attention and an MLP, and its query / key-value heads."""
-        group = self.n_head // self.n_kv_head  # type: ignore[operator]
-        out = []
-        for i in range(self.n_layer):
-            h = self.heads_per_layer[i] if self.heads_per_layer else self.n_head
-            out.append(Layer(i, i not in self.no_attn, i not in self.no_mlp, h, h // group))
-        return out
+        """Every block (:meth:`layer`), in order."""
+        return [self.layer(i) for i in range(self.n_layer)]
+
+    def _distinct_layers(self) -> list[Layer]:
+        """:meth:`layers`, or for a uniform shape its first block n_layer times (one built)."""
+        return [self.layer(0)] * self.n_layer if self.uniform else self.layers()
 
     @property
     def aspect_ratio(self) -> float:
@@ -248,7 +258,7 @@ class Shape:
     def layer_breakdown(self, i: int = 0) -> dict[str, int]:
         """Parameters of block ``i``, by component (a block without attention has neither its
         projections nor their norm; one without an MLP neither its matrices nor their norm)."""
-        lay = self.layers()[i]
+        lay = self.layer(i)
         d, f, hd = self.d_model, self.d_ff, self.head_dim
         q, kv = lay.heads * hd, lay.kv_heads * hd
         assert f is not None
@@ -274,13 +284,18 @@ class Shape:
 
     def breakdown(self) -> dict[str, int]:
         """Every parameter of the model, by component (sums to :attr:`params_total`)."""
-        blocks = self._blocks()
+        if self.uniform:  # n_layer times one block (the common case, counted in O(1))
+            one = self.layer_breakdown()
+            blocks = {k: self.n_layer * v for k, v in one.items()}
+        else:
+            each = self._blocks()
+            blocks = {k: sum(b[k] for b in each) for k in ("attention", "mlp", "norms")}
         return {
             "token_embedding": self.vocab_size * self.d_model,
             "position_embedding": self.n_ctx * self.d_model if self.position == "learned" else 0,
-            "attention": sum(b["attention"] for b in blocks),
-            "mlp": sum(b["mlp"] for b in blocks),
-            "norms": sum(b["norms"] for b in blocks) + self._norm_params(self.d_model),
+            "attention": blocks["attention"],
+            "mlp": blocks["mlp"],
+            "norms": blocks["norms"] + self._norm_params(self.d_model),
             "head": 0 if self.tied_embeddings else self.vocab_size * self.d_model,
         }
 
@@ -305,10 +320,11 @@ class Shape:
         if convention in ("kaplan_forward", "kaplan_train"):
             # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend
             fwd = 2 * self.params_non_embedding + 2 * c * sum(
-                lay.heads * self.head_dim for lay in self.layers() if lay.attn)
+                lay.heads * self.head_dim for lay in self._distinct_layers() if lay.attn)
             return float(fwd if convention == "kaplan_forward" else 3 * fwd)
         if convention in ("matmul_forward", "matmul_train"):
-            fwd = sum(self.layer_flops(lay) for lay in self.layers()) + 2 * d * self.vocab_size
+            fwd = sum(self.layer_flops(lay) for lay in self._distinct_layers()) \
+                + 2 * d * self.vocab_size
             return float(fwd if convention == "matmul_forward" else 3 * fwd)
         raise ShapeError(
             f"unknown FLOP convention {convention!r}; choose one of {', '.join(FLOP_CONVENTIONS)}"

@@ -118,13 +118,13 @@ class Chinchilla(_ChinchillaBase):
         self._check(data)
         h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]), HUBER_DELTA)
         rp = Reparam(self.SPEC, constraints) if constraints else None
-        if start is not None:
+        if start is not None:  # a resample, warm-started at the point estimate
             E, A, B, al, be = start
-            starts = np.array([[np.log(A), np.log(B), al, be, np.log(E)]])
+            a, b, al, be, e = h.polish(np.array([np.log(A), np.log(B), al, be, np.log(E)]), rp,
+                                       constraints.scale if constraints else None)
         else:
-            starts = h.projected_starts(rp=rp)
-        a, b, al, be, e = h.minimize(starts, rp=rp,
-                                     scale=constraints.scale if constraints else None)
+            a, b, al, be, e = h.minimize(h.projected_starts(rp=rp), rp=rp,
+                                         scale=constraints.scale if constraints else None)
         return Estimate(np.array([np.exp(e), np.exp(a), np.exp(b), al, be]),
                         extra={"objective": "huber(delta=1e-3) on log loss"})
 

@@ -109,10 +109,11 @@ class DepthWidth(Law):
             E, A, al, B, be, C, ga = start
             a_s = [np.log(A), np.log(B)] + ([np.log(max(C, 1e-30))] if use_d else [])
             e_s = [al, be] + ([ga] if use_d else [])
-            starts = np.array([a_s + e_s + [np.log(E)]])
+            th = h.polish(np.array(a_s + e_s + [np.log(E)]), rp,
+                          constraints.scale if constraints else None)
         else:
-            starts = h.projected_starts(rp=rp)
-        th = h.minimize(starts, rp=rp, scale=constraints.scale if constraints else None)
+            th = h.minimize(h.projected_starts(rp=rp), rp=rp,
+                            scale=constraints.scale if constraints else None)
         a, ex, e = th[:k], th[k:2 * k], th[2 * k]
         C, gamma = (float(np.exp(a[2])), float(ex[2])) if use_d else (0.0, 0.0)
         params = np.array([np.exp(e), np.exp(a[0]), ex[0], np.exp(a[1]), ex[1], C, gamma])
