@@ -186,8 +186,7 @@ def iso_param_family(
                                                  f"{multiple} and the head constraint",
                                             ff_ratio=ff))
                 continue
-            _, err, nominal, d_ff = best
-            s = nominal.with_(d_ff=d_ff)
+            s, err = best[2].with_(d_ff=best[3]), best[1]
             ok = abs(err) <= tolerance
             note = "" if ok else (f"closest width {s.d_model} misses the target by {err:+.1%} "
                                   f"(tolerance {tolerance:.0%}); depth {L} does not fit this size")

@@ -74,7 +74,7 @@ def place_known_models(fit: Fit | str | None = None,
         if not (math.isfinite(L) and L > 0):
             raise RecommendError(f"the {f.label} fit gives no finite optimal depth at {m.name}'s "
                                  f"size ({N:.3g})")
-        ci = law.optimum_ci(f, N)
+        ci = f.optimum_ci(N)
         out.append(Placement(m, N, L, d, ci["n_layer"] if ci else None,
-                             law.trust(f, N).verdict))
+                             f.verdict(N).verdict))
     return f, out

@@ -56,7 +56,7 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     (``references``) for comparison, extrapolated to ``target`` with the recommended shape
     marked."""
     law = fit.law_obj
-    measured = law.measured_optima(fit)
+    measured = law.measured_optima(fit.extra)
     lo_n = min([m.params for m in measured], default=1e6) / 2
     hi_n = max([target or 0] + [m.params * 2 for m in measured] + [1e9])
     Ns = np.logspace(math.log10(lo_n), math.log10(hi_n), 80)
@@ -194,7 +194,7 @@ def draw_known_models(fit: Fit, placements: Sequence[Any], out_dir: str,
 def _bootstrap_band(fit: Fit, Ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     law = fit.law_obj
     curves = []
-    for p in law.bootstrap_params(fit, limit=300):
+    for p in fit.bootstrap_params(limit=300):
         try:
             curves.append([law.optimum(p, n)[0] for n in Ns])
         except (ValueError, OverflowError, ZeroDivisionError):
@@ -260,7 +260,7 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
 def _figure_specs(fit: Fit) -> list[tuple[str, Any]]:
     prefix = fit.label.replace("/", "_")
     return [(f"{prefix}-{spec.name if isinstance(spec, Figure) else spec}", spec)
-            for spec in fit.law_obj.figures(fit)]
+            for spec in fit.figures()]
 
 
 def figure_files(fit: Fit, fmt: str = "png") -> list[str]:

@@ -345,7 +345,7 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
             f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
             f"{closest.d_model}, {err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
     law = shape_fit.law_obj
-    loss = {s: law.shape_loss(shape_fit, s, N_ne) for s in within}
+    loss = {s: law.shape_loss(shape_fit.params, shape_fit.extra, s, N_ne) for s in within}
     has_loss = all(v is not None and math.isfinite(v) for v in loss.values())
     if has_loss:
         best = min(within, key=lambda s: (loss[s], abs(err(s))))
@@ -382,8 +382,9 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     from dataclasses import replace
 
     try:  # shape_loss sizes each depth to exactly N: the cost is the depth's alone
-        at_opt = law.shape_loss(shape_fit, replace(best, n_layer=max(1, round(L_opt))), N_ne)
-        here = law.shape_loss(shape_fit, best, N_ne)
+        at_opt = law.shape_loss(shape_fit.params, shape_fit.extra,
+                                replace(best, n_layer=max(1, round(L_opt))), N_ne)
+        here = law.shape_loss(shape_fit.params, shape_fit.extra, best, N_ne)
     except (ArithmeticError, ValueError, ShapeError):
         at_opt = here = None
     if at_opt is not None and here is not None and math.isfinite(here - at_opt):
@@ -479,7 +480,7 @@ def recommend(
     L_opt, d_opt, N_ne = _optimum(shape_fit, target, opts)
     cands = _candidates(N_ne, L_opt, ff, opts, depth_span, rule)
     law = shape_fit.law_obj
-    ci = law.optimum_ci(shape_fit, N_ne)
+    ci = shape_fit.optimum_ci(N_ne)
     if ci is None:
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
@@ -523,10 +524,10 @@ def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | No
              strict: bool) -> Any:
     """The shape law's verdict at N, merged with the compute law's at the budget; an
     uninformative one warns (or, ``strict``, raises)."""
-    verdict = shape_fit.law_obj.trust(shape_fit, N)
+    verdict = shape_fit.verdict(N)
     if compute is not None:
         cf = fits["compute"]
-        verdict.merge(cf.law_obj.trust(cf, compute), f"compute law {cf.label}")
+        verdict.merge(cf.verdict(compute), f"compute law {cf.label}")
     if verdict.verdict == "uninformative":
         why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"
         if strict:
@@ -594,7 +595,7 @@ def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]
         else:
             row.update({k: opt[k] for k in ("N_opt", "D_opt", "tokens_per_param", "N_opt_ci",
                                            "D_opt_ci", "tokens_per_param_ci")})
-            t = f.law_obj.trust(f, C)
+            t = f.verdict(C)
             row.update(verdict=t.verdict, reasons=t.reasons)
         rows.append(row)
     return rows

@@ -70,3 +70,43 @@ def test_a_format_registered_in_a_test_serves_emit_from_and_the_contract(tmp_pat
         base.REGISTRY.pop("toy")
     r = cli("shape", *shape, "--emit", "toy")
     assert r.exit_code == 2 and "unknown export format 'toy'" in r.output
+
+
+# inference on a fit lives on Fit (laws.artifact) and in laws.trust, never on a law
+INFERENCE = ("trust", "verdict", "spread", "bound_reasons", "optimum_ci", "bootstrap_params",
+             "figures", "draws", "conf_int", "band")
+
+
+@pytest.mark.parametrize("name", sorted(LAWS))
+def test_a_law_is_the_model_and_never_implements_inference(name):
+    """Law holds the functional form, parameters, bounds, starts, data preparation and the
+    optimum; every method of a law takes parameters, not a Fit."""
+    import inspect
+
+    from archfit.laws.base import Law
+
+    cls = type(LAWS[name])
+    for klass in cls.__mro__:
+        if klass in (Law, object) or not issubclass(klass, Law):
+            continue
+        for attr, member in vars(klass).items():
+            if not inspect.isfunction(member):
+                continue
+            assert attr not in INFERENCE, f"{klass.__name__}.{attr}: inference belongs on Fit"
+            assert "fit" not in inspect.signature(member).parameters, \
+                f"{klass.__name__}.{attr} takes a fit: give it parameters, or move it to Fit"
+    for attr, member in vars(Law).items():
+        if inspect.isfunction(member):
+            assert attr not in INFERENCE and "fit" not in inspect.signature(member).parameters, attr
+
+
+def test_the_inference_check_catches_a_law_that_reads_a_fit():
+    import inspect
+
+    from archfit.laws.base import Law
+
+    class Nosy(Law):
+        def trust(self, fit):  # a planted violation
+            return fit
+
+    assert "fit" in inspect.signature(vars(Nosy)["trust"]).parameters and "trust" in INFERENCE

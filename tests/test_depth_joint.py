@@ -20,7 +20,7 @@ def test_recovers_the_planted_optimum_relation(joint_synthetic):
         assert lo <= t[k] <= hi, (k, f.params[k], f.ci[k])
     top = df["params"].max()
     planted = math.exp(t["p"] + t["q"] * math.log(100 * top))
-    lo, hi = f.law_obj.optimum_ci(f, 100 * top)["n_layer"]
+    lo, hi = f.optimum_ci(100 * top)["n_layer"]
     assert lo <= planted <= hi, (planted, lo, hi)
     assert f.trust["verdict"] == "informative", f.trust
 
@@ -31,7 +31,7 @@ def test_recovery_holds_for_other_draws(joint_synthetic, seed):
     f = fit(df, law="depth-joint", bootstrap=100, seed=seed)
     top = df["params"].max()
     planted = math.exp(t["p"] + t["q"] * math.log(100 * top))
-    lo, hi = f.law_obj.optimum_ci(f, 100 * top)["n_layer"]
+    lo, hi = f.optimum_ci(100 * top)["n_layer"]
     assert lo <= planted <= hi, (seed, planted, lo, hi)
 
 

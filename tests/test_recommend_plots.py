@@ -204,7 +204,8 @@ def test_recommended_is_the_argmin_and_no_penalty_is_negative(A, alpha, B, beta,
     assert r.alternatives_records[0]["recommended"] and pens[0] == 0
     assert min(pens) >= 0 and pens == sorted(pens)
     law = f.law_obj
-    loss = {row["n_layer"]: law.shape_loss(f, r.shape.with_(n_layer=row["n_layer"]), N)
+    loss = {row["n_layer"]: law.shape_loss(f.params, f.extra,
+                                           r.shape.with_(n_layer=row["n_layer"]), N)
             for row in r.alternatives_records}
     assert loss[r.shape.n_layer] == min(loss.values())
 

@@ -37,7 +37,7 @@ def compare(fit, families, as_json):
         models = [m for m in models if m.family in chosen]
     f, rows = place_known_models(fit, models)
     verdicts = sorted({r.verdict for r in rows})
-    reasons = f.law_obj.trust(f, rows[-1].N).reasons if rows else []
+    reasons = f.verdict(rows[-1].N).reasons if rows else []
     if as_json:
         emit_json({"law": f.label, "formula": f.law_obj.formula, "table": KNOWN_MODELS_PATH,
                    "N_convention": "params_non_embedding (Kaplan's N)",

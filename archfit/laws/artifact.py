@@ -1,5 +1,7 @@
 """The :class:`Fit` artifact (a fitted or published law), its JSON, and :func:`load_fit`.
-numpy-free: ``archfit recommend`` reads fits through this module on its cold path."""
+The Fit is the inference on a law (:mod:`archfit.laws.base` is the model): draws, intervals,
+predictions with bands, the optimum's CI, the verdict and the figure list. numpy-free:
+``archfit recommend`` reads fits through this module on its cold path."""
 
 from __future__ import annotations
 
@@ -68,14 +70,14 @@ class Fit:
     @property
     def trust(self) -> dict[str, Any]:
         """The law's verdict on this fit: ``{"verdict", "reasons", ...}`` (see laws.trust)."""
-        return self.law_obj.trust(self).to_dict()
+        return self.verdict().to_dict()
 
     # ------------------------------------------------------------------ inference
     def draws(self) -> list[dict[str, float]]:
         """Parameter draws behind every interval: the bootstrap's resamples, else (a fit with a
         covariance and no bootstrap) 1000 draws from the Wald normal, else none."""
         law = self.law_obj
-        out = law.bootstrap_params(self)
+        out = self.bootstrap_params()
         if out or not self.cov:
             return out
         import numpy as np
@@ -234,8 +236,40 @@ class Fit:
     def verdict(self, target: float | None = None) -> Trust:
         """The verdict: on the fit (``target`` None: its evidence within the data, the same
         whatever targets were asked), or on answering at ``target`` (extrapolation, the CI of
-        the answer there)."""
-        return self.law_obj.trust(self, target)
+        the answer there). The reasons and thresholds are :mod:`archfit.laws.trust`'s."""
+        from archfit.laws.trust import verdict
+
+        return verdict(self.law_obj, self, target)
+
+    def bootstrap_params(self, limit: int | None = None) -> list[dict[str, float]]:
+        """The bootstrap's resamples as parameter dicts (none when the fit carries no samples)."""
+        names = self.law_obj.param_names
+        samples = (self.bootstrap or {}).get("samples") or {}
+        if not all(n in samples for n in names):
+            return []
+        k = len(samples[names[0]])
+        return [{n: float(samples[n][i]) for n in names}
+                for i in range(k if limit is None else min(k, limit))]
+
+    def optimum_ci(self, N: float, alpha: float = 0.05) -> dict[str, list[float]] | None:
+        """The (1 - ``alpha``) interval of the optimal depth and width at N: the one
+        :meth:`optimum` computes (the verdict and the JSON quote the same)."""
+        opt = self.optimum(N, alpha)
+        if opt.get("n_layer_ci") is None:
+            return None
+        return {"n_layer": list(opt["n_layer_ci"]), "d_model": list(opt["d_model_ci"])}
+
+    def figures(self) -> list[Any]:
+        """The figures this fit can draw: names from ``GENERIC_FIGURES`` and the law's
+        ``own_figures`` whose ``when`` holds for this fit."""
+        law = self.law_obj
+        out: list[Any] = []
+        if law.role == "shape":
+            out.append("optimal_depth_vs_size")
+        out += [f for f in law.own_figures if f.when is None or f.when(self)]
+        if self.diagnostics.get("residuals"):
+            out.append("residuals")
+        return out
 
     def summary(self) -> Summary:
         """The fit in words and tables: ``str()`` for a terminal, HTML in a notebook."""
@@ -245,7 +279,7 @@ class Fit:
         unit = (self.bootstrap or {}).get("n_units")
         return (f"<Fit {self.label}: {self.n_points} rows"
                 + (f", {unit} runs" if unit else "")
-                + f", verdict {self.law_obj.trust(self).verdict}>")
+                + f", verdict {self.verdict().verdict}>")
 
     def _summary_text(self) -> str:
         law = self.law_obj
@@ -270,7 +304,7 @@ class Fit:
             lines += ["", *table("derived", self.derived, self.derived_ci, 26, 12)]
         lines += diagnostic_lines(self.diagnostics)
         lines += [f"  note: {n}" for n in self.notes]
-        lines += ["", "  fit " + law.trust(self).line()]
+        lines += ["", "  fit " + self.verdict().line()]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,16 +1,19 @@
 """What a law is: the :class:`Law` base class, its roles, the typed records laws hand to the
 layers above them, and the registry.
 
-A law owns everything law-specific. It has a role and knows how to fit itself. For a shape law
-it gives the optimum at N and a loss penalty for a concrete shape; for a compute law,
-N_opt(C). It lists the figures it can draw and reports its own trust diagnostics.
-``recommender``, ``plots`` and ``cli`` name no law: they ask the law object.
+**A law is the model; a Fit is the inference.** A :class:`Law` owns everything law-specific
+about the model: its functional form, parameters, bounds, starts, data preparation and the
+point fit (:meth:`Law.fit_point`); for a shape law the optimum at N and a loss penalty for a
+concrete shape; for a compute law N_opt(C); the figures it can draw (``own_figures``). It takes
+parameters, never a fit. Inference (draws, intervals, predictions with bands, the optimum's
+CI), the verdict (:mod:`archfit.laws.trust`) and the figure list read a
+:class:`~archfit.laws.Fit`. ``recommender``, ``plots`` and ``cli`` name no law: they ask the
+law object and the fit. ``tests/test_contracts.py`` fails on a law method that takes a fit.
 
 Import rule: nothing heavy at the top of a law module. The closed forms (``optimum``,
 ``compute_optimal``, ``shape_loss``) are plain ``math``, so ``archfit recommend`` never
 loads numpy. The methods that fit import numpy and :mod:`archfit.laws.numeric` (numpy at its
-top, nothing from the laws) where they run. A law is the model; the :class:`~archfit.laws.Fit`
-answers questions about one fit of it (intervals, predictions with bands, verdicts).
+top, nothing from the laws) where they run.
 
 A new law is one registered class (``@register``) in one file; a test file may define one.
 """
@@ -22,8 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from archfit.errors import FitError
-import archfit.laws.trust as limits
-from archfit.laws.trust import Trust
 from archfit.numbers import fmt_sci
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,8 +39,6 @@ ROLES = ("loss", "shape", "compute", "ff")
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
 HUBER_DELTA = 1e-3
-# a parameter on a bound in more than this share of the bootstrap resamples is named
-BOUND_SHARE = 0.1
 # figures that plots draws for any law of the right role (a law names them in ``figures``)
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
@@ -188,46 +187,20 @@ class Law:
         None for laws without a data term."""
         return None
 
-    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+    def shape_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], shape: Shape,
+                   N: float) -> float | None:
         """Shape laws with a loss model: the predicted loss (nats/token, up to a constant that is
         the same for every shape of size N) of a model of ``shape``'s depth *sized to exactly N*
-        parameters, so candidates a little off the target compare fairly. None: no loss model
-        (then recommend ranks by distance from the optimal depth)."""
+        parameters, so candidates a little off the target compare fairly (``extra``: what the
+        fit's estimate recorded beside ``params``). None: no loss model (then recommend ranks by
+        distance from the optimal depth)."""
         return None
 
-    def bootstrap_params(self, fit: Fit, limit: int | None = None) -> list[dict[str, float]]:
-        """The fit's bootstrap resamples as parameter dicts (none when it carries no samples)."""
-        samples = (fit.bootstrap or {}).get("samples") or {}
-        if not all(n in samples for n in self.param_names):
-            return []
-        k = len(samples[self.param_names[0]])
-        return [{n: float(samples[n][i]) for n in self.param_names}
-                for i in range(k if limit is None else min(k, limit))]
-
-    def optimum_ci(self, fit: Fit, N: float, alpha: float = 0.05
-                   ) -> dict[str, list[float]] | None:
-        """The (1 - ``alpha``) interval of the optimal depth and width at N: the one
-        :meth:`Fit.optimum` computes (the verdict and the JSON quote the same)."""
-        opt = fit.optimum(N, alpha)
-        if opt.get("n_layer_ci") is None:
-            return None
-        return {"n_layer": list(opt["n_layer_ci"]), "d_model": list(opt["d_model_ci"])}
-
     # ------------------------------------------------------------------ what it shows
-    def measured_optima(self, fit: Fit) -> list[MeasuredOptimum]:
-        """Optima measured in the data, for the optimal-shape figure (none by default)."""
+    def measured_optima(self, extra: Mapping[str, Any]) -> list[MeasuredOptimum]:
+        """Optima measured in the data (from what the fit's estimate recorded, ``extra``), for
+        the optimal-shape figure (none by default)."""
         return []
-
-    def figures(self, fit: Fit) -> list[str | Figure]:
-        """The figures this fit can draw: names from :data:`GENERIC_FIGURES` and the law's
-        :attr:`own_figures` whose ``when`` holds for this fit."""
-        out: list[str | Figure] = []
-        if self.role == "shape":
-            out.append("optimal_depth_vs_size")
-        out += [f for f in self.own_figures if f.when is None or f.when(fit)]
-        if fit.diagnostics.get("residuals"):
-            out.append("residuals")
-        return out
 
     # ------------------------------------------------------------------ trust
     # bounds the fit can sit on (name -> (low, high), None for open), checked by bound_reasons
@@ -238,81 +211,6 @@ class Law:
     # held-out relative error (on what the law predicts): weak above, uninformative above
     # (for laws with a loss model the error is first checked against its interval)
     heldout_limits: ClassVar[tuple[float, float]] = (0.05, 0.15)
-
-    def bound_reasons(self, fit: Fit) -> list[str]:
-        """One line per free parameter on (or within 1e-4 of) a bound of the fit, or whose
-        bootstrap CI has zero width (every resample landed on one value: a bound the optimizer
-        holds, not a measurement). Fixed and tied parameters are not free and are skipped."""
-        held = set((fit.prior or {}).get("fixed") or {}) | set((fit.prior or {}).get("tied")
-                                                                or {})
-        if fit.extra.get("uses_tokens") is False:
-            held |= set(self.folded_without_tokens)
-        out = []
-        for name, (lo, hi) in self.bounds.items():
-            v = fit.params.get(name)
-            if v is None or name in held:
-                continue
-            if lo is not None and v <= lo + 1e-4 * max(1.0, abs(lo)):
-                out.append(f"{name} is at its lower bound {lo:g}")
-            elif hi is not None and v >= hi - 1e-4 * max(1.0, abs(hi)):
-                out.append(f"{name} is at its upper bound {hi:g}")
-        samples = (fit.bootstrap or {}).get("samples") or {}
-        for name, (lo, hi) in self.bounds.items():
-            vals = samples.get(name) or []
-            if name in held or len(vals) < 10 or any(r.split()[0] == name for r in out):
-                continue
-            on = sum(1 for x in vals if (lo is not None and x <= lo + 1e-4 * max(1.0, abs(lo)))
-                     or (hi is not None and x >= hi - 1e-4 * max(1.0, abs(hi))))
-            if on > BOUND_SHARE * len(vals):
-                out.append(f"{name} sits on a bound in {on / len(vals):.0%} of the bootstrap "
-                           "resamples: the data do not pin it, and intervals that depend on it "
-                           "are wide")
-        for name, ci in (fit.ci or {}).items():
-            v = fit.params.get(name)
-            if not ci or v is None or name in held or any(name in r.split()[0] for r in out):
-                continue
-            if abs(ci[1] - ci[0]) <= 1e-9 * max(1.0, abs(v)):
-                out.append(f"{name}'s 95% CI has zero width ({ci[0]:.4g}): every resample "
-                           "landed on one value, a bound rather than a measurement")
-        return out
-
-    def spread(self, fit: Fit, target: float | None) -> dict[str, Any] | None:
-        """How wide the law's answer is: the optimal depth for shape laws, N_opt for compute
-        laws, at ``target`` or, for the fit-level verdict, at a reference inside the data (the
-        largest run's N, or its compute 6 N D), so the fit's verdict does not depend on the
-        targets asked for. The interval is the one :meth:`Fit.optimum` gives (95% percentile
-        over the parameter draws); ``ratio`` is its high / low. ``ratio_band`` is that ratio's
-        Monte-Carlo range over the draws (:func:`archfit.numbers.quantile_band`): how far another
-        bootstrap seed could move it, so a verdict is only as settled as that range allows."""
-        from archfit.numbers import fmt_range, quantile_band
-
-        span = (fit.diagnostics or {}).get("span") or {}
-        if self.role == "shape":
-            at, key, what = (target if target is not None else span.get("params_max"),
-                             "n_layer", "optimal depth")
-        elif self.role == "compute":
-            at, key, what = (target if target is not None else span.get("flops_max"),
-                             "N_opt", "N_opt")
-        else:
-            return None
-        if at is None:
-            return None
-        opt = fit.optimum(at, values=True)
-        ci, vals = opt.get(f"{key}_ci"), opt.get("_values", {}).get(key) or []
-        if ci is None or not ci[0] > 0:
-            return None
-        band = quantile_band(vals, 2.5, 97.5)
-        where = (f"at {fmt_sci(at)}" if target is not None else
-                 f"at the largest run ({fmt_sci(at)}{' FLOPs' if self.role == 'compute' else ''})")
-        return {"what": f"{what} {where}: 95% CI {fmt_range(*ci)}", "ratio": ci[1] / ci[0],
-                "ratio_band": band, "ci": list(ci), "n_draws": len(vals)}
-
-    def trust(self, fit: Fit, target: float | None = None) -> Trust:
-        """A verdict on the fit (and, with ``target``, on answering at that size): the data's
-        span, the extrapolation factor, parameters on bounds, the optimum's CI width, the
-        held-out error and the bootstrap's failure rate, one line per reason (the reasons and
-        their thresholds live together in :mod:`archfit.laws.trust`)."""
-        return limits.verdict(self, fit, target)
 
 
 def derived_name(quantity: str, target: float) -> str:

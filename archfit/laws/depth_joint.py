@@ -25,7 +25,6 @@ from archfit.shapes import kaplan_width
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from archfit.laws.artifact import Fit
     from archfit.shapes import Shape
 
 LN_N_REF = math.log(1e8)  # the optimizer sees p at N = 1e8 (p_ref = p + q ln 1e8): better conditioned
@@ -272,8 +271,9 @@ class DepthJoint(Law):
         L = math.exp(params["p"] + params["q"] * math.log(N))
         return L, kaplan_width(N, L)
 
-    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+    def shape_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], shape: Shape,
+                   N: float) -> float | None:
         """kappa · (ln n_layer − ln n_layer*(N))²: the only term that differs between shapes
         of the same size N trained on the same tokens."""
-        p = fit.params
+        p = params
         return p["kappa"] * (math.log(shape.n_layer) - p["p"] - p["q"] * math.log(N)) ** 2

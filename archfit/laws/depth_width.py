@@ -141,8 +141,9 @@ class DepthWidth(Law):
         L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
         return L, kaplan_width(N, L)
 
-    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+    def shape_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], shape: Shape,
+                   N: float) -> float | None:
         """A/w^α + B/d^β at the shape's depth d, with the width w = sqrt(N / (12 d)) that makes
         it exactly N (E and the data term are the same for every shape of size N)."""
-        p, d = fit.params, shape.n_layer
+        p, d = params, shape.n_layer
         return p["A"] / kaplan_width(N, d) ** p["alpha"] + p["B"] / d ** p["beta"]

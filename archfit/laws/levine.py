@@ -213,17 +213,18 @@ class Levine(Law):
                 "n_layer_opt_measured": opt[0]["opt"], "n_layer_opt_predicted": pred,
                 "rel_error": pred / opt[0]["opt"] - 1}
 
-    def shape_loss(self, fit: Fit, shape: Shape, N: float) -> float | None:
+    def shape_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], shape: Shape,
+                   N: float) -> float | None:
         """The mean curvature of loss in ln depth times the squared distance of ln depth from
         the optimum at N (the quadratic each size class was fitted with)."""
-        c = fit.extra.get("curvature")
+        c = extra.get("curvature")
         if not c:
             return None
-        return float(c) * math.log(shape.n_layer / self.optimum(fit.params, N)[0]) ** 2
+        return float(c) * math.log(shape.n_layer / self.optimum(params, N)[0]) ** 2
 
-    def measured_optima(self, fit: Fit) -> list[MeasuredOptimum]:
+    def measured_optima(self, extra: Mapping[str, Any]) -> list[MeasuredOptimum]:
         out = []
-        for c in fit.extra.get("classes") or []:
+        for c in extra.get("classes") or []:
             se = c.get("log_opt_se") or 0.0
             se = se if math.isfinite(se) else 0.0
             out.append(MeasuredOptimum(c["params"], c["opt"], math.exp(c["log_opt"] - se),

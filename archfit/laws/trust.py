@@ -1,7 +1,8 @@
 """How far a fit's evidence reaches: a verdict (``informative`` / ``weak`` / ``uninformative``)
 with one line per reason and the numbers behind it. numpy-free (``archfit recommend`` prints
-it). Each law computes its own through :meth:`archfit.laws.Law.trust`; this module holds the
-record and the thresholds, stated once."""
+it). :meth:`archfit.laws.Fit.verdict` reads it: the reasons (span, bounds, the optimum's
+interval, held-out error, failed resamples) and their thresholds live here, stated once; a law
+supplies only what it declares (``bounds``, ``heldout_limits``, its role)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from archfit.numbers import MC_BAND_Z
+from archfit.numbers import MC_BAND_Z, fmt_sci
 
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -85,9 +86,9 @@ def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
     t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
     span_reasons(law, t, target, (fit.prior or {}).get("source") if (
         fit.prior or {}).get("prior") else None, fit.params)
-    for r in law.bound_reasons(fit):
+    for r in bound_reasons(law, fit):
         t.weak(r)
-    sp = law.spread(fit, target)
+    sp = spread(law, fit, target)
     if sp is not None:
         t.checks.update(optimum_ci_ratio=sp["ratio"], optimum_ci=sp["ci"],
                         optimum_ci_ratio_band=sp["ratio_band"])
@@ -102,6 +103,80 @@ def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
     if r2 is not None and r2 < 0:
         t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
     return t
+
+
+# a parameter on a bound in more than this share of the bootstrap resamples is named
+BOUND_SHARE = 0.1
+
+
+def bound_reasons(law: Any, fit: Any) -> list[str]:
+    """One line per free parameter on (or within 1e-4 of) a bound of the fit, or whose
+    bootstrap CI has zero width (every resample landed on one value: a bound the optimizer
+    holds, not a measurement). Fixed and tied parameters are not free and are skipped."""
+    held = set((fit.prior or {}).get("fixed") or {}) | set((fit.prior or {}).get("tied")
+                                                            or {})
+    if fit.extra.get("uses_tokens") is False:
+        held |= set(law.folded_without_tokens)
+    out = []
+    for name, (lo, hi) in law.bounds.items():
+        v = fit.params.get(name)
+        if v is None or name in held:
+            continue
+        if lo is not None and v <= lo + 1e-4 * max(1.0, abs(lo)):
+            out.append(f"{name} is at its lower bound {lo:g}")
+        elif hi is not None and v >= hi - 1e-4 * max(1.0, abs(hi)):
+            out.append(f"{name} is at its upper bound {hi:g}")
+    samples = (fit.bootstrap or {}).get("samples") or {}
+    for name, (lo, hi) in law.bounds.items():
+        vals = samples.get(name) or []
+        if name in held or len(vals) < 10 or any(r.split()[0] == name for r in out):
+            continue
+        on = sum(1 for x in vals if (lo is not None and x <= lo + 1e-4 * max(1.0, abs(lo)))
+                 or (hi is not None and x >= hi - 1e-4 * max(1.0, abs(hi))))
+        if on > BOUND_SHARE * len(vals):
+            out.append(f"{name} sits on a bound in {on / len(vals):.0%} of the bootstrap "
+                       "resamples: the data do not pin it, and intervals that depend on it "
+                       "are wide")
+    for name, ci in (fit.ci or {}).items():
+        v = fit.params.get(name)
+        if not ci or v is None or name in held or any(name in r.split()[0] for r in out):
+            continue
+        if abs(ci[1] - ci[0]) <= 1e-9 * max(1.0, abs(v)):
+            out.append(f"{name}'s 95% CI has zero width ({ci[0]:.4g}): every resample "
+                       "landed on one value, a bound rather than a measurement")
+    return out
+
+
+def spread(law: Any, fit: Any, target: float | None) -> dict[str, Any] | None:
+    """How wide the law's answer is: the optimal depth for shape laws, N_opt for compute
+    laws, at ``target`` or, for the fit-level verdict, at a reference inside the data (the
+    largest run's N, or its compute 6 N D), so the fit's verdict does not depend on the
+    targets asked for. The interval is the one :meth:`Fit.optimum` gives (95% percentile
+    over the parameter draws); ``ratio`` is its high / low. ``ratio_band`` is that ratio's
+    Monte-Carlo range over the draws (:func:`archfit.numbers.quantile_band`): how far another
+    bootstrap seed could move it, so a verdict is only as settled as that range allows."""
+    from archfit.numbers import fmt_range, quantile_band
+
+    span = (fit.diagnostics or {}).get("span") or {}
+    if law.role == "shape":
+        at, key, what = (target if target is not None else span.get("params_max"),
+                         "n_layer", "optimal depth")
+    elif law.role == "compute":
+        at, key, what = (target if target is not None else span.get("flops_max"),
+                         "N_opt", "N_opt")
+    else:
+        return None
+    if at is None:
+        return None
+    opt = fit.optimum(at, values=True)
+    ci, vals = opt.get(f"{key}_ci"), opt.get("_values", {}).get(key) or []
+    if ci is None or not ci[0] > 0:
+        return None
+    band = quantile_band(vals, 2.5, 97.5)
+    where = (f"at {fmt_sci(at)}" if target is not None else
+             f"at the largest run ({fmt_sci(at)}{' FLOPs' if law.role == 'compute' else ''})")
+    return {"what": f"{what} {where}: 95% CI {fmt_range(*ci)}", "ratio": ci[1] / ci[0],
+            "ratio_band": band, "ci": list(ci), "n_draws": len(vals)}
 
 
 def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
