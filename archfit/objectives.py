@@ -47,11 +47,76 @@ class Choice:
     tradeoff: str
     perf: str
     data_law: str
+    recommendation: Any = None  # the loss recommendation the candidates came from
+
+    # the candidates' columns, in the order a table shows them (key, header)
+    COLUMNS = (("n_layer", "layers"), ("d_model", "d_model"), ("shape_penalty", "shape pen."),
+               ("predicted_loss", "pred. loss"), ("tokens_per_s", "tokens/s/GPU"),
+               ("tokens", "tokens"), ("gpu_hours", "GPU-hours"), ("latency_ms", "ms/token"),
+               ("usd", "USD"), ("mark", ""))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"objective": self.objective, "chosen": self.chosen,
-                "loss_optimal": self.loss_optimal, "tradeoff": self.tradeoff,
-                "perf": self.perf, "data_law": self.data_law, "candidates": self.rows}
+        out = {"objective": self.objective, "chosen": self.chosen,
+               "loss_optimal": self.loss_optimal, "tradeoff": self.tradeoff,
+               "perf": self.perf, "data_law": self.data_law, "candidates": self.rows}
+        r = self.recommendation
+        if r is not None:
+            out.update(trust=r.trust, law=r.law, target_params=r.target_params,
+                       target_convention=r.target_convention)
+        return out
+
+    def header(self) -> str:
+        """The target, the law and its verdict, the objective and the loss model, as text."""
+        lines = []
+        r = self.recommendation
+        if r is not None:
+            t = r.trust
+            lines.append(f"target: {r.target_params:.4g} parameters ({r.target_convention}); "
+                         f"shape law {r.law}, verdict {t['verdict'].upper()}"
+                         + (f": {'; '.join(t['reasons'])}" if t.get("reasons") else ""))
+        lines += [f"objective: {self.objective}; {self.perf}",
+                  f"loss: {self.data_law}, plus the shape law's penalty for depth"]
+        return "\n".join(lines)
+
+    def table(self) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+        """The candidates marked (the pick, the loss-optimal one) and the columns that hold a
+        value for at least one of them."""
+        rows = [{**x, "mark": ("<- pick" if x["chosen"] else "") +
+                 (" (loss-optimal)" if x["loss_optimal"] else "")} for x in self.rows]
+        return rows, [c for c in self.COLUMNS if any(x.get(c[0]) is not None for x in rows)]
+
+    def to_frame(self) -> Any:
+        import polars as pl
+
+        return pl.DataFrame(self.rows)
+
+
+OBJECTIVE_SPAN = (0.4, 2.0)  # candidate depths as multiples of the optimum: a wide trade-off
+
+
+def recommend_for(objective: str, params: float | None = None, *, compute: float | None = None,
+                  fit: Any = None, ff_ratio: float | str = 4.0, gpu: str | None = None,
+                  step_model: str | None = None, gpu_hours: float | None = None,
+                  tokens: float | None = None, max_latency_ms: float | None = None,
+                  batch_tokens: float | None = None, usd_per_gpu_hour: float | None = None,
+                  strict: bool = False, **shape_kw: Any) -> Choice:
+    """``archfit recommend --objective``: the loss recommendation's candidates over a wide
+    depth span (:data:`OBJECTIVE_SPAN`), each with its predicted loss, speed, GPU-hours and
+    latency, and the pick for ``objective`` (:func:`choose`). ``step_model``: a calibrated
+    step model's path (default: the modelled one of ``gpu``)."""
+    from archfit.perf import load_step_model
+    from archfit.recommender import recommend
+
+    gpu = gpu or DEFAULT_GPU
+    device(gpu)
+    model = load_step_model(step_model) if step_model else None
+    r = recommend(params, compute=compute, fit=fit, ff_ratio=ff_ratio, depth_span=OBJECTIVE_SPAN,
+                  strict=strict, **shape_kw)
+    c = choose(r, objective, gpu=gpu, step_model=model, gpu_hours=gpu_hours, tokens=tokens,
+               max_latency_ms=max_latency_ms, batch_tokens=batch_tokens or DEFAULT_BATCH_TOKENS,
+               usd_per_gpu_hour=usd_per_gpu_hour)
+    c.recommendation = r
+    return c
 
 
 MAX_GPU_HOURS = 1e9  # a trillion GPU-seconds: beyond it a budget is a typo

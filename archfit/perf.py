@@ -98,6 +98,45 @@ class StepModel:
     def label(self) -> str:
         return f"{self.kind} for {self.device}" + (f" ({self.source})" if self.source else "")
 
+    def compare(self, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Measured against predicted tokens/s for runs of :func:`measured_runs` (kept as
+        :attr:`runs`, each with its relative ``error``)."""
+        self.runs = [{"run_id": r["run_id"], "n_layer": r["shape"].n_layer,
+                      "d_model": r["shape"].d_model, "measured": r["tokens_per_s"],
+                      "predicted": self.tokens_per_s(r["shape"], r["tokens_per_step"])}
+                     for r in runs]
+        for r in self.runs:
+            r["error"] = r["predicted"] / r["measured"] - 1
+        return self.runs
+
+    def summary(self) -> str:
+        """The coefficients with their CIs, the effective FLOP/s, the held-out check and the
+        verdict, as text (the runs: :meth:`to_frame`)."""
+        names = {"flop_s": "s per matmul FLOP", "byte_s": "s per byte moved",
+                 "layer_s": "s per layer and step", "step_s": "s per step"}
+        lines = [f"step model: {self.label()}; {self.precision}"]
+        for k, what in names.items():
+            ci = (self.ci or {}).get(k)
+            lines.append(f"  {what:<22}{getattr(self, k):.4g}"
+                         + (f"  [{ci[0]:.3g}, {ci[1]:.3g}] (95% bootstrap CI)" if ci else ""))
+        if self.flop_s:
+            lines.append(f"  -> {1 / self.flop_s:.3g} matmul FLOP/s effective")
+        if self.heldout:
+            h = self.heldout
+            lines.append(f"held-out: fitted on {h['fit_on']} runs, predicted {h['predicted']}: "
+                         f"median |error| {h['median_abs_rel_error']:.1%}, worst "
+                         f"{h['max_abs_rel_error']:.1%}")
+        if self.trust:
+            lines.append(f"verdict: {self.trust['verdict'].upper()}: "
+                         + "; ".join(self.trust["reasons"]))
+        return "\n".join(lines)
+
+    def to_frame(self) -> Any:
+        """The runs compared (:meth:`compare`): measured and predicted tokens/s, error."""
+        import polars as pl
+
+        return pl.DataFrame(sorted(self.runs, key=lambda r: r["n_layer"]))
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": STEP_MODEL_FORMAT, **asdict(self)}
 
@@ -210,12 +249,32 @@ def fit_step_model(runs: list[dict[str, Any]], *, precision: str = "fp32",
     model = StepModel(*map(float, coef), device=device_name or devices[0], kind="calibrated",
                       precision=precision,
                       source=f"fitted to {len(runs)} measured runs", ci=ci, heldout=heldout)
-    model.runs = [{"run_id": r["run_id"], "n_layer": r["shape"].n_layer,
-                   "d_model": r["shape"].d_model, "measured": r["tokens_per_s"],
-                   "predicted": model.tokens_per_s(r["shape"], r["tokens_per_step"])}
-                  for r in runs]
+    model.compare(runs)
     model.trust = step_model_trust(heldout, len(runs))
     return model
+
+
+def precision_of(devices: Iterable[str]) -> str:
+    """The compute dtype runs on these devices trained in: fp32 on CPUs, bf16 autocast on GPUs
+    (what ``precision = "auto"`` does in the trainer)."""
+    return "fp32" if all(d.startswith("cpu") for d in devices) else "bf16"
+
+
+def calibrate(rows: Iterable[Mapping[str, Any]], *, step_model: str | None = None,
+              precision: str = "auto", bootstrap: int = 200) -> StepModel:
+    """A step model for the runs of a run table (rows): calibrated on them, or the saved one
+    ``step_model`` (a path) compared with them. Raises when no row measured its speed."""
+    runs = measured_runs(rows)
+    if not runs:
+        raise ArchfitError("no run measured its speed (ok runs with tokens_per_s, tokens and "
+                           "steps); give collected run tables (archfit sweep collect)")
+    if precision == "auto":
+        precision = precision_of(r["device"] for r in runs)
+    if step_model:
+        model = load_step_model(step_model)
+        model.compare(runs)
+        return model
+    return fit_step_model(runs, precision=precision, bootstrap=bootstrap)
 
 
 def holdout_check(feats: Any, times: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws;
 This module names no law: it asks each fit's law object for its role and its optimum.
 numpy-free (``archfit recommend`` is a cold path).
 
-A little over 400 lines because the option checks, the candidate shapes, their ranking and the
+About 620 lines because the option checks, the candidate shapes, their ranking and the
 record they produce are one pipeline read top to bottom; objectives beyond loss live apart
 (:mod:`archfit.objectives`).
 """
@@ -143,6 +143,26 @@ class Recommendation:
         lines += [f"note: {n}" for n in self.notes]
         if self.next_runs:
             lines.append(f"next: {self.next_runs}")
+        return "\n".join(lines)
+
+    def alternatives_text(self) -> str:
+        """The recommended shape and its alternatives as an aligned text table (first row:
+        the recommendation)."""
+        cols = [("n_layer", "layers"), ("d_model", "d_model"), ("n_head", "heads"),
+                ("d_ff", "d_ff"), ("params_non_embedding", "non-emb params"),
+                ("rel_error", "vs target"), ("loss_penalty", "loss penalty")]
+
+        def cell(k: str, v: Any) -> str:
+            if k == "rel_error":
+                return f"{v:+.2%}"
+            if k == "loss_penalty":
+                return "-" if v is None else f"{v:.4f}"
+            return f"{v:,}" if isinstance(v, int) else str(v)
+
+        lines = ["alternatives (first row = recommended):",
+                 "  ".join(f"{h:>15}" for _, h in cols)]
+        lines += ["  ".join(f"{cell(k, row[k]):>15}" for k, _ in cols)
+                  for row in self.alternatives_records]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -531,7 +551,7 @@ def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | No
     if verdict.verdict == "uninformative":
         why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"
         if strict:
-            raise RecommendError(f"{why} (strict)")
+            raise RecommendError(f"{why} (--strict)")
         warnings.warn(f"{why}; the evidence does not support this shape", UninformativeWarning,
                       stacklevel=3)
     return verdict

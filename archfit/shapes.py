@@ -32,6 +32,9 @@ FLOP conventions (per token):
 Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count above is a sum over
 the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
 block without an MLP (or attention) has neither its matrices nor the norm before them.
+
+About 460 lines because it is the one place a transformer is described and counted: the
+fields, their checks, the per-layer plan and every count must change together.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ with the fit (:attr:`RunTable.mapping`), so a plot of the fit reads its data the
 design's budget) are read when present; other text columns with 2-20 values are reported as
 groupings (:func:`grouping_columns`).
 
-It is one module of about 470 lines because the run table's schema, its writer and its reader
+It is one module of about 540 lines because the run table's schema, its writer and its reader
 must agree column for column: split, a column added to one would be lost by the other.
 """
 

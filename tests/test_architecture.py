@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,59 @@ def test_functions_are_short_or_say_why():
     long_ = [(name, n) for name, n, doc in function_lengths()
              if n > 80 and "Long because" not in doc]
     assert not long_, f"functions over 80 lines without a reason in the docstring: {long_}"
+
+
+MAX_MODULE_LINES = 450
+# a module over MAX_MODULE_LINES says why in its docstring: "about N lines because ..."
+SIZE_REASON = re.compile(r"(about|a little over|over) \d+ lines,? because", re.I)
+
+
+def long_modules(root: Path = ROOT) -> list[tuple[str, int]]:
+    out = []
+    for p in all_modules(root):
+        text = p.read_text()
+        n = text.count("\n")
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if n > MAX_MODULE_LINES and not SIZE_REASON.search(" ".join(doc.split())):
+            out.append((module_name(p, root), n))
+    return out
+
+
+def test_modules_are_short_or_say_why():
+    assert long_modules() == [], f"modules over {MAX_MODULE_LINES} lines without a reason " \
+        f"('about N lines because ...') in their docstring: {long_modules()}"
+
+
+def cli_private_imports(root: Path = ROOT) -> list[str]:
+    """Names a cli module imports from the library that are not its public API: a private
+    name (``_x``) or a private module (``archfit._x``, ``archfit.x._y``)."""
+    bad = []
+    for p in sorted((root / "archfit" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("archfit")):
+                continue
+            if node.module.startswith("archfit.cli"):
+                continue
+            private_mod = any(part.startswith("_") for part in node.module.split("."))
+            for a in node.names:
+                if private_mod or a.name.startswith("_"):
+                    bad.append(f"{p.name}:{node.lineno} from {node.module} import {a.name}")
+    return bad
+
+
+def test_the_cli_imports_only_the_public_api(tmp_path):
+    """Commands are arguments -> one library call -> print: they import the library's public
+    names only (a computation a notebook would want has a public name and a test). The check
+    catches a planted private import."""
+    import shutil
+
+    assert cli_private_imports() == [], cli_private_imports()
+    shutil.copytree(PKG, tmp_path / "archfit", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "archfit" / "cli" / "fit_cmd.py", "a") as f:
+        f.write("\nfrom archfit.recommender import _rank  # planted\n")
+    assert cli_private_imports(tmp_path) == ["fit_cmd.py:" + str(
+        (tmp_path / "archfit" / "cli" / "fit_cmd.py").read_text().count("\n"))
+        + " from archfit.recommender import _rank"]
 
 
 @pytest.mark.parametrize("argv", [["recommend", "--params", "1e12", "--json"],

@@ -118,7 +118,7 @@ def _brute_force(rec, gpu_hours):
 
 
 def test_time_objective_differs_from_loss_and_is_the_brute_force_pick(cli, levine_fit):
-    from archfit.cli.objective_view import OBJECTIVE_SPAN
+    from archfit.objectives import OBJECTIVE_SPAN
     from archfit.recommender import recommend
 
     base = ["recommend", "--params", "3e8", "--fit", levine_fit, "--json"]

@@ -382,3 +382,21 @@ def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signa
     ck = torch.load(rd / "checkpoint.pt", weights_only=True)  # intact: written atomically
     assert ck["step"] == 1 and ck["config"]["ctx"] == 65536
     assert not [f for f in os.listdir(rd) if ".tmp-" in f]
+
+
+def test_every_train_config_field_has_its_help_once_and_the_cli_and_specs_read_it(tmp_path):
+    from dataclasses import fields
+
+    from archfit import sweep as sw
+    from archfit.errors import SpecError
+    from archfit.train.config import FIELD_HELP
+
+    assert {f.name for f in fields(TrainConfig)} == set(FIELD_HELP)
+    r = CliRunner().invoke(main, ["train", "--help"], terminal_width=200)
+    assert FIELD_HELP["lr"] in r.output and FIELD_HELP["grad_accum"] in r.output
+    p = tmp_path / "s.toml"
+    p.write_text('[grid]\nshapes = [{n_layer = 2, d_model = 64, n_head = 2}]\n[budget]\n'
+                 'steps = 4\n[train]\nbatch_size = 0\n')
+    with pytest.raises(SpecError, match=r"train.batch_size: must be greater than zero.*"
+                                        r"\(batch_size: Sequences per optimizer step"):
+        sw.load_spec(str(p))

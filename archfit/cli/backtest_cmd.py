@@ -77,11 +77,17 @@ def predict(fit_file, files, maps, interval, limit, as_json):
                    f"{summary['rms_rel_error']:.1%}")
 
 
+def loss_laws() -> list[str]:
+    """The registered laws that predict loss (what a backtest can check), from the registry."""
+    from archfit.laws import LAWS
+
+    return [n for n, law in LAWS.items() if law.predicts_loss]
+
+
 @click.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option("--law", default="depth-joint", show_default=True,
-              help="A law with a loss model: chinchilla, kaplan-n, kaplan-nd, depth-width, "
-                   "depth-joint.")
+              help=f"A law with a loss model: {', '.join(loss_laws())}.")
 @click.option("--cut", type=NUMBER, default=None,
               help="Fit on runs with params <= this, predict the rest.")
 @click.option("--cuts", type=NUMBER_LIST, default=None,

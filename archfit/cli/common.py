@@ -13,6 +13,7 @@ import click
 from archfit.errors import ArchfitError
 from archfit.io import jsonable
 from archfit.numbers import parse_list, parse_number
+from archfit.devices import DEVICES
 from archfit.shapes import MLP_KINDS
 
 
@@ -154,7 +155,7 @@ def perf_options(f: Any) -> Any:
                      help="A calibrated step model (archfit throughput --out) for the training "
                           "speed instead of the modelled one.")(f)
     return click.option("--gpu", default=None, metavar="NAME",
-                        help="The accelerator (h100, h200, a100, a100-40gb; default h100) whose "
+                        help=f"The accelerator ({', '.join(DEVICES)}; default h100) whose "
                              "training speed and decode latency archfit.perf predicts.")(f)
 
 

@@ -61,34 +61,15 @@ def explicit(ctx: click.Context, name: str) -> bool:
                                               ParameterSource.ENVIRONMENT)
 
 
-TP_FRIENDLY = 8  # --emit of a Llama-style format: heads divisible by 8 unless --tp says otherwise
-
-
 def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str | None:
-    """Set the architecture options the user left at their defaults to the format's family
-    (``--emit hf-llama`` designs a Llama-style shape); returns the line that says so."""
+    """:func:`archfit.formats.apply_family` with the options the user gave on the command
+    line (the rest are the format's family's); returns the line that says so."""
     if fmt is None:
         return None
-    from archfit.formats import STYLE_TEXT, get_format
+    from archfit.formats import apply_family as apply
 
-    f = get_format(fmt)
-    for name, value in f.defaults.items():
-        if name not in kw or explicit(ctx, name):
-            continue
-        if name == "ff_ratio" and kw.get("d_ff") is not None:
-            continue  # an explicit --d-ff stands
-        kw[name] = value
-    if f.d_ff_rule is not None and not explicit(ctx, "ff_ratio"):
-        kw["d_ff_rule"] = f.d_ff_rule  # the framework fixes d_ff (nanoGPT: 4 x n_embd)
-    given = [_FLAG_OF.get(k, k) for k in f.defaults if k in kw and explicit(ctx, k)]
-    tp = ""
-    if (f.style == "llama" and "tp" in kw and kw.get("tp") is None
-            and not explicit(ctx, "tp")):  # a model this size is trained tensor-parallel
-        kw["tp"] = TP_FRIENDLY
-        tp = (f"; heads a multiple of {TP_FRIENDLY} (tensor-parallel friendly; --tp 1 to "
-              "lift)")
-    return (f"--emit {fmt}: designing {STYLE_TEXT[f.style]}"
-            + (f" (as given: {', '.join(given)})" if given else "") + tp)
+    return apply(fmt, kw, given={k for k in kw if explicit(ctx, k)},
+                 flag_of=lambda k: _FLAG_OF.get(k, k))
 
 
 def family_flags(fmt: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, fmt, perf_options, shape_options
+from archfit.cli.common import INT, NUMBER, emit_json, perf_options, shape_options
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refuse_inexpressible,
                               write_export)
 
@@ -95,12 +95,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
                       objective_opts, strict, as_json)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
-            **kw)
-    if strict and r.trust["verdict"] == "uninformative":
-        from archfit.errors import RecommendError
-
-        raise RecommendError("the verdict is uninformative (--strict): "
-                             + "; ".join(r.trust["reasons"]))
+            strict=strict, **kw)
     if as_json:
         emit_json(r.to_dict())
         return
@@ -123,18 +118,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
         write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by)
         return
     click.echo("")
-    cols = [("n_layer", "layers"), ("d_model", "d_model"), ("n_head", "heads"), ("d_ff", "d_ff"),
-            ("params_non_embedding", "non-emb params"), ("rel_error", "vs target"),
-            ("loss_penalty", "loss penalty")]
-    click.echo("alternatives (first row = recommended):")
-    click.echo("  ".join(f"{h:>15}" for _, h in cols))
-    for row in r.alternatives_records:
-        cells = []
-        for k, _ in cols:
-            v = row[k]
-            cells.append(f"{v:+.2%}" if k == "rel_error" else
-                         (f"{v:.4f}" if k == "loss_penalty" and v is not None else fmt(v)))
-        click.echo("  ".join(f"{c:>15}" for c in cells))
+    click.echo(r.alternatives_text())
 
 
 def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, print_table
+from archfit.cli.common import DEVICES, INT, NUMBER, emit_json, print_table
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 
 
@@ -33,7 +33,7 @@ def sweep() -> None:
                    "sweep's finished runs, else the spec's executor.throughput).")
 @click.option("--out", default=None, help="Sweep directory (for measured throughput).")
 @click.option("--gpu", default=None, metavar="NAME",
-              help="Plan for this accelerator (h100, h200, a100, a100-40gb): per-run memory, "
+              help=f"Plan for this accelerator ({', '.join(DEVICES)}): per-run memory, "
                    "micro-batch and GPU-hours.")
 @click.option("--gpu-memory", default=None, metavar="SIZE",
               help="Memory per GPU, e.g. 80GiB (default: the --gpu's).")

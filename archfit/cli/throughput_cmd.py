@@ -33,9 +33,8 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
 
     Example: archfit throughput sweeps/smoke.parquet --out fits/cpu-steps.json
     """
-    from archfit.errors import ArchfitError
     from archfit.io import atomic_write, check_output
-    from archfit.perf import fit_step_model, is_step_model, load_step_model, measured_runs
+    from archfit.perf import calibrate, is_step_model
     from archfit.store import expand_paths, read_tables
 
     models = [p for p in data if p.endswith(".json") and is_step_model(p)]
@@ -49,24 +48,8 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     if out:
         check_output(out, "step model", inputs=[*files, *([perf_file] if perf_file else [])],
                      force=force, ours=is_step_model)
-    runs = measured_runs(read_tables(files).to_dicts())
-    if not runs:
-        raise ArchfitError("no run in DATA measured its speed (ok runs with tokens_per_s, "
-                           "tokens and steps); give collected run tables (archfit sweep "
-                           "collect)")
-    devices = sorted({r["device"] for r in runs})
-    prec = precision if precision != "auto" else (
-        "fp32" if all(d.startswith("cpu") for d in devices) else "bf16")
-    if perf_file:
-        model = load_step_model(perf_file)
-        model.runs = [{"run_id": r["run_id"], "n_layer": r["shape"].n_layer,
-                       "d_model": r["shape"].d_model, "measured": r["tokens_per_s"],
-                       "predicted": model.tokens_per_s(r["shape"], r["tokens_per_step"])}
-                      for r in runs]
-    else:
-        model = fit_step_model(runs, precision=prec, bootstrap=bootstrap)
-    for r in model.runs:
-        r["error"] = r["predicted"] / r["measured"] - 1
+    rows = read_tables(files).to_dicts()
+    model = calibrate(rows, step_model=perf_file, precision=precision, bootstrap=bootstrap)
     if out:
         import json
 
@@ -74,25 +57,11 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
     if as_json:
         emit_json({**model.to_dict(), "written": out})
         return
-    click.echo(f"step model: {model.label()}; {model.precision}")
-    names = {"flop_s": "s per matmul FLOP", "byte_s": "s per byte moved",
-             "layer_s": "s per layer and step", "step_s": "s per step"}
-    for k, what in names.items():
-        ci = (model.ci or {}).get(k)
-        click.echo(f"  {what:<22}{getattr(model, k):.4g}"
-                   + (f"  [{ci[0]:.3g}, {ci[1]:.3g}] (95% bootstrap CI)" if ci else ""))
-    if model.flop_s:
-        click.echo(f"  -> {1 / model.flop_s:.3g} matmul FLOP/s effective")
+    click.echo(model.summary())
+    devices = sorted({r.get("device") or "unknown" for r in rows if r.get("tokens_per_s")})
     print_table(sorted(model.runs, key=lambda r: r["n_layer"]),
                 [("n_layer", "layers"), ("d_model", "d_model"), ("measured", "measured tok/s"),
                  ("predicted", "predicted tok/s"), ("error", "error")],
                 title=f"{len(model.runs)} runs on {', '.join(devices)}")
-    if model.heldout:
-        h = model.heldout
-        click.echo(f"held-out: fitted on {h['fit_on']} runs, predicted {h['predicted']}: median "
-                   f"|error| {h['median_abs_rel_error']:.1%}, worst {h['max_abs_rel_error']:.1%}")
-    if model.trust:
-        click.echo(f"verdict: {model.trust['verdict'].upper()}: "
-                   + "; ".join(model.trust["reasons"]))
     if out:
         click.echo(f"wrote {out}")

@@ -9,7 +9,7 @@ import click
 
 from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
-from archfit.train.config import OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
+from archfit.train.config import FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
 from archfit.train.trackers import TRACKERS
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
@@ -21,50 +21,47 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp",
                "position", "qk_norm", "tied_embeddings", "n_ctx", "no_mlp", "no_attn",
-               "heads_per_layer", n_layer={"required": True}, d_model={"required": True}, n_head={"required": True},
-               n_ctx={"default": 256})
+               "heads_per_layer", n_layer={"required": True}, d_model={"required": True},
+               n_head={"required": True}, n_ctx={"default": 256})
 @click.option("--parametrization", type=click.Choice(PARAMETRIZATIONS), default="standard",
-              show_default=True, help="standard, or mup (muP: widths transfer the lr).")
+              show_default=True, help=FIELD_HELP["parametrization"])
 @click.option("--tokens", type=NUMBER, default=None, help="Token budget, e.g. 2e6.")
 @click.option("--tokens-per-param", type=NUMBER, default=None,
               help="Budget as tokens per non-embedding parameter (e.g. 20).")
 @click.option("--steps", type=INT, default=None, help="Budget in optimizer steps.")
-@click.option("--data", default=None, help="Token source (default: the embedded stdlib corpus).")
+@click.option("--data", default=None, help=FIELD_HELP["data"])
 @click.option("--batch-size", type=INT, default=16, show_default=True,
-              help="Sequences per optimizer step (per accumulation step).")
+              help=FIELD_HELP["batch_size"])
 @click.option("--grad-accum", type=INT, default=1, show_default=True,
-              help="Gradient accumulation steps per optimizer step.")
+              help=FIELD_HELP["grad_accum"])
 @click.option("--lr", type=NUMBER, default=3e-3, show_default=True,
-              help="Peak learning rate.")
+              help=FIELD_HELP["lr"])
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="cosine",
-              show_default=True, help="Learning-rate schedule after warmup.")
+              show_default=True, help=FIELD_HELP["schedule"])
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw",
-              show_default=True, help="Optimizer.")
+              show_default=True, help=FIELD_HELP["optimizer"])
 @click.option("--eval-every", type=INT, default=100, show_default=True,
-              help="Steps between validation losses (and the last step).")
+              help=FIELD_HELP["eval_every"])
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the initialisation and the data order.")
+              help=FIELD_HELP["seed"])
 @click.option("--device", default="auto", show_default=True,
-              help="auto (CUDA if present, else CPU), cpu, cuda or cuda:N.")
+              help=FIELD_HELP["device"])
 @click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="auto",
-              show_default=True, help="auto: bf16 autocast on CUDA, fp32 on CPU.")
+              show_default=True, help=FIELD_HELP["precision"])
 @click.option("--nproc", type=INT, default=1, show_default=True,
               help="Processes for this one run (torchrun; gloo on CPU, NCCL on GPUs).")
 @click.option("--parallel", type=click.Choice(PARALLEL), default="ddp",
-              show_default=True, help="With --nproc > 1: DDP, or FSDP2 (fully_shard).")
+              show_default=True, help=FIELD_HELP["parallel"])
 @click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
 @click.option("--restart", is_flag=True,
               help="Discard a checkpoint in --run-dir that belongs to another config.")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True,
-              help="Steps between checkpoints in --run-dir (0: at the end and on signals).")
+              help=FIELD_HELP["checkpoint_every"])
 @click.option("--tracker", type=click.Choice(TRACKERS), default=None,
-              help="Log losses, lr, tokens/s and MFU per step to an experiment tracker "
-                   "(pip install 'archfit[trackers]'); W&B runs offline unless WANDB_MODE "
-                   "says otherwise.")
+              help=FIELD_HELP["tracker"])
 @click.option("--tracker-dir", default=None, metavar="DIR",
-              help="The tracker's folder (default: tracker/ beside --run-dir, or "
-                   "runs/tracker).")
+              help=FIELD_HELP["tracker_dir"])
 @click.option("--no-memory-check", "no_memory_check", is_flag=True,
               help="Start even when archfit.memory estimates the run does not fit this "
                    "machine's memory (refused up front otherwise).")

@@ -69,6 +69,37 @@ def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     return get_format(fmt).render(shape, options or ExportOptions())
 
 
+TP_FRIENDLY = 8  # a Llama-style design: heads divisible by 8 unless tp says otherwise
+
+
+def apply_family(fmt: str, kw: dict[str, Any], given: set[str] = frozenset(),  # type: ignore[assignment]
+                 flag_of: Any = str) -> str:
+    """Design for ``fmt``'s family: set the shape options of ``kw`` not in ``given`` (the ones
+    the user chose) to the family's (``hf-llama``: SwiGLU, RoPE, RMSNorm, no biases, untied,
+    Llama's d_ff rule), add the framework's fixed d_ff rule (nanoGPT: 4 d) and, for a
+    Llama-style format, tensor-parallel-friendly heads (``tp`` 8) unless given. Changes ``kw``
+    in place; returns the line that says what it did (``flag_of`` names an option)."""
+    from archfit.formats.base import STYLE_TEXT
+
+    f = get_format(fmt)
+    for name, value in f.defaults.items():
+        if name not in kw or name in given:
+            continue
+        if name == "ff_ratio" and kw.get("d_ff") is not None:
+            continue  # an explicit d_ff stands
+        kw[name] = value
+    if f.d_ff_rule is not None and "ff_ratio" not in given:
+        kw["d_ff_rule"] = f.d_ff_rule  # the framework fixes d_ff (nanoGPT: 4 x n_embd)
+    named = [flag_of(k) for k in f.defaults if k in kw and k in given]
+    tp = ""
+    if f.style == "llama" and "tp" in kw and kw.get("tp") is None and "tp" not in given:
+        kw["tp"] = TP_FRIENDLY  # a model this size is trained tensor-parallel
+        tp = (f"; heads a multiple of {TP_FRIENDLY} (tensor-parallel friendly; --tp 1 to "
+              "lift)")
+    return (f"--emit {fmt}: designing {STYLE_TEXT[f.style]}"
+            + (f" (as given: {', '.join(named)})" if named else "") + tp)
+
+
 def read_config(cfg: dict[str, Any]) -> Imported:
     """A config dict: an HF ``config.json`` (has ``model_type``) or nanoGPT model_args (or a
     checkpoint dict holding them)."""

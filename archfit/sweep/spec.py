@@ -20,8 +20,8 @@ from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS
                             Shape)
 from archfit.sweep.schema import Key, check, number
 from archfit.train.trackers import TRACKERS
-from archfit.train.config import (OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS, SCHEDULES,
-                                  Budget, TrainConfig)
+from archfit.train.config import (FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS,
+                                  SCHEDULES, Budget, TrainConfig)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -329,6 +329,14 @@ def _check_gpus(spec: Spec, problems: list[str]) -> None:
             return
 
 
+def _with_help(problem: str) -> str:
+    """A [train] key's problem, with what the key means (TrainConfig's FIELD_HELP)."""
+    m = re.match(r"train\.(\w+): ", problem)
+    if m and m.group(1) in FIELD_HELP and "unknown key" not in problem:
+        return f"{problem} ({m.group(1)}: {FIELD_HELP[m.group(1)]})"
+    return problem
+
+
 def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> Spec:
     """Read and validate a sweep spec; every problem is reported at once (:class:`SpecError`).
     A spec that could expand to more than ``max_runs`` runs is refused before expanding it.
@@ -337,6 +345,7 @@ def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> 
     raw = _read(path)
     problems: list[str] = []
     check(raw, SPEC, "spec", problems)
+    problems[:] = [_with_help(p) for p in problems]
     if not problems and _size_bound(raw) > max_runs:
         raise SpecError(f"expands to up to {_size_bound(raw):,} runs, more than --max-runs "
                         f"{max_runs:,}; shrink the grid, lrs or seeds, or raise --max-runs", path)

@@ -86,6 +86,52 @@ CHOICES: dict[str, tuple[str, ...]] = {"parametrization": PARAMETRIZATIONS,
                                        "precision": PRECISIONS, "parallel": PARALLEL}
 
 
+# Each TrainConfig field's help, written once: `archfit train --help` and the spec schema's
+# error messages read it (tests/test_trainer.py checks every field has one).
+FIELD_HELP: dict[str, str] = {
+    "shape": "The model (archfit.shapes.Shape).",
+    "budget": "How long to train: tokens, tokens per non-embedding parameter, or steps.",
+    "vocab_from_data": "Size the vocabulary from the data instead of the shape's vocab_size.",
+    "parametrization": "How init and learning rates scale with width and depth: standard, mup, "
+                       "completep or depth-mup.",
+    "mup_base_width": "muP/CompleteP: the width whose learning rate transfers.",
+    "mup_base_depth": "CompleteP/depth-muP: the depth whose learning rate transfers.",
+    "data": "Token source: a prepared dataset's folder or manifest.json (default: the embedded "
+            "stdlib corpus).",
+    "data_sha256": "The prepared dataset's manifest hash, checked when the run starts.",
+    "batch_size": "Sequences per optimizer step (per accumulation step).",
+    "grad_accum": "Gradient accumulation steps per optimizer step.",
+    "lr": "Peak learning rate.",
+    "min_lr_ratio": "The final learning rate as a fraction of the peak.",
+    "warmup": "Warmup: a fraction of the steps (< 1) or a step count (>= 1).",
+    "schedule": "Learning-rate schedule after warmup: cosine, wsd or constant.",
+    "decay_fraction": "wsd: the final fraction of the steps spent decaying.",
+    "weight_decay": "Decoupled weight decay (AdamW) of the matrices.",
+    "beta1": "Adam's first-moment decay.",
+    "beta2": "Adam's second-moment decay.",
+    "grad_clip": "Clip the gradient's global norm to this (0: no clipping).",
+    "optimizer": "Optimizer: adamw, or muon (orthogonalized updates of the hidden matrices).",
+    "seed": "Seed of the initialisation and the data order.",
+    "eval_every": "Steps between validation losses (and the last step).",
+    "eval_windows": "Validation windows (of n_ctx tokens) per evaluation.",
+    "eval_batch": "Validation windows per forward pass (memory only; not the numbers).",
+    "checkpoint_every": "Steps between checkpoints in the run folder (0: at the end and on "
+                        "signals).",
+    "device": "auto (CUDA if present, else CPU), cpu, cuda or cuda:N.",
+    "compile": "torch.compile the model.",
+    "divergence_factor": "A loss above this times the first loss is a divergence: the run "
+                         "stops as diverged.",
+    "threads": "torch threads (default: torch's).",
+    "precision": "auto: bf16 autocast on CUDA, fp32 on CPU; or bf16, fp32.",
+    "parallel": "With several processes: DDP, or FSDP2 (fully_shard).",
+    "micro_batch": "Sequences per forward pass and process (default: the whole share of a "
+                   "batch); gradients add up to the batch's.",
+    "tracker": "Log losses, lr, tokens/s and MFU per step to tensorboard, mlflow or wandb.",
+    "tracker_dir": "The tracker's folder (default: tracker/ beside the run folder, or "
+                   "runs/tracker).",
+}
+
+
 @dataclass
 class TrainConfig:
     """Everything that defines a run: a :class:`Shape`, a :class:`Budget` and how to train.
