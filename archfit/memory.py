@@ -42,6 +42,8 @@ from archfit.shapes import LOSS_CHUNK_ELEMENTS, Layer, Shape
 
 GIB = 1 << 30
 
+# the share of peak FLOP/s a well-tuned GPU run reaches, for time estimates without a
+# measurement (40%: the bench_train.py target at 124M on an H100; big runs report 35-55%)
 DEFAULT_MFU = 0.4
 
 
@@ -114,20 +116,25 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     matrices = P - s.breakdown()["norms"]
     shard = world if (parallel == "fsdp" and world > 1) else 1
     layer_params = max(sum(b.values()) for b in s._blocks())  # the largest block, gathered
+    # fp32 master weights, plus the bf16 copies autocast makes of the matrices (not the norms)
     weights = 4 * P // shard + (2 * matrices // shard if act == 2 else 0)
     if shard > 1:
         weights += (4 + (2 if act == 2 else 0)) * layer_params  # one gathered layer
+    # fp32 gradients; DDP keeps a second full copy in its all-reduce buckets
     grads = 4 * P // shard + (4 * P if parallel == "ddp" and world > 1 else 0)
-    states = 8 if optimizer == "adamw" else 4
-    opt = states * P // shard + 4 * P // shard
+    states = 8 if optimizer == "adamw" else 4  # Adam's m and v in fp32; Muon's momentum only
+    opt = states * P // shard + 4 * P // shard  # + the update the step computes
     if activation_checkpointing:
         per_layer = max(per_layer_token_bytes(s, act, lay) for lay in s.layers()) * tokens
+        # checkpointing keeps each block's fp32 input, and recomputes one block at a time
         acts = s.n_layer * 4 * s.d_model * tokens + per_layer
     else:
         acts = activation_token_bytes(s, act) * tokens
     acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
     up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff  # type: ignore[operator]
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
+    # the fused output layer and loss: its fp32 weight gradient, the final hidden states, and
+    # one chunk of fp32 logits (archfit.model never holds all the logits)
     chunk = max(16, LOSS_CHUNK_ELEMENTS // s.vocab_size)
     head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
             + 4 * min(chunk, tokens) * s.vocab_size)

@@ -198,6 +198,7 @@ def test_backtest_on_a_planted_sweep(correlated_sweep):
                                                               "uninformative")
 
 
+@pytest.mark.slow
 def test_backtest_cli_json_and_plot(correlated_sweep, cli, tmp_path):
     path = tmp_path / "s.parquet"
     correlated_sweep(seed=7, n_shapes=20, n_tokens=6).write_parquet(path)
@@ -215,6 +216,7 @@ def test_backtest_cli_json_and_plot(correlated_sweep, cli, tmp_path):
     assert r.exit_code == 2 and "no run is larger" in r.output
 
 
+@pytest.mark.slow
 def test_predict_cli(correlated_sweep, cli, tmp_path):
     path = tmp_path / "s.parquet"
     correlated_sweep(seed=8, n_shapes=14, n_tokens=4).write_parquet(path)

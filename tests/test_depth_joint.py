@@ -26,6 +26,7 @@ def test_recovers_the_planted_optimum_relation(joint_synthetic):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow
 def test_recovery_holds_for_other_draws(joint_synthetic, seed):
     df, t = joint_synthetic(seed=seed, n_shapes=20)
     f = fit(df, law="depth-joint", bootstrap=100, seed=seed)

@@ -38,6 +38,7 @@ def train_json(*args):
 
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+@pytest.mark.slow
 def test_two_processes_give_the_one_process_loss_curve(parallel):
     one = train_json("--steps", "20")
     two = train_json("--steps", "20", "--nproc", "2", "--parallel", parallel)

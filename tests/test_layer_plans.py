@@ -128,6 +128,7 @@ def test_a_plan_trains_and_resumes_under_each_parametrization(tmp_path, parametr
     assert r2.resumed_from_step == 4 and r2.final_val_loss == full.final_val_loss
 
 
+@pytest.mark.slow
 def test_a_plan_trains_under_two_processes_as_under_one(archfit_cmd):
     import subprocess
 

@@ -149,6 +149,7 @@ def test_a_prior_pulls_kaplan_n_toward_it():
 
 
 # ------------------------------------------------------------------ one interval per quantity
+@pytest.mark.slow
 def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, cli, tmp_path):
     from archfit.numbers import fmt_range
     from archfit.recommender import recommend
@@ -250,6 +251,7 @@ def _two_datasets() -> pl.DataFrame:
     return pl.concat([a, b])
 
 
+@pytest.mark.slow
 def test_a_two_dataset_table_warns_and_by_fits_two_laws(cli, tmp_path):
     path = tmp_path / "mixed.csv"
     _two_datasets().write_csv(path)

@@ -219,6 +219,7 @@ def test_slurm_executor_real_cluster(tmp_path):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_ray_executor_local(tmp_path):
     pytest.importorskip("ray", reason="ray is not installed (pip install 'archfit[ray]')")
     out = tmp_path / "runs"
@@ -228,6 +229,7 @@ def test_ray_executor_local(tmp_path):
     assert sw.counts(sw.load_spec(SMOKE), str(out))["ok"] == 6
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_on_a_mini_spec(tmp_path):
     """The README's main job on a 12-run spec of 8 steps each: sweep -> collect -> fit ->
     recommend at 3x the largest size -> validate (the recommendation and 4 rivals, 2 seeds,

@@ -170,6 +170,7 @@ def coord_scale(parametrization, width, steps=6):
     return logits.abs().mean().item()
 
 
+@pytest.mark.slow
 def test_coordinate_check_mup_flat_standard_drifts():
     widths = [64, 256, 1024]
     sp = [coord_scale("standard", w) for w in widths]

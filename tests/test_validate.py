@@ -139,6 +139,7 @@ def test_plan_only_writes_a_spec_that_sweep_run_accepts(tmp_path, archfit_cmd):
 
 
 # ------------------------------------------------------------------- real training runs
+@pytest.mark.slow
 def test_validate_trains_judges_and_resumes(tmp_path, archfit_cmd):
     """Real runs (8 steps each): every shape gets its seeds, the table, the figure and the
     JSON; a second call trains nothing and judges the same runs."""

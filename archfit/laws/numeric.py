@@ -49,6 +49,8 @@ def prepare(law: Any, frame: Any) -> Data:
 
 # sizes within this fraction of a class's smallest run are "the same size" (one size class);
 # anchored at the class's first member, so sizes 1.19x apart never chain into one class
+# runs within 2% of a class's smallest run are one size: a planned size lands within a width
+# step of its target (~1-2% for widths in multiples of 64), while real grids space sizes >= 10%
 SIZE_TOLERANCE = 0.02
 
 
@@ -124,14 +126,15 @@ def quadratic_optimum(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float
     c0, c1, c2 = coef
     if not c2 > 0:
         return math.nan, math.nan, float(c2), coef
-    xs = -c1 / (2 * c2)
+    xs = -c1 / (2 * c2)  # the vertex: where dy/dx = c1 + 2 c2 x = 0
     dof = len(x) - 3
     se = math.nan
     if dof > 0:
         r = y - X @ coef
         s2 = float(r @ r) / dof
         try:
-            V = s2 * np.linalg.inv(X.T @ X)
+            V = s2 * np.linalg.inv(X.T @ X)  # OLS covariance of (c0, c1, c2)
+            # delta method: the gradient of x* = -c1 / (2 c2) in (c0, c1, c2)
             g = np.array([0.0, -1 / (2 * c2), c1 / (2 * c2 * c2)])
             se = float(np.sqrt(max(g @ V @ g, 0.0)))
         except np.linalg.LinAlgError:
@@ -268,11 +271,14 @@ def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[st
     resid = np.asarray(resid, float)
     uniq, inv, counts = np.unique(groups, return_inverse=True, return_counts=True)
     G, n = len(uniq), len(resid)
-    means = np.bincount(inv, weights=resid) / counts
+    means = np.bincount(inv, weights=resid) / counts  # each run's mean offset from the law
     within = resid - means[inv]
-    s2_w = float(within @ within) / (n - G) if n > G else 0.0
+    s2_w = float(within @ within) / (n - G) if n > G else 0.0  # one-way ANOVA's within term
+    # the law used up n_params of the runs' degrees of freedom (never more than half: a law
+    # with as many parameters as runs would leave no scatter to estimate)
     dof = max(G - n_params, G / 2.0, 1.0)
     s2_means = float(means @ means) / dof
+    # a run mean's variance is between + within / n_run: take the within part off
     s2_b = max(s2_means - s2_w * float(np.mean(1.0 / counts)), 0.0)
     return {"between": math.sqrt(s2_b), "within": math.sqrt(s2_w), "n_units": int(G),
             "n_rows": int(n), "dof": float(dof)}
@@ -284,6 +290,8 @@ def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float
     N = np.asarray(data["params"], float)
     key = class_labels(data)
     sizes = np.unique(key)  # labels grow with size
+    # at least 2 classes (one held-out size says nothing of a trend), at most a third (the
+    # fit keeps two thirds of the sizes to extrapolate from)
     k = min(max(2, int(round(frac * len(sizes)))), len(sizes) // 3)
     if k < 1:
         return np.zeros(len(N), bool), []
@@ -306,6 +314,8 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, d
     if not 0 < level < 1:
         raise FitInputError(f"interval must be between 0 and 1 (e.g. 0.95), got {level}")
     c = np.log(np.asarray(law.predict(params, data), float))
+    # a new run's own deviation: between-run and within-run scatter add in quadrature, at
+    # Student's t for the runs' degrees of freedom (no dof: the normal quantile)
     z = float(student_t.ppf(0.5 + level / 2, (scatter or {}).get("dof") or 1e6))
     s = math.hypot((scatter or {}).get("between", 0.0), (scatter or {}).get("within", 0.0))
     dlo = dhi = np.zeros_like(c)
@@ -313,11 +323,12 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, d
         with np.errstate(all="ignore"):
             S = np.stack([np.log(np.asarray(law.predict(p, data), float)) for p in draws])
         S[~np.isfinite(S)] = np.nan
-        ok = np.isfinite(S).sum(0) >= 10
+        ok = np.isfinite(S).sum(0) >= 10  # a percentile of fewer than 10 draws is noise
         q_lo, q_hi = np.nanpercentile(np.where(ok, S, 0.0), [50 * (1 - level),
                                                               50 * (1 + level)], axis=0)
         dlo = np.where(ok, np.clip(c - q_lo, 0, None), 0.0)
         dhi = np.where(ok, np.clip(q_hi - c, 0, None), 0.0)
+    # parameter and run uncertainty are independent: half-widths add in quadrature, per side
     lo = c - widen * np.sqrt(dlo ** 2 + (z * s) ** 2)
     hi = c + widen * np.sqrt(dhi ** 2 + (z * s) ** 2)
     return np.exp(c), np.exp(lo), np.exp(hi)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -118,6 +118,30 @@ def lsq_fit(resid: Any, starts: Sequence[np.ndarray], rp: Reparam, scale: float 
     if best is None:
         raise FitError("the constrained least-squares fit did not converge from any start")
     return rp.expand(best.x)
+
+
+# The one stopping rule of every L-BFGS fit: relative objective change 1e-15 and projected
+# gradient 1e-11, both far below what a bootstrap's spread resolves (the objectives are scaled to
+# O(1)); 3000 iterations are never reached from a projected start.
+LBFGS_OPTIONS = {"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-11}
+
+
+def multistart(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], starts: Any,
+               bounds: Sequence[tuple[float | None, float | None]] | None = None,
+               what: str = "the fit") -> np.ndarray:
+    """The best L-BFGS-B optimum of ``fun`` (value and gradient) over ``starts``: the one
+    multi-start loop of the Huber laws and depth-joint."""
+    from scipy.optimize import minimize
+
+    best = None
+    for s0 in starts:
+        res = minimize(fun, s0, jac=True, method="L-BFGS-B", bounds=bounds,
+                       options=LBFGS_OPTIONS)
+        if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
+            best = res
+    if best is None:
+        raise FitError(f"{what} did not converge from any starting point")
+    return best.x
 
 
 class HuberLSE:
@@ -243,7 +267,6 @@ class HuberLSE:
         """The Huber optimum: the ``n_polish`` best of ``starts`` polished with L-BFGS over the
         free coordinates of ``rp`` (all of θ without one), priors added as ½z² weighed by
         :func:`prior_weight`."""
-        from scipy.optimize import minimize
 
         starts = np.atleast_2d(starts)
         if rp is not None:
@@ -267,12 +290,5 @@ class HuberLSE:
                 return v, rp.T.T @ g
 
             x0s = [rp.reduce(s0) for s0 in starts]
-        best = None
-        for s0 in x0s:
-            res = minimize(fun, s0, jac=True, method="L-BFGS-B",
-                           options={"maxiter": 2000, "ftol": 1e-14, "gtol": 1e-10})
-            if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
-                best = res
-        if best is None:
-            raise FitError("the Huber fit did not converge from any starting point")
-        return best.x if rp is None else rp.expand(best.x)
+        best = multistart(fun, x0s, what="the Huber fit")
+        return best if rp is None else rp.expand(best)
