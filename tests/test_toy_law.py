@@ -63,11 +63,11 @@ class PowerDepth(Law):
         L = params["c"] * N ** params["q"]
         return L, math.sqrt(N / (12 * L))
 
-    def shape_loss(self, fit, shape, N):
-        return 0.05 * math.log(shape.n_layer / self.optimum(fit.params, N)[0]) ** 2
+    def shape_loss(self, params, extra, shape, N):
+        return 0.05 * math.log(shape.n_layer / self.optimum(params, N)[0]) ** 2
 
-    def measured_optima(self, fit):
-        return [MeasuredOptimum(n, v, v * 0.9, v * 1.1) for n, v in fit.extra["optima"]]
+    def measured_optima(self, extra):
+        return [MeasuredOptimum(n, v, v * 0.9, v * 1.1) for n, v in extra["optima"]]
 
 
 
