@@ -33,17 +33,18 @@ Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count abov
 the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
 block without an MLP (or attention) has neither its matrices nor the norm before them.
 
-About 460 lines because it is the one place a transformer is described and counted: the
-fields, their checks, the per-layer plan and every count must change together.
+The per-layer plan's text form and its records live in :mod:`archfit.layer_plan` (re-exported
+here); the fields, their checks and every count are here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, get_args
 
 from archfit.errors import ShapeError
+from archfit.layer_plan import PLAN_SYNTAX, Layer, parse_plan, plan_indices  # noqa: F401
 
 # the one source of each choice: the Literal types; specs and click options read their values
 MlpKind = Literal["gelu", "relu2", "swiglu"]
@@ -182,10 +183,7 @@ class Shape:
             return  # uniform (every shape but a plan's): nothing to resolve
         L = self.n_layer
         for name in ("no_mlp", "no_attn"):
-            raw = getattr(self, name)
-            if isinstance(raw, str):  # text from a flag or a spec: "0,-1", "mid"
-                raw = raw.replace("mid", str(L // 2))
-            idx = _indices(raw, name)
+            idx = plan_indices(getattr(self, name), name, L)
             bad = [i for i in idx if not -L <= i < L]
             if bad:
                 raise ShapeError(f"{name} layer {bad[0]} is outside the {L} layers (0..{L - 1}, "
@@ -195,7 +193,7 @@ class Shape:
         if both:
             raise ShapeError(f"layer {min(both)} has neither attention nor an MLP; drop the "
                              "layer instead (a smaller n_layer)")
-        heads = _indices(self.heads_per_layer, "heads_per_layer")
+        heads = plan_indices(self.heads_per_layer, "heads_per_layer")
         if heads:
             if len(heads) != L:
                 raise ShapeError(f"heads_per_layer gives {len(heads)} head counts for {L} "
@@ -382,53 +380,6 @@ class Shape:
         if "ff_ratio" in changes and "d_ff" not in changes:
             changes["d_ff"] = None
         return replace(self, **changes)
-
-
-class Layer(NamedTuple):
-    """One block of a shape's per-layer plan."""
-
-    index: int
-    attn: bool
-    mlp: bool
-    heads: int
-    kv_heads: int
-
-
-def _indices(raw: Any, name: str) -> list[int]:
-    """A plan's list of whole numbers from a tuple, a list or text (``"0,-1"``)."""
-    if isinstance(raw, str):
-        raw = [p for p in raw.replace(" ", "").split(",") if p]
-    out = []
-    for v in raw:
-        try:
-            n = int(v)
-        except (TypeError, ValueError):
-            raise ShapeError(f"{name}: {v!r} is not a whole number") from None
-        if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-            raise ShapeError(f"{name}: {v!r} is not a whole number")
-        out.append(n)
-    return out
-
-
-PLAN_SYNTAX = ("uniform | no-mlp:I,J | no-attn:I|mid | heads:H0,H1,... (several joined by "
-               "spaces; negative layer indices count from the end)")
-
-
-def parse_plan(text: str, n_layer: int) -> dict[str, tuple[int, ...]]:
-    """The Shape fields of a plan written as text for ``n_layer`` layers: ``"uniform"``,
-    ``"no-mlp:0"``, ``"no-mlp:0,-1"``, ``"no-attn:mid"`` (the middle layer, n_layer // 2),
-    ``"heads:6,12,12,6"``, or several joined by spaces (as :attr:`Shape.plan` writes them)."""
-    out: dict[str, tuple[int, ...]] = {}
-    for part in str(text).split():
-        if part == "uniform":
-            continue
-        key, _, arg = part.partition(":")
-        name = {"no-mlp": "no_mlp", "no-attn": "no_attn", "heads": "heads_per_layer"}.get(key)
-        if name is None or not arg:
-            raise ShapeError(f"unknown layer plan {part!r}; write {PLAN_SYNTAX}")
-        arg = arg.replace("mid", str(n_layer // 2))
-        out[name] = tuple(_indices(arg, key))
-    return out
 
 
 _FIELDS = frozenset(f.name for f in fields(Shape))

@@ -16,7 +16,7 @@ PKG = ROOT / "archfit"
 # io -> shapes -> model -> train -> sweep -> store -> laws -> recommend -> plots -> cli
 LAYERS = [
     ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers")),
-    ("shapes", ("archfit.shapes", "archfit.families", "archfit.known",
+    ("shapes", ("archfit.shapes", "archfit.layer_plan", "archfit.families", "archfit.known",
                 "archfit.devices", "archfit.formats")),
     ("model", ("archfit.model",)),
     ("train", ("archfit.data", "archfit.train", "archfit.memory",
