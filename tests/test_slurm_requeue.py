@@ -58,8 +58,9 @@ def _loss(out: Path, spec: Path, table: Path) -> tuple[float, int, list[str]]:
 
 @pytest.mark.slurm
 @pytest.mark.slow
-@pytest.mark.skipif(slurm_ready() is not None, reason=str(slurm_ready()))
 def test_a_requeued_task_resumes_and_loses_no_row(tmp_path):
+    if (why := slurm_ready()) is not None:
+        pytest.skip(why)
     spec = tmp_path / "requeue.toml"
     spec.write_text(SPEC)
     # the run, uninterrupted (local executor)

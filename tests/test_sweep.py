@@ -1,5 +1,6 @@
 """The sweep engine against real processes, real parquet, a real local Slurm and a real Ray."""
 
+import functools
 import json
 import os
 import random
@@ -185,7 +186,11 @@ def test_schema_version_newer_is_refused(tmp_path):
         read_runs([str(p)])
 
 
+@functools.lru_cache(maxsize=1)
 def slurm_ready():
+    """None where a Slurm node is up, else why not. Asked once, and only by a Slurm test when
+    it runs: ``sinfo`` against a stopped controller waits out its timeout, which a collection
+    (the fast suite deselects these tests) must not pay."""
     if not shutil.which("sbatch") or not shutil.which("sinfo"):
         return "Slurm is not installed (run scripts/slurm-up.sh as root)"
     try:
@@ -200,8 +205,9 @@ def slurm_ready():
 
 @pytest.mark.slurm
 @pytest.mark.slow
-@pytest.mark.skipif(slurm_ready() is not None, reason=str(slurm_ready()))
 def test_slurm_executor_real_cluster(tmp_path):
+    if (why := slurm_ready()) is not None:
+        pytest.skip(why)
     out = tmp_path / "runs"
     r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--executor", "slurm", "--out", out,
                                    "--timeout", "400", "--gpus", "1"),
