@@ -5,7 +5,6 @@ its new self, never torn, even when the process is killed mid-write."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import os
 import threading
@@ -62,6 +61,8 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
+    import hashlib  # here, not at the top: recommend's cold path never hashes (3 ms)
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
