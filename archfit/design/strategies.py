@@ -7,10 +7,9 @@ information, the runs' scatter about the law as noise; the bootstrap draws' cova
 fit carries no runs, e.g. a published prior). It is carried to the target and to each
 candidate's log loss by the law's gradients (a linear Gaussian shortcut, :class:`Ensemble`), and
 says how much observing a run shrinks the target's variance: Cov(target, run)² / (Var(run) +
-noise²). A batch is picked greedily,
-conditioning the covariance on each pick before the next (fantasized outcomes), so a
-near-duplicate of a chosen run gains little, and one within 2% of it (size and tokens, same
-depth) is not taken into the same batch at all. Of the batch picked by shrink per unit cost
+noise²). A batch is picked greedily, conditioning the covariance on each pick before the
+next (fantasized outcomes), so a near-duplicate of a chosen run gains little, and one within
+2% of it (size and tokens, same depth) is not taken into the same batch at all. Of the batch picked by shrink per unit cost
 and the one picked by shrink alone within the same budget, the one that shrinks the target more
 is kept.
 
@@ -127,10 +126,11 @@ def noise_var(fit: Any) -> float:
 class Ensemble:
     """The target's uncertainty and each candidate's: the parameters' covariance S (each on a
     log scale where every draw is positive; the parameters the draws leave fixed are out), the
-    inverse Fisher information of the runs so far (``source`` "laplace"), or without runs the
-    draws' covariance, clipped to its 5-95% range so a few degenerate resamples do not own it
-    (``source`` "draws"); carried to the target quantities and to each candidate's log loss
-    by the law's gradients at the point estimate (a linear Gaussian shortcut). A candidate adds the scatter of runs about the law as its noise.
+    inverse Fisher information of the runs so far, or without runs the draws' covariance,
+    clipped to its 5-95% range so a few degenerate resamples do not own it; carried to the
+    target quantities and to each candidate's log loss by the law's gradients at the point
+    estimate (a linear Gaussian shortcut). A candidate adds the scatter of runs about the law
+    as its noise.
     Conditioning on a fantasized run, one at a time: S <- S - S j j' S / (j' S j + noise²).
     (Each row is taken as its own run, as the fit weighs it.)"""
 
@@ -141,22 +141,20 @@ class Ensemble:
         V = np.array([[d[n] for n in self.names] for d in ds])
         self.logs = np.array([bool(np.all(V[:, i] > 0) and p0[n] > 0)
                               for i, n in enumerate(self.names)])
-        Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
-        lo, hi = np.percentile(Th, [5, 95], axis=0)
-        self.S = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))
         th0 = np.array([math.log(p0[n]) if lg else p0[n]
                         for n, lg in zip(self.names, self.logs)])
         self.J, self.G, Jd = self._gradients(step, p0, th0)
         self.noise2 = noise_var(step.fit)
-        self.source = "draws"
         if len(Jd) >= len(th0):
             # the Laplace approximation at the runs so far: with tens of draws of 5-8
             # parameters the draws' covariance is noisy and heavy-tailed, and on the
             # benchmark's replays it picked worse runs (8 paired seeds: 0.51% -> 0.46% target
             # error on chinchilla, 1.06% -> 0.95% on depth-joint)
-            info = Jd.T @ Jd / self.noise2
-            self.S = np.linalg.pinv(info + 1e-9 * (np.trace(info) + 1.0) * np.eye(len(th0)))
-            self.source = "laplace"
+            self.S = np.linalg.pinv(_information(step, self.J, Jd))
+        else:
+            Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
+            lo, hi = np.percentile(Th, [5, 95], axis=0)
+            self.S = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))
         self.var0 = self.var = float(np.trace(self.G @ self.S @ self.G.T))
 
     def _gradients(self, step: Step, p0: dict[str, float], th0: np.ndarray
@@ -275,6 +273,8 @@ def _jacobians(step: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
 
 
 def _information(step: Step, J: np.ndarray, Jd: np.ndarray) -> np.ndarray:
+    """The Fisher information of the runs so far (Jd: d log-loss / dθ at them), with a
+    vanishing ridge so that its inverse exists where the runs leave a direction free."""
     s2 = noise_var(step.fit)
     info = Jd.T @ Jd / s2 if len(Jd) else np.zeros((J.shape[1], J.shape[1]))
     return info + 1e-9 * (np.trace(info) + 1.0) * np.eye(J.shape[1])

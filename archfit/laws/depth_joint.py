@@ -8,10 +8,10 @@ an optimum that moves with size as a power law: the log-depth quadratic is the s
 depth at fixed N seen by Kaplan et al. 2020 (Fig. 5) and Levine et al. 2020, and a power law in
 N is the simplest optimum that grows with size. Fitted like ``chinchilla`` (Huber δ=1e-3 on log
 loss, multi-start, L-BFGS with an analytic gradient); bootstrapped over shapes, since the rows of
-one shape at several token counts are not independent. A resample starts at the point estimate and
-takes trust-region Gauss-Newton steps on the same Huber objective before L-BFGS finishes
-(``JointObjective.polish``): about 2-3x faster per resample, same optimum to 1e-4. N is the non-embedding count (Kaplan's);
-without a params column, N = 12 · n_layer · d_model².
+one shape at several token counts are not independent. A resample starts at the point
+estimate and takes trust-region Gauss-Newton steps on the same Huber objective before L-BFGS
+finishes (``JointObjective.polish``): about 2-3x faster per resample, same optimum to 1e-4.
+N is the non-embedding count (Kaplan's); without a params column, N = 12 · n_layer · d_model².
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class JointObjective:
         self.lnN, self.lnL, self.lnD, self.t, self.delta = lnN, lnL, lnD, t, delta
         self.prior = prior  # (index, mean, sd, scale of data term) or None
 
-    def value_and_grad(self, th: np.ndarray) -> tuple[float, np.ndarray]:
+    def _model(self, th: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """L̂ per row and d L̂ / dθ, one array per parameter."""
         import numpy as np
 
         e, a, al, b, be, k, pr, q = th
@@ -59,6 +60,12 @@ class JointObjective:
         else:
             J += [np.zeros_like(pred)] * 2
         J += [K * z * z, -2 * K * z, -2 * K * z * (self.lnN - LN_N_REF)]
+        return pred, J
+
+    def value_and_grad(self, th: np.ndarray) -> tuple[float, np.ndarray]:
+        import numpy as np
+
+        pred, J = self._model(th)
         r = np.log(pred) - self.t  # residuals in log loss: relative errors, scale-free
         d, n = self.delta, len(r)
         ar = np.abs(r)
@@ -79,15 +86,8 @@ class JointObjective:
         """r = log L̂ - log L per row and dr/dθ (n x 8), for the least-squares polish."""
         import numpy as np
 
-        e, a, al, b, be, k, pr, q = th
-        E, A, K = np.exp(e), np.exp(a), np.exp(k)
-        x = A * np.exp(-al * self.lnN)
-        z = self.lnL - pr - q * (self.lnN - LN_N_REF)
-        y = np.exp(b - be * self.lnD)
-        pred = E + x + y + K * z * z
-        J = np.stack([np.full_like(pred, E), x, -x * self.lnN, y, -y * self.lnD, K * z * z,
-                      -2 * K * z, -2 * K * z * (self.lnN - LN_N_REF)], axis=1)
-        return np.log(pred) - self.t, J / pred[:, None]
+        pred, J = self._model(th)
+        return np.log(pred) - self.t, np.stack(J, axis=1) / pred[:, None]
 
     def polish(self, start: np.ndarray, bounds: list[tuple[Any, Any]]) -> np.ndarray:
         """The Huber optimum near ``start`` (a resample warm-started at the point estimate):
@@ -101,8 +101,17 @@ class JointObjective:
         lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
         hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
         x0 = np.clip(start, lo, hi)
-        res = least_squares(lambda th: self.residuals_and_jacobian(th)[0], x0,
-                            jac=lambda th: self.residuals_and_jacobian(th)[1], bounds=(lo, hi),
+        last: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+        def rj(th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # least_squares asks for the residuals, then the Jacobian at the same point: one
+            # evaluation serves both
+            if th.tobytes() not in last:
+                last.clear()
+                last[th.tobytes()] = self.residuals_and_jacobian(th)
+            return last[th.tobytes()]
+
+        res = least_squares(lambda th: rj(th)[0], x0, jac=lambda th: rj(th)[1], bounds=(lo, hi),
                             loss="huber", f_scale=self.delta, method="trf",
                             xtol=1e-10, ftol=1e-10, gtol=1e-10)
         return res.x
