@@ -5,14 +5,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from archfit.errors import ShapeError
 from archfit.shapes import ARCH_FIELDS, Shape
 
-@dataclass(frozen=True)
-class FamilyMember:
+class FamilyMember(NamedTuple):
     """One member of an iso-parameter family: the shape closest to the target, or why none is."""
 
     target: float
@@ -84,13 +82,6 @@ def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
     return {"kv_per_d": n_kv_head / n_head}  # type: ignore[operator]
 
 
-def _count_line(nominal_shape: Shape) -> tuple[int, int]:
-    """(count, count per unit of d_ff) at the nominal shape: the non-embedding count is linear
-    in d_ff, so the candidates are scored without building a shape each."""
-    n0 = nominal_shape.params_non_embedding
-    return n0, nominal_shape.with_(d_ff=nominal_shape.d_ff + 1).params_non_embedding - n0
-
-
 def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
                    slack: float, line: tuple[int, int]) -> list[int]:
     """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
@@ -110,6 +101,24 @@ def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_mult
         if v > 0:
             out.add(v)
     return sorted(out)
+
+
+_Blocks = dict[tuple[int, int], "tuple[Shape, int, int, int] | None"]
+
+
+def _one_block(blocks: _Blocks, d: int, h: int, ff: float, n_kv: int, base: dict[str, Any]
+               ) -> tuple[Shape, int, int, int] | None:
+    """The one-layer shape of width ``d`` with its count's lines, built once per width: a
+    uniform count is linear in depth (:meth:`Shape.depth_line`) and in d_ff
+    (:attr:`Shape.params_per_d_ff`), so a candidate depth and d_ff are scored without building
+    their shape. None: no valid shape has this width."""
+    if (d, h) not in blocks:
+        try:
+            one = Shape(n_layer=1, d_model=d, n_head=h, ff_ratio=ff, n_kv_head=n_kv, **base)
+            blocks[d, h] = (one, *one.depth_line(), one.params_per_d_ff)
+        except ShapeError:
+            blocks[d, h] = None
+    return blocks[d, h]
 
 
 def iso_param_family(
@@ -153,6 +162,7 @@ def iso_param_family(
     for ff in ff_ratios:
         if not ff > 0:
             raise ShapeError(f"ff ratios must be positive, got {ff}")
+        blocks: _Blocks = {}  # one block per width, shared by the depths that try it
         for L in depths:
             if int(L) != L or L <= 0:
                 raise ShapeError(f"depths must be positive whole numbers, got {L}")
@@ -167,12 +177,11 @@ def iso_param_family(
                 h = _heads_for(d, head_dim, n_head)
                 if h is None or h % n_kv_head_ratio or (n_kv_head and h % n_kv_head):
                     continue
-                try:
-                    nominal = Shape(n_layer=L, d_model=d, n_head=h, ff_ratio=ff,
-                                    n_kv_head=n_kv_head or h // n_kv_head_ratio, **base)
-                except ShapeError:
+                got = _one_block(blocks, d, h, ff, n_kv_head or h // n_kv_head_ratio, base)
+                if got is None:
                     continue
-                n0, slope = line = _count_line(nominal)
+                nominal, block, rest, per_ff = got
+                n0, slope = line = L * block + rest, L * per_ff
                 for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
                              _ff_candidates(nominal, ff, target, ff_multiple, ff_slack, line)):
                     err = (n0 + slope * (d_ff - nominal.d_ff) - target) / target
@@ -186,7 +195,7 @@ def iso_param_family(
                                                  f"{multiple} and the head constraint",
                                             ff_ratio=ff))
                 continue
-            s, err = best[2].with_(d_ff=best[3]), best[1]
+            s, err = best[2].with_(n_layer=L, d_ff=best[3]), best[1]
             ok = abs(err) <= tolerance
             note = "" if ok else (f"closest width {s.d_model} misses the target by {err:+.1%} "
                                   f"(tolerance {tolerance:.0%}); depth {L} does not fit this size")

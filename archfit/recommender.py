@@ -19,7 +19,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.laws import Fit, load_fit
@@ -29,7 +29,7 @@ from archfit.shapes import ARCH_FIELDS, TRAIN_FLOPS_CONVENTION, Shape, kaplan_wi
 from archfit.numbers import fmt_range
 
 
-@dataclass
+@dataclass(repr=False)  # __repr__ below
 class Recommendation:
     """The recommended shape, its alternatives and how far to trust them."""
 
@@ -169,8 +169,7 @@ class Recommendation:
         return self.text()
 
 
-@dataclass(frozen=True)
-class _Options:
+class _Options(NamedTuple):  # a NamedTuple, not a dataclass: cheaper to define on the cold path
     """Validated options: the shape's fixed fields and the width constraints."""
 
     base: dict[str, Any]  # Shape fields other than depth, width, heads, d_ff
@@ -183,8 +182,7 @@ class _Options:
     ff_multiple: int  # d_ff is a multiple of this
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(NamedTuple):
     value: float
     convention: str
     total: bool  # size params_total (not the non-embedding count) to the target

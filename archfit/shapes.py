@@ -124,6 +124,8 @@ class Shape:
     def __post_init__(self) -> None:
         for name in ("n_layer", "d_model", "n_head", "vocab_size", "n_ctx"):
             value = getattr(self, name)
+            if type(value) is int and 0 < value <= MAX_DIM:
+                continue  # the common case, checked once (families build hundreds of shapes)
             if isinstance(value, bool) or not isinstance(value, int):
                 if isinstance(value, float) and value.is_integer():
                     object.__setattr__(self, name, int(value))
@@ -307,12 +309,31 @@ class Shape:
 
     @property
     def params_non_embedding(self) -> int:
+        if self.uniform:  # n_layer blocks and the final norm, without the whole breakdown
+            block, rest = self.depth_line()
+            return self.n_layer * block + rest
         b = self.breakdown()
         return b["attention"] + b["mlp"] + b["norms"]
 
     @property
     def params_total(self) -> int:
         return sum(self.breakdown().values())
+
+    def depth_line(self) -> tuple[int, int]:
+        """``(block, rest)`` of a uniform shape: its non-embedding count at depth L is
+        ``L * block + rest`` (every block alike; ``rest`` is the final norm)."""
+        if not self.uniform:
+            raise ShapeError("depth_line is for uniform shapes: a per-layer plan is not linear "
+                             "in depth")
+        return sum(self.layer_breakdown().values()), self._norm_params(self.d_model)
+
+    @property
+    def params_per_d_ff(self) -> int:
+        """How much the count grows per unit of ``d_ff`` (it is linear in d_ff): each block with
+        an MLP has ``mats`` matrices of d_model x d_ff, and with bias ``mats - 1`` biases of d_ff."""
+        mats = 3 if self.mlp == "swiglu" else 2
+        with_mlp = self.n_layer - len(self.no_mlp)
+        return with_mlp * (mats * self.d_model + ((mats - 1) if self.bias else 0))
 
     # ---------------------------------------------------------------- FLOPs
     def flops_per_token(self, convention: str = "kaplan_train") -> float:

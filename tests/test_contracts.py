@@ -110,3 +110,23 @@ def test_the_inference_check_catches_a_law_that_reads_a_fit():
             return fit
 
     assert "fit" in inspect.signature(vars(Nosy)["trust"]).parameters and "trust" in INFERENCE
+
+
+def test_the_shipped_table_names_each_law_module_and_loads_only_the_one_asked_for(tmp_path):
+    """laws.SHIPPED matches what the law modules register, and asking for one law imports its
+    module alone (recommend's cold path)."""
+    import json
+    import subprocess
+    import sys
+
+    from archfit.laws.base import SHIPPED
+
+    assert {n: type(LAWS[n]).__module__ for n in BUILT_IN} == {
+        n: f"archfit.laws.{m}" for n, m in SHIPPED.items()}
+    code = ("import json, sys; from archfit.laws import get_law; get_law('levine'); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('archfit.laws.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path).stdout
+    loaded = json.loads(out)
+    assert "archfit.laws.levine" in loaded
+    assert not {f"archfit.laws.{m}" for m in SHIPPED.values() if m != "levine"} & set(loaded)

@@ -83,8 +83,17 @@ def test_counts_are_additive(s):
     assert b["mlp"] == sum(x["mlp"] for x in blocks)
     if s.uniform:
         assert all(x == blocks[0] for x in blocks)
+        block, rest = s.depth_line()  # linear in depth: what families score candidates with
+        assert s.n_layer * block + rest == s.params_non_embedding
+        assert s.with_(n_layer=s.n_layer + 3).params_non_embedding == (s.n_layer + 3) * block + rest
+    else:
+        with pytest.raises(ShapeError, match="uniform"):
+            s.depth_line()
     assert all(v >= 0 for v in b.values())
     assert Shape.from_config(s.config()) == s
+    # the count is linear in d_ff, with the slope the shape core states
+    assert (s.with_(d_ff=s.d_ff + 7).params_non_embedding - s.params_non_embedding
+            == 7 * s.params_per_d_ff)
 
 
 @given(target=st.floats(1e6, 1e10), depths=st.lists(st.integers(1, 48), min_size=1, max_size=5),

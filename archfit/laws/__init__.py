@@ -8,7 +8,6 @@ This package imports no numpy: the law modules keep their closed forms in plain 
 from __future__ import annotations
 
 from archfit.laws.base import LAWS, ROLES, Figure, Law, MeasuredOptimum, get_law, register
-from archfit.laws import chinchilla, depth_joint, depth_width, ff_ratio, kaplan, levine  # noqa: F401
 from archfit.laws.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 

@@ -32,7 +32,7 @@ class Summary(str):
         return self._repr_html_()
 
 
-@dataclass
+@dataclass(repr=False)  # __repr__ below
 class Fit:
     """A fitted (or published) law: parameters, uncertainty, diagnostics and provenance."""
 

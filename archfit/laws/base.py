@@ -15,14 +15,17 @@ Import rule: nothing heavy at the top of a law module. The closed forms (``optim
 loads numpy. The methods that fit import numpy and :mod:`archfit.laws.numeric` (numpy at its
 top, nothing from the laws) where they run.
 
-A new law is one registered class (``@register``) in one file; a test file may define one.
+A new law is one registered class (``@register``) in one file, named in :data:`SHIPPED` (the
+registry imports it when asked for); a test file may register one too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, NamedTuple, Sequence
 
 from archfit.errors import FitError
 from archfit.numbers import fmt_sci
@@ -43,13 +46,13 @@ HUBER_DELTA = 1e-3
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
 
-@dataclass
-class Estimate:
-    """What one law fit returns: parameter vector, optional covariance, law-specific extras."""
+class Estimate(NamedTuple):
+    """What one law fit returns: parameter vector, optional covariance, law-specific extras
+    (read-only: a record laws hand up, a NamedTuple as cheap to define as recommend needs)."""
 
     params: np.ndarray
     cov: np.ndarray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,7 @@ class Constraints:
         return bool(self.fixed or self.prior or self.tied)
 
 
-@dataclass(frozen=True)
-class MeasuredOptimum:
+class MeasuredOptimum(NamedTuple):
     """An optimum measured directly in the data (one per size class), drawn beside the law."""
 
     params: float
@@ -79,8 +81,7 @@ class MeasuredOptimum:
     high: float
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(NamedTuple):
     """A law-specific figure. ``draw(fit, ax, data)`` draws on a matplotlib axis (the law
     module never imports matplotlib); plots titles, sizes and saves it. ``when(fit)``, if
     given, says whether this fit has what the figure needs."""
@@ -217,7 +218,52 @@ def derived_name(quantity: str, target: float) -> str:
     return f"{quantity}@{fmt_sci(target)}"
 
 
-LAWS: dict[str, Law] = {}
+# Where each shipped law is defined (module under archfit.laws). The registry imports a law's
+# module when the law is first asked for, so ``recommend`` with a levine fit loads one law
+# module, not all of them; listing the registry loads them all. tests/test_contracts.py checks
+# this table against what the modules register.
+SHIPPED: dict[str, str] = {
+    "chinchilla": "chinchilla", "chinchilla-varpro": "chinchilla", "depth-joint": "depth_joint",
+    "depth-width": "depth_width", "ff-ratio": "ff_ratio", "kaplan-n": "kaplan",
+    "kaplan-nd": "kaplan", "levine": "levine",
+}
+
+
+class LawRegistry(MutableMapping[str, "Law"]):
+    """Law name -> law: the shipped laws (imported on first use) and any a caller registers."""
+
+    def __init__(self) -> None:
+        self._laws: dict[str, Law] = {}
+        self._imported: set[str] = set()  # the shipped modules imported so far
+
+    def _load(self, names: Iterable[str]) -> None:
+        import importlib
+
+        for module in sorted({SHIPPED[n] for n in names if n in SHIPPED} - self._imported):
+            importlib.import_module(f"archfit.laws.{module}")  # its @register fills the table
+            self._imported.add(module)
+
+    def __getitem__(self, name: str) -> Law:
+        if name not in self._laws:
+            self._load([name])
+        return self._laws[name]
+
+    def __setitem__(self, name: str, law: Law) -> None:
+        self._laws[name] = law
+
+    def __delitem__(self, name: str) -> None:
+        del self._laws[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self._load(SHIPPED)
+        return iter(dict(self._laws))
+
+    def __len__(self) -> int:
+        self._load(SHIPPED)
+        return len(self._laws)
+
+
+LAWS = LawRegistry()
 
 
 def register(cls: type[Law]) -> type[Law]:
