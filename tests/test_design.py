@@ -91,6 +91,30 @@ def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
     assert r["target"]["all_rows"]["mean_abs_rel_error"] < 0.02
 
 
+def test_replay_scores_a_planted_truth_without_the_targets_noise():
+    """A target with ``true_loss`` (the planted law's noiseless loss) is also scored against
+    it: the fit on every row misses the truth by less than it misses rows that carry 1% noise,
+    whose mean |noise| alone is ~0.8%."""
+    from archfit.design import replay
+    from archfit.laws.planted import DENSE_CHINCHILLA as p
+
+    done, target = split_most_expensive(dense_grid(seed=1, n_sizes=12, step=1.6,
+                                                   row_sd=0.01), 0.1)
+    N, D = target["params"].to_numpy(), target["tokens"].to_numpy()
+    target = target.with_columns(true_loss=p["E"] + p["A"] / N ** p["alpha"]
+                                 + p["B"] / D ** p["beta"])
+    r = replay(done, target, law="chinchilla", budget_frac=0.1, strategy="cheapest",
+               final_bootstrap=20)
+    for who in ("design", "all_rows"):
+        m = r["target"][who]
+        assert np.isfinite(m["mean_abs_rel_error_vs_truth"]), m
+        assert m["mean_abs_rel_error_vs_truth"] < 0.6 * m["mean_abs_rel_error"], m
+    # without the column the key is absent, not a guess
+    r2 = replay(done, target.drop("true_loss"), law="chinchilla", budget_frac=0.1,
+                strategy="cheapest", final_bootstrap=20)
+    assert "mean_abs_rel_error_vs_truth" not in r2["target"]["design"]
+
+
 # ------------------------------------------------------------------ the CLI and its files
 def test_design_writes_a_spec_that_sweep_run_reads(cli, tmp_path, joint, repo):
     from archfit.sweep import load_spec

@@ -205,4 +205,6 @@ def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
             continue
         click.echo(f"  {who:>8}: target mean |error| {m['mean_abs_rel_error']:.2%}, max "
                    f"{m['max_abs_rel_error']:.2%}, R² {m['r2']:.3f}, 95% coverage "
-                   f"{m['coverage']:.0%}")
+                   f"{m['coverage']:.0%}"
+                   + (f"; against the planted truth {m['mean_abs_rel_error_vs_truth']:.2%}"
+                      if "mean_abs_rel_error_vs_truth" in m else ""))

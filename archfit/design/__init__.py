@@ -271,14 +271,18 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
 # ============================================================================ replay
 def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
     """How a fit predicts the target rows: mean and max |relative error|, R² of loss, and the
-    coverage of its ``level`` prediction intervals."""
+    coverage of its ``level`` prediction intervals; with a ``true_loss`` column (a planted
+    truth's noiseless loss) also the mean |relative error| against it."""
     pred, lo, hi = fit.band(rows, level)
     a = np.asarray(rows["loss"], float)
     rel = np.abs(pred / a - 1)
     ss = float(np.sum((a - a.mean()) ** 2))
-    return {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
-            "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
-            "coverage": float(np.mean((lo <= a) & (a <= hi)))}
+    out = {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
+           "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
+           "coverage": float(np.mean((lo <= a) & (a <= hi)))}
+    if "true_loss" in rows:  # a planted truth: the law's own miss, without the rows' noise
+        out["mean_abs_rel_error_vs_truth"] = float(np.mean(np.abs(pred / rows["true_loss"] - 1)))
+    return out
 
 
 def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
