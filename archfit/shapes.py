@@ -258,6 +258,11 @@ class Shape:
         has_bias = self.bias and self.norm == "layernorm"
         return width * (2 if has_bias else 1)
 
+    def _mlp_params(self, f: int) -> int:
+        """One MLP of hidden width ``f``: its matrices (3 for swiglu, else 2) and biases."""
+        mats = 3 if self.mlp == "swiglu" else 2
+        return mats * self.d_model * f + (((mats - 1) * f + self.d_model) if self.bias else 0)
+
     def layer_breakdown(self, i: int = 0) -> dict[str, int]:
         """Parameters of block ``i``, by component (a block without attention has neither its
         projections nor their norm; one without an MLP neither its matrices nor their norm)."""
@@ -274,8 +279,7 @@ class Shape:
             if self.qk_norm:
                 norms += 2 * self._norm_params(hd)
         if lay.mlp:
-            mats = 3 if self.mlp == "swiglu" else 2
-            mlp = mats * d * f + (((mats - 1) * f + d) if self.bias else 0)
+            mlp = self._mlp_params(f)
             norms += self._norm_params(d)
         return {"attention": attn, "mlp": mlp, "norms": norms}
 
@@ -329,11 +333,9 @@ class Shape:
 
     @property
     def params_per_d_ff(self) -> int:
-        """How much the count grows per unit of ``d_ff`` (it is linear in d_ff): each block with
-        an MLP has ``mats`` matrices of d_model x d_ff, and with bias ``mats - 1`` biases of d_ff."""
-        mats = 3 if self.mlp == "swiglu" else 2
-        with_mlp = self.n_layer - len(self.no_mlp)
-        return with_mlp * (mats * self.d_model + ((mats - 1) if self.bias else 0))
+        """How much the count grows per unit of ``d_ff`` (it is linear in d_ff): one MLP's
+        slope, in every block that has an MLP."""
+        return (self.n_layer - len(self.no_mlp)) * (self._mlp_params(1) - self._mlp_params(0))
 
     # ---------------------------------------------------------------- FLOPs
     def flops_per_token(self, convention: str = "kaplan_train") -> float:

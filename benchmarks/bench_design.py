@@ -23,7 +23,7 @@ which is what a design changes. Strategies are also compared paired, seed by see
 noise, the same start): archfit's error minus each baseline's, mean and its 95% interval
 (t over the repeats), so "lower" says whether the repeats can tell.
 
-    python benchmarks/bench_design.py            # 20 repeats (about an hour on 2 cores)
+    python benchmarks/bench_design.py            # 20 repeats (about 25 minutes on 2 cores)
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
 """
 
