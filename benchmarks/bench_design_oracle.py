@@ -1,0 +1,200 @@
+"""What a design could reach if it knew the truth: the bar that `bench_design.py` sets.
+
+`bench_design.py` asks archfit's design to beat every baseline at 10% of the pool's cost. This
+script asks how much room there is. On each planted truth it builds designs *at the true
+parameters* (no fitting in the loop, so no design here is misled by an early fit), from the same
+space-filling start that `archfit.design.replay` uses:
+
+- `cheapest`: ascending cost until the budget is spent (the baseline);
+- `oracle per-cost`: greedy shrink of the target's variance per unit cost over the whole budget;
+- `oracle absolute`: greedy shrink alone over the whole budget;
+- `oracle paced`: archfit's shipped pacing with the absolute arm: rounds of max(5, n/2) runs within
+  half of what is left (all of it once half buys nothing).
+
+For each it prints the target's predicted sd (the law linearized at the truth, rows independent
+at the truth's noise: the Gaussian shortcut archfit's criterion uses), and the realized mean
+|error| against the truth over `--draws` fresh noise draws, each fitted by `archfit.fit` as the
+replay fits; paired with `cheapest` draw by draw (95% t interval). On depth-joint the noise is
+a run's seed offset shared by its token counts, as in `bench_design.py`.
+
+    python benchmarks/bench_design_oracle.py            # 200 draws: about 2 minutes on 2 cores
+    python benchmarks/bench_design_oracle.py --draws 10 --truths chinchilla
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import math
+import os
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+DESIGNS = ("cheapest", "oracle per-cost", "oracle absolute", "oracle paced")
+
+
+def _setup(truth: str, frac: float):  # type: ignore[no-untyped-def]
+    """The pool (with its planted truth), target rows, costs, run ids, the truth's gradients
+    of log loss at the pool and the target, the noise sd, and each design's rows."""
+    import bench_design as bd
+
+    from archfit.design import columns, costs, split_most_expensive
+    from archfit.design.pool import Target
+    from archfit.design.strategies import Step, space_filling
+    from archfit.laws import get_law
+
+    if truth == "chinchilla":
+        from archfit.laws.published import PUBLISHED
+
+        df, law, sd = bd.chinchilla_pool(0)
+        p0 = dict(PUBLISHED["epoch2024"]["params"])
+    else:
+        from archfit.laws.planted import DEPTH_JOINT
+
+        df, law, _ = bd.depth_joint_pool(0)
+        sd, p0 = 0.01, dict(DEPTH_JOINT)
+    import polars as pl
+
+    per_run = 1 if truth == "chinchilla" else 3  # depth-joint: a run's 3 token counts
+    df = df.with_columns(pl.Series("run", np.arange(df.height) // per_run))
+    pool, target = split_most_expensive(df, 0.1)
+    lw = get_law(law)
+    cost, _ = costs(pool)
+    budget = frac * float(cost.sum())
+    names = [n for n in lw.param_names if p0[n] != 0]
+    logs = [p0[n] > 0 for n in names]
+    th0 = np.array([math.log(p0[n]) if lg else p0[n] for n, lg in zip(names, logs)])
+
+    def grad(rows: dict) -> np.ndarray:
+        cols = []
+        for i in range(len(th0)):
+            out = []
+            for h in (1e-5, -1e-5):
+                th = th0.copy()
+                th[i] += h
+                p = {**p0, **{n: float(math.exp(v) if lg else v)
+                              for n, lg, v in zip(names, logs, th)}}
+                out.append(np.log(np.asarray(lw.predict(p, rows), float)))
+            cols.append((out[0] - out[1]) / 2e-5)
+        return np.array(cols).T
+
+    J, G = grad(columns(pool)), grad(columns(target))
+    step = Step(lw, None, columns(pool), cost, np.ones(pool.height, bool),
+                Target("table", rows=columns(target)), np.random.default_rng(0))
+    start = space_filling(step, max(lw.min_points, 2 * len(lw.param_names)), budget)
+
+    def greedy(chosen: list[int], spend: float, per_cost: bool, most: int) -> list[int]:
+        chosen = list(chosen)
+        S = np.linalg.pinv(J[chosen].T @ J[chosen] / sd ** 2)
+        left = spend - float(cost[chosen].sum())
+        free = np.ones(len(cost), bool)
+        free[chosen] = False
+        while len(chosen) < most:
+            ok = free & (cost <= left * (1 + 1e-12))
+            if not ok.any():
+                break
+            U = J @ S
+            gain = ((U @ G.T) ** 2).sum(1) / (np.einsum("ij,ij->i", U, J) + sd ** 2)
+            j = int(np.argmax(np.where(ok, gain / cost if per_cost else gain, -np.inf)))
+            chosen.append(j)
+            free[j] = False
+            left -= cost[j]
+            u = S @ J[j]
+            S = S - np.outer(u, u) / (J[j] @ u + sd ** 2)
+        return chosen
+
+    designs = {"cheapest": list(start)}
+    spent = float(cost[start].sum())
+    for j in np.argsort(cost):
+        if j not in start and spent + cost[j] <= budget * (1 + 1e-12):
+            designs["cheapest"].append(int(j))
+            spent += cost[j]
+    big = len(cost)
+    designs["oracle per-cost"] = greedy(start, budget, True, big)
+    designs["oracle absolute"] = greedy(start, budget, False, big)
+    paced = list(start)
+    while True:
+        left = budget - float(cost[paced].sum())
+        k = max(5, len(paced) // 2)
+        nxt = greedy(paced, float(cost[paced].sum()) + left / 2, False, len(paced) + k)
+        if len(nxt) == len(paced):
+            nxt = greedy(paced, budget, False, len(paced) + k)
+        if len(nxt) == len(paced):
+            break
+        paced = nxt
+    designs["oracle paced"] = paced
+    predicted = {}
+    for name, rows in designs.items():
+        cov = np.linalg.pinv(J[rows].T @ J[rows]) * sd ** 2
+        predicted[name] = float(np.mean(np.sqrt(np.einsum("ij,jk,ik->i", G, cov, G))))
+    return pool, target, law, sd, designs, predicted, float(cost.sum())
+
+
+def one_draw(args: tuple) -> dict[str, float]:  # type: ignore[type-arg]
+    truth, frac, draw = args
+    warnings.filterwarnings("ignore")
+    import polars as pl
+
+    from archfit.laws import get_law
+    from archfit.laws.fitting import fit
+
+    pool, target, law, sd, designs, _, _ = _setup(truth, frac)
+    rng = np.random.default_rng(10_000 + draw)
+    runs = pool["run"].to_numpy()
+    offset = rng.normal(0, sd, int(runs.max()) + 1)[runs]
+    noisy = pool.with_columns(pl.Series("loss", pool["true_loss"].to_numpy() * np.exp(offset)))
+    noisy = noisy.drop("true_loss", "run")
+    lw, true = get_law(law), target["true_loss"].to_numpy()
+    out = {}
+    for name, rows in designs.items():
+        f = fit(noisy[sorted(rows)], law, bootstrap=0, heldout=False)
+        pred = np.asarray(lw.predict(f.params, {c: target[c].to_numpy() for c in target.columns
+                                                if c in ("params", "tokens", "n_layer")}))
+        out[name] = float(np.mean(np.abs(pred / true - 1)))
+    return out
+
+
+def main() -> None:
+    from scipy.stats import t as student_t
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draws", type=int, default=200)
+    ap.add_argument("--frac", type=float, default=0.1)
+    ap.add_argument("--truths", default="chinchilla,depth-joint")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    a = ap.parse_args()
+    t0 = time.time()
+    print(f"designs at the planted truth, {a.frac:.0%} of the pool's cost, {a.draws} noise draws "
+          "each; error = target mean |relative error| against the truth (%)")
+    for truth in a.truths.split(","):
+        _, target, _, sd, designs, predicted, _ = _setup(truth, a.frac)
+        # spawn: this process already holds polars' threads, which a fork would copy locked
+        with ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+            res = list(ex.map(one_draw, [(truth, a.frac, d) for d in range(a.draws)]))
+        print(f"\n{truth} (noise {sd:.1%} per run, {target.height} target rows)")
+        print(f"{'design':>16} {'runs':>5} {'predicted sd %':>15} {'realized %':>15} "
+              f"{'minus cheapest [95%]':>26}")
+        base = np.array([r["cheapest"] for r in res])
+        for name in DESIGNS:
+            v = np.array([r[name] for r in res])
+            d = v - base
+            h = (float(student_t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+                 if len(d) > 1 else math.nan)
+            paired = ("-" if name == "cheapest" else
+                      f"{100 * d.mean():+.3f} [{100 * (d.mean() - h):+.3f}, "
+                      f"{100 * (d.mean() + h):+.3f}]")
+            print(f"{name:>16} {len(designs[name]):>5} {100 * predicted[name]:>15.3f} "
+                  f"{100 * v.mean():>8.3f} ± {100 * v.std() / math.sqrt(len(v)):.3f} "
+                  f"{paired:>26}")
+    print(f"\n{time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
