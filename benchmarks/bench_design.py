@@ -46,43 +46,45 @@ NOISE_DJ = (0.005, 0.01, 0.02)
 OBS, TRUE = "mean_abs_rel_error", "mean_abs_rel_error_vs_truth"
 
 
-def chinchilla_pool(seed: int):  # type: ignore[no-untyped-def]
+def _planted(law: str, truth: dict[str, float], rows: dict[str, list], noise: np.ndarray):
+    """The pool frame: each row's noiseless loss under ``truth`` (the law's own prediction) as
+    ``true_loss``, times exp(noise) as ``loss``."""
     import polars as pl
 
+    from archfit.laws import get_law
+
+    cols = {k: np.asarray(v, float) for k, v in rows.items()}
+    true = np.asarray(get_law(law).predict(truth, cols), float)
+    return pl.DataFrame({**rows, "true_loss": true, "loss": true * np.exp(noise)})
+
+
+def chinchilla_pool(seed: int):  # type: ignore[no-untyped-def]
     from archfit.laws.published import PUBLISHED
 
-    t = PUBLISHED["epoch2024"]["params"]
-    rng = np.random.default_rng(seed)
-    rows = []
-    for N in np.logspace(7, math.log10(5e9), 20):
-        for tpp in np.logspace(math.log10(2), math.log10(300), 12):
-            D = N * tpp
-            L = t["E"] + t["A"] / N ** t["alpha"] + t["B"] / D ** t["beta"]
-            rows.append({"params": float(N), "tokens": float(D), "true_loss": float(L),
-                         "loss": float(L * math.exp(rng.normal(0, 0.005)))})
-    return pl.DataFrame(rows), "chinchilla", 0.005
+    grid = [(float(N), float(N * tpp)) for N in np.logspace(7, math.log10(5e9), 20)
+            for tpp in np.logspace(math.log10(2), math.log10(300), 12)]
+    rows = {"params": [g[0] for g in grid], "tokens": [g[1] for g in grid]}
+    noise = np.random.default_rng(seed).normal(0, 0.005, len(grid))  # per run
+    return (_planted("chinchilla", dict(PUBLISHED["epoch2024"]["params"]), rows, noise),
+            "chinchilla", 0.005)
 
 
 def depth_joint_pool(seed: int):  # type: ignore[no-untyped-def]
-    import polars as pl
-
     from archfit.laws.planted import DEPTH_JOINT as j
 
     sd = NOISE_DJ[seed % len(NOISE_DJ)]
-    rng = np.random.default_rng(seed)
-    rows = []
+    runs = []
     for N in np.logspace(math.log10(3e6), 9, 10):
         lopt = j["p"] + j["q"] * math.log(N)
-        for dl in np.linspace(-1.2, 1.2, 7):
-            L = max(1, int(round(math.exp(lopt + dl))))
-            off = rng.normal(0, sd)  # a seed's offset, shared by the run's token counts
-            for tpp in (5.0, 20.0, 80.0):
-                D = N * tpp
-                loss = (j["E"] + j["A"] / N ** j["alpha"] + j["B"] / D ** j["beta"]
-                        + j["kappa"] * (math.log(L) - lopt) ** 2)
-                rows.append({"params": float(N), "n_layer": L, "tokens": float(D),
-                             "true_loss": float(loss), "loss": float(loss * math.exp(off))})
-    return pl.DataFrame(rows), "depth-joint", sd
+        runs += [(float(N), max(1, int(round(math.exp(lopt + dl)))))
+                 for dl in np.linspace(-1.2, 1.2, 7)]
+    tpps = (5.0, 20.0, 80.0)
+    rows = {"params": [N for N, _ in runs for _ in tpps],
+            "n_layer": [L for _, L in runs for _ in tpps],
+            "tokens": [N * t for N, _ in runs for t in tpps]}
+    # a seed's offset, shared by the run's token counts
+    noise = np.repeat(np.random.default_rng(seed).normal(0, sd, len(runs)), len(tpps))
+    return _planted("depth-joint", dict(j), rows, noise), "depth-joint", sd
 
 
 def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]

@@ -5,7 +5,7 @@ script asks how much room there is. On each planted truth it builds designs *at 
 parameters* (no fitting in the loop, so no design here is misled by an early fit), from the same
 space-filling start that `archfit.design.replay` uses:
 
-- `cheapest`: ascending cost until the budget is spent (the baseline);
+- `cheapest`: the `cheapest` baseline itself (`archfit.design.strategies.cheapest`);
 - `oracle per-cost`: greedy shrink of the target's variance per unit cost over the whole budget;
 - `oracle absolute`: greedy shrink alone over the whole budget;
 - `oracle paced`: archfit's shipped pacing with the absolute arm: rounds of max(5, n/2) runs within
@@ -40,31 +40,40 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 DESIGNS = ("cheapest", "oracle per-cost", "oracle absolute", "oracle paced")
 
 
-def _setup(truth: str, frac: float):  # type: ignore[no-untyped-def]
-    """The pool (with its planted truth), target rows, costs, run ids, the truth's gradients
-    of log loss at the pool and the target, the noise sd, and each design's rows."""
+def _truth(truth: str):  # type: ignore[no-untyped-def]
+    """The pool (with ``true_loss`` and each row's ``run``), the target rows, the law, the
+    noise sd per run and the true parameters; the pool's layout does not depend on the seed."""
     import bench_design as bd
+    import polars as pl
 
-    from archfit.design import columns, costs, split_most_expensive
-    from archfit.design.pool import Target
-    from archfit.design.strategies import Step, space_filling
-    from archfit.laws import get_law
+    from archfit.design import split_most_expensive
 
     if truth == "chinchilla":
         from archfit.laws.published import PUBLISHED
 
-        df, law, sd = bd.chinchilla_pool(0)
-        p0 = dict(PUBLISHED["epoch2024"]["params"])
+        (df, law, sd), p0 = bd.chinchilla_pool(0), dict(PUBLISHED["epoch2024"]["params"])
     else:
         from archfit.laws.planted import DEPTH_JOINT
 
-        df, law, _ = bd.depth_joint_pool(0)
-        sd, p0 = 0.01, dict(DEPTH_JOINT)
-    import polars as pl
-
+        (df, law, _), sd, p0 = bd.depth_joint_pool(0), 0.01, dict(DEPTH_JOINT)
     per_run = 1 if truth == "chinchilla" else 3  # depth-joint: a run's 3 token counts
     df = df.with_columns(pl.Series("run", np.arange(df.height) // per_run))
     pool, target = split_most_expensive(df, 0.1)
+    return pool, target, law, sd, p0
+
+
+def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, float]]:
+    """Each design's pool rows, and the target's predicted sd after it: the law linearized at
+    the true parameters (log scale where positive), the covariance the exact inverse of the
+    rows' Fisher information at the truth's noise. (Not ``strategies._linearized``: its ridge,
+    scaled to the information's trace, is not negligible for parameters on a raw scale of
+    hundreds, such as Chinchilla's A and B, and would halve these sds.)"""
+    from archfit.design import columns, costs
+    from archfit.design.pool import Target
+    from archfit.design.strategies import Step, cheapest, shrink, space_filling
+    from archfit.laws import get_law
+
+    pool, target, law, sd, p0 = _truth(truth)
     lw = get_law(law)
     cost, _ = costs(pool)
     budget = frac * float(cost.sum())
@@ -72,92 +81,82 @@ def _setup(truth: str, frac: float):  # type: ignore[no-untyped-def]
     logs = [p0[n] > 0 for n in names]
     th0 = np.array([math.log(p0[n]) if lg else p0[n] for n, lg in zip(names, logs)])
 
-    def grad(rows: dict) -> np.ndarray:
-        cols = []
-        for i in range(len(th0)):
-            out = []
-            for h in (1e-5, -1e-5):
-                th = th0.copy()
-                th[i] += h
-                p = {**p0, **{n: float(math.exp(v) if lg else v)
-                              for n, lg, v in zip(names, logs, th)}}
-                out.append(np.log(np.asarray(lw.predict(p, rows), float)))
-            cols.append((out[0] - out[1]) / 2e-5)
-        return np.array(cols).T
+    def grad(rows: dict) -> np.ndarray:  # d log-loss / dθ at the truth, central differences
+        def at(th: np.ndarray) -> np.ndarray:
+            p = {**p0, **{n: float(math.exp(v) if lg else v) for n, lg, v in
+                          zip(names, logs, th)}}
+            return np.log(np.asarray(lw.predict(p, rows), float))
+
+        e = np.eye(len(th0)) * 1e-5
+        return np.array([(at(th0 + e[i]) - at(th0 - e[i])) / 2e-5
+                         for i in range(len(th0))]).T
 
     J, G = grad(columns(pool)), grad(columns(target))
-    step = Step(lw, None, columns(pool), cost, np.ones(pool.height, bool),
-                Target("table", rows=columns(target)), np.random.default_rng(0))
-    start = space_filling(step, max(lw.min_points, 2 * len(lw.param_names)), budget)
 
-    def greedy(chosen: list[int], spend: float, per_cost: bool, most: int) -> list[int]:
-        chosen = list(chosen)
-        S = np.linalg.pinv(J[chosen].T @ J[chosen] / sd ** 2)
-        left = spend - float(cost[chosen].sum())
-        free = np.ones(len(cost), bool)
-        free[chosen] = False
-        while len(chosen) < most:
-            ok = free & (cost <= left * (1 + 1e-12))
+    def cov(rows: list[int]) -> np.ndarray:
+        return np.linalg.pinv(J[rows].T @ J[rows] / sd ** 2)
+
+    def greedy(rows: list[int], most: int, spend: float, per_cost: bool) -> list[int]:
+        rows, c, left = list(rows), cov(rows), spend
+        while len(rows) < most:
+            ok = np.ones(len(cost), bool)
+            ok[rows] = False
+            ok &= cost <= left * (1 + 1e-12)
             if not ok.any():
                 break
-            U = J @ S
-            gain = ((U @ G.T) ** 2).sum(1) / (np.einsum("ij,ij->i", U, J) + sd ** 2)
-            j = int(np.argmax(np.where(ok, gain / cost if per_cost else gain, -np.inf)))
-            chosen.append(j)
-            free[j] = False
+            g = shrink(J, G, c, sd ** 2)
+            j = int(np.argmax(np.where(ok, g / cost if per_cost else g, -np.inf)))
+            rows.append(j)
             left -= cost[j]
-            u = S @ J[j]
-            S = S - np.outer(u, u) / (J[j] @ u + sd ** 2)
-        return chosen
+            u = c @ J[j]
+            c = c - np.outer(u, u) / (J[j] @ u + sd ** 2)
+        return rows
 
-    designs = {"cheapest": list(start)}
-    spent = float(cost[start].sum())
-    for j in np.argsort(cost):
-        if j not in start and spent + cost[j] <= budget * (1 + 1e-12):
-            designs["cheapest"].append(int(j))
-            spent += cost[j]
-    big = len(cost)
-    designs["oracle per-cost"] = greedy(start, budget, True, big)
-    designs["oracle absolute"] = greedy(start, budget, False, big)
-    paced = list(start)
-    while True:
-        left = budget - float(cost[paced].sum())
-        k = max(5, len(paced) // 2)
-        nxt = greedy(paced, float(cost[paced].sum()) + left / 2, False, len(paced) + k)
-        if len(nxt) == len(paced):
-            nxt = greedy(paced, budget, False, len(paced) + k)
+    step = Step(lw, None, columns(pool), cost, np.ones(len(cost), bool),
+                Target("table", rows=columns(target)), np.random.default_rng(0))
+    start = space_filling(step, max(lw.min_points, 2 * len(lw.param_names)), budget)
+    step.open[start] = False
+    everything, left = len(cost), budget - float(cost[start].sum())
+    designs = {"cheapest": start + cheapest(step, everything, left),
+               "oracle per-cost": greedy(start, everything, left, True),
+               "oracle absolute": greedy(start, everything, left, False)}
+    paced = list(start)  # as archfit.design.replay paces an adaptive strategy
+    while (left := budget - float(cost[paced].sum())) > 0:
+        rest = np.ones(len(cost), bool)
+        rest[paced] = False
+        pace = left / 2 if (rest & (cost <= left / 2)).any() else left
+        nxt = greedy(paced, len(paced) + max(5, len(paced) // 2), pace, False)
         if len(nxt) == len(paced):
             break
         paced = nxt
     designs["oracle paced"] = paced
-    predicted = {}
-    for name, rows in designs.items():
-        cov = np.linalg.pinv(J[rows].T @ J[rows]) * sd ** 2
-        predicted[name] = float(np.mean(np.sqrt(np.einsum("ij,jk,ik->i", G, cov, G))))
-    return pool, target, law, sd, designs, predicted, float(cost.sum())
+    predicted = {name: float(np.mean(np.sqrt(np.einsum("ij,jk,ik->i", G, cov(rows), G))))
+                 for name, rows in designs.items()}
+    return designs, predicted
 
 
 def one_draw(args: tuple) -> dict[str, float]:  # type: ignore[type-arg]
-    truth, frac, draw = args
+    """One fresh noise draw on the pool; each design fitted as the replay fits it, and its
+    target mean |error| against the truth."""
+    truth, designs, draw = args
     warnings.filterwarnings("ignore")
     import polars as pl
 
+    from archfit.design import columns
     from archfit.laws import get_law
     from archfit.laws.fitting import fit
 
-    pool, target, law, sd, designs, _, _ = _setup(truth, frac)
+    pool, target, law, sd, _ = _truth(truth)
     rng = np.random.default_rng(10_000 + draw)
     runs = pool["run"].to_numpy()
     offset = rng.normal(0, sd, int(runs.max()) + 1)[runs]
     noisy = pool.with_columns(pl.Series("loss", pool["true_loss"].to_numpy() * np.exp(offset)))
     noisy = noisy.drop("true_loss", "run")
-    lw, true = get_law(law), target["true_loss"].to_numpy()
+    lw, true, rows = get_law(law), target["true_loss"].to_numpy(), columns(target)
     out = {}
-    for name, rows in designs.items():
-        f = fit(noisy[sorted(rows)], law, bootstrap=0, heldout=False)
-        pred = np.asarray(lw.predict(f.params, {c: target[c].to_numpy() for c in target.columns
-                                                if c in ("params", "tokens", "n_layer")}))
-        out[name] = float(np.mean(np.abs(pred / true - 1)))
+    for name, idx in designs.items():
+        f = fit(noisy[sorted(idx)], law, bootstrap=0, heldout=False)
+        out[name] = float(np.mean(np.abs(np.asarray(lw.predict(f.params, rows)) / true - 1)))
     return out
 
 
@@ -174,10 +173,11 @@ def main() -> None:
     print(f"designs at the planted truth, {a.frac:.0%} of the pool's cost, {a.draws} noise draws "
           "each; error = target mean |relative error| against the truth (%)")
     for truth in a.truths.split(","):
-        _, target, _, sd, designs, predicted, _ = _setup(truth, a.frac)
+        _, target, _, sd, _ = _truth(truth)
+        designs, predicted = _designs(truth, a.frac)
         # spawn: this process already holds polars' threads, which a fork would copy locked
         with ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
-            res = list(ex.map(one_draw, [(truth, a.frac, d) for d in range(a.draws)]))
+            res = list(ex.map(one_draw, [(truth, designs, d) for d in range(a.draws)]))
         print(f"\n{truth} (noise {sd:.1%} per run, {target.height} target rows)")
         print(f"{'design':>16} {'runs':>5} {'predicted sd %':>15} {'realized %':>15} "
               f"{'minus cheapest [95%]':>26}")

@@ -95,14 +95,14 @@ def test_replay_scores_a_planted_truth_without_the_targets_noise():
     """A target with ``true_loss`` (the planted law's noiseless loss) is also scored against
     it: the fit on every row misses the truth by less than it misses rows that carry 1% noise,
     whose mean |noise| alone is ~0.8%."""
-    from archfit.design import replay
-    from archfit.laws.planted import DENSE_CHINCHILLA as p
+    from archfit.design import columns, replay
+    from archfit.laws import get_law
+    from archfit.laws.planted import DENSE_CHINCHILLA
 
     done, target = split_most_expensive(dense_grid(seed=1, n_sizes=12, step=1.6,
                                                    row_sd=0.01), 0.1)
-    N, D = target["params"].to_numpy(), target["tokens"].to_numpy()
-    target = target.with_columns(true_loss=p["E"] + p["A"] / N ** p["alpha"]
-                                 + p["B"] / D ** p["beta"])
+    target = target.with_columns(true_loss=get_law("chinchilla").predict(DENSE_CHINCHILLA,
+                                                                         columns(target)))
     r = replay(done, target, law="chinchilla", budget_frac=0.1, strategy="cheapest",
                final_bootstrap=20)
     for who in ("design", "all_rows"):

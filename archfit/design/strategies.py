@@ -307,13 +307,16 @@ def d_optimal(step: Step, k: int, left: float) -> list[int]:
                        lambda J, G, cov, s2: np.einsum("ij,jk,ik->i", J, cov, J) / s2)
 
 
+def shrink(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
+    """How much observing each candidate (rows of J) would shrink the target's linearized
+    variance trace(G cov Gᵀ), at noise variance ``s2``."""
+    U = J @ cov  # M x P
+    return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
+
+
 def v_optimal(step: Step, k: int, left: float) -> list[int]:
     """Greedy shrink of the target's linearized variance trace(G cov Gᵀ), cost ignored."""
-    def score(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
-        U = J @ cov  # M x P
-        return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
-
-    return _linearized(step, k, left, score)
+    return _linearized(step, k, left, shrink)
 
 
 STRATEGIES: dict[str, Callable[..., list[int]]] = {
