@@ -65,9 +65,8 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
 def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, float]]:
     """Each design's pool rows, and the target's predicted sd after it: the law linearized at
     the true parameters (log scale where positive), the covariance the exact inverse of the
-    rows' Fisher information at the truth's noise. (Not ``strategies._linearized``: its ridge,
-    scaled to the information's trace, is not negligible for parameters on a raw scale of
-    hundreds, such as Chinchilla's A and B, and would halve these sds.)"""
+    rows' Fisher information at the truth's noise (no ridge: the space-filling start already
+    informs every parameter)."""
     from archfit.design import columns, costs
     from archfit.design.pool import Target
     from archfit.design.strategies import Step, cheapest, shrink, space_filling

@@ -55,6 +55,29 @@ def test_a_batch_holds_no_near_duplicates(joint):
     assert d.ci_after[1] / d.ci_after[0] < d.ci_now[1] / d.ci_now[0]
 
 
+def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
+    """d-optimal and v-optimal linearize in the law's raw parameters, whose scales differ by
+    orders of magnitude (Chinchilla's A ~ 400, its exponents ~ 0.3). The target's variance
+    must not change when one parameter is counted in other units: the information's ridge is
+    per parameter, not a share of its trace (which acted as a prior on A and B)."""
+    from types import SimpleNamespace
+
+    from archfit.design.strategies import _information
+
+    rng = np.random.default_rng(0)
+    Jd = rng.normal(size=(40, 3))
+    Jd[:, 1] = Jd[:, 0] + 0.01 * Jd[:, 1]  # nearly collinear, as a coefficient and its exponent
+    G = rng.normal(size=(2, 3))
+    step = SimpleNamespace(fit=SimpleNamespace(diagnostics={"rmse_log": 0.005}))
+    exact = np.trace(G @ np.linalg.inv(Jd.T @ Jd / 0.005 ** 2) @ G.T)
+    for scale in (1.0, 1e3, 1e5):  # parameter 0 counted in units `scale` times smaller
+        c = np.array([scale, 1.0, 1.0])
+        J, Gs = Jd / c, G / c  # d/dθ' = (d/dθ) / c for θ' = c θ
+        S = np.linalg.pinv(_information(step, J, J))
+        v = np.trace(Gs @ S @ Gs.T)
+        assert v == pytest.approx(exact, rel=1e-4), (scale, v, exact)
+
+
 def test_every_strategy_spends_within_the_budget(joint):
     df, f = joint
     pool = _joint_pool(float(df["params"].max()))
