@@ -276,10 +276,11 @@ def _information(step: Step, J: np.ndarray, Jd: np.ndarray) -> np.ndarray:
     """The Fisher information of the runs so far (Jd: d log-loss / dθ at them), with a
     vanishing ridge so that its inverse exists where the runs leave a direction free.
 
-    The ridge is 1e-9 of each parameter's own information, not of the trace: the parameters'
-    scales differ by orders of magnitude (Chinchilla's A and B near 10³, its exponents near
-    0.3), and a ridge of the trace's size acts as a prior on the small-information ones (at
-    the planted Chinchilla truth it halved the target's predicted sd)."""
+    The ridge is 1e-9 of each parameter's own information, not of the trace, so it does not
+    depend on the parameters' units. On the raw scale that d-optimal and v-optimal use,
+    Chinchilla's A and B sit near 10³ and its exponents near 0.3; a ridge of the trace's size
+    acted as a prior on A and B (at the planted Chinchilla truth it halved the target's
+    predicted sd). On the Ensemble's log scale it weighed on the nearly free directions."""
     s2 = noise_var(step.fit)
     info = Jd.T @ Jd / s2 if len(Jd) else np.zeros((J.shape[1], J.shape[1]))
     own = np.diag(info).copy()
