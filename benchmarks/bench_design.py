@@ -25,6 +25,7 @@ noise, the same start): archfit's error minus each baseline's, mean and its 95% 
 
     python benchmarks/bench_design.py            # 20 repeats (about 25 minutes on 2 cores)
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
+    python benchmarks/bench_design.py --first-seed 100 --fracs 0.1   # a second set of seeds
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def _ms(vals: list[float], pct: bool = False) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="repeats use seeds from here on (another set: a replication)")
     ap.add_argument("--fracs", default="0.01,0.05,0.1,0.25")
     ap.add_argument("--truths", default="chinchilla,depth-joint")
     ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
@@ -134,7 +137,7 @@ def main() -> None:
     a = ap.parse_args()
     fracs = [float(x) for x in a.fracs.split(",")]
     jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
-            for seed in range(a.repeats)]
+            for seed in range(a.first_seed, a.first_seed + a.repeats)]
     t0 = time.time()
     rows: list[dict] = []
     with ProcessPoolExecutor(a.jobs) as ex:
@@ -146,7 +149,8 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh)
-    print(f"\narchfit design benchmark: {a.repeats} repeats, target = the most expensive tenth "
+    print(f"\narchfit design benchmark: {a.repeats} repeats (seeds {a.first_seed}-"
+          f"{a.first_seed + a.repeats - 1}), target = the most expensive tenth "
           f"of each pool, {time.time() - t0:.0f} s on {a.jobs} processes")
     verdicts = []
     for truth in a.truths.split(","):
