@@ -136,8 +136,9 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
     a = ap.parse_args()
     fracs = [float(x) for x in a.fracs.split(",")]
+    seeds = range(a.first_seed, a.first_seed + a.repeats)
     jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
-            for seed in range(a.first_seed, a.first_seed + a.repeats)]
+            for seed in seeds]
     t0 = time.time()
     rows: list[dict] = []
     with ProcessPoolExecutor(a.jobs) as ex:
@@ -149,8 +150,8 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh)
-    print(f"\narchfit design benchmark: {a.repeats} repeats (seeds {a.first_seed}-"
-          f"{a.first_seed + a.repeats - 1}), target = the most expensive tenth "
+    print(f"\narchfit design benchmark: {a.repeats} repeats (seeds {seeds[0]}-"
+          f"{seeds[-1]}), target = the most expensive tenth "
           f"of each pool, {time.time() - t0:.0f} s on {a.jobs} processes")
     verdicts = []
     for truth in a.truths.split(","):
