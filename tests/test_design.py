@@ -200,6 +200,14 @@ def files(tmp_path, joint):
     (["--pool", "{d}/nodepth.csv", "--budget-frac", "0.5"], "lacks column(s) n_layer"),
     (["--replay", "{d}/noloss.csv", "--target", "{d}/runs.csv", "--budget-frac", "0.1"],
      "no loss column"),
+    (["--pool", "{d}/pool.csv", "--budget-frac", "0.5", "--fit", "epoch2024"],
+     "epoch2024 is a chinchilla fit, but the design's law is depth-joint"),
+    (["--pool", "{d}/pool.csv", "--budget-frac", "0.5", "--prior", "levine2020"],
+     "shares no free parameter with depth-joint"),
+    (["--pool", "{d}/pool.csv", "--budget-frac", "0.5", "--prior", "levine2020",
+      "--fit", "levine2020"], "not both"),
+    (["--sizes", "1e9", "--tokens", "1e10", "--budget-frac", "0.5"],
+     "a grid pool needs --sizes, --depths and --tokens"),
 ])
 def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
     args = [a.format(d=files) for a in args]
@@ -211,6 +219,45 @@ def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
     assert res.exit_code == 2, res.output
     lines = [x for x in res.output.splitlines() if x.strip()]
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output, res.output
+
+
+# ------------------------------------------------------------------ starting points
+def test_a_prior_weighs_the_fit_of_few_runs_and_narrows_the_target():
+    """--prior: the results are fitted with a Gaussian prior on the parameters the published fit
+    shares with the law; on a few small runs the target's interval is narrower with it."""
+    done = _chinchilla_done(seed=2)
+    few = done.filter(pl.col("params") <= float(np.sort(done["params"].unique())[5]))
+    pool = pl.DataFrame([{"params": n, "tokens": 20 * n}
+                         for n in np.logspace(math.log10(float(few["params"].max())) + 0.2,
+                                              math.log10(float(few["params"].max())) + 1.5, 6)])
+    kw = dict(law="chinchilla", target=Target("compute", 1e24), results=few, budget_frac=0.5,
+              bootstrap=60)
+    plain, prior = design(pool, **kw), design(pool, prior="epoch2024", **kw)
+    w = [d.ci_now[1] / d.ci_now[0] for d in (plain, prior)]
+    print(f"target CI high/low: {w[0]:.3g} without the prior, {w[1]:.3g} with epoch2024")
+    assert w[1] < w[0]
+    assert any("Gaussian prior from epoch2024 on E (" in n for n in prior.notes), prior.notes
+    assert prior.chosen and not any("prior" in n for n in plain.notes)
+
+
+def test_a_fit_without_draws_says_its_batch_is_space_filling():
+    pool = pl.DataFrame([{"params": n, "tokens": 20 * n} for n in (1e8, 3e8, 1e9, 3e9)])
+    d = design(pool, law="chinchilla", target=Target("compute", 1e24), fit="epoch2024",
+               budget_frac=0.5)
+    assert d.chosen and d.spent <= d.budget
+    assert any("carries no parameter draws" in n and "space-filling" in n for n in d.notes)
+
+
+def test_a_size_and_tokens_grid_needs_no_depths_for_chinchilla(cli, tmp_path):
+    _chinchilla_done().write_csv(tmp_path / "runs.csv")
+    res = cli("design", "--law", "chinchilla", "--results", tmp_path / "runs.csv",
+              "--compute", "1e25", "--sizes", "1e9,3e9", "--tokens", "2e10,6e10",
+              "--budget-frac", "0.5", "--bootstrap", "40", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["chosen"] and {c["params"] for c in out["chosen"]} <= {1e9, 3e9}
+    assert {c["tokens"] for c in out["chosen"]} <= {2e10, 6e10}
+    assert out["spent"] <= out["budget"] and "n_layer" not in out["chosen"][0]
 
 
 # ------------------------------------------------------------------ the loop, trained on CPU

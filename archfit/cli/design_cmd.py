@@ -43,8 +43,12 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
               help="Target: the loss of each configuration in this table (with --replay: the "
                    "held-out runs to score).")
 @click.option("--fit", "fit_file", default=None, metavar="FILE|NAME",
-              help="Start from this fit (a fit artifact or published name) instead of fitting "
-                   "--results.")
+              help="Start from this fit of the same law (a fit artifact or published name) "
+                   "instead of fitting --results.")
+@click.option("--prior", default=None, metavar="NAME|FILE[:PARAM=SD,...]",
+              help="Fit --results with a Gaussian prior on the parameters shared with this "
+                   "published fit or fit file (widths from its CIs or stated, as 'archfit fit "
+                   "--prior'); without --results, start from it.")
 @click.option("--results", multiple=True, metavar="TABLE",
               help="Finished runs so far (parquet/CSV; repeatable): fitted, and left out of "
                    "the pool.")
@@ -85,7 +89,7 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
                    "(.csv, .parquet).")
 @click.option("--force", is_flag=True, help="Replace an -o file archfit did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def design(law, params, compute, target_file, fit_file, results, spec_file, pool_file, sizes,
+def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file, sizes,
            depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
            seed, bootstrap, replay_file, out, force, as_json):
     """Choose the next runs: the most information about a target per unit cost.
@@ -96,6 +100,8 @@ def design(law, params, compute, target_file, fit_file, results, spec_file, pool
           --spec sweeps/demo.toml --sizes 4.8e5 --depths 2,3,4,6,8 --budget-frac 0.3 -o next.toml
       archfit design --law chinchilla --results runs.csv --compute 1e22 --pool pool.csv \\
           --gpu h100 --budget 500
+      archfit design --law chinchilla --prior epoch2024 --results runs.csv --compute 1e23 \\
+          --sizes 1e8,3e8,1e9 --tokens 2e9,2e10 --budget-frac 0.2
       archfit design --replay done.csv --target big.csv --law chinchilla --budget-frac 0.1 --json
     """
     from archfit import design as dz
@@ -126,18 +132,19 @@ def design(law, params, compute, target_file, fit_file, results, spec_file, pool
         from archfit.sweep import load_spec
 
         spec = load_spec(spec_file)
-    pool, base, tps = _pool(spec, pool_file, sizes, depths, tokens, ff_ratios)
+    pool, base, tps = _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law)
     if out:
         from archfit.io import check_output
 
         check_output(out, "design batch", inputs=[p for p in (spec_file, pool_file, *results)
                                                    if p], force=force,
                      ours=lambda p: p.endswith((".toml", ".csv", ".parquet")) and _ours(p))
-    from archfit.laws import load_fit
+    from archfit.cli.fit_cmd import parse_prior
 
+    prior_src, widths = parse_prior(prior)
     d = dz.design(pool, law=law, target=target, budget=budget, budget_frac=budget_frac,
                   results=_table(results, "results") if results else None,
-                  fit=load_fit(fit_file) if fit_file else None, batch=batch,
+                  fit=fit_file, prior=prior_src, prior_widths=widths, batch=batch,
                   strategy=strategy, seed=seed, bootstrap=bootstrap, gpu=gpu, base=base,
                   tokens_per_step=tps, until_ci=_until(until_ci))
     if out and d.chosen:
@@ -161,7 +168,7 @@ def _ours(path: str) -> bool:
     return "archfit design:" in head
 
 
-def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios):  # type: ignore[no-untyped-def]
+def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: ignore[no-untyped-def]
     """(pool frame, shape base, tokens per step) from the flags."""
     from archfit import design as dz
 
@@ -175,8 +182,15 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios):  # type: ignore[no
         tps = int(tr.get("batch_size", 16)) * int(tr.get("grad_accum", 1)) * base["n_ctx"]
     grid = [x is not None for x in (sizes, depths, tokens)]
     if any(grid):
+        from archfit.laws import get_law
+
+        if depths is None and sizes is not None and tokens is not None and (
+                "n_layer" not in get_law(law).columns):
+            # a law of size and tokens alone (chinchilla): sizes x token counts, no shapes
+            return dz.pool_from_sizes(sizes, tokens), base, tps
         if not all(grid):
-            raise click.UsageError("a grid pool needs --sizes, --depths and --tokens")
+            raise click.UsageError("a grid pool needs --sizes, --depths and --tokens (for a "
+                                   "law of size and tokens alone, --sizes and --tokens)")
         try:
             ds = [int(x) for x in depths.split(",") if x.strip()]
         except ValueError:

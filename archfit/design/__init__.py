@@ -13,19 +13,19 @@ row: "how much of my last sweep did I need?" (the benchmark, ``benchmarks/bench_
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, check_pool, columns, costs,
-                                 pool_from_grid, pool_from_spec)
-from archfit.design.strategies import ADAPTIVE, CRITERION, STRATEGIES, Step, space_filling
+from archfit.design.pool import (DesignError, Target, check_budget, check_pool, columns, costs,
+                                 pool_from_grid, pool_from_sizes, pool_from_spec, starting_fit)
+from archfit.design.strategies import (ADAPTIVE, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
+                                       space_filling)
 from archfit.errors import FitError, FitInputError
 
 __all__ = ["Design", "DesignError", "Target", "design", "replay", "pool_from_grid",
-           "pool_from_spec", "columns", "split_most_expensive", "STRATEGIES"]
+           "pool_from_sizes", "pool_from_spec", "columns", "split_most_expensive", "STRATEGIES"]
 
 SHOWN = ("run_id", "params", "n_layer", "d_model", "d_ff", "tokens")
 
@@ -155,14 +155,17 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _fit(frame: Any, law: str, bootstrap: int, seed: int) -> tuple[Any, str | None]:
-    """A fit of the runs so far, or (None, why not)."""
+def _fit(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
+         prior_widths: dict[str, float] | None = None) -> tuple[Any, str | None]:
+    """A fit of the runs so far (with ``prior``: a Gaussian prior on the parameters it shares
+    with the law, as ``archfit fit --prior``), or (None, why not)."""
     from archfit.laws.fitting import fit
 
     if frame is None or frame.height == 0:
         return None, "no runs yet"
     try:
-        return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False), None
+        return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False, prior=prior,
+                   prior_widths=prior_widths), None
     except (FitError, FitInputError) as e:
         return None, str(e)
 
@@ -189,17 +192,36 @@ def _open(pool: Any, results: Any) -> np.ndarray:
                      for r in pool.select(cols).iter_rows()])
 
 
+def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[float, float]]
+            ) -> list[dict[str, Any]]:
+    """The picked rows of the pool, each with its cost (and, from the criterion's trace, its
+    gain per cost and the target's sd after it as a share of today's)."""
+    rows = pool.to_dicts()
+    chosen = []
+    for i, j in enumerate(picks):
+        r = {k: v for k, v in rows[j].items() if v is not None}
+        r["cost"] = float(cost[j])
+        if i < len(trace):
+            r["gain_per_cost"], r["sd_after"] = trace[i]
+        chosen.append(r)
+    return chosen
+
+
 def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            budget_frac: float | None = None, results: Any = None, fit: Any = None,
            batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
            gpu: str | None = None, base: dict[str, Any] | None = None,
-           tokens_per_step: float | None = None, until_ci: float | None = None) -> Design:
+           tokens_per_step: float | None = None, until_ci: float | None = None,
+           prior: Any = None, prior_widths: dict[str, float] | None = None) -> Design:
     """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates:
     the law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's
     unit) or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or
-    ``fit`` (a :class:`~archfit.laws.Fit`, e.g. a published prior) is used as it is; with
-    neither, a space-filling first batch. ``until_ci``: stop when the target's 95% CI high/low
-    is at most this."""
+    ``fit`` (a :class:`~archfit.laws.Fit` of the same law, or a published name or fit file) is
+    used as it is; with neither, a space-filling first batch. ``prior`` (a published name, fit
+    file or :class:`~archfit.laws.Fit`; widths from its CIs or ``prior_widths``) puts a
+    Gaussian prior on the parameters it shares with the law when ``results`` are fitted, and
+    without results is the starting fit itself. ``until_ci``: stop when the target's 95% CI
+    high/low is at most this."""
     from archfit.laws import get_law
 
     lw = get_law(law)
@@ -212,6 +234,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         raise DesignError(f"--batch must be 1 or more, got {batch}")
     check_pool(pool, lw)
     target.check(lw)
+    has_results = results is not None and results.height > 0
+    fit, cons = starting_fit(lw, fit, prior, prior_widths, has_results)
     notes: list[str] = []
     res_cols = columns(results) if results is not None and results.height else None
     target.outside(res_cols)
@@ -220,21 +244,20 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     if not is_open.any():
         raise DesignError("every candidate of the pool is already among the results: widen "
                           "the pool (more sizes, depths or token counts)")
-    if (budget is None) == (budget_frac is None):
-        raise DesignError("give a budget: in the cost's unit, or as a fraction of the pool's "
-                          "cost")
-    if budget is None:
-        budget = float(budget_frac) * float(cost.sum())
-    if not (budget > 0 and math.isfinite(budget)):
-        raise DesignError(f"the budget must be a positive finite number, got {budget}")
-    cheapest = float(cost[is_open].min())
-    if budget < cheapest:
-        raise DesignError(f"the budget {budget:.4g} is below the cheapest open candidate "
-                          f"({cheapest:.4g} {unit.split(' (')[0]}): raise it or add cheaper runs")
+    budget = check_budget(budget, budget_frac, cost, is_open, unit)
     if fit is None:
-        fit, why = _fit(results, law, bootstrap, seed)
+        fit, why = _fit(results, law, bootstrap, seed, prior if has_results else None,
+                        prior_widths)
         if fit is None:
             notes.append(f"no fit yet ({why}): a space-filling first batch")
+        elif prior is not None:
+            notes.append(f"the results are fitted with a Gaussian prior from {cons.source} on "
+                         + ", ".join(f"{k} ({m:.4g} ± {sd:.2g})"
+                                     for k, (m, sd) in cons.prior.items()))
+    elif strategy == "archfit" and len(draws(fit)) < MIN_DRAWS:
+        notes.append(f"the fit {fit.label} carries no parameter draws (bootstrap or covariance) "
+                     "to weigh runs by: a space-filling first batch; start from a fit with a "
+                     "bootstrap, or give --results")
     ci_now = _interval(fit, target)
     if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
         return Design(law, strategy, target.describe(), [], unit, budget, 0.0, ci_now, None,
@@ -249,14 +272,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         picks = STRATEGIES[strategy](step, batch, budget, trace)
     else:
         picks = STRATEGIES[strategy](step, batch, budget)
-    rows = pool.to_dicts()
-    chosen = []
-    for i, j in enumerate(picks):
-        r = {k: v for k, v in rows[j].items() if v is not None}
-        r["cost"] = float(cost[j])
-        if i < len(trace):
-            r["gain_per_cost"], r["sd_after"] = trace[i]
-        chosen.append(r)
+    chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
     if ci_now and trace and target.kind != "table":
         point = fit.optimum(target.value)["n_layer" if target.kind == "params" else "N_opt"]

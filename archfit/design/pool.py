@@ -1,5 +1,6 @@
 """What ``archfit design`` chooses from and toward: the candidate pool (a table, a sweep spec or
-grid flags), each candidate's cost, and the target whose uncertainty the design shrinks.
+grid flags), each candidate's cost and the budget, the target whose uncertainty the design
+shrinks, and the fit it starts from.
 
 Costs, in the unit the budget is stated in: a ``cost`` column of the pool wins (in the
 budget's unit); else, with a GPU, GPU-hours from the throughput model (:mod:`archfit.perf`'s
@@ -154,6 +155,15 @@ def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequen
     return pl.DataFrame(rows)
 
 
+def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
+    """Candidates for a law of size and tokens alone (chinchilla): each size trained to each
+    token count, without shapes (cost in FLOPs, C = 6 N D, or GPU-hours from those FLOPs)."""
+    import polars as pl
+
+    return pl.DataFrame([{"params": float(N), "tokens": float(D)} for N in sizes
+                         for D in tokens])
+
+
 def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = None,
           tokens_per_step: float | None = None) -> tuple[np.ndarray, str]:
     """(cost per candidate, its unit): the pool's ``cost`` column, GPU-hours on ``gpu``, or
@@ -192,3 +202,48 @@ def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = N
         out[i] = model.step_time(s, tps) * (float(row["tokens"]) / tps) / 3600.0
     return out, (f"GPU-hours on {model.device} (modelled step time, {tps:,.0f} tokens per step; "
                  f"{model.source})")
+
+
+def starting_fit(lw: Any, fit: Any, prior: Any, widths: dict[str, float] | None,
+                 has_results: bool) -> tuple[Any, Any]:
+    """(the starting fit or None, the prior's constraints or None): ``fit`` loaded and checked
+    against the law; ``prior`` checked (FitInputError where it shares nothing with the law),
+    and, with no results to weigh, the starting fit itself."""
+    from archfit.laws import load_fit
+    from archfit.laws.constraints import constraints_for
+
+    if fit is not None and prior is not None:
+        raise DesignError("give --fit (a fit to start from) or --prior (a prior on the fit of "
+                          "--results), not both")
+    cons = None
+    if prior is not None:
+        cons = constraints_for(lw, None, prior, widths or {}, None)
+        if not has_results:
+            if isinstance(prior, dict):
+                raise DesignError("a stated prior ({name: (mean, sd)}) weighs the fit of the "
+                                  "results: give results, or a published name or fit file")
+            fit = prior  # nothing to weigh it against: the prior is where the design starts
+    if fit is not None:
+        fit = load_fit(fit)
+        if fit.law != lw.name:
+            raise DesignError(f"the fit {fit.label} is a {fit.law} fit, but the design's law is "
+                              f"{lw.name}: pass --law {fit.law}, or start from a {lw.name} fit")
+    return fit, cons
+
+
+def check_budget(budget: float | None, frac: float | None, cost: np.ndarray,
+                 is_open: np.ndarray, unit: str) -> float:
+    """The budget in the cost's unit (given, or ``frac`` of the pool's cost), checked: positive,
+    finite, and enough for the cheapest open candidate."""
+    if (budget is None) == (frac is None):
+        raise DesignError("give a budget: in the cost's unit, or as a fraction of the pool's "
+                          "cost")
+    if budget is None:
+        budget = float(frac) * float(cost.sum())
+    if not (budget > 0 and math.isfinite(budget)):
+        raise DesignError(f"the budget must be a positive finite number, got {budget}")
+    cheapest = float(cost[is_open].min())
+    if budget < cheapest:
+        raise DesignError(f"the budget {budget:.4g} is below the cheapest open candidate "
+                          f"({cheapest:.4g} {unit.split(' (')[0]}): raise it or add cheaper runs")
+    return float(budget)

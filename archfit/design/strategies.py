@@ -32,6 +32,7 @@ CRITERION = ("expected shrink of the target's variance per unit cost (the better
              "runs) carried by the law's gradients (a linear Gaussian shortcut) and conditioned "
              "on each pick in turn (fantasized outcomes), so a batch holds no near-duplicates")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
+MIN_DRAWS = 10  # fewer: no ensemble, a space-filling batch
 
 
 @dataclass
@@ -216,7 +217,7 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
     Leskovec et al. 2007). ``trace`` receives (gain per cost, the target's remaining sd as a
     share of today's) per pick."""
     ds = draws(step.fit)
-    if len(ds) < 10:
+    if len(ds) < MIN_DRAWS:
         return space_filling(step, k, left)
     best: tuple[float, list[int], list] | None = None
     for per_cost in (True, False):
