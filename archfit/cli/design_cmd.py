@@ -89,8 +89,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
                    "(.csv, .parquet).")
 @click.option("--force", is_flag=True, help="Replace an -o file archfit did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file, sizes,
-           depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
+def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file,
+           sizes, depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
            seed, bootstrap, replay_file, out, force, as_json):
     """Choose the next runs: the most information about a target per unit cost.
 

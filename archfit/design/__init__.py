@@ -237,7 +237,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     has_results = results is not None and results.height > 0
     fit, cons = starting_fit(lw, fit, prior, prior_widths, has_results)
     notes: list[str] = []
-    res_cols = columns(results) if results is not None and results.height else None
+    res_cols = columns(results) if has_results else None
     target.outside(res_cols)
     cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step)
     is_open = _open(pool, results)
@@ -246,8 +246,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
                           "the pool (more sizes, depths or token counts)")
     budget = check_budget(budget, budget_frac, cost, is_open, unit)
     if fit is None:
-        fit, why = _fit(results, law, bootstrap, seed, prior if has_results else None,
-                        prior_widths)
+        # here a prior has results to weigh (without them it became the starting fit)
+        fit, why = _fit(results, law, bootstrap, seed, prior, prior_widths)
         if fit is None:
             notes.append(f"no fit yet ({why}): a space-filling first batch")
         elif prior is not None:
