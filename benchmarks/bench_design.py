@@ -26,6 +26,7 @@ noise, the same start): archfit's error minus each baseline's, mean and its 95% 
     python benchmarks/bench_design.py            # 20 repeats (about 25 minutes on 2 cores)
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
     python benchmarks/bench_design.py --first-seed 100 --fracs 0.1   # a second set of seeds
+    python benchmarks/bench_design.py --plot design-bench.png   # and the figure of the table
 """
 
 from __future__ import annotations
@@ -134,6 +135,8 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
+    ap.add_argument("--plot", metavar="PATH.png",
+                    help="also draw target error against budget, per strategy and truth")
     a = ap.parse_args()
     fracs = [float(x) for x in a.fracs.split(",")]
     seeds = range(a.first_seed, a.first_seed + a.repeats)
@@ -185,6 +188,51 @@ def main() -> None:
           "interval] in points of target error (negative: archfit lower)")
     for v in verdicts:
         print(v)
+    if a.plot:
+        print(f"\nwrote {_plot(ok, fracs, a.truths.split(','), a.plot)}")
+
+
+def _plot(ok: list[dict], fracs: list[float], truths: list[str], path: str) -> str:
+    """Target mean |error| against the planted truth, by budget, one line per strategy (mean
+    and its standard error over the repeats) and the fit on every row, one panel per truth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig, axes = plt.subplots(1, len(truths), figsize=(6 * len(truths), 4.8), squeeze=False)
+    for ax, truth in zip(axes[0], truths):
+        sel = [r for r in ok if r["truth"] == truth]
+        for k, s in enumerate(STRATEGIES):
+            m, se = [], []
+            for f in fracs:
+                v = [r["design_" + TRUE] for r in sel if r["strategy"] == s and r["frac"] == f]
+                m.append(100 * np.mean(v) if v else np.nan)
+                se.append(100 * np.std(v, ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0)
+            ax.errorbar(fracs, m, yerr=se, marker="o", ms=4, capsize=3, color=f"C{k}",
+                        lw=2.5 if s == "archfit" else 1, label=s, zorder=3 if s == "archfit"
+                        else 2)
+        every = [100 * r["all_" + TRUE] for r in sel if r["strategy"] == "archfit"]
+        if every:
+            ax.axhline(float(np.mean(every)), color="k", ls="--", lw=1,
+                       label="fit on every row")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(fracs, [f"{f:.0%}" for f in fracs])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        for fmt in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            fmt(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("budget: share of the pool's cost (C = 6 N D)")
+        ax.set_ylabel("target mean |error| vs the planted truth (%)")
+        n = len({r["seed"] for r in sel})
+        ax.set_title(f"{truth}: {n} repeats, mean ± standard error", fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def _paired(sel: list[dict], key: str, other: str) -> tuple[float, float, int]:

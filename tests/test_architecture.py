@@ -26,7 +26,7 @@ LAYERS = [
     ("laws", ("archfit.laws",)),
     ("recommend", ("archfit.recommender", "archfit.landscape", "archfit.objectives",
                    "archfit.validation", "archfit.design", "archfit.trade")),
-    ("plots", ("archfit.plots",)),
+    ("plots", ("archfit.plots", "archfit.plots_design")),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]
 

@@ -179,6 +179,78 @@ def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
     assert r.text().splitlines()[-1] == f"next: {r.next_runs}"
 
 
+# ------------------------------------------------------------------ the figure
+def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target(joint):
+    from archfit.plots_design import design_figure
+
+    df, f = joint
+    pool = _joint_pool(float(df["params"].max()))
+    d = design(pool, law="depth-joint", target=Target("params", 3e10), fit=f,
+               results=df, budget_frac=0.5, batch=3, bootstrap=20)
+    fig, ax = design_figure(d)
+    by_label = {c.get_label().split(" (")[0].split(",")[0]: c for c in ax.collections}
+    batch = next(c for k, c in by_label.items() if k.startswith("the batch"))
+    assert [tuple(p) for p in batch.get_offsets()] == [(c["params"], c["n_layer"])
+                                                       for c in d.chosen]
+    numbers = sorted(int(k) for t in ax.texts for k in t.get_text().split(","))
+    assert numbers == list(range(1, len(d.chosen) + 1))
+    assert len(by_label["open candidates"].get_offsets()) == pool.height
+    assert len(by_label["runs so far"].get_offsets()) == df.height
+    target = [ln for ln in ax.lines if ln.get_label() == "target N = 3e+10"]
+    assert target and list(target[0].get_xdata()) == [3e10, 3e10]
+    ci = [c for c in ax.containers if "95% CI now" in c.get_label()]
+    assert ci and f"{d.ci_now[1]:.3g}" in ci[0].get_label()
+    assert ax.get_ylim()[1] < 1e3  # a wild interval runs off the axes, the runs stay legible
+
+
+def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
+    """recommend's 'next:' batch (and the demo's plots/design.png) comes from a fit alone; the
+    figure takes the runs that fit was made on."""
+    from archfit.design import suggest
+    from archfit.plots_design import design_figure
+
+    df, f = joint
+    d = suggest(f, 3e11)
+    assert d is not None and d.chosen and not d.context["results"]
+    _, ax = design_figure(d, runs=df)
+    labels = [c.get_label() for c in ax.collections]
+    runs = next(c for c in ax.collections if c.get_label().startswith("runs so far"))
+    assert len(runs.get_offsets()) == df.height, labels
+    assert any(lb.startswith(f"the batch, in order: {len(d.chosen)} run(s)") for lb in labels)
+
+
+def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
+    from archfit.plots import is_archfit_png
+
+    _chinchilla_done().write_csv(tmp_path / "runs.csv")
+    png = tmp_path / "design.png"
+    args = ["design", "--law", "chinchilla", "--results", tmp_path / "runs.csv", "--compute",
+            "1e25", "--sizes", "1e9,3e9", "--tokens", "2e10,6e10", "--budget-frac", "0.5",
+            "--bootstrap", "30", "--plot", png]
+    res = cli(*args, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["figure"] == str(png) and is_archfit_png(str(png))
+    assert cli(*args).exit_code == 0  # its own figure: replaced without --force
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"not a figure")
+    res = cli(*args[:-1], mine)
+    assert res.exit_code == 2 and mine.read_bytes() == b"not a figure", res.output
+
+    from archfit.design import pool_from_sizes
+    from archfit.plots_design import design_figure
+
+    d = design(pool_from_sizes([1e9, 3e9], [2e10, 6e10]), law="chinchilla",
+               target=Target("compute", 1e25), results=_chinchilla_done(), budget_frac=0.5,
+               bootstrap=30)
+    _, ax = design_figure(d)
+    iso = next(ln for ln in ax.lines if ln.get_label().startswith("target C = 1e+25"))
+    x, y = np.asarray(iso.get_xdata()), np.asarray(iso.get_ydata())
+    assert np.allclose(6 * x * y, 1e25)
+    now = next(ln for ln in ax.lines if "95% CI now" in ln.get_label())
+    assert np.allclose(6 * np.asarray(now.get_xdata()) * np.asarray(now.get_ydata()), 1e25)
+    assert min(now.get_xdata()) >= d.ci_now[0] * (1 - 1e-9)
+
+
 # ------------------------------------------------------------------ bad inputs
 @pytest.fixture
 def files(tmp_path, joint):
@@ -208,6 +280,8 @@ def files(tmp_path, joint):
       "--fit", "levine2020"], "not both"),
     (["--sizes", "1e9", "--tokens", "1e10", "--budget-frac", "0.5"],
      "a grid pool needs --sizes, --depths and --tokens"),
+    (["--replay", "{d}/runs.csv", "--target", "{d}/runs.csv", "--budget-frac", "0.1",
+      "--plot", "{d}/r.png"], "a replay has none"),
 ])
 def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
     args = [a.format(d=files) for a in args]

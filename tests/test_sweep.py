@@ -253,6 +253,8 @@ def test_demo_end_to_end_on_a_mini_spec(tmp_path):
     assert "validation of depth-joint at 3.6e+05" in r.stdout
     figs = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().endswith(".png")]
     assert any(f.endswith("validation.png") for f in figs)
+    # a weak answer's 'next:' line comes with the figure of that batch
+    assert ("\nnext: to narrow this" in r.stdout) == any(f.endswith("design.png") for f in figs)
     assert figs and all(os.path.getsize(f) > 5000 for f in figs)
     assert "[5/6] validation: training the recommended shape and 4 rivals" in r.stderr
     assert "At 1e+09: the published law (levine2020)" in r.stdout

@@ -87,11 +87,15 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("-o", "out", default=None, metavar="FILE",
               help="Write the batch: next.toml (a sweep spec for 'archfit sweep run') or a table "
                    "(.csv, .parquet).")
-@click.option("--force", is_flag=True, help="Replace an -o file archfit did not write.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE.png",
+              help="Draw the batch among the candidates and the runs so far, with the target "
+                   "and its CI now and after (PNG).")
+@click.option("--force", is_flag=True, help="Replace an -o or --plot file archfit did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file,
            sizes, depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
-           seed, bootstrap, replay_file, out, force, as_json):
+           seed, bootstrap, replay_file, out, plot_path, force, as_json):
     """Choose the next runs: the most information about a target per unit cost.
 
     \b
@@ -107,6 +111,9 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     from archfit import design as dz
 
     if replay_file:
+        if plot_path:
+            raise click.UsageError("--plot draws a design's next batch; a replay has none (its "
+                                   "--json holds the runs it chose)")
         if not target_file or budget_frac is None:
             raise click.UsageError("--replay needs --target TABLE (the runs to score) and "
                                    "--budget-frac")
@@ -133,12 +140,8 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
 
         spec = load_spec(spec_file)
     pool, base, tps = _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law)
-    if out:
-        from archfit.io import check_output
-
-        check_output(out, "design batch", inputs=[p for p in (spec_file, pool_file, *results)
-                                                   if p], force=force,
-                     ours=lambda p: p.endswith((".toml", ".csv", ".parquet")) and _ours(p))
+    _check_outputs(out, plot_path, [p for p in (spec_file, pool_file, target_file, *results)
+                                     if p], force)
     from archfit.cli.fit_cmd import parse_prior
 
     prior_src, widths = parse_prior(prior)
@@ -149,13 +152,35 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
                   tokens_per_step=tps, until_ci=_until(until_ci))
     if out and d.chosen:
         d.write(out, spec)
+    if plot_path:
+        from archfit.plots_design import draw_design
+
+        draw_design(d, plot_path)
     if as_json:
-        emit_json({**d.to_dict(), "wrote": out if out and d.chosen else None})
+        emit_json({**d.to_dict(), "wrote": out if out and d.chosen else None,
+                   "figure": plot_path})
         return
     click.echo(d.summary())
     if out and d.chosen:
         click.echo(f"\nwrote {out}" + ("; run it with: archfit sweep run " + out
                                        if out.endswith(".toml") else ""))
+    if plot_path:
+        click.echo(f"wrote {plot_path}")
+
+
+def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
+                   force: bool) -> None:
+    """Refuse, before any work, an -o or --plot path that is an input or a file not ours."""
+    from archfit.io import check_output
+
+    if out:
+        check_output(out, "design batch", inputs=inputs, force=force,
+                     ours=lambda p: p.endswith((".toml", ".csv", ".parquet")) and _ours(p))
+    if plot_path:
+        from archfit.plots import is_archfit_png
+
+        check_output(plot_path, "design figure", inputs=inputs + ([out] if out else []),
+                     force=force, ours=is_archfit_png)
 
 
 def _ours(path: str) -> bool:

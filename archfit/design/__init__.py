@@ -48,6 +48,9 @@ class Design:
     criterion: str = CRITERION
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
+    # what the figure draws (archfit.plots_design): the pool's columns and which rows are
+    # open, the runs so far, the Target and its point estimate; not part of to_dict()
+    context: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         from archfit.io import jsonable
@@ -259,11 +262,15 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
                      "to weigh runs by: a space-filling first batch; start from a fit with a "
                      "bootstrap, or give --results")
     ci_now = _interval(fit, target)
+    point = fit.optimum(target.value)["n_layer" if target.kind == "params" else "N_opt"] \
+        if ci_now else None
+    ctx = {"pool": columns(pool), "open": is_open, "results": res_cols, "target": target,
+           "point": point, "params": fit.conventions.get("params") if fit else None}
     if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
         return Design(law, strategy, target.describe(), [], unit, budget, 0.0, ci_now, None,
                       stop=f"the target's 95% CI spans {ci_now[1] / ci_now[0]:.3g}x, within "
-                           f"--until-ci {until_ci:g}x", notes=notes)
-    step = Step(lw, fit, columns(pool), cost, is_open.copy(), target,
+                           f"--until-ci {until_ci:g}x", notes=notes, context=ctx)
+    step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
     trace: list[tuple[float, float]] = []
     if fit is None:
@@ -275,13 +282,13 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
     if ci_now and trace and target.kind != "table":
-        point = fit.optimum(target.value)["n_layer" if target.kind == "params" else "N_opt"]
         r = trace[-1][1]
         ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
     if not picks:
         notes.append("no candidate fits the budget")
     return Design(law, strategy, target.describe(), chosen, unit, budget,
-                  float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes)
+                  float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes,
+                  context=ctx)
 
 
 # ============================================================================ replay

@@ -1,0 +1,147 @@
+"""The figure of a design (``archfit design --plot``): where the next runs sit among the
+candidates and the runs so far, and what they are for.
+
+x is the size N (log scale, the fit's parameter convention); y is depth (shape laws, log 2) or
+training tokens D (laws of size and tokens alone, log). Grey rings are the open candidates,
+black dots the runs so far, red dots the batch, numbered in the order chosen. The target is
+drawn as what it is: a size (a vertical line, with the optimal depth's 95% CI now and the one
+predicted after the batch), a compute budget (the iso-FLOP line C = 6 N D, with N_opt's CI now
+and after along it) or a table of configurations (stars).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from archfit.errors import ArchfitError
+from archfit.io import atomic_path
+from archfit.plots import DPI, FIGSIZE, PNG_SOFTWARE, _plt
+
+
+def _axes(d: Any) -> tuple[str, str, str]:
+    """(y column, y label, x label) for a design's pool."""
+    pool = d.context.get("pool") or {}
+    if "params" not in pool:
+        raise ArchfitError("this design carries no pool to draw (a Design from archfit.design() "
+                           "has one); draw the figure from the design itself")
+    conv = (d.context.get("params") or "as the pool counts them").split(" (")[0].split(";")[0]
+    xlabel = f"parameters N ({conv}; log scale)"
+    if "n_layer" in pool:
+        return "n_layer", "depth (n_layer, log scale)", xlabel
+    if "tokens" in pool:
+        return "tokens", "training tokens D (log scale)", xlabel
+    raise ArchfitError("the pool has neither depths (n_layer) nor token counts to draw against")
+
+
+def _target(ax: Any, d: Any, xs: np.ndarray) -> None:
+    t, point = d.context["target"], d.context.get("point")
+    now, after = d.ci_now, d.ci_after
+    if t.kind == "table":
+        rows = t.rows
+        y = "n_layer" if "n_layer" in d.context["pool"] else "tokens"
+        if y in rows:
+            ax.scatter(rows["params"], rows[y], marker="*", s=110, color="tab:blue", zorder=5,
+                       label=f"target configurations ({len(rows['params'])})")
+        return
+    if t.kind == "params":
+        ax.axvline(t.value, ls="--", lw=1, color="tab:blue",
+                   label=f"target N = {t.value:.3g}")
+        # beside the line, behind the points: candidates at N itself stay visible
+        for ci, x, style, what in ((now, t.value / 1.1, dict(color="0.45", lw=4, alpha=0.6),
+                                    "now"),
+                                   (after, t.value * 1.1, dict(color="tab:red", lw=2),
+                                    "after the batch (Gaussian shortcut)")):
+            if ci and point:
+                ax.errorbar([x], [point], yerr=[[point - ci[0]], [ci[1] - point]], fmt="o",
+                            ms=4, capsize=4, zorder=1.5, **style,
+                            label=f"optimal depth there, 95% CI {what}: [{ci[0]:.3g}, "
+                                  f"{ci[1]:.3g}]")
+        return
+    C = float(t.value)  # compute: the iso-FLOP line, and N_opt's interval along it
+    # the drawn span: the candidates and the point estimate, widened; an interval wider than
+    # that runs off the axes (the legend gives its ends)
+    lo, hi = xs.min() / 3, max(xs.max(), point or 0) * 30
+    ends = [v for v in (*(now or ()), *(after or ())) if v]
+    Ns = np.geomspace(max(lo, min([xs.min() / 2, *ends])), min(hi, max([xs.max() * 2, *ends])),
+                      64)
+    ax.plot(Ns, C / (6 * Ns), "--", lw=1, color="tab:blue",
+            label=f"target C = {C:.3g} FLOPs (D = C / 6N)")
+    for ci, style, what in ((now, dict(color="0.45", lw=7, alpha=0.6), "now"),
+                            (after, dict(color="tab:red", lw=2.5),
+                             "after the batch (Gaussian shortcut)")):
+        if ci:
+            seg = np.geomspace(max(ci[0], lo), min(ci[1], hi), 16)
+            ax.plot(seg, C / (6 * seg), solid_capstyle="butt", zorder=4, **style,
+                    label=f"N_opt there, 95% CI {what}: [{ci[0]:.3g}, {ci[1]:.3g}]")
+    if point:
+        ax.scatter([point], [C / (6 * point)], color="tab:blue", s=30, zorder=5)
+
+
+def design_figure(d: Any, runs: Any = None) -> Any:
+    """(figure, axes) of a :class:`archfit.design.Design`, drawn and not saved; ``runs`` (a
+    frame) are drawn as the runs so far where the design was made from a fit alone."""
+    ykey, ylabel, xlabel = _axes(d)
+    plt = _plt()
+    pool, is_open = d.context["pool"], np.asarray(d.context["open"], bool)
+    fig, ax = plt.subplots(figsize=(FIGSIZE[0], FIGSIZE[1] + 1.5), layout="constrained")
+    px, py = np.asarray(pool["params"], float), np.asarray(pool[ykey], float)
+    ax.scatter(px[is_open], py[is_open], facecolors="none", edgecolors="0.6", s=24, zorder=2,
+               label=f"open candidates ({int(is_open.sum())})")
+    res = d.context.get("results")
+    if not res and runs is not None:
+        res = {c: runs[c].to_numpy() for c in ("params", ykey) if c in runs.columns}
+    if res and ykey in res and len(res["params"]):
+        at = len(set(zip(res["params"], res[ykey])))
+        ax.scatter(res["params"], res[ykey], color="k", s=14, zorder=3,
+                   label=f"runs so far ({len(res['params'])}" + (
+                       f", at {at} points: the others differ in tokens)"
+                       if at < len(res["params"]) else ")"))
+    unit = d.cost_unit.split(" (")[0]
+    if d.chosen:
+        cx = np.array([c["params"] for c in d.chosen], float)
+        cy = np.array([c[ykey] for c in d.chosen], float)
+        order: dict[tuple[float, float], list[str]] = defaultdict(list)
+        for i, (x, y) in enumerate(zip(cx, cy), 1):
+            order[(x, y)].append(str(i))
+        ax.scatter(cx, cy, color="tab:red", s=60, zorder=4,
+                   label=f"the batch, in order: {len(d.chosen)} run(s), {d.spent:.3g} of "
+                         f"{d.budget:.3g} {unit}" + ("; runs at one point differ in tokens"
+                                                     if len(order) < len(d.chosen) else ""))
+        for (x, y), ks in order.items():  # runs at one point (other token counts) share a label
+            ax.annotate(",".join(ks), (x, y), textcoords="offset points", xytext=(5, 4),
+                        fontsize=9, color="tab:red", weight="bold")
+    _target(ax, d, px)
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
+    if ykey == "n_layer":  # depths as numbers; a wild interval runs off the axes (the legend
+        # gives its ends) rather than squeezing the runs into a strip
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ys = [py, *([np.asarray(res[ykey], float)] if res and ykey in res else []),
+              np.array([d.context.get("point") or py.min()])]
+        ax.set_ylim(max(0.7, min(v.min() for v in ys) / 1.6), max(v.max() for v in ys) * 1.6)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    head = (f"the next {len(d.chosen)} run(s)" if d.chosen else
+            f"nothing to run ({d.stop or 'no affordable candidate'})")
+    ax.set_title(f"archfit design: {d.law}, strategy {d.strategy}: {head}\n"
+                 + "\n".join(textwrap.wrap(f"target: {d.target}", 110)), fontsize=9)
+    return fig, ax
+
+
+def draw_design(d: Any, path: str, runs: Any = None) -> str:
+    """The design's figure (:func:`design_figure`) as a PNG at ``path`` (atomic, marked as
+    archfit's)."""
+    fig, ax = design_figure(d, runs)
+    ax.grid(alpha=0.3)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=8)
+    with atomic_path(path) as tmp:  # marked as archfit's, so a later --plot may replace it
+        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
+    _plt().close(fig)
+    return path
