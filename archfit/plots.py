@@ -344,25 +344,24 @@ def draw_pareto(choice: Any, path: str) -> str:
                   "predicted shape penalty (nats/token)")
     ax.set_title(f"objective {choice.objective}: loss against {what} (labels: depth)\n"
                  f"{choice.tradeoff}", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png",
-                    metadata={"Software": PNG_SOFTWARE})
-    plt.close(fig)
-    return path
+    return _finish_png(fig, ax, path)
 
 
-def _finish_png(fig: Any, ax: Any, path: str) -> str:
-    """Grid, legend and layout, then the PNG written atomically with archfit's marker."""
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+def write_png(fig: Any, path: str) -> str:
+    """The figure as a PNG at ``path``, written atomically with archfit's marker (so a later
+    run may replace it), then closed."""
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
     _plt().close(fig)
     return path
+
+
+def _finish_png(fig: Any, ax: Any, path: str) -> str:
+    """Grid, legend and layout, then :func:`write_png`."""
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return write_png(fig, path)
 
 
 def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:

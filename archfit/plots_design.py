@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from archfit.errors import ArchfitError
-from archfit.io import atomic_path
-from archfit.plots import DPI, FIGSIZE, PNG_SOFTWARE, _plt
+from archfit.plots import FIGSIZE, _plt, write_png
 
 
 def _axes(d: Any) -> tuple[str, str, str]:
@@ -37,14 +36,13 @@ def _axes(d: Any) -> tuple[str, str, str]:
     raise ArchfitError("the pool has neither depths (n_layer) nor token counts to draw against")
 
 
-def _target(ax: Any, d: Any, xs: np.ndarray) -> None:
+def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
     t, point = d.context["target"], d.context.get("point")
     now, after = d.ci_now, d.ci_after
     if t.kind == "table":
         rows = t.rows
-        y = "n_layer" if "n_layer" in d.context["pool"] else "tokens"
-        if y in rows:
-            ax.scatter(rows["params"], rows[y], marker="*", s=110, color="tab:blue", zorder=5,
+        if ykey in rows:
+            ax.scatter(rows["params"], rows[ykey], marker="*", s=110, color="tab:blue", zorder=5,
                        label=f"target configurations ({len(rows['params'])})")
         return
     if t.kind == "params":
@@ -114,7 +112,7 @@ def design_figure(d: Any, runs: Any = None) -> Any:
         for (x, y), ks in order.items():  # runs at one point (other token counts) share a label
             ax.annotate(",".join(ks), (x, y), textcoords="offset points", xytext=(5, 4),
                         fontsize=9, color="tab:red", weight="bold")
-    _target(ax, d, px)
+    _target(ax, d, px, ykey)
     ax.set_xscale("log")
     ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
     if ykey == "n_layer":  # depths as numbers; a wild interval runs off the axes (the legend
@@ -141,7 +139,4 @@ def draw_design(d: Any, path: str, runs: Any = None) -> str:
     fig, ax = design_figure(d, runs)
     ax.grid(alpha=0.3)
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=8)
-    with atomic_path(path) as tmp:  # marked as archfit's, so a later --plot may replace it
-        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
-    _plt().close(fig)
-    return path
+    return write_png(fig, path)

@@ -52,8 +52,10 @@ class Recommendation:
     candidates: list[tuple[Shape, float | None]] = field(default_factory=list, repr=False)
     shape_fit: Any = field(default=None, repr=False)
     fits: dict[str, Any] = field(default_factory=dict, repr=False)
-    # under a weak or uninformative answer: what 'archfit design' would run first (one line)
+    # under a weak or uninformative answer: what 'archfit design' would run first (one line),
+    # and the design it came from (archfit.design.Design, for its figure)
     next_runs: str | None = None
+    next_design: Any = field(default=None, repr=False)
 
     @property
     def alternatives(self) -> Any:
@@ -512,7 +514,7 @@ def recommend(
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
-        shape_fit=shape_fit, fits=fits, next_runs=next_runs(shape_fit, N_ne, verdict.verdict),
+        shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
     )
 
 
@@ -523,19 +525,21 @@ def _below_data(fit: Fit, N: float) -> str | None:
     return fit.outside_span(N) if lo and N * 10 < lo else None
 
 
-def next_runs(fit: Fit, N: float, verdict: str) -> str | None:
-    """One line under a weak or uninformative answer: what 'archfit design' would run first,
-    its cost and the interval it predicts after (numpy is loaded only then, and only for a
-    fit with bootstrap draws: an informative answer stays on the cold path)."""
+def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
+    """Under a weak or uninformative answer, the Recommendation's ``next_runs`` (one line: what
+    'archfit design' would run first, its cost and the interval it predicts after) and
+    ``next_design`` (the design it came from). numpy is loaded only then, and only for a fit
+    with bootstrap draws: an informative answer stays on the cold path."""
     if verdict == "informative":
-        return None
+        return {}
     if not (fit.bootstrap or {}).get("samples"):
-        return ("this fit carries no parameter draws, so no runs can be planned from it: fit "
-                "your own sweep ('archfit fit ... --law depth-joint') and run 'archfit design'")
+        return {"next_runs": "this fit carries no parameter draws, so no runs can be planned "
+                             "from it: fit your own sweep ('archfit fit ... --law depth-joint') "
+                             "and run 'archfit design'"}
     from archfit.design import suggest
 
     d = suggest(fit, N)
-    return d.first_line() if d is not None and d.chosen else None
+    return {"next_runs": d.first_line(), "next_design": d} if d is not None and d.chosen else {}
 
 
 def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,

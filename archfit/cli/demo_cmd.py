@@ -144,16 +144,12 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     if v is not None:
         figs.append(draw_validation(v.to_dict(),
                                     os.path.join(out_dir, "plots", "validation.png")))
-    if rec.next_runs:  # the batch its 'next:' line begins, among this sweep's runs
-        from archfit.design import suggest
+    if rec.next_design is not None:  # the batch its 'next:' line begins, among this sweep's runs
         from archfit.plots_design import draw_design
-
         from archfit.store import read_runs
 
-        d = suggest(fit, target)
-        if d is not None and d.chosen:
-            figs.append(draw_design(d, os.path.join(out_dir, "plots", "design.png"),
-                                    runs=read_runs([path]).frame))
+        figs.append(draw_design(rec.next_design, os.path.join(out_dir, "plots", "design.png"),
+                                runs=read_runs([path]).frame))
     _say("[6/6] figures:")
     for f in figs:
         _print(f"  {f}")
