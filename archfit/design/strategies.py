@@ -217,15 +217,10 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
     Leskovec et al. 2007). ``trace`` receives (gain per cost, the target's remaining sd as a
     share of today's) per pick.
 
-    The two batches are compared at ``k`` picks each, not as plans that spend all of ``left``,
-    and that is measured, not an oversight. Comparing whole plans (then taking the winner's
-    first ``k``) lets the per-cost plan win nearly every round, so the design drifts to the
-    cheap runs: on bench_design at 10% (seeds 0-19, against the truth) chinchilla went
-    0.176% -> 0.171% (cheapest 0.170%) but depth-joint 0.808% -> 1.056% (paired +0.25
-    [-0.02, +0.51] points). At the planted depth-joint truth the chosen sets' linearized target
-    sd differ by under 3% (archfit's, cheapest's and v-optimal's, 6 seeds), while their fits'
-    errors differ 2x (one seed: sd 0.22% for each, errors 0.60-1.25%): what the expensive runs
-    buy there is invisible to a linear criterion."""
+    The two batches are compared at ``k`` picks each, not as plans that spend all of ``left``:
+    that is measured, not an oversight. Rules that trust the cheap runs more (whole-budget
+    per-cost plans, equal-spend comparisons) fix chinchilla and break depth-joint on
+    bench_design; the README's "What to run next" gives the trials and their figures."""
     ds = draws(step.fit)
     if len(ds) < MIN_DRAWS:
         return space_filling(step, k, left)
