@@ -27,6 +27,7 @@ noise, the same start): archfit's error minus each baseline's, mean and its 95% 
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
     python benchmarks/bench_design.py --first-seed 100 --fracs 0.1   # a second set of seeds
     python benchmarks/bench_design.py --plot design-bench.png   # and the figure of the table
+    python benchmarks/bench_design.py --fracs 0.1 --from-json a.json,b.json   # pooled seed sets
 """
 
 from __future__ import annotations
@@ -137,25 +138,25 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
     ap.add_argument("--plot", metavar="PATH.png",
                     help="also draw target error against budget, per strategy and truth")
+    ap.add_argument("--from-json", metavar="PATH[,PATH...]",
+                    help="run nothing: print the table of rows saved by --json, several runs' "
+                         "rows pooled (e.g. replications on other seeds)")
     a = ap.parse_args()
     fracs = [float(x) for x in a.fracs.split(",")]
-    seeds = range(a.first_seed, a.first_seed + a.repeats)
-    jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
-            for seed in seeds]
     t0 = time.time()
-    rows: list[dict] = []
-    with ProcessPoolExecutor(a.jobs) as ex:
-        for part in ex.map(one_repeat, jobs):
-            rows += part
-            print(f"  {part[0]['truth']} seed {part[0]['seed']} done ({time.time() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+    if a.from_json:
+        rows = _saved(a.from_json.split(","), fracs, a.truths.split(","))
+        where = "saved rows"
+    else:
+        rows = _run(a, fracs)
+        where = f"{time.time() - t0:.0f} s on {a.jobs} processes"
     ok = [r for r in rows if "error" not in r and "design_error" not in r]
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh)
-    print(f"\narchfit design benchmark: {a.repeats} repeats (seeds {seeds[0]}-"
-          f"{seeds[-1]}), target = the most expensive tenth "
-          f"of each pool, {time.time() - t0:.0f} s on {a.jobs} processes")
+    seeds = sorted({r["seed"] for r in rows})
+    print(f"\narchfit design benchmark: {len(seeds)} repeats (seeds {_spans(seeds)}), target = "
+          f"the most expensive tenth of each pool, {where}")
     verdicts = []
     for truth in a.truths.split(","):
         print(f"\n{truth}: target mean |error| (%) against the rows' observed losses and against "
@@ -190,6 +191,58 @@ def main() -> None:
         print(v)
     if a.plot:
         print(f"\nwrote {_plot(ok, fracs, a.truths.split(','), a.plot)}")
+
+
+def _run(a: argparse.Namespace, fracs: list[float]) -> list[dict]:
+    seeds = range(a.first_seed, a.first_seed + a.repeats)
+    jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
+            for seed in seeds]
+    t0, rows = time.time(), []
+    with ProcessPoolExecutor(a.jobs) as ex:
+        for part in ex.map(one_repeat, jobs):
+            rows += part
+            print(f"  {part[0]['truth']} seed {part[0]['seed']} done ({time.time() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    return rows
+
+
+def _saved(paths: list[str], fracs: list[float], truths: list[str]) -> list[dict]:
+    """The rows of earlier runs' --json, at the budgets and truths asked for; a seed saved
+    twice (the same replay) counts once."""
+    rows: dict[tuple, dict] = {}
+    for path in paths:
+        try:
+            with open(path) as fh:
+                saved = json.load(fh)
+            for r in saved:
+                if r["truth"] in truths and any(abs(r["frac"] - f) < 1e-9 for f in fracs):
+                    rows[(r["truth"], r["seed"], r["frac"], r["strategy"])] = r
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            _fail(f"cannot read {path} as rows of --json ({type(e).__name__}: {e}); give files "
+                  "that bench_design.py --json wrote")
+    if not rows:
+        _fail(f"no rows for {','.join(truths)} at budgets {_frac_list(fracs)} in {', '.join(paths)}; "
+              "pass the --truths and --fracs the saved runs used")
+    return list(rows.values())
+
+
+def _frac_list(fracs: list[float]) -> str:
+    return ",".join(f"{f:g}" for f in fracs)
+
+
+def _fail(msg: str) -> None:
+    print(f"bench_design: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _spans(seeds: list[int]) -> str:
+    """0,1,2,5,6 -> '0-2, 5-6'."""
+    out, start = [], seeds[0]
+    for a, b in zip(seeds, seeds[1:] + [None]):
+        if b != a + 1:
+            out.append(f"{start}-{a}" if a != start else f"{a}")
+            start = b
+    return ", ".join(out)
 
 
 def _plot(ok: list[dict], fracs: list[float], truths: list[str], path: str) -> str:

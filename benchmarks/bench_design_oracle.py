@@ -8,7 +8,9 @@ space-filling start that `archfit.design.replay` uses:
 - `cheapest`: the `cheapest` baseline itself (`archfit.design.strategies.cheapest`);
 - `oracle per-cost`: greedy shrink of the target's variance per unit cost over the whole budget;
 - `oracle absolute`: greedy shrink alone over the whole budget;
-- `oracle paced`: archfit's shipped pacing with the absolute arm: rounds of max(5, n/2) runs within
+- `oracle per √cost`: greedy shrink per square root of cost (archfit's ranking) over the whole
+  budget;
+- `oracle paced`: archfit's ranking and its replay's pacing: rounds of max(5, n/2) runs within
   half of what is left (all of it once half buys nothing).
 
 For each it prints the target's predicted sd (the law linearized at the truth, rows independent
@@ -37,7 +39,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-DESIGNS = ("cheapest", "oracle per-cost", "oracle absolute", "oracle paced")
+DESIGNS = ("cheapest", "oracle per-cost", "oracle absolute", "oracle per √cost", "oracle paced")
 
 
 def _truth(truth: str):  # type: ignore[no-untyped-def]
@@ -69,7 +71,7 @@ def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, f
     informs every parameter)."""
     from archfit.design import columns, costs
     from archfit.design.pool import Target
-    from archfit.design.strategies import Step, cheapest, shrink, space_filling
+    from archfit.design.strategies import COST_EXPONENT, Step, cheapest, shrink, space_filling
     from archfit.laws import get_law
 
     pool, target, law, sd, p0 = _truth(truth)
@@ -95,7 +97,7 @@ def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, f
     def cov(rows: list[int]) -> np.ndarray:
         return np.linalg.pinv(J[rows].T @ J[rows] / sd ** 2)
 
-    def greedy(rows: list[int], most: int, spend: float, per_cost: bool) -> list[int]:
+    def greedy(rows: list[int], most: int, spend: float, exponent: float) -> list[int]:
         rows, c, left = list(rows), cov(rows), spend
         while len(rows) < most:
             ok = np.ones(len(cost), bool)
@@ -104,7 +106,7 @@ def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, f
             if not ok.any():
                 break
             g = shrink(J, G, c, sd ** 2)
-            j = int(np.argmax(np.where(ok, g / cost if per_cost else g, -np.inf)))
+            j = int(np.argmax(np.where(ok, g / cost ** exponent, -np.inf)))
             rows.append(j)
             left -= cost[j]
             u = c @ J[j]
@@ -117,14 +119,15 @@ def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, f
     step.open[start] = False
     everything, left = len(cost), budget - float(cost[start].sum())
     designs = {"cheapest": start + cheapest(step, everything, left),
-               "oracle per-cost": greedy(start, everything, left, True),
-               "oracle absolute": greedy(start, everything, left, False)}
+               "oracle per-cost": greedy(start, everything, left, 1.0),
+               "oracle absolute": greedy(start, everything, left, 0.0),
+               "oracle per √cost": greedy(start, everything, left, COST_EXPONENT)}
     paced = list(start)  # as archfit.design.replay paces an adaptive strategy
     while (left := budget - float(cost[paced].sum())) > 0:
         rest = np.ones(len(cost), bool)
         rest[paced] = False
         pace = left / 2 if (rest & (cost <= left / 2)).any() else left
-        nxt = greedy(paced, len(paced) + max(5, len(paced) // 2), pace, False)
+        nxt = greedy(paced, len(paced) + max(5, len(paced) // 2), pace, COST_EXPONENT)
         if len(nxt) == len(paced):
             break
         paced = nxt

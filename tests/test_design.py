@@ -1,4 +1,4 @@
-"""archfit design: the next runs by expected shrink of the target's uncertainty per unit cost,
+"""archfit design: the next runs by expected shrink of the target's uncertainty per square root of cost,
 its baselines, the replay on a finished sweep, and its errors."""
 
 from __future__ import annotations
@@ -53,6 +53,29 @@ def test_a_batch_holds_no_near_duplicates(joint):
     assert all(b <= a + 1e-12 for a, b in zip(sds, sds[1:])) and sds[-1] < 1
     assert all(c["gain_per_cost"] > 0 for c in d.chosen)
     assert d.ci_after[1] / d.ci_after[0] < d.ci_now[1] / d.ci_now[0]
+
+
+def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
+    """archfit ranks a candidate by the target's expected shrink over cost^0.5 (README: the
+    exponent measured on bench_design), and reports that shrink per unit cost."""
+    from archfit.design import columns, costs
+    from archfit.design.strategies import COST_EXPONENT, Ensemble, Step, draws
+    from archfit.laws import get_law
+
+    df, f = joint
+    pool = _joint_pool(float(df["params"].max()))
+    target = Target("params", 3e10)
+    d = design(pool, law="depth-joint", target=target, fit=f, budget_frac=1.0, batch=1)
+    cost, _ = costs(pool)
+    step = Step(get_law("depth-joint"), f, columns(pool), cost, np.ones(pool.height, bool),
+                target, np.random.default_rng(0))
+    ens = Ensemble(step, draws(f))
+    g = ens.gain()
+    j = int(np.argmax(g / cost ** COST_EXPONENT))
+    assert COST_EXPONENT == 0.5
+    assert (d.chosen[0]["params"], d.chosen[0]["n_layer"]) == (pool["params"][j],
+                                                               pool["n_layer"][j])
+    assert d.chosen[0]["gain_per_cost"] == pytest.approx(g[j] / ens.var0 / cost[j], rel=1e-9)
 
 
 def test_the_linearized_variance_does_not_depend_on_a_parameters_units():

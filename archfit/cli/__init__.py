@@ -29,7 +29,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
                  "Fit on smaller runs, predict larger ones: coverage and error."),
     "recommend": ("archfit.cli.recommend_cmd:recommend", "Recommend a shape for a size or budget."),
     "design": ("archfit.cli.design_cmd:design",
-               "Choose the next runs: most information about a target per unit cost."),
+               "Choose the next runs: most information about a target for their cost."),
     "validate": ("archfit.cli.validate_cmd:validate",
                  "Train the recommended shape and its rivals: did it hold?"),
     "trade": ("archfit.cli.trade_cmd:trade",

@@ -73,8 +73,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--batch", type=COUNT, default=4, show_default=True,
               help="Runs per batch.")
 @click.option("--strategy", default="archfit", show_default=True,
-              help="archfit (expected shrink of the target's variance per unit cost), random, "
-                   "cheapest, cost-weighted, d-optimal or v-optimal.")
+              help="archfit (expected shrink of the target's variance per square root of "
+                   "cost), random, cheapest, cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
                    "this (e.g. 1.5x).")
@@ -96,7 +96,7 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file,
            sizes, depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
            seed, bootstrap, replay_file, out, plot_path, force, as_json):
-    """Choose the next runs: the most information about a target per unit cost.
+    """Choose the next runs: the most information about a target for their cost.
 
     \b
     Examples:

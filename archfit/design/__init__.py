@@ -2,9 +2,10 @@
 
 Given a law, the runs so far (or a prior fit), a pool of runnable candidates with costs and a
 target beyond the data, :func:`design` picks the next batch by the expected shrink of the
-target's uncertainty per unit cost (:mod:`archfit.design.strategies`), and says what the batch
-costs and the interval it predicts at the target after it. Run it again with the new results for
-the next batch, until a stop rule holds (``until_ci``) or the budget is spent.
+target's uncertainty per square root of its cost (:mod:`archfit.design.strategies`), and says
+what the batch costs and the interval it predicts at the target after it. Run it again with
+the new results for the next batch, until a stop rule holds (``until_ci``) or the budget is
+spent.
 
 :func:`replay` runs that loop on a finished sweep, revealing each chosen run's loss from the
 table, then fits the chosen runs and scores them on a target table against the fit on every

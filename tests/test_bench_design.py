@@ -1,0 +1,57 @@
+"""bench_design.py --from-json: the table and the paired verdicts of saved replay rows, several
+runs pooled (replications on other seeds), without running a replay."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+STRATEGIES = ("archfit", "random", "cheapest", "cost-weighted", "d-optimal", "v-optimal")
+
+
+def _rows(seeds: range, archfit_err: float) -> list[dict]:
+    """Saved rows as --json writes them: archfit at ``archfit_err`` (plus a per-seed wobble),
+    every baseline 0.003 worse or more; the fit on every row at 0.001."""
+    out = []
+    for truth in ("chinchilla", "depth-joint"):
+        for seed in seeds:
+            for k, s in enumerate(STRATEGIES):
+                err = archfit_err + 1e-4 * (seed % 3) + (0.002 + 0.001 * k if k else 0.0)
+                out.append({"truth": truth, "seed": seed, "frac": 0.1, "strategy": s, "n": 10,
+                            "design_mean_abs_rel_error": err + 0.004,
+                            "design_mean_abs_rel_error_vs_truth": err, "design_r2": 0.9,
+                            "design_coverage": 0.95, "all_mean_abs_rel_error": 0.005,
+                            "all_mean_abs_rel_error_vs_truth": 0.001, "all_r2": 0.95,
+                            "all_coverage": 0.95})
+    return out
+
+
+def _bench(repo, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(repo / "benchmarks" / "bench_design.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_saved_runs_are_pooled_by_seed(repo, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_rows(range(0, 3), 0.003)))
+    # b repeats seed 2 (the same replay, counted once) and adds seeds 100-102
+    b.write_text(json.dumps(_rows(range(2, 3), 0.003) + _rows(range(100, 103), 0.003)))
+    r = _bench(repo, "--fracs", "0.1", "--from-json", f"{a},{b}")
+    assert r.returncode == 0, r.stderr
+    assert "6 repeats (seeds 0-2, 100-102)" in r.stdout, r.stdout
+    line = next(x for x in r.stdout.splitlines() if x.startswith("chinchilla, vs truth:"))
+    # archfit 0.3% + the wobble's mean (0.01%); the best baseline, random, 0.3 points more
+    assert "archfit 0.310%, best baseline random 0.610% (lower)" in line, line
+    assert "cheapest -0.400 [-0.400, -0.400]" in r.stdout, r.stdout
+
+
+def test_saved_rows_that_do_not_fit_the_question_exit_2(repo, tmp_path):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(_rows(range(0, 2), 0.003)))
+    r = _bench(repo, "--fracs", "0.05", "--from-json", str(a))
+    assert r.returncode == 2 and "no rows for chinchilla,depth-joint at budgets 0.05" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"not": "rows"}')
+    r = _bench(repo, "--from-json", str(bad))
+    assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
