@@ -7,6 +7,12 @@ black dots the runs so far, red dots the batch, numbered in the order chosen. Th
 drawn as what it is: a size (a vertical line, with the optimal depth's 95% CI now and the one
 predicted after the batch), a compute budget (the iso-FLOP line C = 6 N D, with N_opt's CI now
 and after along it) or a table of configurations (stars).
+
+The figure of a replay (``archfit design --replay ... --plot``) answers "how much of my last
+sweep did I need?": on the left the finished sweep, the runs the design chose coloured by the
+round that chose them (a colour bar) and the target rows as stars; on the right each target row's loss as
+measured against the loss predicted by the fit on the chosen runs (with its 95% interval) and by
+the fit on every row.
 """
 
 from __future__ import annotations
@@ -140,3 +146,83 @@ def draw_design(d: Any, path: str, runs: Any = None) -> str:
     ax.grid(alpha=0.3)
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize=8)
     return write_png(fig, path)
+
+
+def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
+                  target: dict[str, np.ndarray]) -> Any:
+    """The figure of :func:`archfit.design.replay`'s result ``r`` on the finished sweep
+    ``done`` and the ``target`` rows (columns as arrays), drawn and not saved."""
+    if "params" not in done or "params" not in target:
+        raise ArchfitError("the replay's tables carry no params column to draw against")
+    ykey = "n_layer" if "n_layer" in done else "tokens" if "tokens" in done else None
+    if ykey is None:
+        raise ArchfitError("the replay's table has neither depths (n_layer) nor token counts "
+                           "to draw against")
+    plt = _plt()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1] + 1),
+                                 layout="constrained")
+    ax.scatter(done["params"], done[ykey], facecolors="none", edgecolors="0.6", s=22, zorder=2,
+               label=f"the finished sweep ({len(done['params'])} rows)")
+    rounds = np.array([c["round"] for c in r["chosen"]], float)
+    cx = np.array([c["params"] for c in r["chosen"]], float)
+    cy = np.array([c[ykey] for c in r["chosen"]], float)
+    at = len(set(zip(cx, cy)))
+    dots = ax.scatter(cx, cy, c=rounds, cmap="viridis", vmin=0, vmax=max(rounds.max(), 1),
+                      s=34, zorder=3, label=f"chosen runs ({len(cx)}" + (
+                          f", at {at} points: the others differ in tokens)" if at < len(cx)
+                          else ")"))
+    fig.colorbar(dots, ax=ax, pad=0.01).set_label("round that chose the run (0: the "
+                                                  "space-filling start)")
+    ax.scatter(target["params"], target[ykey], marker="*", s=110, color="tab:red", zorder=4,
+               label=f"target rows ({len(target['params'])})")
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
+    if ykey == "n_layer":  # depths as numbers, as the design's figure draws them
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("parameters N (as the table counts them; log scale)")
+    ax.set_ylabel("depth (n_layer, log scale)" if ykey == "n_layer"
+                  else "training tokens D (log scale)")
+    ax.set_title(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in "
+                 f"{r['rounds']} rounds, {r['budget_frac_spent']:.1%} of the sweep's cost",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    _replay_target(bx, r, np.asarray(target["loss"], float))
+    for a in (ax, bx):
+        a.grid(alpha=0.3)
+    return fig
+
+
+def _replay_target(ax: Any, r: dict[str, Any], loss: np.ndarray) -> None:
+    """Each target row's measured loss against the losses the two fits predict."""
+    for who, style, name in (("all_rows", dict(color="0.5", ms=4, fmt="s"), "fit on every row"),
+                             ("design", dict(color="tab:red", ms=5, fmt="o", capsize=3),
+                              "fit on the chosen runs, 95% PI")):
+        m = r["target"].get(who) or {}
+        if "predicted" not in m:
+            continue
+        pred = np.asarray(m["predicted"], float)
+        yerr = None
+        if who == "design":
+            iv = np.asarray(m["interval"], float)
+            yerr = [pred - iv[:, 0], iv[:, 1] - pred]
+        ax.errorbar(loss, pred, yerr=yerr, ls="none", zorder=3 if who == "design" else 2,
+                    label=f"{name}: mean |error| {m['mean_abs_rel_error']:.2%}", **style)
+    lo, hi = loss.min(), loss.max()
+    pad = 0.05 * (hi - lo or hi)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "k--", lw=1, label="prediction = measured")
+    if "predicted" not in (r["target"].get("design") or {}):
+        ax.text(0.5, 0.5, f"no fit on the chosen runs: {r['target']['design'].get('error', '')}",
+                transform=ax.transAxes, ha="center", wrap=True, fontsize=8)
+    ax.set_xlabel("target row's measured loss")
+    ax.set_ylabel("predicted loss")
+    ax.set_title("the target rows: measured against predicted", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def draw_replay(r: dict[str, Any], done: dict[str, np.ndarray], target: dict[str, np.ndarray],
+                path: str) -> str:
+    """The replay's figure (:func:`replay_figure`) as a PNG at ``path`` (atomic, marked)."""
+    return write_png(replay_figure(r, done, target), path)

@@ -28,6 +28,7 @@ noise, the same start): archfit's error minus each baseline's, mean and its 95% 
     python benchmarks/bench_design.py --first-seed 100 --fracs 0.1   # a second set of seeds
     python benchmarks/bench_design.py --plot design-bench.png   # and the figure of the table
     python benchmarks/bench_design.py --fracs 0.1 --from-json a.json,b.json   # pooled seed sets
+    python benchmarks/bench_design.py --fracs 0.1 --from-json a.json --plot-replay replay.png
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
     ap.add_argument("--plot", metavar="PATH.png",
                     help="also draw target error against budget, per strategy and truth")
+    ap.add_argument("--plot-replay", metavar="PATH.png",
+                    help="also draw archfit's replay on the first seed's depth-joint pool at 10%%")
     ap.add_argument("--from-json", metavar="PATH[,PATH...]",
                     help="run nothing: print the table of rows saved by --json, several runs' "
                          "rows pooled (e.g. replications on other seeds)")
@@ -191,6 +194,21 @@ def main() -> None:
         print(v)
     if a.plot:
         print(f"\nwrote {_plot(ok, fracs, a.truths.split(','), a.plot)}")
+    if a.plot_replay:
+        print(f"wrote {_plot_replay(a.first_seed, a.plot_replay)}")
+
+
+def _plot_replay(seed: int, path: str) -> str:
+    """archfit's replay on the depth-joint pool of ``seed`` at 10%, drawn (--replay --plot)."""
+    from archfit.design import columns, replay, split_most_expensive
+    from archfit.plots_design import draw_replay
+
+    df, law, _ = depth_joint_pool(seed)
+    pool, target = split_most_expensive(df, 0.1)
+    pool = pool.drop("true_loss")
+    r = replay(pool, target, law=law, budget_frac=0.1, seed=seed, bootstrap=48,
+               final_bootstrap=60)
+    return draw_replay(r, columns(pool), columns(target), path)
 
 
 def _run(a: argparse.Namespace, fracs: list[float]) -> list[dict]:

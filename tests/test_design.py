@@ -137,6 +137,44 @@ def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
     assert r["target"]["all_rows"]["mean_abs_rel_error"] < 0.02
 
 
+def test_the_replay_figure_draws_each_round_and_the_target_rows_predictions(cli, tmp_path):
+    """--replay --plot: the sweep, the chosen runs coloured by round (as the JSON numbers them)
+    and, on the right, each target row's measured loss against the losses both fits predict."""
+    from archfit.plots import is_archfit_png
+    from archfit.plots_design import replay_figure
+
+    done, target = split_most_expensive(_chinchilla_done(), 0.1)
+    done.write_csv(tmp_path / "done.csv")
+    target.write_csv(tmp_path / "target.csv")
+    png = tmp_path / "replay.png"
+    res = cli("design", "--replay", tmp_path / "done.csv", "--target", tmp_path / "target.csv",
+              "--law", "chinchilla", "--budget-frac", "0.1", "--bootstrap", "16", "--plot",
+              png, "--json")
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["figure"] == str(png) and is_archfit_png(str(png))
+    rounds = [c["round"] for c in r["chosen"]]
+    assert rounds[0] == 0 and rounds == sorted(rounds) and max(rounds) == r["rounds"] >= 1
+    for who in ("design", "all_rows"):
+        m = r["target"][who]
+        assert len(m["predicted"]) == len(m["interval"]) == target.height
+    from archfit.design import columns
+
+    fig = replay_figure(r, columns(done), columns(target))
+    left, right = fig.axes[:2]
+    shown = {c.get_label().split(" (")[0]: c for c in left.collections}
+    assert len(shown["the finished sweep"].get_offsets()) == done.height
+    assert len(shown["target rows"].get_offsets()) == target.height
+    chosen = shown["chosen runs"]
+    assert [tuple(p) for p in chosen.get_offsets()] == [(c["params"], c["tokens"])
+                                                        for c in r["chosen"]]
+    assert list(chosen.get_array()) == rounds  # coloured by round, as the colour bar reads
+    design_pts = next(c for c in right.containers if "chosen runs" in c.get_label())
+    xs, ys = design_pts.lines[0].get_data()
+    assert np.allclose(xs, target["loss"].to_numpy())
+    assert np.allclose(ys, r["target"]["design"]["predicted"])
+
+
 def test_replay_scores_a_planted_truth_without_the_targets_noise():
     """A target with ``true_loss`` (the planted law's noiseless loss) is also scored against
     it: the fit on every row misses the truth by less than it misses rows that carry 1% noise,
@@ -303,8 +341,8 @@ def files(tmp_path, joint):
       "--fit", "levine2020"], "not both"),
     (["--sizes", "1e9", "--tokens", "1e10", "--budget-frac", "0.5"],
      "a grid pool needs --sizes, --depths and --tokens"),
-    (["--replay", "{d}/runs.csv", "--target", "{d}/runs.csv", "--budget-frac", "0.1",
-      "--plot", "{d}/r.png"], "a replay has none"),
+    (["--replay", "{d}/runs.csv", "--target", "{d}/pool.csv", "--budget-frac", "0.1",
+      "--plot", "{d}/runs.csv"], "is also an input of this command"),
 ])
 def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
     args = [a.format(d=files) for a in args]

@@ -90,7 +90,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE.png",
               help="Draw the batch among the candidates and the runs so far, with the target "
-                   "and its CI now and after (PNG).")
+                   "and its CI now and after (PNG); with --replay, the runs it chose by round "
+                   "and each target row's loss measured against predicted.")
 @click.option("--force", is_flag=True, help="Replace an -o or --plot file archfit did not write.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file,
@@ -111,19 +112,23 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     from archfit import design as dz
 
     if replay_file:
-        if plot_path:
-            raise click.UsageError("--plot draws a design's next batch; a replay has none (its "
-                                   "--json holds the runs it chose)")
         if not target_file or budget_frac is None:
             raise click.UsageError("--replay needs --target TABLE (the runs to score) and "
                                    "--budget-frac")
-        r = dz.replay(_table([replay_file], "replay"), _table([target_file], "target"),
-                      law=law, budget_frac=budget_frac, strategy=strategy, seed=seed,
-                      batch=batch)
+        _check_outputs(None, plot_path, [replay_file, target_file], force)
+        done, rows = _table([replay_file], "replay"), _table([target_file], "target")
+        r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
+                      seed=seed, batch=batch)
+        if plot_path:
+            from archfit.plots_design import draw_replay
+
+            draw_replay(r, dz.columns(done), dz.columns(rows), plot_path)
         if as_json:
-            emit_json(r)
+            emit_json({**r, "figure": plot_path})
             return
         _print_replay(r)
+        if plot_path:
+            click.echo(f"wrote {plot_path}")
         return
     given = [x for x in (params, compute, target_file) if x is not None]
     if len(given) != 1:

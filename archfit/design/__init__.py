@@ -296,14 +296,17 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
 def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
     """How a fit predicts the target rows: mean and max |relative error|, R² of loss, and the
     coverage of its ``level`` prediction intervals; with a ``true_loss`` column (a planted
-    truth's noiseless loss) also the mean |relative error| against it."""
+    truth's noiseless loss) also the mean |relative error| against it. ``predicted`` holds
+    each row's predicted loss and ``interval`` its prediction interval, in the rows' order."""
     pred, lo, hi = fit.band(rows, level)
     a = np.asarray(rows["loss"], float)
     rel = np.abs(pred / a - 1)
     ss = float(np.sum((a - a.mean()) ** 2))
     out = {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
            "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
-           "coverage": float(np.mean((lo <= a) & (a <= hi)))}
+           "coverage": float(np.mean((lo <= a) & (a <= hi))),
+           "predicted": [float(v) for v in pred],
+           "interval": [[float(x), float(y)] for x, y in zip(lo, hi)]}
     if "true_loss" in rows:  # a planted truth: the law's own miss, without the rows' noise
         out["mean_abs_rel_error_vs_truth"] = float(np.mean(np.abs(pred / rows["true_loss"] - 1)))
     return out
@@ -318,7 +321,8 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     so the rounds grow geometrically), reveal their losses from ``done``, refit, until
     ``budget_frac`` of the pool's cost is spent; then fit the chosen runs and score them on
     ``target_rows`` beside the fit on every row (``all_rows``: its metrics, when already
-    computed). Returns the keys the CLI's --json prints."""
+    computed). Returns the keys the CLI's --json prints; each chosen row carries its ``round``
+    (0 for the space-filling start)."""
     from archfit.laws import get_law
     from archfit.laws.fitting import fit as fit_law
 
@@ -346,7 +350,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     chosen = space_filling(step, first, budget)
     step.open[chosen] = False
     spent = float(cost[chosen].sum())
-    rounds = 0
+    rounds, round_of = 0, [0] * len(chosen)  # 0: the space-filling start
     while True:
         left = budget - spent
         if not (step.open & (cost <= left * (1 + 1e-12))).any():
@@ -368,10 +372,13 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
         step.open[picks] = False
         spent += float(cost[picks].sum())
         rounds += 1
+        round_of += [rounds] * len(picks)
     out: dict[str, Any] = {"strategy": strategy, "law": law, "seed": seed,
                            "budget_frac": budget_frac, "budget_frac_spent": spent / cost.sum(),
                            "cost_unit": unit, "n_chosen": len(chosen), "rounds": rounds,
-                           "chosen": done[chosen].to_dicts(), "target": {}}
+                           "chosen": [{**row, "round": k} for row, k in
+                                      zip(done[chosen].to_dicts(), round_of)],
+                           "target": {}}
     try:
         f = fit_law(done[sorted(chosen)], law, bootstrap=final_bootstrap, seed=seed,
                     heldout=False)
