@@ -85,6 +85,14 @@ def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
         ax.scatter([point], [C / (6 * point)], color="tab:blue", s=30, zorder=5)
 
 
+def _depth_ticks(ax: Any) -> None:
+    """Depths on a log-2 axis as plain numbers (1, 2, 4, ...), not powers of two."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def design_figure(d: Any, runs: Any = None) -> Any:
     """(figure, axes) of a :class:`archfit.design.Design`, drawn and not saved; ``runs`` (a
     frame) are drawn as the runs so far where the design was made from a fit alone."""
@@ -121,12 +129,9 @@ def design_figure(d: Any, runs: Any = None) -> Any:
     _target(ax, d, px, ykey)
     ax.set_xscale("log")
     ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
-    if ykey == "n_layer":  # depths as numbers; a wild interval runs off the axes (the legend
-        # gives its ends) rather than squeezing the runs into a strip
-        from matplotlib.ticker import FuncFormatter, NullFormatter
-
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    if ykey == "n_layer":  # a wild interval runs off the axes (the legend gives its ends)
+        # rather than squeezing the runs into a strip
+        _depth_ticks(ax)
         ys = [py, *([np.asarray(res[ykey], float)] if res and ykey in res else []),
               np.array([d.context.get("point") or py.min()])]
         ax.set_ylim(max(0.7, min(v.min() for v in ys) / 1.6), max(v.max() for v in ys) * 1.6)
@@ -177,11 +182,8 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
                label=f"target rows ({len(target['params'])})")
     ax.set_xscale("log")
     ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
-    if ykey == "n_layer":  # depths as numbers, as the design's figure draws them
-        from matplotlib.ticker import FuncFormatter, NullFormatter
-
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    if ykey == "n_layer":
+        _depth_ticks(ax)
     ax.set_xlabel("parameters N (as the table counts them; log scale)")
     ax.set_ylabel("depth (n_layer, log scale)" if ykey == "n_layer"
                   else "training tokens D (log scale)")
