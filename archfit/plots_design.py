@@ -10,9 +10,9 @@ and after along it) or a table of configurations (stars).
 
 The figure of a replay (``archfit design --replay ... --plot``) answers "how much of my last
 sweep did I need?": on the left the finished sweep, the runs the design chose coloured by the
-round that chose them (a colour bar) and the target rows as stars; on the right each target row's loss as
-measured against the loss predicted by the fit on the chosen runs (with its 95% interval) and by
-the fit on every row.
+round that chose them (a colour bar) and the target rows as stars; on the right each target
+row's loss as measured against the loss predicted by the fit on the chosen runs (with its 95%
+interval) and by the fit on every row.
 """
 
 from __future__ import annotations
@@ -34,12 +34,34 @@ def _axes(d: Any) -> tuple[str, str, str]:
         raise ArchfitError("this design carries no pool to draw (a Design from archfit.design() "
                            "has one); draw the figure from the design itself")
     conv = (d.context.get("params") or "as the pool counts them").split(" (")[0].split(";")[0]
-    xlabel = f"parameters N ({conv}; log scale)"
-    if "n_layer" in pool:
-        return "n_layer", "depth (n_layer, log scale)", xlabel
-    if "tokens" in pool:
-        return "tokens", "training tokens D (log scale)", xlabel
-    raise ArchfitError("the pool has neither depths (n_layer) nor token counts to draw against")
+    return (*_yaxis(pool, "the pool"), f"parameters N ({conv}; log scale)")
+
+
+def _yaxis(cols: Any, what: str) -> tuple[str, str]:
+    """(y column, y label): depth where the table has it, else training tokens."""
+    if "n_layer" in cols:
+        return "n_layer", "depth (n_layer, log scale)"
+    if "tokens" in cols:
+        return "tokens", "training tokens D (log scale)"
+    raise ArchfitError(f"{what} has neither depths (n_layer) nor token counts to draw against")
+
+
+def _log_axes(ax: Any, ykey: str) -> None:
+    """Log N; log depth (base 2, as plain numbers: 1, 2, 4, ...) or log tokens."""
+    ax.set_xscale("log")
+    ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
+    if ykey == "n_layer":
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _at_points(xs: Any, ys: Any) -> str:
+    """How many runs a scatter draws, and at how many points where token counts overlap."""
+    at = len(set(zip(xs, ys)))
+    return f"{len(xs)}" + (f", at {at} points: the others differ in tokens" if at < len(xs)
+                           else "")
 
 
 def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
@@ -85,14 +107,6 @@ def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
         ax.scatter([point], [C / (6 * point)], color="tab:blue", s=30, zorder=5)
 
 
-def _depth_ticks(ax: Any) -> None:
-    """Depths on a log-2 axis as plain numbers (1, 2, 4, ...), not powers of two."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
 def design_figure(d: Any, runs: Any = None) -> Any:
     """(figure, axes) of a :class:`archfit.design.Design`, drawn and not saved; ``runs`` (a
     frame) are drawn as the runs so far where the design was made from a fit alone."""
@@ -107,11 +121,8 @@ def design_figure(d: Any, runs: Any = None) -> Any:
     if not res and runs is not None:
         res = {c: runs[c].to_numpy() for c in ("params", ykey) if c in runs.columns}
     if res and ykey in res and len(res["params"]):
-        at = len(set(zip(res["params"], res[ykey])))
         ax.scatter(res["params"], res[ykey], color="k", s=14, zorder=3,
-                   label=f"runs so far ({len(res['params'])}" + (
-                       f", at {at} points: the others differ in tokens)"
-                       if at < len(res["params"]) else ")"))
+                   label=f"runs so far ({_at_points(res['params'], res[ykey])})")
     unit = d.cost_unit.split(" (")[0]
     if d.chosen:
         cx = np.array([c["params"] for c in d.chosen], float)
@@ -127,11 +138,9 @@ def design_figure(d: Any, runs: Any = None) -> Any:
             ax.annotate(",".join(ks), (x, y), textcoords="offset points", xytext=(5, 4),
                         fontsize=9, color="tab:red", weight="bold")
     _target(ax, d, px, ykey)
-    ax.set_xscale("log")
-    ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
+    _log_axes(ax, ykey)
     if ykey == "n_layer":  # a wild interval runs off the axes (the legend gives its ends)
         # rather than squeezing the runs into a strip
-        _depth_ticks(ax)
         ys = [py, *([np.asarray(res[ykey], float)] if res and ykey in res else []),
               np.array([d.context.get("point") or py.min()])]
         ax.set_ylim(max(0.7, min(v.min() for v in ys) / 1.6), max(v.max() for v in ys) * 1.6)
@@ -159,10 +168,7 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     ``done`` and the ``target`` rows (columns as arrays), drawn and not saved."""
     if "params" not in done or "params" not in target:
         raise ArchfitError("the replay's tables carry no params column to draw against")
-    ykey = "n_layer" if "n_layer" in done else "tokens" if "tokens" in done else None
-    if ykey is None:
-        raise ArchfitError("the replay's table has neither depths (n_layer) nor token counts "
-                           "to draw against")
+    ykey, ylabel = _yaxis(done, "the replay's table")
     plt = _plt()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1] + 1),
                                  layout="constrained")
@@ -171,22 +177,15 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     rounds = np.array([c["round"] for c in r["chosen"]], float)
     cx = np.array([c["params"] for c in r["chosen"]], float)
     cy = np.array([c[ykey] for c in r["chosen"]], float)
-    at = len(set(zip(cx, cy)))
     dots = ax.scatter(cx, cy, c=rounds, cmap="viridis", vmin=0, vmax=max(rounds.max(), 1),
-                      s=34, zorder=3, label=f"chosen runs ({len(cx)}" + (
-                          f", at {at} points: the others differ in tokens)" if at < len(cx)
-                          else ")"))
+                      s=34, zorder=3, label=f"chosen runs ({_at_points(cx, cy)})")
     fig.colorbar(dots, ax=ax, pad=0.01).set_label("round that chose the run (0: the "
                                                   "space-filling start)")
     ax.scatter(target["params"], target[ykey], marker="*", s=110, color="tab:red", zorder=4,
                label=f"target rows ({len(target['params'])})")
-    ax.set_xscale("log")
-    ax.set_yscale("log", base=2 if ykey == "n_layer" else 10)
-    if ykey == "n_layer":
-        _depth_ticks(ax)
+    _log_axes(ax, ykey)
     ax.set_xlabel("parameters N (as the table counts them; log scale)")
-    ax.set_ylabel("depth (n_layer, log scale)" if ykey == "n_layer"
-                  else "training tokens D (log scale)")
+    ax.set_ylabel(ylabel)
     ax.set_title(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in "
                  f"{r['rounds']} rounds, {r['budget_frac_spent']:.1%} of the sweep's cost",
                  fontsize=9)

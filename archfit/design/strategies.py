@@ -230,12 +230,14 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
     ens = Ensemble(step, ds)
     near = np.zeros(len(step.cost), bool)
     tr: list = []
+    gains = np.zeros(len(step.cost))  # this pick's, from score to update: computed once
 
     def score(ok: np.ndarray) -> np.ndarray:
-        return np.where(near, -np.inf, ens.gain()) / step.cost ** COST_EXPONENT
+        gains[:] = ens.gain()
+        return np.where(near, -np.inf, gains) / step.cost ** COST_EXPONENT
 
     def update(j: int) -> None:
-        g = float(ens.gain()[j]) / ens.var0 if ens.var0 > 0 else 0.0
+        g = float(gains[j]) / ens.var0 if ens.var0 > 0 else 0.0
         ens.condition(j)
         near[near_duplicates(step.pool, j)] = True
         tr.append((g / step.cost[j], math.sqrt(ens.var / ens.var0) if ens.var0 else 1.0))
