@@ -78,6 +78,56 @@ def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
     assert d.chosen[0]["gain_per_cost"] == pytest.approx(g[j] / ens.var0 / cost[j], rel=1e-9)
 
 
+def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
+    """A shape's rows at several token counts are one training run, as the fit counts them
+    (run_groups): they share the run's offset, whose variance is the fit's between-run
+    scatter, and only the within-run part is each row's own noise. Where every row is its own
+    run (no shape columns, as a chinchilla grid), a row's whole scatter is its noise."""
+    from archfit.design import columns, costs
+    from archfit.design.strategies import (WITHIN_FLOOR, Ensemble, Step, draws, run_units,
+                                           scatter2)
+    from archfit.laws import get_law
+
+    df, f = joint
+    one = _joint_pool(float(df["params"].max()))
+    pool = pl.concat([one.with_columns(pl.lit(t).alias("tokens")) for t in (1e10, 2e10, 4e10)])
+    cost, _ = costs(pool)
+    step = Step(get_law("depth-joint"), f, columns(pool), cost, np.ones(pool.height, bool),
+                Target("params", 3e10), np.random.default_rng(0), columns(df))
+    u_pool, u_data, n = run_units(step)
+    k = one.height
+    assert list(u_pool[:k]) == list(u_pool[k:2 * k]) == list(u_pool[2 * k:])  # one run each
+    assert len(set(u_pool[:k])) == k and not set(u_pool) & set(u_data)  # new runs, apart
+    assert len(set(u_data)) == df.select("params", "n_layer").unique().height
+    b2, w2 = scatter2(f)
+    assert b2 > 0
+    ens = Ensemble(step, draws(f))
+    assert ens.noise2 == pytest.approx(max(w2, WITHIN_FLOOR * (b2 + w2)))
+    P = ens.P  # the law's parameters, then one offset per run
+    assert ens.S.shape == (P + n, P + n)
+
+    def shared(i: int, j: int) -> float:  # two rows' covariance beyond the law's part
+        return float(ens.row(i) @ ens.S @ ens.row(j) - ens.J[i] @ ens.S[:P, :P] @ ens.J[j])
+
+    assert shared(0, k) == pytest.approx(b2, rel=1e-6)
+    assert shared(0, 1) == pytest.approx(0, abs=1e-12)
+    # the gains, computed in pieces, are those of the rows' whole gradients
+    A = np.stack([ens.row(i) for i in range(pool.height)])
+    SG = ens.S[:, :P] @ ens.G.T
+    whole = ((A @ SG) ** 2).sum(1) / (np.einsum("ij,jk,ik->i", A, ens.S, A) + ens.noise2)
+    assert np.allclose(ens.gain(), whole, rtol=1e-9)
+    # a run's second row gains less once its first is run: they share its offset
+    before = ens.gain()
+    ens.condition(0)
+    assert ens.gain()[k] / before[k] < ens.gain()[1] / before[1]
+    # a grid without shapes: each row its own run, the whole scatter its noise
+    flat = Step(get_law("depth-joint"), f, {c: v for c, v in columns(pool).items()
+                                            if c not in ("n_layer", "d_model")},
+                cost, np.ones(pool.height, bool), Target("params", 3e10),
+                np.random.default_rng(0))
+    assert run_units(flat) is None
+
+
 def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     """d-optimal and v-optimal linearize in the law's raw parameters, whose scales differ by
     orders of magnitude (Chinchilla's A ~ 400, its exponents ~ 0.3). The target's variance
