@@ -154,11 +154,12 @@ def run_units(step: Step) -> tuple[np.ndarray, np.ndarray, int] | None:
     n_pool = len(step.cost)
     both = {c: np.concatenate([np.asarray(step.pool[c]), np.asarray(data[c])]) if data
             else np.asarray(step.pool[c]) for c in cols}
+    # run_groups numbers the runs 0, 1, 2, ... in order of first appearance
     labels, _ = run_groups({**both, "loss": np.zeros(len(both[cols[0]]))})
-    _, labels = np.unique(labels, return_inverse=True)
-    if labels.max() + 1 == len(labels) or labels.max() + 1 > MAX_RUNS:
+    n_runs = int(labels.max()) + 1
+    if n_runs == len(labels) or n_runs > MAX_RUNS:
         return None
-    return labels[:n_pool], labels[n_pool:], int(labels.max()) + 1
+    return labels[:n_pool], labels[n_pool:], n_runs
 
 
 def _run_information(Jd: np.ndarray, labels: np.ndarray, n: int, s2: float) -> np.ndarray:
