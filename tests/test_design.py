@@ -81,11 +81,13 @@ def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
 def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
     """A shape's rows at several token counts are one training run, as the fit counts them
     (run_groups): they share the run's offset, whose variance is the fit's between-run
-    scatter, and only the within-run part is each row's own noise. Where every row is its own
-    run (no shape columns, as a chinchilla grid), a row's whole scatter is its noise."""
+    scatter, and only the within-run part is each row's own noise. The fit weighs rows alike,
+    so the design scores the variance that fit will have, the sandwich A⁻¹ B A⁻¹, here checked
+    against the rows' whole covariance matrix. Where every row is its own run (no shape
+    columns, as a chinchilla grid), there are no runs to share."""
     from archfit.design import columns, costs
-    from archfit.design.strategies import (WITHIN_FLOOR, Ensemble, Step, draws, run_units,
-                                           scatter2)
+    from archfit.design.ensemble import WITHIN_FLOOR, Ensemble, run_units, scatter2
+    from archfit.design.strategies import Step, draws
     from archfit.laws import get_law
 
     df, f = joint
@@ -102,23 +104,32 @@ def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
     b2, w2 = scatter2(f)
     assert b2 > 0
     ens = Ensemble(step, draws(f))
-    assert ens.noise2 == pytest.approx(max(w2, WITHIN_FLOOR * (b2 + w2)))
-    P = ens.P  # the law's parameters, then one offset per run
-    assert ens.S.shape == (P + n, P + n)
+    w2 = max(w2, WITHIN_FLOOR * (b2 + w2))
+    assert (ens.noise2, ens.between2) == pytest.approx((w2, b2))
+    # the rows' gradients, as the ensemble takes them
+    p0 = dict(f.params)
+    th0 = np.array([math.log(p0[m]) if lg else p0[m] for m, lg in zip(ens.names, ens.logs)])
+    _, G, Jd = ens._gradients(step, p0, th0)
 
-    def shared(i: int, j: int) -> float:  # two rows' covariance beyond the law's part
-        return float(ens.row(i) @ ens.S @ ens.row(j) - ens.J[i] @ ens.S[:P, :P] @ ens.J[j])
+    def sandwich(rows: np.ndarray, runs: np.ndarray) -> float:
+        """The target's variance of a fit weighing ``rows`` alike, from their covariance."""
+        same = runs[:, None] == runs[None, :]
+        cov = w2 * np.eye(len(rows)) + b2 * same
+        Ai = np.linalg.pinv(rows.T @ rows)
+        H = G @ Ai @ rows.T
+        return float(np.trace(H @ cov @ H.T))
 
-    assert shared(0, k) == pytest.approx(b2, rel=1e-6)
-    assert shared(0, 1) == pytest.approx(0, abs=1e-12)
-    # the gains, computed in pieces, are those of the rows' whole gradients
-    A = np.stack([ens.row(i) for i in range(pool.height)])
-    SG = ens.S[:, :P] @ ens.G.T
-    whole = ((A @ SG) ** 2).sum(1) / (np.einsum("ij,jk,ik->i", A, ens.S, A) + ens.noise2)
-    assert np.allclose(ens.gain(), whole, rtol=1e-9)
-    # a run's second row gains less once its first is run: they share its offset
+    assert ens.var0 == pytest.approx(sandwich(Jd, u_data), rel=1e-4)  # A's ridge: 1e-9
+    g = ens.gain()
+    for j in (0, k, 5, 2 * k + 3):  # a run's gain is the variance it takes away, at least 0
+        after = sandwich(np.vstack([Jd, ens.J[j]]), np.append(u_data, u_pool[j]))
+        assert g[j] == pytest.approx(max(ens.var0 - after, 0.0), rel=1e-3, abs=1e-6 * ens.var0)
+    assert (g >= 0).all() and g.max() > 0
+    # a run's second row gains less than another run's first, once its first is run
     before = ens.gain()
     ens.condition(0)
+    after0 = sandwich(np.vstack([Jd, ens.J[0]]), np.append(u_data, u_pool[0]))
+    assert ens.var == pytest.approx(after0, rel=1e-4)
     assert ens.gain()[k] / before[k] < ens.gain()[1] / before[1]
     # a grid without shapes: each row its own run, the whole scatter its noise
     flat = Step(get_law("depth-joint"), f, {c: v for c, v in columns(pool).items()
@@ -135,7 +146,7 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     per parameter, not a share of its trace (which acted as a prior on A and B)."""
     from types import SimpleNamespace
 
-    from archfit.design.strategies import _information
+    from archfit.design.ensemble import _information
 
     rng = np.random.default_rng(0)
     Jd = rng.normal(size=(40, 3))

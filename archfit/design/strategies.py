@@ -2,17 +2,17 @@
 against (Li et al. 2026, "Spend Less, Fit Better", arXiv 2604.22753, compare the same five).
 
 **archfit** (the default): the expected shrink of the target's variance per square root of
-cost. The parameters' posterior is the Laplace approximation at the runs so far (inverse Fisher
-information, the runs' scatter about the law as noise; the bootstrap draws' covariance where the
-fit carries no runs, e.g. a published prior). It is carried to the target and to each
-candidate's log loss by the law's gradients (a linear Gaussian shortcut, :class:`Ensemble`), and
-says how much observing a run shrinks the target's variance: Cov(target, run)² / (Var(run) +
-noise²). Rows of one training run (one shape at several token counts, as the fit groups them)
-share that run's offset, so a second token count of a run says less about the law than a new
-run does. A batch is picked greedily, conditioning the covariance on each pick before the
-next (fantasized outcomes), so a near-duplicate of a chosen run gains little, and one within
-2% of it (size and tokens, same depth) is not taken into the same batch at all. Why the square
-root of cost and not cost itself: :func:`archfit_criterion`.
+cost. The parameters' uncertainty at the runs so far is the variance the fit will have: the
+inverse Fisher information (the runs' scatter about the law as noise) where every row is its
+own run, and where the rows of one training run (one shape at several token counts, as the fit
+groups them) share that run's offset, the sandwich covariance of a fit that weighs rows alike;
+the bootstrap draws' covariance where the fit carries no runs, e.g. a published prior. It is
+carried to the target and to each candidate's log loss by the law's gradients (a linear
+Gaussian shortcut, :class:`archfit.design.ensemble.Ensemble`), which says how much running a
+candidate would shrink the target's variance. A batch is picked greedily, updating the
+variance on each pick before the next (fantasized outcomes), so a near-duplicate of a chosen
+run gains little, and one within 2% of it (size and tokens, same depth) is not taken into the
+same batch at all. Why the square root of cost and not cost itself: :func:`archfit_criterion`.
 
 Baselines: ``random``; ``cheapest`` (ascending cost); ``cost-weighted`` (random, probability
 ∝ 1/cost); ``d-optimal`` (greedy log-determinant of the Fisher information of the law's
@@ -27,12 +27,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from archfit.design.ensemble import Ensemble, _information, noise_var
+
 CRITERION = ("expected shrink of the target's variance per square root of cost (picks ranked "
-             "by shrink / cost^0.5, a batch conditioned on each pick in turn: fantasized "
-             "outcomes, so it holds no near-duplicates), from the parameters' Laplace posterior "
-             "at the runs so far (the bootstrap draws' covariance without runs) carried by the "
-             "law's gradients (a linear Gaussian shortcut); the rows of one training run share "
-             "its offset (the fit's between-run scatter)")
+             "by shrink / cost^0.5, a batch updated on each pick in turn: fantasized outcomes, "
+             "so it holds no near-duplicates), from the variance the fit has at the runs so far "
+             "(inverse Fisher information; the sandwich of a fit weighing rows alike where a "
+             "training run's rows share its offset; the bootstrap draws' covariance without "
+             "runs) carried by the law's gradients (a linear Gaussian shortcut)")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
 MIN_DRAWS = 10  # fewer: no ensemble, a space-filling batch
 
@@ -118,182 +120,6 @@ def draws(fit: Any) -> list[dict[str, float]]:
     return d
 
 
-def scatter2(fit: Any) -> tuple[float, float]:
-    """A new row's scatter about the law (log loss), as variances: (between runs: the offset
-    that the rows of one training run share, within a run). Without the fit's scatter, its
-    RMSE as the between part (each row its own run)."""
-    sc = (fit.diagnostics or {}).get("scatter") or {}
-    b2, w2 = sc.get("between", 0.0) ** 2, sc.get("within", 0.0) ** 2
-    if b2 + w2 > 0:
-        return b2, w2
-    return max(float((fit.diagnostics or {}).get("rmse_log") or 0.01) ** 2, 1e-8), 0.0
-
-
-def noise_var(fit: Any) -> float:
-    """A new run's scatter about the law (log loss): between runs and within one."""
-    return sum(scatter2(fit))
-
-
-WITHIN_FLOOR = 0.01  # within-run variance, at least this share of a row's whole scatter
-# more runs than this in the pool and the data: each row its own run (the covariance of the
-# runs' offsets, (parameters + runs)², would pass 32 MB)
-MAX_RUNS = 2000
-
-
-def run_units(step: Step) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Which training run each pool row and each data row belongs to, as the fit groups
-    them (:func:`archfit.laws.numeric.run_groups`: one shape's rows at several token counts
-    are one run): (pool labels, data labels, runs). None where every row is its own run, or
-    past ``MAX_RUNS`` runs."""
-    from archfit.laws.numeric import RUN_IDENTITY, run_groups
-
-    data = step.data or {}
-    cols = [c for c in RUN_IDENTITY if c in step.pool and (not data or c in data)]
-    if "n_layer" not in cols:
-        return None
-    n_pool = len(step.cost)
-    both = {c: np.concatenate([np.asarray(step.pool[c]), np.asarray(data[c])]) if data
-            else np.asarray(step.pool[c]) for c in cols}
-    # run_groups numbers the runs 0, 1, 2, ... in order of first appearance
-    labels, _ = run_groups({**both, "loss": np.zeros(len(both[cols[0]]))})
-    n_runs = int(labels.max()) + 1
-    if n_runs == len(labels) or n_runs > MAX_RUNS:
-        return None
-    return labels[:n_pool], labels[n_pool:], n_runs
-
-
-def _run_information(Jd: np.ndarray, labels: np.ndarray, n: int, s2: float) -> np.ndarray:
-    """The information of the data rows about (θ, each run's offset): a row's gradient is
-    (Jd, its run's one-hot), at noise variance ``s2``; built without the rows x runs matrix."""
-    P = Jd.shape[1]
-    info = np.zeros((P + n, P + n))
-    info[:P, :P] = Jd.T @ Jd
-    by_run = np.zeros((n, P))
-    np.add.at(by_run, labels, Jd)
-    info[P:, :P], info[:P, P:] = by_run, by_run.T
-    info[P:, P:] = np.diag(np.bincount(labels, minlength=n).astype(float))
-    return info / s2
-
-
-class Ensemble:
-    """The target's uncertainty and each candidate's: the parameters' covariance S (each on a
-    log scale where every draw is positive; the parameters the draws leave fixed are out), the
-    inverse Fisher information of the runs so far, or without runs the draws' covariance,
-    clipped to its 5-95% range so a few degenerate resamples do not own it; carried to the
-    target quantities and to each candidate's log loss by the law's gradients at the point
-    estimate (a linear Gaussian shortcut). A candidate adds the scatter of runs about the law
-    as its noise. Where the fit counts a shape's rows at several token counts as one training
-    run (:func:`run_units`), that scatter is split as the fit splits it: each run's offset,
-    shared by its rows (variance: the between-run scatter), joins the parameters as one more
-    coordinate, and only the within-run part is a row's own noise. So the runs so far inform
-    the law as runs, not as independent rows, and a run's second token count gains less than
-    a new run. (On bench_design's depth-joint truth, whose noise is one offset per run, it
-    lowered the target's error at 10% of the cost from 0.967% to 0.903%, lower on 63 of 100
-    paired seeds; README, "Runs, not rows". Tables without shape columns, such as a
-    chinchilla grid, are unchanged.)
-    Conditioning on a fantasized run, one at a time: S <- S - S j j' S / (j' S j + noise²)."""
-
-    def __init__(self, step: Step, ds: list[dict[str, float]]):
-        law, p0 = step.law, dict(step.fit.params)
-        self.names = [n for n in law.param_names
-                      if np.ptp([d[n] for d in ds]) > 0]  # fixed or folded: not uncertain
-        V = np.array([[d[n] for n in self.names] for d in ds])
-        self.logs = np.array([bool(np.all(V[:, i] > 0) and p0[n] > 0)
-                              for i, n in enumerate(self.names)])
-        th0 = np.array([math.log(p0[n]) if lg else p0[n]
-                        for n, lg in zip(self.names, self.logs)])
-        J, G, Jd = self._gradients(step, p0, th0)
-        units = run_units(step)
-        between2, within2 = scatter2(step.fit)
-        if units is None or between2 <= 0:
-            # each row its own run: its whole scatter is its own noise
-            units, between2, within2 = None, 0.0, between2 + within2
-        else:  # a floor on the within part: a run's rows never pin the law exactly
-            within2 = max(within2, WITHIN_FLOOR * (between2 + within2))
-        u_pool, u_data, n_units = units if units else (None, None, 0)
-        # the runs' shared offsets b (one per run, prior sd: the between-run scatter) join
-        # the law's parameters as coordinates: a row's log loss is J θ + b[its run] + noise.
-        # J and G hold the law's part; a row's offset is its label in self.unit.
-        self.J, self.G, self.unit, self.noise2 = J, G, u_pool, within2
-        P = self.P = len(th0)
-        if len(Jd) >= P:
-            # the Laplace approximation at the runs so far: with tens of draws of 5-8
-            # parameters the draws' covariance is noisy and heavy-tailed, and on the
-            # benchmark's replays it picked worse runs (8 paired seeds: 0.51% -> 0.46% target
-            # error on chinchilla, 1.06% -> 0.95% on depth-joint)
-            if units:
-                info = _ridged(_run_information(Jd, u_data, n_units, within2))
-                info[P:, P:] += np.eye(n_units) / between2
-            else:
-                info = _information(step, J, Jd, within2)
-            self.S = np.linalg.pinv(info)
-        else:
-            Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
-            lo, hi = np.percentile(Th, [5, 95], axis=0)
-            self.S = np.zeros((P + n_units, P + n_units))
-            self.S[:P, :P] = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))
-            self.S[P:, P:] = between2 * np.eye(n_units)
-        self.var0 = self.var = self._target_var()
-
-    def _target_var(self) -> float:
-        S = self.S[:self.P, :self.P]
-        return max(float(np.trace(self.G @ S @ self.G.T)), 0.0)
-
-    def row(self, j: int) -> np.ndarray:
-        """Candidate ``j``'s gradient in all coordinates: the law's, then its run's offset."""
-        a = np.zeros(len(self.S))
-        a[:self.P] = self.J[j]
-        if self.unit is not None:
-            a[self.P + self.unit[j]] = 1.0
-        return a
-
-    def _gradients(self, step: Step, p0: dict[str, float], th0: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """d log-loss / dθ at the pool, d target / dθ, and d log-loss / dθ at the fit's data
-        (empty without it), by central differences at the point estimate."""
-        def at(th: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            p = dict(p0)
-            p.update({n: float(math.exp(v) if lg else v)
-                      for n, lg, v in zip(self.names, self.logs, th)})
-            return (np.log(np.asarray(step.law.predict(p, step.pool), float)),
-                    step.target.values(step.law, p),
-                    np.log(np.asarray(step.law.predict(p, step.data), float)) if step.data
-                    else np.zeros(0))
-
-        J, G, Jd = [], [], []
-        with np.errstate(all="ignore"):
-            for i in range(len(th0)):
-                h = 1e-4 * max(abs(th0[i]), 1.0)
-                e = np.zeros_like(th0)
-                e[i] = h
-                (yu, tu, du), (yd, td, dd) = at(th0 + e), at(th0 - e)
-                J.append((yu - yd) / (2 * h))
-                G.append((tu - td) / (2 * h))
-                Jd.append((du - dd) / (2 * h))
-        return (np.nan_to_num(np.array(J).T), np.nan_to_num(np.array(G).T),
-                np.nan_to_num(np.array(Jd).T))
-
-    def gain(self) -> np.ndarray:
-        """Shrink of the target's summed variance if each candidate were run next."""
-        if self.unit is None:
-            U = self.J @ self.S  # M x P
-            return ((U @ self.G.T) ** 2).sum(1) / (np.einsum("ij,ij->i", U, self.J)
-                                                   + self.noise2)
-        # a row is (J, its run's one-hot): the covariances in pieces, never M x (P + runs)
-        P, u = self.P, self.P + self.unit
-        SG = self.S[:, :P] @ self.G.T  # (P + runs) x targets
-        cov = self.J @ SG[:P] + SG[u]
-        var = (np.einsum("ij,ij->i", self.J @ self.S[:P, :P], self.J)
-               + 2 * np.einsum("ij,ij->i", self.J, self.S[u, :P]) + self.S[u, u])
-        return (cov ** 2).sum(1) / (var + self.noise2)
-
-    def condition(self, j: int) -> None:
-        a = self.row(j)
-        u = self.S @ a
-        self.S = self.S - np.outer(u, u) / (float(a @ u) + self.noise2)
-        self.var = self._target_var()
-
-
 NEAR = 0.02  # candidates within 2% in size and tokens, at one depth, are one run
 
 
@@ -334,7 +160,10 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
 
     def score(ok: np.ndarray) -> np.ndarray:
         gains[:] = ens.gain()
-        return np.where(near, -np.inf, gains) / step.cost ** COST_EXPONENT
+        # a candidate expected to shrink nothing ranks after every one that helps, cheapest
+        # first (with the rows of runs so far, the fit's variance can grow, Ensemble)
+        score = np.where(gains > 0, gains / step.cost ** COST_EXPONENT, -step.cost)
+        return np.where(near, -np.inf, score)
 
     def update(j: int) -> None:
         g = float(gains[j]) / ens.var0 if ens.var0 > 0 else 0.0
@@ -372,27 +201,6 @@ def _jacobians(step: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
                 cols[i].append((up[i] - dn[i]) / (2 * h))
     J, Jd, G = (np.nan_to_num(np.stack(c, axis=1)) for c in cols)
     return J, Jd, G
-
-
-def _information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = None
-                 ) -> np.ndarray:
-    """The Fisher information of the runs so far (Jd: d log-loss / dθ at them), with a
-    vanishing ridge so that its inverse exists where the runs leave a direction free.
-
-    The ridge is 1e-9 of each parameter's own information, not of the trace, so it does not
-    depend on the parameters' units. On the raw scale that d-optimal and v-optimal use,
-    Chinchilla's A and B sit near 10³ and its exponents near 0.3; a ridge of the trace's size
-    acted as a prior on A and B (at the planted Chinchilla truth it halved the target's
-    predicted sd). On the Ensemble's log scale it weighed on the nearly free directions."""
-    s2 = noise_var(step.fit) if s2 is None else s2
-    return _ridged(Jd.T @ Jd / s2 if len(Jd) else np.zeros((J.shape[1], J.shape[1])))
-
-
-def _ridged(info: np.ndarray) -> np.ndarray:
-    """``info`` with a ridge of 1e-9 of each coordinate's own information (1 where none)."""
-    own = np.diag(info).copy()
-    own[~(own > 0)] = 1.0  # a parameter no run informs: a unit ridge, its variance stays huge
-    return info + 1e-9 * np.diag(own)
 
 
 def _linearized(step: Step, k: int, left: float,
