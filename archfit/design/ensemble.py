@@ -97,9 +97,8 @@ class Ensemble:
         else:  # a floor on the within part: a run's rows never pin the law exactly
             within2 = max(within2, WITHIN_FLOOR * (between2 + within2))
         u_pool, u_data, n_units = units if units else (None, None, 0)
-        # the runs' shared offsets b (one per run, prior sd: the between-run scatter) join
-        # the law's parameters as coordinates: a row's log loss is J θ + b[its run] + noise.
-        # J and G hold the law's part; a row's offset is its label in self.unit.
+        # a row's log loss is J θ + b[its run] + noise, b the run's shared offset (sd: the
+        # between-run scatter); J and G hold the law's part, self.unit each row's run
         self.J, self.G, self.unit, self.noise2 = J, G, u_pool, within2
         P = self.P = len(th0)
         self.A: np.ndarray | None = None
@@ -118,6 +117,7 @@ class Ensemble:
         else:
             Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
             lo, hi = np.percentile(Th, [5, 95], axis=0)
+            # each run's offset joins the parameters as a coordinate of S
             self.S = np.zeros((P + n_units, P + n_units))
             self.S[:P, :P] = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))
             self.S[P:, P:] = between2 * np.eye(n_units)
@@ -138,9 +138,9 @@ class Ensemble:
 
     def _sandwich_gain(self, block: int = 512) -> np.ndarray:
         """Shrink of the sandwich's target variance by each candidate (none where it would
-        widen it): A gains J Jᵀ (A⁻¹ by
-        Sherman-Morrison), B gains its own noise's J Jᵀ and its run's sum s -> s + J; in
-        blocks of candidates, so memory stays (block x targets x parameters)."""
+        widen it): A gains J Jᵀ (A⁻¹ by Sherman-Morrison), B gains J Jᵀ at the row's own
+        noise and its run's sum s -> s + J; in blocks of candidates, so memory stays
+        (block x targets x parameters)."""
         assert self.A is not None
         Ai = np.linalg.pinv(self.A)
         GAi, meat = self.G @ Ai, self._meat()
