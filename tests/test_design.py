@@ -146,7 +146,7 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     per parameter, not a share of its trace (which acted as a prior on A and B)."""
     from types import SimpleNamespace
 
-    from archfit.design.ensemble import _information
+    from archfit.design.ensemble import information
 
     rng = np.random.default_rng(0)
     Jd = rng.normal(size=(40, 3))
@@ -157,7 +157,7 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     for scale in (1.0, 1e3, 1e5):  # parameter 0 counted in units `scale` times smaller
         c = np.array([scale, 1.0, 1.0])
         J, Gs = Jd / c, G / c  # d/dθ' = (d/dθ) / c for θ' = c θ
-        S = np.linalg.pinv(_information(step, J, J))
+        S = np.linalg.pinv(information(step, J, J))
         v = np.trace(Gs @ S @ Gs.T)
         assert v == pytest.approx(exact, rel=1e-4), (scale, v, exact)
 

@@ -113,7 +113,7 @@ class Ensemble:
             # parameters the draws' covariance is noisy and heavy-tailed, and on the
             # benchmark's replays it picked worse runs (8 paired seeds: 0.51% -> 0.46% target
             # error on chinchilla, 1.06% -> 0.95% on depth-joint)
-            self.S = np.linalg.pinv(_information(step, J, Jd, within2))
+            self.S = np.linalg.pinv(information(step, J, Jd, within2))
         else:
             Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
             lo, hi = np.percentile(Th, [5, 95], axis=0)
@@ -196,9 +196,7 @@ class Ensemble:
         if self.A is not None:
             return self._sandwich_gain()
         if self.unit is None:
-            U = self.J @ self.S  # M x P
-            return ((U @ self.G.T) ** 2).sum(1) / (np.einsum("ij,ij->i", U, self.J)
-                                                   + self.noise2)
+            return shrink(self.J, self.G, self.S, self.noise2)
         # a row is (J, its run's one-hot): the covariances in pieces, never M x (P + runs)
         P, u = self.P, self.P + self.unit
         SG = self.S[:, :P] @ self.G.T  # (P + runs) x targets
@@ -219,7 +217,7 @@ class Ensemble:
         self.var = self._target_var()
 
 
-def _information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = None
+def information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = None
                  ) -> np.ndarray:
     """The Fisher information of the runs so far (Jd: d log-loss / dθ at them), with a
     vanishing ridge so that its inverse exists where the runs leave a direction free.
@@ -231,6 +229,13 @@ def _information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = N
     predicted sd). On the Ensemble's log scale it weighed on the nearly free directions."""
     s2 = noise_var(step.fit) if s2 is None else s2
     return _ridged(Jd.T @ Jd / s2 if len(Jd) else np.zeros((J.shape[1], J.shape[1])))
+
+
+def shrink(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
+    """How much observing each candidate (rows of J) would shrink the target's linearized
+    variance trace(G cov Gᵀ), at noise variance ``s2``."""
+    U = J @ cov  # M x P
+    return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
 
 
 def _ridged(info: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.design.ensemble import Ensemble, _information, noise_var
+from archfit.design.ensemble import Ensemble, information, noise_var, shrink
 
 CRITERION = ("expected shrink of the target's variance per square root of cost (picks ranked "
              "by shrink / cost^0.5, a batch updated on each pick in turn: fantasized outcomes, "
@@ -214,7 +214,7 @@ def _linearized(step: Step, k: int, left: float,
         return space_filling(step, k, left)
     J, Jd, G = jac
     s2 = noise_var(step.fit)
-    cov = np.linalg.pinv(_information(step, J, Jd))
+    cov = np.linalg.pinv(information(step, J, Jd))
 
     def update(j: int) -> None:
         nonlocal cov
@@ -228,13 +228,6 @@ def d_optimal(step: Step, k: int, left: float) -> list[int]:
     """Greedy log-determinant: it grows by log(1 + leverage) per run."""
     return _linearized(step, k, left,
                        lambda J, G, cov, s2: np.einsum("ij,jk,ik->i", J, cov, J) / s2)
-
-
-def shrink(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
-    """How much observing each candidate (rows of J) would shrink the target's linearized
-    variance trace(G cov Gᵀ), at noise variance ``s2``."""
-    U = J @ cov  # M x P
-    return ((U @ G.T) ** 2).sum(1) / (s2 + np.einsum("ij,ij->i", U, J))
 
 
 def v_optimal(step: Step, k: int, left: float) -> list[int]:
