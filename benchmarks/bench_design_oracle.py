@@ -19,6 +19,13 @@ at the truth's noise: the Gaussian shortcut archfit's criterion uses), and the r
 replay fits; paired with `cheapest` draw by draw (95% t interval). On depth-joint the noise is
 a run's seed offset shared by its token counts, as in `bench_design.py`.
 
+Last, a bound that no design can beat (:func:`bound`): the least predicted sd of *any* design
+within the budget, fractional ones included (each pool row taken with a weight in [0, 1], cost
+linear in the weight): a convex problem, solved by Frank-Wolfe and certified by its duality
+gap. It is printed as the least rms sd over the target rows and, row by row, the least mean sd.
+On chinchilla it says how far `cheapest` is from the best possible design under the same
+Gaussian shortcut.
+
     python benchmarks/bench_design_oracle.py            # 200 draws: about 2 minutes on 2 cores
     python benchmarks/bench_design_oracle.py --draws 10 --truths chinchilla
 """
@@ -64,7 +71,53 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
     return pool, target, law, sd, p0
 
 
-def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, float]]:
+def _knapsack(gr: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
+    """The weights w in [0, 1] with cost·w ≤ budget that minimize gr·w: the rows of negative
+    gr by |gr| per unit cost, the last one fractional."""
+    w, left = np.zeros(len(gr)), budget
+    for j in np.argsort(gr / cost):
+        if gr[j] >= 0 or left <= 0:
+            break
+        w[j] = min(1.0, left / cost[j])
+        left -= w[j] * cost[j]
+    return w
+
+
+def bound(J: np.ndarray, G: np.ndarray, cost: np.ndarray, budget: float, var: float,
+          rtol: float = 1e-4, iters: int = 2000) -> tuple[float, float]:
+    """(f, lower): the mean over the target rows (G) of the linearized variance, for the best
+    fractional design found and the certified least any design can have. Rows J are taken
+    with weights w in [0, 1], cost·w ≤ budget, information Σ w_j J_j J_jᵀ / var; the mean
+    variance is convex in w, so Frank-Wolfe's duality gap bounds it from below. Every design
+    that spends at most the budget is a feasible w, so none has a mean variance below
+    ``lower``."""
+    def mean_var(w: np.ndarray) -> float:
+        try:
+            return float(np.sum((G @ np.linalg.inv((J * w[:, None]).T @ J / var)) * G)) / len(G)
+        except np.linalg.LinAlgError:
+            return math.inf
+
+    w = _knapsack(-np.ones(len(cost)), cost, budget)  # the cheapest rows: a full-rank start
+    f, lower = mean_var(w), -math.inf
+    for _ in range(iters):
+        H = G @ np.linalg.inv((J * w[:, None]).T @ J / var)
+        gr = -np.einsum("ij,jk,ik->i", J, H.T @ H, J) / (var * len(G))  # d mean var / d w
+        s = _knapsack(gr, cost, budget)
+        gap = float(gr @ (w - s))
+        lower = max(lower, f - gap)
+        if gap <= rtol * f:
+            break
+        lo, hi = 0.0, 1.0  # exact line search on the segment (convex: ternary search)
+        for _ in range(40):
+            a, b = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+            lo, hi = (lo, b) if mean_var(w + a * (s - w)) < mean_var(w + b * (s - w)) else (a, hi)
+        w = w + (lo + hi) / 2 * (s - w)
+        f = mean_var(w)
+    return f, max(lower, 0.0)
+
+
+def _designs(truth: str, frac: float
+             ) -> tuple[dict[str, list[int]], dict[str, float], tuple[float, float]]:
     """Each design's pool rows, and the target's predicted sd after it: the law linearized at
     the true parameters (log scale where positive), the covariance the exact inverse of the
     rows' Fisher information at the truth's noise (no ridge: the space-filling start already
@@ -134,7 +187,10 @@ def _designs(truth: str, frac: float) -> tuple[dict[str, list[int]], dict[str, f
     designs["oracle paced"] = paced
     predicted = {name: float(np.mean(np.sqrt(np.einsum("ij,jk,ik->i", G, cov(rows), G))))
                  for name, rows in designs.items()}
-    return designs, predicted
+    rms = math.sqrt(bound(J, G, cost, budget, sd ** 2)[1])
+    per_row = float(np.mean([math.sqrt(bound(J, G[i:i + 1], cost, budget, sd ** 2)[1])
+                             for i in range(len(G))]))
+    return designs, predicted, (rms, per_row)
 
 
 def one_draw(args: tuple) -> dict[str, float]:  # type: ignore[type-arg]
@@ -176,7 +232,7 @@ def main() -> None:
           "each; error = target mean |relative error| against the truth (%)")
     for truth in a.truths.split(","):
         _, target, _, sd, _ = _truth(truth)
-        designs, predicted = _designs(truth, a.frac)
+        designs, predicted, (rms, per_row) = _designs(truth, a.frac)
         # spawn: this process already holds polars' threads, which a fork would copy locked
         with ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
             res = list(ex.map(one_draw, [(truth, designs, d) for d in range(a.draws)]))
@@ -195,6 +251,10 @@ def main() -> None:
             print(f"{name:>16} {len(designs[name]):>5} {100 * predicted[name]:>15.3f} "
                   f"{100 * v.mean():>8.3f} ± {100 * v.std() / math.sqrt(len(v)):.3f} "
                   f"{paired:>26}")
+        print(f"{'bound':>16} {'':>5} {100 * per_row:>15.3f}   certified: no design within the "
+              f"budget (fractional ones included) has a mean sd below this, or an rms sd below "
+              f"{100 * rms:.3f}%;\n{'':>23}the best possible is at most "
+              f"{100 * (1 - per_row / predicted['cheapest']):.1f}% below `cheapest`'s sd")
     print(f"\n{time.time() - t0:.0f} s")
 
 

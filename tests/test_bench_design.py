@@ -55,3 +55,43 @@ def test_saved_rows_that_do_not_fit_the_question_exit_2(repo, tmp_path):
     bad.write_text('{"not": "rows"}')
     r = _bench(repo, "--from-json", str(bad))
     assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+
+
+def _oracle(repo):  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(repo / "benchmarks"))
+    try:
+        import bench_design_oracle
+    finally:
+        sys.path.remove(str(repo / "benchmarks"))
+    return bench_design_oracle
+
+
+def test_the_oracle_bound_is_the_least_variance_of_any_design(repo):
+    """bench_design_oracle.bound: the certified least mean target variance of any design within
+    a budget. One parameter, every row alike: the best is the most rows the budget buys, the
+    cheapest first and the last in part. Three parameters, 12 rows: no subset within the budget
+    (all 4096, brute force) is below the bound, and the best is within a few percent of it."""
+    import itertools
+
+    import numpy as np
+
+    bound = _oracle(repo).bound
+    cost = np.array([5.0, 1.0, 3.0, 2.0, 8.0])
+    f, lower = bound(np.ones((5, 1)), np.ones((1, 1)), cost, 4.5, 0.25)
+    # rows of cost 1 and 2 whole, and half the row of cost 3: weight 2.5, variance 0.25 / 2.5
+    assert abs(f - 0.1) < 1e-6 and 0.1 * (1 - 1e-3) <= lower <= f
+
+    rng = np.random.default_rng(3)
+    J, G = rng.normal(size=(12, 3)), rng.normal(size=(4, 3))
+    cost = rng.uniform(1, 5, 12)
+    budget = 0.5 * cost.sum()
+    f, lower = bound(J, G, cost, budget, 0.04)
+    best = np.inf
+    for pick in itertools.product((0, 1), repeat=12):
+        rows = np.flatnonzero(pick)
+        if len(rows) >= 3 and cost[rows].sum() <= budget:
+            best = min(best, float(np.mean(np.einsum(
+                "ij,jk,ik->i", G, np.linalg.inv(J[rows].T @ J[rows] / 0.04), G))))
+    assert lower <= f <= best, (lower, f, best)
+    assert lower >= 0.95 * best, (lower, best)  # the relaxation is close to the best design
+    print(f"brute force {best:.5f}, relaxation {f:.5f}, certified lower bound {lower:.5f}")
