@@ -26,6 +26,7 @@ _LAZY = {
     "Fit": "archfit.laws",
     "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
     "recommend": "archfit.recommender",
+    "design": "archfit.design:",  # the package itself, callable: archfit.design(pool, ...)
     "trade": "archfit.trade",
     "parse_plan": "archfit.shapes",
     "Recommendation": "archfit.recommender",
@@ -40,6 +41,7 @@ __all__ = sorted(_LAZY) + ["__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        module, _, attr = _LAZY[name].partition(":")
-        return getattr(importlib.import_module(module), attr or name)
+        module, colon, attr = _LAZY[name].partition(":")
+        mod = importlib.import_module(module)
+        return mod if colon and not attr else getattr(mod, attr or name)
     raise AttributeError(f"module 'archfit' has no attribute {name!r}")

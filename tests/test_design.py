@@ -456,6 +456,31 @@ def test_a_size_and_tokens_grid_needs_no_depths_for_chinchilla(cli, tmp_path):
     assert out["spent"] <= out["budget"] and "n_layer" not in out["chosen"][0]
 
 
+def test_the_python_api_is_archfit_design_and_takes_pandas_as_the_cli_does(cli, tmp_path):
+    """``archfit.design(...)`` (the package, callable) designs from pandas frames, and picks
+    the batch that ``archfit design --json`` picks from the same runs and grid."""
+    import archfit
+    from archfit.design import pool_from_sizes
+
+    done = _chinchilla_done()
+    done.write_csv(tmp_path / "runs.csv")
+    pool = pool_from_sizes([1e9, 3e9], [2e10, 6e10])
+    d = archfit.design(pool.to_pandas(), law="chinchilla", target=Target("compute", 1e25),
+                       results=done.to_pandas(), budget_frac=0.5, bootstrap=40)
+    res = cli("design", "--law", "chinchilla", "--results", tmp_path / "runs.csv",
+              "--compute", "1e25", "--sizes", "1e9,3e9", "--tokens", "2e10,6e10",
+              "--budget-frac", "0.5", "--bootstrap", "40", "--json")
+    assert res.exit_code == 0, res.output
+    frame = d.to_frame()
+    assert isinstance(frame, pl.DataFrame) and frame.height >= 1
+    assert frame.select("params", "tokens").rows() == [(c["params"], c["tokens"])
+                                                       for c in json.loads(res.output)["chosen"]]
+    assert archfit.design.replay is not None and archfit.design.Target is Target
+    with pytest.raises(archfit.ArchfitError, match="cannot use a str as a table of runs"):
+        archfit.design("runs.csv", law="chinchilla", target=Target("compute", 1e25),
+                       budget_frac=0.5)
+
+
 # ------------------------------------------------------------------ the loop, trained on CPU
 @pytest.mark.slow
 def test_a_designed_batch_narrows_the_target_as_much_as_a_random_one(tmp_path, repo,

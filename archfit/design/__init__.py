@@ -14,13 +14,16 @@ row: "how much of my last sweep did I need?" (the benchmark, ``benchmarks/bench_
 
 from __future__ import annotations
 
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, check_budget, check_pool, columns, costs,
-                                 pool_from_grid, pool_from_sizes, pool_from_spec, starting_fit)
+from archfit.design.pool import (DesignError, Target, as_polars, check_budget, check_pool,
+                                 columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
+                                 starting_fit)
 from archfit.design.strategies import (ADAPTIVE, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
                                        space_filling)
 from archfit.errors import FitError, FitInputError
@@ -236,6 +239,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if batch < 1:
         raise DesignError(f"--batch must be 1 or more, got {batch}")
+    pool, results = as_polars(pool), as_polars(results)
     check_pool(pool, lw)
     target.check(lw)
     has_results = results is not None and results.height > 0
@@ -329,6 +333,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     lw = get_law(law)
     if strategy not in STRATEGIES:
         raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    done, target_rows = as_polars(done), as_polars(target_rows)
     for name, frame in (("the replay table", done), ("the target table", target_rows)):
         if frame is None or "loss" not in frame.columns:
             raise DesignError(f"{name} has no loss column: a replay reveals the losses of runs "
@@ -428,3 +433,14 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3) -> Des
                       budget_frac=budget_frac, batch=batch)
     except (DesignError, FitError, FitInputError):
         return None
+
+
+class _CallablePackage(types.ModuleType):
+    """``archfit.design(...)`` calls :func:`design`, as ``archfit design`` runs it, while
+    ``archfit.design.replay``, ``Target`` and the pool builders stay where they are."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Design:
+        return design(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

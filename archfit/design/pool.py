@@ -99,6 +99,14 @@ def columns(frame: Any) -> dict[str, np.ndarray]:
     return out
 
 
+def as_polars(table: Any) -> Any:
+    """A table of runs as polars (a pandas frame, a dict of columns or a list of rows is
+    converted, as :func:`archfit.fit` takes them); None stays None."""
+    from archfit.store import to_polars
+
+    return None if table is None else to_polars(table)
+
+
 def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
     if frame is None or frame.height == 0:
         raise DesignError(f"{where} is empty: give a table of candidate runs (--pool), a sweep "
