@@ -34,12 +34,16 @@ def _axes(d: Any) -> tuple[str, str, str]:
         raise ArchfitError("this design carries no pool to draw (a Design from archfit.design() "
                            "has one); draw the figure from the design itself")
     conv = (d.context.get("params") or "as the pool counts them").split(" (")[0].split(";")[0]
-    return (*_yaxis(pool, "the pool"), f"parameters N ({conv}; log scale)")
+    return (*_yaxis(pool, "the pool", d.law), f"parameters N ({conv}; log scale)")
 
 
-def _yaxis(cols: Any, what: str) -> tuple[str, str]:
-    """(y column, y label): depth where the table has it, else training tokens."""
-    if "n_layer" in cols:
+def _yaxis(cols: Any, what: str, law: str | None = None) -> tuple[str, str]:
+    """(y column, y label): depth where the table has it and the law reads it, else training
+    tokens (a law of size and tokens is drawn against tokens even where shapes are known)."""
+    from archfit.laws import get_law
+
+    reads_depth = law is None or "n_layer" in get_law(law).columns
+    if "n_layer" in cols and (reads_depth or "tokens" not in cols):
         return "n_layer", "depth (n_layer, log scale)"
     if "tokens" in cols:
         return "tokens", "training tokens D (log scale)"
@@ -168,7 +172,7 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     ``done`` and the ``target`` rows (columns as arrays), drawn and not saved."""
     if "params" not in done or "params" not in target:
         raise ArchfitError("the replay's tables carry no params column to draw against")
-    ykey, ylabel = _yaxis(done, "the replay's table")
+    ykey, ylabel = _yaxis(done, "the replay's table", r.get("law"))
     plt = _plt()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1] + 1),
                                  layout="constrained")

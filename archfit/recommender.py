@@ -538,8 +538,10 @@ def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
                              "and run 'archfit design'"}
     from archfit.design import suggest
 
-    d = suggest(fit, N)
-    return {"next_runs": d.first_line(), "next_design": d} if d is not None and d.chosen else {}
+    d, why = suggest(fit, N)
+    if d is None:
+        return {"next_runs": f"no runs planned: {why}"}
+    return {"next_runs": d.first_line(), "next_design": d}
 
 
 def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,

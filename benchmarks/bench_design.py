@@ -1,31 +1,41 @@
-"""How much of a sweep a design needs: `archfit design`'s criterion against its baselines.
+"""How much of a sweep a design needs: `archfit design`'s criterion against its baselines, on
+planted truths. This shows the code is right where the law is, not that the method is: the
+public sweeps (`bench_design_real.py`) are where a design earns its claim.
 
-Two planted truths, each a pool of >= 200 runnable candidates with the most expensive tenth
-(C = 6 N D) held out as the target:
+Three planted truths, each a pool of >= 200 runnable candidates with the most expensive tenth
+(C = 6 N D) held out as the target. Every row is its own training run, with its own noise and
+its own cost, so the cost and the noise agree, the target is held out by whole runs, and
+every strategy is scored by the same fit with the same noise model:
 
 - chinchilla: Epoch AI's refit constants (Besiroglu et al. 2024), 20 sizes 1e7-5e9 x 12 token
   counts (2-300 tokens per parameter), 0.5% noise on each run's loss;
+- drift, a misspecified truth: Chinchilla's form with a data exponent that grows with model
+  size, beta(N) = 0.3658 + 0.02 ln(N / 1e8) (0.32 at 1e7, 0.44 at 5e9), fitted with the
+  chinchilla law, which has one beta; same grid and noise;
 - depth-joint: archfit's planted joint law (archfit.laws.planted.DEPTH_JOINT), 10 sizes
-  3e6-1e9 x 7 depths around the optimum x 3 token counts, seed noise of 0.5%, 1% or 2% of the
-  loss (cycling over the repeats).
+  3e6-1e9 x 7 depths around the optimum x 3 token counts, noise of 0.5%, 1% or 2% of the loss
+  (cycling over the repeats).
 
 For each repeat (new noise), each budget (1%, 5%, 10%, 25% of the pool's cost) and each
 strategy, `archfit.design.replay` runs the sequential loop from one shared space-filling start,
 fits the chosen runs and scores the target: mean |relative error|, R² and the coverage of the
-95% prediction intervals, beside the fit on every row. Prints mean ± sd over the repeats, and
-at 10% whether archfit's error is below every baseline's and within 1 point of all rows.
+95% prediction intervals, beside the fit on every row. `variance` is archfit's criterion as it
+was before the public-sweep replays (no near-target share), so "no worse than before" is
+measured in the same run. Prints mean ± sd over the repeats, and at 10% whether archfit's
+error is below every baseline's and within 1 point of all rows.
 
-The target's error is scored twice. Against the target rows' observed losses, as a replay on a
-real sweep must: these carry their own noise (0.5% on chinchilla: a mean |noise| of 0.40%, the
-same for every strategy), which no design can predict and which sets the floor. And against the
-planted truth's noiseless loss (`true_loss`, held by the target rows only): the law's own miss,
-which is what a design changes. Strategies are also compared paired, seed by seed (the same
-noise, the same start): archfit's error minus each baseline's, mean and its 95% interval
-(t over the repeats), so "lower" says whether the repeats can tell.
+The target's error is scored twice: against the target rows' observed losses, which carry
+their own noise (0.5% on chinchilla: a mean |noise| of 0.40%, the same for every strategy),
+and against the planted truth's noiseless loss (`true_loss`, held by the target rows only):
+the law's own miss, which is what a design changes. Strategies are also compared paired, seed
+by seed: archfit's error minus each baseline's, mean and its 95% interval.
 
-    python benchmarks/bench_design.py            # 20 repeats (about 25 minutes on 2 cores)
+Seeds: the report uses seeds 1000-1019. Seeds 0-19 and 100-139 chose the criterion's
+constants (the cost exponent, the shared-offset rule) in earlier sessions, and seeds 200-201
+were looked at while choosing the near-target share; none of them is reported.
+
+    python benchmarks/bench_design.py            # 20 repeats (about 40 minutes on 2 cores)
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
-    python benchmarks/bench_design.py --first-seed 100 --fracs 0.1   # a second set of seeds
     python benchmarks/bench_design.py --plot design-bench.png   # and the figure of the table
     python benchmarks/bench_design.py --fracs 0.1 --from-json a.json,b.json   # pooled seed sets
     python benchmarks/bench_design.py --fracs 0.1 --from-json a.json --plot-replay replay.png
@@ -45,7 +55,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-STRATEGIES = ("archfit", "random", "cheapest", "cost-weighted", "d-optimal", "v-optimal")
+STRATEGIES = ("archfit", "variance", "random", "cheapest", "cost-weighted", "d-optimal",
+              "v-optimal", "nearest")
+TRUTHS = ("chinchilla", "drift", "depth-joint")
+REPORT_SEEDS = 1000  # 0-19, 100-139 and 200-201 tuned the criterion: not reported
 NOISE_DJ = (0.005, 0.01, 0.02)
 OBS, TRUE = "mean_abs_rel_error", "mean_abs_rel_error_vs_truth"
 
@@ -62,14 +75,38 @@ def _planted(law: str, truth: dict[str, float], rows: dict[str, list], noise: np
     return pl.DataFrame({**rows, "true_loss": true, "loss": true * np.exp(noise)})
 
 
+def _grid() -> dict[str, list[float]]:
+    grid = [(float(N), float(N * tpp)) for N in np.logspace(7, math.log10(5e9), 20)
+            for tpp in np.logspace(math.log10(2), math.log10(300), 12)]
+    return {"params": [g[0] for g in grid], "tokens": [g[1] for g in grid]}
+
+
 def chinchilla_pool(seed: int):  # type: ignore[no-untyped-def]
     from archfit.laws.published import PUBLISHED
 
-    grid = [(float(N), float(N * tpp)) for N in np.logspace(7, math.log10(5e9), 20)
-            for tpp in np.logspace(math.log10(2), math.log10(300), 12)]
-    rows = {"params": [g[0] for g in grid], "tokens": [g[1] for g in grid]}
-    noise = np.random.default_rng(seed).normal(0, 0.005, len(grid))  # per run
+    rows = _grid()
+    noise = np.random.default_rng(seed).normal(0, 0.005, len(rows["params"]))  # per run
     return (_planted("chinchilla", dict(PUBLISHED["epoch2024"]["params"]), rows, noise),
+            "chinchilla", 0.005)
+
+
+DRIFT = 0.02  # d beta / d ln N of the misspecified truth
+
+
+def drift_pool(seed: int):  # type: ignore[no-untyped-def]
+    """Chinchilla's form whose data exponent grows with size: a truth the chinchilla law (one
+    beta) cannot represent. Epoch's constants at N = 1e8."""
+    import polars as pl
+
+    from archfit.laws.published import PUBLISHED
+
+    p = PUBLISHED["epoch2024"]["params"]
+    rows = _grid()
+    N, D = np.asarray(rows["params"]), np.asarray(rows["tokens"])
+    beta = p["beta"] + DRIFT * np.log(N / 1e8)
+    true = p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** beta
+    noise = np.random.default_rng(seed).normal(0, 0.005, len(N))  # per run
+    return (pl.DataFrame({**rows, "true_loss": true, "loss": true * np.exp(noise)}),
             "chinchilla", 0.005)
 
 
@@ -86,9 +123,12 @@ def depth_joint_pool(seed: int):  # type: ignore[no-untyped-def]
     rows = {"params": [N for N, _ in runs for _ in tpps],
             "n_layer": [L for _, L in runs for _ in tpps],
             "tokens": [N * t for N, _ in runs for t in tpps]}
-    # a seed's offset, shared by the run's token counts
-    noise = np.repeat(np.random.default_rng(seed).normal(0, sd, len(runs)), len(tpps))
+    # each row its own run (its own cost and its own noise), as the replay charges it
+    noise = np.random.default_rng(seed).normal(0, sd, len(runs) * len(tpps))
     return _planted("depth-joint", dict(j), rows, noise), "depth-joint", sd
+
+
+POOLS = {"chinchilla": chinchilla_pool, "drift": drift_pool, "depth-joint": depth_joint_pool}
 
 
 def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
@@ -96,7 +136,7 @@ def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
     from archfit.design import replay, split_most_expensive
     from archfit.errors import ArchfitError
 
-    df, law, sd = (chinchilla_pool if truth == "chinchilla" else depth_joint_pool)(seed)
+    df, law, sd = POOLS[truth](seed)
     pool, target = split_most_expensive(df, 0.1)
     pool = pool.drop("true_loss")  # the design sees observed losses only
     out, all_rows = [], None
@@ -130,10 +170,10 @@ def _ms(vals: list[float], pct: bool = False) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--first-seed", type=int, default=0,
+    ap.add_argument("--first-seed", type=int, default=REPORT_SEEDS,
                     help="repeats use seeds from here on (another set: a replication)")
     ap.add_argument("--fracs", default="0.01,0.05,0.1,0.25")
-    ap.add_argument("--truths", default="chinchilla,depth-joint")
+    ap.add_argument("--truths", default=",".join(TRUTHS))
     ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
@@ -184,7 +224,7 @@ def main() -> None:
                   f" {_ms([r['all_r2'] for r in allr]):>15} "
                   f"{_ms([r['all_coverage'] for r in allr]):>15}")
             if abs(frac - 0.1) < 1e-9:
-                verdicts += _verdicts(truth, sel, allr)
+                verdicts += _verdicts(truth, sel, allr) + _conditions(truth, sel, allr)
     failed = [r for r in rows if "error" in r or "design_error" in r]
     if failed:
         print(f"\n{len(failed)} replays could not fit their runs (counted out above)")
@@ -317,6 +357,24 @@ def _paired(sel: list[dict], key: str, other: str) -> tuple[float, float, int]:
         return math.nan, math.nan, len(d)
     return (float(d.mean()), float(student_t.ppf(0.975, len(d) - 1) * d.std(ddof=1)
                                    / math.sqrt(len(d))), len(d))
+
+
+def _conditions(truth: str, sel: list[dict], allr: list[dict]) -> list[str]:
+    """The public-sweep bar (bench_design_real.py) on a planted truth: archfit no worse than
+    random's median, within 1 point of every row (against the truth), and its 95% intervals
+    covering >= 80% of the target rows' observed losses."""
+    a = [r["design_" + TRUE] for r in sel if r["strategy"] == "archfit"]
+    rnd = [r["design_" + TRUE] for r in sel if r["strategy"] == "random"]
+    cov = [r["design_coverage"] for r in sel if r["strategy"] == "archfit"]
+    if not a or not rnd or not allr:
+        return []
+    every = float(np.mean([r["all_" + TRUE] for r in allr]))
+    m = float(np.mean(a))
+    return [f"{truth}, the public-sweep bar: archfit {100 * m:.3f}% vs random's median "
+            f"{100 * float(np.median(rnd)):.3f}% ({'holds' if m <= np.median(rnd) else 'FAILS'})"
+            f"; all rows {100 * every:.3f}% ({'within' if m - every <= 0.01 else 'NOT within'} "
+            f"1 point); coverage {float(np.mean(cov)):.0%} "
+            f"({'holds' if np.mean(cov) >= 0.8 else 'FAILS'}, goal >= 80%)"]
 
 
 def _verdicts(truth: str, sel: list[dict], allr: list[dict]) -> list[str]:

@@ -65,8 +65,7 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
         from archfit.laws.planted import DEPTH_JOINT
 
         (df, law, _), sd, p0 = bd.depth_joint_pool(0), 0.01, dict(DEPTH_JOINT)
-    per_run = 1 if truth == "chinchilla" else 3  # depth-joint: a run's 3 token counts
-    df = df.with_columns(pl.Series("run", np.arange(df.height) // per_run))
+    df = df.with_columns(pl.Series("run", np.arange(df.height)))  # each row its own run
     pool, target = split_most_expensive(df, 0.1)
     return pool, target, law, sd, p0
 

@@ -50,7 +50,7 @@ def test_saved_rows_that_do_not_fit_the_question_exit_2(repo, tmp_path):
     a = tmp_path / "a.json"
     a.write_text(json.dumps(_rows(range(0, 2), 0.003)))
     r = _bench(repo, "--fracs", "0.05", "--from-json", str(a))
-    assert r.returncode == 2 and "no rows for chinchilla,depth-joint at budgets 0.05" in r.stderr
+    assert r.returncode == 2 and "no rows for chinchilla,drift,depth-joint at budgets 0.05" in r.stderr
     bad = tmp_path / "bad.json"
     bad.write_text('{"not": "rows"}')
     r = _bench(repo, "--from-json", str(bad))
@@ -95,3 +95,35 @@ def test_the_oracle_bound_is_the_least_variance_of_any_design(repo):
     assert lower <= f <= best, (lower, f, best)
     assert lower >= 0.95 * best, (lower, best)  # the relaxation is close to the best design
     print(f"brute force {best:.5f}, relaxation {f:.5f}, certified lower bound {lower:.5f}")
+
+
+def test_the_real_bench_reports_the_issue_s_three_conditions(repo, tmp_path):
+    """bench_design_real.py --from-json: archfit against random's median, within a point of
+    every row, and pooled coverage, per pool, computed from saved rows."""
+    rows = []
+    for pool, arch, cover in (("chinchilla", 0.020, 1.0), ("marin-dclm", 0.040, 0.5)):
+        for seed in range(4):
+            for s, err in (("archfit", arch), ("random", 0.030 + 0.002 * seed),
+                           ("nearest", 0.025)):
+                rows.append({"pool": pool, "seed": seed, "frac": 0.1, "strategy": s, "n": 10,
+                             "fallbacks": 0, "design_mean_abs_rel_error": err,
+                             "design_max_abs_rel_error": 2 * err, "design_r2": 0.5,
+                             "design_coverage": cover if s == "archfit" else 0.9,
+                             "all_mean_abs_rel_error": 0.015, "all_max_abs_rel_error": 0.03,
+                             "all_r2": 0.9, "all_coverage": 1.0})
+    saved = tmp_path / "rows.json"
+    saved.write_text(json.dumps(rows))
+    r = subprocess.run([sys.executable, str(repo / "benchmarks" / "bench_design_real.py"),
+                        "--from-json", str(saved), "--fracs", "0.1",
+                        "--pools", "chinchilla,marin-dclm"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # random's errors over seeds 0-3: 3.0, 3.2, 3.4, 3.6%: median 3.3%
+    assert "chinchilla: 2.00% vs random's median 3.30% (holds); all rows 1.50% (within 1 point)" \
+        in out, out
+    assert "marin-dclm: 4.00% vs random's median 3.30% (FAILS); all rows 1.50% (NOT within 1 " \
+        "point)" in out, out
+    assert "coverage of the target runs, pooled: 75% (FAILS, goal >= 80%)" in out, out
+    # paired with the best baseline (nearest, 2.5%): archfit 2.0% -> -0.50 points, no spread
+    assert "chinchilla: best baseline nearest (2.50%): -0.50 [-0.50, -0.50]" in out, out

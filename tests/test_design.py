@@ -332,8 +332,8 @@ def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
     from archfit.plots_design import design_figure
 
     df, f = joint
-    d = suggest(f, 3e11)
-    assert d is not None and d.chosen and not d.context["results"]
+    d, why = suggest(f, 3e11)
+    assert d is not None and why is None and d.chosen and not d.context["results"]
     _, ax = design_figure(d, runs=df)
     labels = [c.get_label() for c in ax.collections]
     runs = next(c for c in ax.collections if c.get_label().startswith("runs so far"))

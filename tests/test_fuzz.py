@@ -307,6 +307,7 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["train", "--layers", "4", "--width", "512", "--heads", "8", "--ctx", "100000",
           "--batch-size", "16", "--steps", "1"], "needs about"),
         *round3_catalogue(d),
+        *round4_catalogue(d),
     ]
 
 
@@ -336,6 +337,19 @@ def round3_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["plot", "levine2020", "-o", str(d / "userplots")], "was not made by archfit"),
         (["train", "--layers", "1", "--width", "16", "--heads", "1", "--steps", "2",
           "--run-dir", str(d / "foreign_run")], "is not an archfit run folder"),
+    ]
+
+
+def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
+    """Round four (issue 56), the design's surfaces: each class once."""
+    csv = str(d / "good.csv")
+    grid = ["design", "--law", "chinchilla", "--sizes", "1e8,2e8,4e8", "--tokens", "2e9,4e9",
+            "--compute", "1e21"]
+    return [
+        (grid + ["--budget-frac", "1.5"], "--budget-frac must be in (0, 1]"),
+        (grid + ["--budget-frac", "0.5", "--seed", "-3"], "--seed must be a whole number"),
+        (["design", "--replay", csv, "--target", csv, "--law", "chinchilla", "--budget-frac",
+          "0.1"], "every row of the replay table is a target row"),
     ]
 
 

@@ -73,8 +73,10 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--batch", type=COUNT, default=4, show_default=True,
               help="Runs per batch.")
 @click.option("--strategy", default="archfit", show_default=True,
-              help="archfit (expected shrink of the target's variance per square root of "
-                   "cost), random, cheapest, cost-weighted, d-optimal or v-optimal.")
+              help="archfit (the target's expected shrink per square root of cost, with a "
+                   "share of the budget nearest the target where the law misses its own "
+                   "costliest runs), variance (the shrink alone), nearest, random, cheapest, "
+                   "cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
                    "this (e.g. 1.5x).")
@@ -252,3 +254,14 @@ def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
                    f"{m['coverage']:.0%}"
                    + (f"; against the planted truth {m['mean_abs_rel_error_vs_truth']:.2%}"
                       if "mean_abs_rel_error_vs_truth" in m else ""))
+    for n in r.get("notes", []):
+        click.echo(f"  note: {n}")
+    for fb in r.get("fallbacks", []):
+        click.echo(f"  note: round {fb['round']} fell back to a space-filling pick ({fb['why']})")
+    shares = [x for x in r.get("near_shares", []) if x > 0]
+    if shares:
+        span = (f"{min(shares):.0%}" if round(min(shares), 2) == round(max(shares), 2)
+                else f"{min(shares):.0%}-{max(shares):.0%}")
+        click.echo(f"  note: the law missed its own costliest runs in {len(shares)} of "
+                   f"{len(r['near_shares'])} rounds; those rounds spent {span} of their budget "
+                   "nearest the target first")

@@ -1,15 +1,18 @@
 """``archfit design``: which runs to train next for an informative answer at least cost.
 
 Given a law, the runs so far (or a prior fit), a pool of runnable candidates with costs and a
-target beyond the data, :func:`design` picks the next batch by the expected shrink of the
-target's uncertainty per square root of its cost (:mod:`archfit.design.strategies`), and says
-what the batch costs and the interval it predicts at the target after it. Run it again with
+target beyond the data, :func:`design` picks the next batch: where the law missed its own
+costliest runs, a share of the budget on the candidates nearest the target, the rest by the
+expected shrink of the target's uncertainty per square root of its cost
+(:mod:`archfit.design.strategies`); it says what the batch costs and the interval it predicts
+at the target after it. Run it again with
 the new results for the next batch, until a stop rule holds (``until_ci``) or the budget is
 spent.
 
 :func:`replay` runs that loop on a finished sweep, revealing each chosen run's loss from the
 table, then fits the chosen runs and scores them on a target table against the fit on every
-row: "how much of my last sweep did I need?" (the benchmark, ``benchmarks/bench_design.py``).
+row: "how much of my last sweep did I need?" (the benchmarks: ``bench_design_real.py`` on public
+sweeps, ``bench_design.py`` on planted truths).
 """
 
 from __future__ import annotations
@@ -23,13 +26,16 @@ import numpy as np
 
 from archfit.design.pool import (DesignError, Target, as_polars, check_budget, check_pool,
                                  columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
-                                 starting_fit)
-from archfit.design.strategies import (ADAPTIVE, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       space_filling)
+                                 check_seed, not_among, starting_fit)
+from archfit.design.replays import (calibrated_fit, extrapolation_widen, fit_runs, metrics,
+                                    replay, split_most_expensive)
+from archfit.design.strategies import (CRITERIA, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
+                                       near_share, space_filling)
 from archfit.errors import FitError, FitInputError
 
-__all__ = ["Design", "DesignError", "Target", "design", "replay", "pool_from_grid",
-           "pool_from_sizes", "pool_from_spec", "columns", "split_most_expensive", "STRATEGIES"]
+__all__ = ["Design", "DesignError", "Target", "design", "replay", "calibrated_fit", "metrics",
+           "pool_from_grid", "pool_from_sizes", "pool_from_spec", "columns",
+           "split_most_expensive", "STRATEGIES"]
 
 SHOWN = ("run_id", "params", "n_layer", "d_model", "d_ff", "tokens")
 
@@ -50,6 +56,7 @@ class Design:
     ci_now: list[float] | None = None
     ci_after: list[float] | None = None
     criterion: str = CRITERION
+    near_share: float = 0.0  # of the budget spent nearest the target first (archfit)
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
     # what the figure draws (archfit.plots_design): the pool's columns and which rows are
@@ -60,7 +67,8 @@ class Design:
         from archfit.io import jsonable
 
         return jsonable({k: getattr(self, k) for k in (
-            "law", "strategy", "target", "criterion", "cost_unit", "budget", "spent",
+            "law", "strategy", "target", "criterion", "near_share", "cost_unit", "budget",
+            "spent",
             "ci_now", "ci_after", "stop", "notes", "chosen")})
 
     def to_frame(self) -> Any:
@@ -162,41 +170,11 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def _fit(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
-         prior_widths: dict[str, float] | None = None) -> tuple[Any, str | None]:
-    """A fit of the runs so far (with ``prior``: a Gaussian prior on the parameters it shares
-    with the law, as ``archfit fit --prior``), or (None, why not)."""
-    from archfit.laws.fitting import fit
-
-    if frame is None or frame.height == 0:
-        return None, "no runs yet"
-    try:
-        return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False, prior=prior,
-                   prior_widths=prior_widths), None
-    except (FitError, FitInputError) as e:
-        return None, str(e)
-
-
 def _interval(fit: Any, target: Target) -> list[float] | None:
     if fit is None or target.kind == "table":
         return None
     key = "n_layer" if target.kind == "params" else "N_opt"
     return fit.optimum(target.value).get(f"{key}_ci")
-
-
-def _open(pool: Any, results: Any) -> np.ndarray:
-    """Pool rows not already among the results (same run_id, or same size, depth, tokens)."""
-    keep = np.ones(pool.height, bool)
-    if results is None or results.height == 0:
-        return keep
-    if "run_id" in pool.columns and "run_id" in results.columns:
-        done = set(results["run_id"].to_list())
-        return np.array([r not in done for r in pool["run_id"].to_list()])
-    cols = [c for c in ("params", "n_layer", "tokens") if c in pool.columns
-            and c in results.columns]
-    done = {tuple(round(float(v), 6) for v in r) for r in results.select(cols).iter_rows()}
-    return np.array([tuple(round(float(v), 6) for v in r) not in done
-                     for r in pool.select(cols).iter_rows()])
 
 
 def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[float, float]]
@@ -212,6 +190,27 @@ def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[flo
             r["gain_per_cost"], r["sd_after"] = trace[i]
         chosen.append(r)
     return chosen
+
+
+def _pick(step: Step, strategy: str, batch: int, budget: float,
+          trace: list[tuple[float, float]]) -> list[int]:
+    """The batch: space-filling without a fit; the criteria fill ``trace``."""
+    if step.fit is None:
+        return space_filling(step, batch, budget)
+    if strategy in CRITERIA:
+        return STRATEGIES[strategy](step, batch, budget, trace)
+    return STRATEGIES[strategy](step, batch, budget)
+
+
+def _set_near_share(step: Step, results: Any, law: str, bootstrap: int, seed: int,
+                    notes: list[str]) -> None:
+    """archfit's near-target share from the results' extrapolation check, with a note."""
+    w = extrapolation_widen(results, law, bootstrap, seed)
+    step.near_share = near_share(w)
+    if step.near_share > 0:
+        notes.append(f"the law missed its own costliest runs by {w:.3g}x its 95% intervals "
+                     f"(refit without them): {step.near_share:.0%} of the batch's budget goes "
+                     "to the candidates nearest the target first")
 
 
 def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
@@ -239,6 +238,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if batch < 1:
         raise DesignError(f"--batch must be 1 or more, got {batch}")
+    check_seed(seed)
     pool, results = as_polars(pool), as_polars(results)
     check_pool(pool, lw)
     target.check(lw)
@@ -248,21 +248,21 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     res_cols = columns(results) if has_results else None
     target.outside(res_cols)
     cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step)
-    is_open = _open(pool, results)
+    is_open = not_among(pool, results)
     if not is_open.any():
         raise DesignError("every candidate of the pool is already among the results: widen "
                           "the pool (more sizes, depths or token counts)")
     budget = check_budget(budget, budget_frac, cost, is_open, unit)
     if fit is None:
         # here a prior has results to weigh (without them it became the starting fit)
-        fit, why = _fit(results, law, bootstrap, seed, prior, prior_widths)
+        fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths)
         if fit is None:
             notes.append(f"no fit yet ({why}): a space-filling first batch")
         elif prior is not None:
             notes.append(f"the results are fitted with a Gaussian prior from {cons.source} on "
                          + ", ".join(f"{k} ({m:.4g} ± {sd:.2g})"
                                      for k, (m, sd) in cons.prior.items()))
-    elif strategy == "archfit" and len(draws(fit)) < MIN_DRAWS:
+    elif strategy in CRITERIA and len(draws(fit)) < MIN_DRAWS:
         notes.append(f"the fit {fit.label} carries no parameter draws (bootstrap or covariance) "
                      "to weigh runs by: a space-filling first batch; start from a fit with a "
                      "bootstrap, or give --results")
@@ -277,13 +277,10 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
                            f"--until-ci {until_ci:g}x", notes=notes, context=ctx)
     step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
+    if strategy == "archfit" and has_results and fit is not None:
+        _set_near_share(step, results, law, min(bootstrap, 64), seed, notes)
     trace: list[tuple[float, float]] = []
-    if fit is None:
-        picks = space_filling(step, batch, budget)
-    elif strategy == "archfit":
-        picks = STRATEGIES[strategy](step, batch, budget, trace)
-    else:
-        picks = STRATEGIES[strategy](step, batch, budget)
+    picks = _pick(step, strategy, batch, budget, trace)
     chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
     if ci_now and trace and target.kind != "table":
@@ -293,134 +290,28 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         notes.append("no candidate fits the budget")
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes,
-                  context=ctx)
+                  near_share=step.near_share, context=ctx)
 
 
-# ============================================================================ replay
-def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
-    """How a fit predicts the target rows: mean and max |relative error|, R² of loss, and the
-    coverage of its ``level`` prediction intervals; with a ``true_loss`` column (a planted
-    truth's noiseless loss) also the mean |relative error| against it. ``predicted`` holds
-    each row's predicted loss and ``interval`` its prediction interval, in the rows' order."""
-    pred, lo, hi = fit.band(rows, level)
-    a = np.asarray(rows["loss"], float)
-    rel = np.abs(pred / a - 1)
-    ss = float(np.sum((a - a.mean()) ** 2))
-    out = {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
-           "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
-           "coverage": float(np.mean((lo <= a) & (a <= hi))),
-           "predicted": [float(v) for v in pred],
-           "interval": [[float(x), float(y)] for x, y in zip(lo, hi)]}
-    if "true_loss" in rows:  # a planted truth: the law's own miss, without the rows' noise
-        out["mean_abs_rel_error_vs_truth"] = float(np.mean(np.abs(pred / rows["true_loss"] - 1)))
-    return out
-
-
-def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
-           strategy: str = "archfit", seed: int = 0, batch: int = 5, bootstrap: int = 64,
-           final_bootstrap: int = 100, all_rows: dict[str, Any] | None = None
-           ) -> dict[str, Any]:
-    """The sequential design on a finished sweep: start from a space-filling batch, fit, pick
-    the next batch by ``strategy`` (``batch`` runs, or half the runs in hand when that is more,
-    so the rounds grow geometrically), reveal their losses from ``done``, refit, until
-    ``budget_frac`` of the pool's cost is spent; then fit the chosen runs and score them on
-    ``target_rows`` beside the fit on every row (``all_rows``: its metrics, when already
-    computed). Returns the keys the CLI's --json prints; each chosen row carries its ``round``
-    (0 for the space-filling start)."""
-    from archfit.laws import get_law
-    from archfit.laws.fitting import fit as fit_law
-
-    lw = get_law(law)
-    if strategy not in STRATEGIES:
-        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    done, target_rows = as_polars(done), as_polars(target_rows)
-    for name, frame in (("the replay table", done), ("the target table", target_rows)):
-        if frame is None or "loss" not in frame.columns:
-            raise DesignError(f"{name} has no loss column: a replay reveals the losses of runs "
-                              "already trained (map one with --map loss=COLUMN)")
-        check_pool(frame, lw, name)
-    if not 0 < budget_frac <= 1:
-        raise DesignError(f"--budget-frac must be in (0, 1], got {budget_frac}")
-    cost, unit = costs(done)
-    budget = budget_frac * float(cost.sum())
-    if budget < float(cost.min()):
-        raise DesignError(f"{budget_frac:g} of the pool's cost ({budget:.4g}) is below its "
-                          f"cheapest run ({float(cost.min()):.4g}); raise --budget-frac")
-    trows = columns(target_rows)
-    target = Target("table", rows=trows)
-    rng = np.random.default_rng(seed)
-    pool = columns(done)
-    step = Step(lw, None, pool, cost, np.ones(done.height, bool), target, rng)
-    first = max(lw.min_points, 2 * len(lw.param_names))
-    chosen = space_filling(step, first, budget)
-    step.open[chosen] = False
-    spent = float(cost[chosen].sum())
-    rounds, round_of = 0, [0] * len(chosen)  # 0: the space-filling start
-    while True:
-        left = budget - spent
-        if not (step.open & (cost <= left * (1 + 1e-12))).any():
-            break
-        if strategy in ADAPTIVE:
-            sub = done[sorted(chosen)]
-            step.fit, _ = _fit(sub, law, bootstrap if strategy == "archfit" else 0, seed + rounds)
-            step.data = columns(sub)
-        k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
-        # an adaptive design paces its spending: at most half of what is left per round (all
-        # of it once that buys nothing), so later rounds see what earlier ones taught
-        pace = left / 2 if strategy in ADAPTIVE and (
-            step.open & (cost <= left / 2)).any() else left
-        picks = (space_filling(step, k, pace) if step.fit is None and strategy in ADAPTIVE
-                 else STRATEGIES[strategy](step, k, pace))
-        if not picks:
-            break
-        chosen += picks
-        step.open[picks] = False
-        spent += float(cost[picks].sum())
-        rounds += 1
-        round_of += [rounds] * len(picks)
-    out: dict[str, Any] = {"strategy": strategy, "law": law, "seed": seed,
-                           "budget_frac": budget_frac, "budget_frac_spent": spent / cost.sum(),
-                           "cost_unit": unit, "n_chosen": len(chosen), "rounds": rounds,
-                           "chosen": [{**row, "round": k} for row, k in
-                                      zip(done[chosen].to_dicts(), round_of)],
-                           "target": {}}
-    try:
-        f = fit_law(done[sorted(chosen)], law, bootstrap=final_bootstrap, seed=seed,
-                    heldout=False)
-        out["target"]["design"] = metrics(f, trows)
-    except (FitError, FitInputError) as e:
-        out["target"]["design"] = {"error": str(e)}
-    if all_rows is None:
-        f_all = fit_law(done, law, bootstrap=final_bootstrap, seed=seed, heldout=False)
-        all_rows = metrics(f_all, trows)
-    out["target"]["all_rows"] = all_rows
-    return out
-
-
-def split_most_expensive(frame: Any, share: float = 0.1) -> tuple[Any, Any]:
-    """(pool, target): the most expensive ``share`` of a table's runs held out as the target
-    (cost column, else C = 6 N D)."""
-    c, _ = costs(frame)
-    order = np.argsort(c)
-    k = max(1, int(round(share * frame.height)))
-    return frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]
-
-
-def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3) -> Design | None:
+def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
+            ) -> tuple[Design | None, str | None]:
     """What ``recommend`` prints under a weak or uninformative answer at ``N``: the design's
     first batch from a default pool (2x, 4x and 8x the largest run, capped at N; depths from
     half to twice the law's optimum there; the data's tokens per parameter), costed in FLOPs.
-    None where the fit cannot plan (no loss model, no draws, N inside the data)."""
+    Returns (the design, None), or (None, why no runs could be planned): no loss model, no
+    draws, N inside the data, or the design's own refusal."""
     from archfit.shapes import kaplan_width
     import polars as pl
 
     law = fit.law_obj
     span = (fit.diagnostics or {}).get("span") or {}
     top = span.get("params_max")
-    if law.role != "shape" or not law.predicts_loss or not top or N <= top:
-        return None
+    if law.role != "shape" or not law.predicts_loss:
+        return None, f"{law.name} has no loss model over shapes to plan runs with"
+    if not top or N <= top:
+        return None, "the target is inside the data: no runs beyond it to plan"
     if not (fit.bootstrap or {}).get("samples"):
-        return None
+        return None, "the fit carries no bootstrap draws to weigh runs by"
     tpp = (span["tokens_max"] / top) if span.get("tokens_max") else 20.0
     rows = []
     for n in sorted({min(top * f, N) for f in (2.0, 4.0, 8.0)}):
@@ -429,10 +320,13 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3) -> Des
             rows.append({"params": float(n), "n_layer": L,
                          "d_model": round(kaplan_width(n, L)), "tokens": tpp * n})
     try:
-        return design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
-                      budget_frac=budget_frac, batch=batch)
-    except (DesignError, FitError, FitInputError):
-        return None
+        d = design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
+                   budget_frac=budget_frac, batch=batch)
+    except (DesignError, FitError, FitInputError) as e:
+        return None, f"the design could not run ({e})"
+    if not d.chosen:
+        return None, d.stop or "no candidate fits the budget"
+    return d, None
 
 
 class _CallablePackage(types.ModuleType):

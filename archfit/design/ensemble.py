@@ -77,9 +77,12 @@ class Ensemble:
       information, S; conditioning on a fantasized run, S <- S - S j jᵀ S / (jᵀ S j + noise²).
     - **No runs yet** (a published prior): the draws' covariance, clipped to its 5-95% range so
       a few degenerate resamples do not own it; where rows share runs, each run's offset joins
-      the parameters as a coordinate of S, with the between-run scatter as its variance."""
+      the parameters as a coordinate of S, with the between-run scatter as its variance.
 
-    def __init__(self, step: Step, ds: list[dict[str, float]]):
+    For a target table, the law's own discrepancy (:class:`Discrepancy`) adds to the target's
+    variance and to each candidate's gain (``discrepancy=False``: the parameters alone)."""
+
+    def __init__(self, step: Step, ds: list[dict[str, float]], discrepancy: bool = True):
         law, p0 = step.law, dict(step.fit.params)
         self.names = [n for n in law.param_names
                       if np.ptp([d[n] for d in ds]) > 0]  # fixed or folded: not uncertain
@@ -121,7 +124,12 @@ class Ensemble:
             self.S = np.zeros((P + n_units, P + n_units))
             self.S[:P, :P] = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))
             self.S[P:, P:] = between2 * np.eye(n_units)
-        self.var0 = self.var = self._target_var()
+        self.disc = (Discrepancy(step, between2 + within2)
+                     if discrepancy and Discrepancy.applies(step) else None)
+        self.var0 = self.var = self._total_var()
+
+    def _total_var(self) -> float:
+        return self._target_var() + (self.disc.var if self.disc is not None else 0.0)
 
     def _target_var(self) -> float:
         if self.A is not None:
@@ -143,7 +151,7 @@ class Ensemble:
         (block x targets x parameters)."""
         assert self.A is not None
         Ai = np.linalg.pinv(self.A)
-        GAi, meat = self.G @ Ai, self._meat()
+        GAi, meat, now = self.G @ Ai, self._meat(), self._target_var()
         out = np.empty(len(self.J))
         for lo in range(0, len(self.J), block):
             J = self.J[lo:lo + block]
@@ -154,7 +162,7 @@ class Ensemble:
             hJ, hs = np.einsum("mtp,mp->mt", H, J), np.einsum("mtp,mp->mt", H, s)
             after = (np.einsum("mtp,pq,mtq->m", H, meat, H) + self.noise2 * (hJ ** 2).sum(1)
                      + self.between2 * (((hs + hJ) ** 2).sum(1) - (hs ** 2).sum(1)))
-            out[lo:lo + block] = self.var - after
+            out[lo:lo + block] = now - after
         return np.maximum(out, 0.0)  # a row that would widen it: no shrink
 
     def row(self, j: int) -> np.ndarray:
@@ -192,7 +200,12 @@ class Ensemble:
                 np.nan_to_num(np.array(Jd).T))
 
     def gain(self) -> np.ndarray:
-        """Shrink of the target's summed variance if each candidate were run next."""
+        """Shrink of the target's summed variance if each candidate were run next: the
+        parameters' part, plus the law's discrepancy's where it applies."""
+        g = self._param_gain()
+        return g + self.disc.gain() if self.disc is not None else g
+
+    def _param_gain(self) -> np.ndarray:
         if self.A is not None:
             return self._sandwich_gain()
         if self.unit is None:
@@ -206,15 +219,16 @@ class Ensemble:
         return (cov ** 2).sum(1) / (var + self.noise2)
 
     def condition(self, j: int) -> None:
+        if self.disc is not None:
+            self.disc.condition(j)
         if self.A is not None:
             self.A = self.A + np.outer(self.J[j], self.J[j])
             self.sums[self.unit[j]] += self.J[j]
-            self.var = self._target_var()
-            return
-        a = self.row(j)
-        u = self.S @ a
-        self.S = self.S - np.outer(u, u) / (float(a @ u) + self.noise2)
-        self.var = self._target_var()
+        else:
+            a = self.row(j)
+            u = self.S @ a
+            self.S = self.S - np.outer(u, u) / (float(a @ u) + self.noise2)
+        self.var = self._total_var()
 
 
 def information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = None
@@ -243,3 +257,61 @@ def _ridged(info: np.ndarray) -> np.ndarray:
     own = np.diag(info).copy()
     own[~(own > 0)] = 1.0  # a parameter no run informs: a unit ridge, its variance stays huge
     return info + 1e-9 * np.diag(own)
+
+
+DISCREPANCY_SD = 0.02  # the law's own miss at a point far from every run (log loss, ~2%)
+DISCREPANCY_SCALE = 1.0  # how far it reaches: in standard deviations of the pool's log features
+MAX_DISCREPANCY_ROWS = 4000  # candidates + targets + runs: past it, no discrepancy term
+
+
+class Discrepancy:
+    """The law's own error, which no parameter fixes: a smooth residual over the log features
+    (size, tokens, depth) with a squared-exponential covariance of sd ``DISCREPANCY_SD`` and
+    length ``DISCREPANCY_SCALE`` (Kennedy and O'Hagan 2001's model discrepancy). The runs so
+    far pin it near themselves; far from them it is the prior's. Running a candidate pins it
+    near that candidate, so a target far from every run gains from runs near it, which the
+    parameters' variance alone never asks for (a law fitted where it holds only
+    approximately misses most where it extrapolates furthest)."""
+
+    def __init__(self, step: Step, noise2: float):
+        cols = [c for c in ("params", "tokens", "n_layer") if c in step.law.columns
+                and c in step.pool and c in step.target.rows]
+        data = step.data or {}
+        n_data = len(data.get(cols[0], ())) if cols and all(c in data for c in cols) else 0
+        pool = np.stack([np.log(np.asarray(step.pool[c], float)) for c in cols], axis=1)
+        tgt = np.stack([np.log(np.asarray(step.target.rows[c], float)) for c in cols], axis=1)
+        X = np.concatenate([pool, tgt] + ([np.stack([np.log(np.asarray(data[c], float))
+                                                     for c in cols], axis=1)] if n_data else []))
+        sd = pool.std(0)
+        X = X / np.where(sd > 0, sd, 1.0) / DISCREPANCY_SCALE
+        d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+        K = DISCREPANCY_SD ** 2 * np.exp(-0.5 * d2)
+        M, T = len(pool), len(tgt)
+        self.noise2 = max(noise2, 1e-8)
+        C = K[:M + T, :M + T]
+        if n_data:  # what the runs so far already pin down
+            Kd = K[:M + T, M + T:]
+            C = C - Kd @ np.linalg.solve(K[M + T:, M + T:] + self.noise2 * np.eye(n_data), Kd.T)
+        self.C, self.M = C, M
+        self.var = self._var()
+
+    def _var(self) -> float:
+        return max(float(np.trace(self.C[self.M:, self.M:])), 0.0)
+
+    def gain(self) -> np.ndarray:
+        """Shrink of the targets' summed discrepancy variance by each candidate."""
+        cross = self.C[self.M:, :self.M]  # targets x candidates
+        return (cross ** 2).sum(0) / (np.diag(self.C)[:self.M] + self.noise2)
+
+    def condition(self, j: int) -> None:
+        c = self.C[:, j].copy()
+        self.C = self.C - np.outer(c, c) / (c[j] + self.noise2)
+        self.var = self._var()
+
+    @staticmethod
+    def applies(step: Step) -> bool:
+        if step.target.kind != "table" or not step.target.rows:
+            return False
+        n = len(step.cost) + len(next(iter(step.target.rows.values())))
+        n += len(next(iter(step.data.values()))) if step.data else 0
+        return n <= MAX_DISCREPANCY_ROWS

@@ -247,6 +247,9 @@ def check_budget(budget: float | None, frac: float | None, cost: np.ndarray,
         raise DesignError("give a budget: in the cost's unit, or as a fraction of the pool's "
                           "cost")
     if budget is None:
+        if not 0 < float(frac) <= 1:
+            raise DesignError(f"--budget-frac must be in (0, 1] (a share of the pool's cost), "
+                              f"got {frac:g}; for more, give --budget in the cost's unit")
         budget = float(frac) * float(cost.sum())
     if not (budget > 0 and math.isfinite(budget)):
         raise DesignError(f"the budget must be a positive finite number, got {budget}")
@@ -255,3 +258,25 @@ def check_budget(budget: float | None, frac: float | None, cost: np.ndarray,
         raise DesignError(f"the budget {budget:.4g} is below the cheapest open candidate "
                           f"({cheapest:.4g} {unit.split(' (')[0]}): raise it or add cheaper runs")
     return float(budget)
+
+
+def not_among(pool: Any, results: Any) -> np.ndarray:
+    """Pool rows not already among the results (same run_id, or same size, depth, tokens)."""
+    keep = np.ones(pool.height, bool)
+    if results is None or results.height == 0:
+        return keep
+    if "run_id" in pool.columns and "run_id" in results.columns:
+        done = set(results["run_id"].to_list())
+        return np.array([r not in done for r in pool["run_id"].to_list()])
+    cols = [c for c in ("params", "n_layer", "tokens") if c in pool.columns
+            and c in results.columns]
+    done = {tuple(round(float(v), 6) for v in r) for r in results.select(cols).iter_rows()}
+    return np.array([tuple(round(float(v), 6) for v in r) not in done
+                     for r in pool.select(cols).iter_rows()])
+
+
+def check_seed(seed: int) -> int:
+    """A seed numpy accepts: a whole number, 0 or more."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DesignError(f"--seed must be a whole number, 0 or more, got {seed!r}")
+    return int(seed)

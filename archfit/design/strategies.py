@@ -15,9 +15,12 @@ run gains little, and one within 2% of it (size and tokens, same depth) is not t
 same batch at all. Why the square root of cost and not cost itself: :func:`archfit_criterion`.
 
 Baselines: ``random``; ``cheapest`` (ascending cost); ``cost-weighted`` (random, probability
-∝ 1/cost); ``d-optimal`` (greedy log-determinant of the Fisher information of the law's
-parameters, linearized at the point estimate); ``v-optimal`` (greedy shrink of the target's
-linearized variance, cost ignored). Each adds runs while the budget allows."""
+∝ 1/cost); ``nearest`` (closest to the target first, in log size, tokens and depth);
+``d-optimal`` (greedy log-determinant of the Fisher information of the law's parameters,
+linearized at the point estimate); ``v-optimal`` (greedy shrink of the target's linearized
+variance, cost ignored); ``variance`` (archfit's criterion as it was before the public-sweep
+replays: the parameters' variance alone, no near-target share, no discrepancy term). Each adds
+runs while the budget allows."""
 
 from __future__ import annotations
 
@@ -29,12 +32,16 @@ import numpy as np
 
 from archfit.design.ensemble import Ensemble, information, noise_var, shrink
 
-CRITERION = ("expected shrink of the target's variance per square root of cost (picks ranked "
-             "by shrink / cost^0.5, a batch updated on each pick in turn: fantasized outcomes, "
-             "so it holds no near-duplicates), from the variance the fit has at the runs so far "
-             "(inverse Fisher information; the sandwich of a fit weighing rows alike where a "
-             "training run's rows share its offset; the bootstrap draws' covariance without "
-             "runs) carried by the law's gradients (a linear Gaussian shortcut)")
+CRITERION = ("where the law missed its own costliest runs (refit without them), a share of the "
+             "budget on the candidates nearest the target first (1 - 1/widen^2); the rest by "
+             "the expected shrink of the target's error variance per square root of cost "
+             "(picks ranked by shrink / cost^0.5, a batch updated on each pick in turn: "
+             "fantasized outcomes, so it holds no near-duplicates), the variance being the "
+             "parameters' (inverse Fisher information; the sandwich of a fit weighing rows "
+             "alike where a training run's rows share its offset; the bootstrap draws' "
+             "covariance without runs) carried by the law's gradients (a linear Gaussian "
+             "shortcut), plus for a target table the law's discrepancy (a smooth residual over "
+             "the log features)")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
 MIN_DRAWS = 10  # fewer: no ensemble, a space-filling batch
 
@@ -52,6 +59,7 @@ class Step:
     target: Any
     rng: np.random.Generator
     data: dict[str, np.ndarray] | None = None  # the runs the fit was made on
+    near_share: float = 0.0  # of archfit's batch budget, nearest the target first
 
 
 def _affordable(step: Step, left: float) -> np.ndarray:
@@ -59,9 +67,11 @@ def _affordable(step: Step, left: float) -> np.ndarray:
 
 
 def _greedy(step: Step, k: int, left: float, score: Callable[[np.ndarray], np.ndarray],
-            update: Callable[[int], None] | None = None) -> list[int]:
+            update: Callable[[int], None] | None = None, taken: list[int] | None = None
+            ) -> list[int]:
     picks: list[int] = []
     mask = step.open.copy()
+    mask[taken or []] = False
     for _ in range(k):
         ok = mask & (step.cost <= left * (1 + 1e-12))
         if not ok.any():
@@ -90,6 +100,29 @@ def cheapest(step: Step, k: int, left: float) -> list[int]:
 def cost_weighted(step: Step, k: int, left: float) -> list[int]:
     # Efraimidis-Spirakis keys: sampling without replacement with probability ∝ 1/cost
     return _greedy(step, k, left, lambda ok: np.log(step.rng.random(len(ok))) * step.cost)
+
+
+def distance_to_target(step: Step) -> np.ndarray:
+    """Each candidate's distance to the target: in the standardized log features (size,
+    tokens, depth) to the nearest target row; for an optimal-depth target, in log size to its
+    N; for an N_opt target, in log compute (C = 6 N D) to its budget."""
+    t = step.target
+    if t.kind == "params":
+        return np.abs(np.log(step.pool["params"] / t.value))
+    if t.kind == "compute":
+        return np.abs(np.log(6.0 * step.pool["params"] * step.pool["tokens"] / t.value))
+    cols = [c for c in ("params", "tokens", "n_layer") if c in step.pool and c in t.rows]
+    X = np.stack([np.log(np.asarray(step.pool[c], float)) for c in cols], axis=1)
+    T = np.stack([np.log(np.asarray(t.rows[c], float)) for c in cols], axis=1)
+    sd = np.where(X.std(0) > 0, X.std(0), 1.0)
+    d = np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2)
+    return d.min(1)
+
+
+def nearest(step: Step, k: int, left: float) -> list[int]:
+    """The trivial rule a design must beat: the candidates closest to the target first."""
+    d = distance_to_target(step)
+    return _greedy(step, k, left, lambda ok: -d)
 
 
 def space_filling(step: Step, k: int, left: float) -> list[int]:
@@ -137,6 +170,18 @@ def near_duplicates(pool: dict[str, np.ndarray], j: int) -> np.ndarray:
 COST_EXPONENT = 0.5  # picks rank by shrink / cost**COST_EXPONENT: see archfit_criterion
 
 
+def near_share(widen: float | None) -> float:
+    """The share of a batch's budget spent on the candidates nearest the target first, from
+    how far the law missed when it extrapolated in the runs so far: ``widen``, the factor its
+    95% intervals needed to cover its own costliest runs held out (``design.calibrated_fit``).
+    A law that holds there (1) leaves the rest of the batch to the variance criterion; one that
+    missed by twice its intervals sends 3/4 of it near the target: 1 - 1/widen². Without the
+    check (too few runs to hold any out), none."""
+    if widen is None or not math.isfinite(widen):
+        return 0.0
+    return float(min(max(1.0 - 1.0 / widen ** 2, 0.0), 1.0))
+
+
 def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
                       ) -> list[int]:
     """One greedy batch on the ensemble, ranked by the target's expected shrink per square
@@ -150,10 +195,15 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
     cost-cooled acquisition does, Lee et al. 2020, arXiv 2003.10870, with a fixed exponent
     instead of their schedule). The README's "What to run next" gives the rules tried and
     their figures."""
+    return _criterion(step, k, left, trace, step.near_share, discrepancy=True)
+
+
+def _criterion(step: Step, k: int, left: float, trace: list | None, share: float,
+               discrepancy: bool) -> list[int]:
     ds = draws(step.fit)
     if len(ds) < MIN_DRAWS:
         return space_filling(step, k, left)
-    ens = Ensemble(step, ds)
+    ens = Ensemble(step, ds, discrepancy)
     near = np.zeros(len(step.cost), bool)
     tr: list = []
     gains = np.zeros(len(step.cost))  # this pick's, from score to update: computed once
@@ -171,10 +221,28 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
         near[near_duplicates(step.pool, j)] = True
         tr.append((g / step.cost[j], math.sqrt(ens.var / ens.var0) if ens.var0 else 1.0))
 
-    picks = _greedy(step, k, left, score, update)
+    # where the law missed its own costliest runs, a share of the budget goes to the
+    # candidates nearest the target first (near_share; each still conditions the ensemble)
+    dist = distance_to_target(step)
+
+    def by_distance(ok: np.ndarray) -> np.ndarray:
+        gains[:] = ens.gain()
+        return np.where(near, -np.inf, -dist)
+
+    picks = _greedy(step, k, share * left, by_distance, update) if share > 0 else []
+    left -= float(step.cost[picks].sum())
+    picks += _greedy(step, k - len(picks), left, score, update, taken=picks)
     if trace is not None:
         trace.extend(tr)
     return picks
+
+
+def variance_criterion(step: Step, k: int, left: float, trace: list | None = None
+                       ) -> list[int]:
+    """archfit's criterion as it was before the public-sweep replays, kept as a baseline: the
+    expected shrink of the parameters' part of the target's variance per square root of cost,
+    without the near-target share or the discrepancy term."""
+    return _criterion(step, k, left, trace, 0.0, discrepancy=False)
 
 
 # ------------------------------------------------------------------ linearized optimal designs
@@ -238,6 +306,8 @@ def v_optimal(step: Step, k: int, left: float) -> list[int]:
 STRATEGIES: dict[str, Callable[..., list[int]]] = {
     "archfit": archfit_criterion, "random": random, "cheapest": cheapest,
     "cost-weighted": cost_weighted, "d-optimal": d_optimal, "v-optimal": v_optimal,
+    "nearest": nearest, "variance": variance_criterion,
 }
 # the strategies that read a fit (the others pick without one)
-ADAPTIVE = ("archfit", "d-optimal", "v-optimal")
+ADAPTIVE = ("archfit", "variance", "d-optimal", "v-optimal")
+CRITERIA = ("archfit", "variance")  # the ensemble's criterion: they trace their picks

@@ -1,0 +1,271 @@
+"""The design judged on public sweeps: the vendored Marin isoFLOP sweeps, the trivial rule a
+design must beat (nearest the target first), the law's discrepancy term, the cost-extrapolation
+check that widens the replay's intervals and sets the near-target share, and the replay's
+report of its fallbacks."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+
+from archfit.design import calibrated_fit, replay, split_most_expensive
+from archfit.design.ensemble import DISCREPANCY_SCALE, DISCREPANCY_SD, Discrepancy
+from archfit.design.pool import Target
+from archfit.design.strategies import Step, distance_to_target, near_share, nearest
+from archfit.laws import get_law
+from archfit.laws.planted import dense_grid
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+
+# ------------------------------------------------------------------ the vendored sweeps
+@pytest.mark.parametrize("mix,runs", [("dclm", 85), ("comma", 92), ("nemotron", 96)])
+def test_each_marin_sweep_agrees_with_itself(mix, runs):
+    """The transcription checked against the export's own redundancy: every isoFLOP run's name
+    spells its width and depth (d{width}-L{depth}) and its budget, and the export's FLOP count
+    is 6 N D to within the spread of Marin's own accounting (0.74-1.07)."""
+    d = pl.read_csv(os.path.join(ROOT, "datasets", "marin", f"isoflop-{mix}.csv"))
+    assert d.height == runs and d["Name"].n_unique() == runs
+    iso = d.filter(pl.col("Name").str.starts_with("isoflop-"))
+    assert iso.height >= runs - 8
+    for name, width, depth, flops in iso.select(
+            "Name", "model.hidden_dim", "model.num_layers", "throughput/total_gflops").iter_rows():
+        m = re.match(r"isoflop-([0-9.e+]+)-d(\d+)-L(\d+)-", name)
+        assert m and (int(m[2]), int(m[3])) == (width, depth), name
+        # Marin's budget label is a third of its FLOP count (forward and backward passes)
+        assert flops * 1e9 == pytest.approx(3 * float(m[1]), rel=0.002), name
+    n, t = (d[c].cast(pl.Float64).to_numpy() for c in ("parameter_count",
+                                                        "throughput/total_tokens"))
+    ratio = d["throughput/total_gflops"].to_numpy() * 1e9 / (6 * n * t)
+    assert 0.7 < ratio.min() and ratio.max() < 1.1
+    loss = d["eval/paloma/macro_loss"].to_numpy()
+    assert 2.7 < loss.min() and loss.max() < 4.2
+
+
+def test_the_bench_reads_each_pool_as_the_law_s_columns_and_holds_out_whole_runs():
+    from bench_design_real import POOLS, load_pool
+
+    for name in POOLS:
+        df = load_pool(name)
+        assert {"params", "tokens", "loss"} <= set(df.columns)
+        pool, target = split_most_expensive(df, 0.1)
+        assert pool.height + target.height == df.height
+        if "run_id" in df.columns:
+            assert not set(pool["run_id"]) & set(target["run_id"])
+        assert (6 * target["params"] * target["tokens"]).min() >= \
+            (6 * pool["params"] * pool["tokens"]).max()
+
+
+# ------------------------------------------------------------------ nearest first
+def _step(pool: dict, target: Target, data: dict | None = None, cost=None) -> Step:
+    n = len(pool["params"])
+    c = np.asarray(cost if cost is not None else 6 * pool["params"] * pool["tokens"], float)
+    return Step(get_law("chinchilla"), None, pool, c, np.ones(n, bool), target,
+                np.random.default_rng(0), data)
+
+
+def test_nearest_takes_the_candidates_closest_to_the_target_first():
+    # sizes 1e8..1e9 at 20 tokens per parameter, one target at 2e9: distances grow as the
+    # size falls, so the order is by size, largest first, while the budget lasts
+    N = np.array([1e8, 4e8, 2e8, 1e9, 6e8])
+    pool = {"params": N, "tokens": 20 * N}
+    t = Target("table", rows={"params": np.array([2e9]), "tokens": np.array([4e10])})
+    step = _step(pool, t, cost=np.ones(5))
+    assert nearest(step, 3, 10.0) == [3, 4, 1]
+    assert nearest(step, 5, 2.0) == [3, 4]  # the budget, not k, stops it
+    # the distance is in standardized log features: the hand computation
+    X = np.log(np.stack([N, 20 * N], 1))
+    sd = X.std(0)
+    want = np.linalg.norm((X - np.log([2e9, 4e10])) / sd, axis=1)
+    np.testing.assert_allclose(distance_to_target(step), want)
+
+
+# ------------------------------------------------------------------ the discrepancy term
+def _gp_var_after(X: np.ndarray, data: list[int], extra: int | None, targets: list[int],
+                  noise2: float) -> float:
+    """The targets' summed posterior variance of a squared-exponential residual, by a dense
+    solve over the observed rows (the textbook formula, nothing shared with Discrepancy)."""
+    obs = data + ([extra] if extra is not None else [])
+    total = 0.0
+    for t in targets:
+        k_tt = DISCREPANCY_SD ** 2
+        if not obs:
+            total += k_tt
+            continue
+        d2 = lambda a, b: float(np.sum((X[a] - X[b]) ** 2))  # noqa: E731
+        K = np.array([[DISCREPANCY_SD ** 2 * math.exp(-0.5 * d2(a, b)) for b in obs]
+                      for a in obs]) + noise2 * np.eye(len(obs))
+        k = np.array([DISCREPANCY_SD ** 2 * math.exp(-0.5 * d2(t, b)) for b in obs])
+        total += k_tt - k @ np.linalg.solve(K, k)
+    return total
+
+
+def test_the_discrepancy_gain_is_the_dense_gaussian_process_shrink():
+    rng = np.random.default_rng(1)
+    N = np.exp(rng.uniform(np.log(1e7), np.log(1e9), 7))
+    D = N * np.exp(rng.uniform(np.log(5), np.log(100), 7))
+    pool = {"params": N, "tokens": D}
+    tgt = {"params": np.array([3e9, 5e9]), "tokens": np.array([6e10, 2e11])}
+    data = {"params": N[:2] * 0.7, "tokens": D[:2] * 0.8, "loss": np.ones(2)}
+    step = _step(pool, Target("table", rows=tgt), data)
+    noise2 = 1e-4
+    disc = Discrepancy(step, noise2)
+    # the same rows, scaled as Discrepancy scales them, in one array: pool, targets, data
+    raw = np.log(np.stack([np.concatenate([N, tgt["params"], data["params"]]),
+                           np.concatenate([D, tgt["tokens"], data["tokens"]])], 1))
+    X = raw / np.log(np.stack([N, D], 1)).std(0) / DISCREPANCY_SCALE
+    targets, rows = [7, 8], [9, 10]
+    now = _gp_var_after(X, rows, None, targets, noise2)
+    assert disc.var == pytest.approx(now, rel=1e-9)
+    want = [now - _gp_var_after(X, rows, j, targets, noise2) for j in range(7)]
+    np.testing.assert_allclose(disc.gain(), want, rtol=1e-7, atol=1e-14)
+    # conditioning on a pick is the dense posterior with that run observed
+    j = int(np.argmax(want))
+    disc.condition(j)
+    assert disc.var == pytest.approx(_gp_var_after(X, rows, j, targets, noise2), rel=1e-7)
+    # a candidate far from the targets teaches them less than one next to them
+    assert disc.gain()[np.argmin(N)] < max(want)
+
+
+# ------------------------------------------------------------------ the extrapolation check
+def _biased_grid(bias: float) -> pl.DataFrame:
+    """Chinchilla's form on a grid, plus a miss that grows with compute (a law that holds
+    only approximately), ``bias`` per decade of C above the grid's median."""
+    df = dense_grid(seed=4, n_sizes=10, step=1.8, row_sd=0.003)
+    c = np.log10(6 * df["params"].to_numpy() * df["tokens"].to_numpy())
+    return df.with_columns(pl.Series("loss", df["loss"].to_numpy()
+                                     * np.exp(bias * np.clip(c - np.median(c), 0, None))))
+
+
+def test_the_costliest_runs_widen_the_intervals_where_the_law_misses_them():
+    held = calibrated_fit(_biased_grid(0.03), "chinchilla", 40, 0).diagnostics["heldout"]
+    clean = calibrated_fit(_biased_grid(0.0), "chinchilla", 40, 0).diagnostics["heldout"]
+    assert held["ok"] and held["split"] == "cost" and clean["ok"]
+    assert held["coverage"] < 0.95 and held["widen"] > 1.5
+    assert clean["widen"] < held["widen"]
+    # the widened band covers what the fit's own interval missed
+    f = calibrated_fit(_biased_grid(0.03), "chinchilla", 40, 0)
+    assert f.band({"params": np.array([1e9]), "tokens": np.array([1e11])})[2][0] > \
+        f.band({"params": np.array([1e9]), "tokens": np.array([1e11])})[0][0]
+
+
+def test_the_near_target_share_follows_how_far_the_law_missed():
+    assert near_share(1.0) == 0.0 and near_share(None) == 0.0
+    assert near_share(2.0) == pytest.approx(0.75)
+    assert near_share(float("inf")) == 0.0 and near_share(1e6) == pytest.approx(1.0)
+    assert near_share(1.5) < near_share(3.0)
+
+
+# ------------------------------------------------------------------ the replay says what it did
+def test_a_replay_reports_each_round_that_fell_back_and_why():
+    # two sizes only: chinchilla needs three, so no refit can be made, and every adaptive
+    # round falls back to a space-filling pick, which the replay must say
+    rows = [{"params": n, "tokens": n * t, "loss": 2.0 + 300 / n ** 0.3 + 400 / (n * t) ** 0.3}
+            for n in (1e8, 2e8) for t in np.geomspace(2, 200, 12)]
+    df = pl.DataFrame(rows)
+    pool, target = split_most_expensive(df, 0.1)
+    r = replay(pool, target, law="chinchilla", budget_frac=0.5, strategy="archfit",
+               bootstrap=10, final_bootstrap=10)
+    assert r["rounds"] >= 1 and len(r["fallbacks"]) == r["rounds"]
+    assert all("different sizes" in fb["why"] for fb in r["fallbacks"])
+    r = replay(pool, target, law="chinchilla", budget_frac=0.5, strategy="random",
+               bootstrap=10, final_bootstrap=10)
+    assert r["fallbacks"] == []  # random reads no fit: nothing to fall back from
+
+
+def test_recommend_says_why_it_has_no_next_line(tmp_path):
+    """A weak answer whose design cannot run says why, instead of dropping the 'next:' line."""
+    from archfit.laws.fitting import fit
+    from archfit.laws.planted import correlated_sweep
+    from archfit.recommender import next_runs
+
+    f = fit(correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6), "depth-joint",
+            bootstrap=30, heldout=False)
+    inside = float(f.diagnostics["span"]["params_max"]) / 2
+    out = next_runs(f, inside, "weak")
+    assert out["next_runs"].startswith("no runs planned: the target is inside the data")
+    f.bootstrap = {}
+    assert "no parameter draws" in next_runs(f, 1e12, "weak")["next_runs"]
+
+
+# ------------------------------------------------------------------ the parameters' gains, densely
+def _ensemble(law: str, df: pl.DataFrame, pool: pl.DataFrame, target: pl.DataFrame):
+    from archfit.design import columns
+    from archfit.design.ensemble import Ensemble
+    from archfit.design.strategies import draws
+    from archfit.laws.fitting import fit
+
+    f = fit(df, law, bootstrap=40, heldout=False, seed=1)
+    cols = columns(pool)
+    step = Step(get_law(law), f, cols, 6 * cols["params"] * cols["tokens"],
+                np.ones(pool.height, bool), Target("table", rows=columns(target)),
+                np.random.default_rng(0), columns(df))
+    ens = Ensemble(step, draws(f))
+    ens.disc = None  # the parameters' part alone (the discrepancy is checked above)
+    return ens
+
+
+def test_each_row_its_own_run_gains_what_a_dense_inverse_says():
+    done = dense_grid(seed=2, n_sizes=8, step=1.8, row_sd=0.005)
+    pool, target = split_most_expensive(dense_grid(seed=3, n_sizes=12, step=1.8,
+                                                   row_sd=0.005), 0.1)
+    ens = _ensemble("chinchilla", done, pool, target)
+    assert ens.A is None and ens.unit is None  # the Fisher-information case
+    S, G, J, s2 = ens.S, ens.G, ens.J, ens.noise2
+    now = np.trace(G @ S @ G.T)
+    info = np.linalg.inv(S)
+    want = [now - np.trace(G @ np.linalg.inv(info + np.outer(J[j], J[j]) / s2) @ G.T)
+            for j in range(len(J))]
+    got = ens.gain()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12 * abs(now))
+    # the ranking, not just the sum: reversed gains would fail here
+    assert np.argmax(got) == np.argmax(want) and np.argmin(got) == np.argmin(want)
+
+
+def test_rows_that_share_a_run_gain_what_the_dense_sandwich_says():
+    from archfit.laws.planted import correlated_sweep
+
+    df = correlated_sweep("depth-joint", seed=3, n_shapes=16, n_tokens=4)
+    pool, target = split_most_expensive(correlated_sweep("depth-joint", seed=4, n_shapes=24,
+                                                         n_tokens=3), 0.1)
+    ens = _ensemble("depth-joint", df, pool, target)
+    if ens.A is None:
+        pytest.skip("the fit's scatter put every row in its own run")
+    G, J, A, sums = ens.G, ens.J, ens.A, ens.sums
+
+    def var(A_, sums_):
+        Ai = np.linalg.pinv(A_)
+        B = ens.noise2 * A_ + ens.between2 * sums_.T @ sums_
+        return float(np.trace(G @ Ai @ B @ Ai @ G.T))
+
+    now = var(A, sums)
+    want = []
+    for j in range(len(J)):
+        s2 = sums.copy()
+        s2[ens.unit[j]] += J[j]
+        want.append(max(now - var(A + np.outer(J[j], J[j]), s2), 0.0))
+    got = ens.gain()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-9 * now)
+    assert np.argmax(got) == np.argmax(want)
+
+
+def test_target_rows_inside_the_replayed_table_are_dropped_and_said():
+    df = dense_grid(seed=5, n_sizes=8, step=1.8, row_sd=0.005)
+    pool, target = split_most_expensive(df, 0.1)
+    r = replay(df, target, law="chinchilla", budget_frac=0.3, strategy="cheapest",
+               bootstrap=10, final_bootstrap=10)
+    assert r["notes"] == [f"{target.height} row(s) of the replay table are also target rows: "
+                          "dropped from the pool, so the target is scored out of sample"]
+    chosen = {(c["params"], c["tokens"]) for c in r["chosen"]}
+    assert not chosen & {(p, t) for p, t in target.select("params", "tokens").iter_rows()}
+    # the same replay on the pool alone: the same runs, and nothing to say
+    r2 = replay(pool, target, law="chinchilla", budget_frac=0.3, strategy="cheapest",
+                bootstrap=10, final_bootstrap=10)
+    assert r2["notes"] == [] and r2["n_chosen"] == r["n_chosen"]
