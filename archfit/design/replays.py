@@ -19,7 +19,7 @@ _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left 
 
 
 def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
-         prior_widths: dict[str, float] | None = None) -> tuple[Any, str | None]:
+             prior_widths: dict[str, float] | None = None) -> tuple[Any, str | None]:
     """A fit of the runs so far (with ``prior``: a Gaussian prior on the parameters it shares
     with the law, as ``archfit fit --prior``), or (None, why not)."""
     from archfit.laws.fitting import fit
@@ -168,47 +168,52 @@ EXTRAPOLATION_SHARE = 0.2  # the costliest share of the runs held out to calibra
 
 def extrapolation_widen(frame: Any, law: str, bootstrap: int, seed: int) -> float | None:
     """How far the law missed when it extrapolated in ``frame``'s runs (the widen factor of
-    :func:`calibrated_fit`'s check), or None where the check could not be made."""
-    try:
-        held = calibrated_fit(frame, law, bootstrap, seed).diagnostics["heldout"]
-    except (FitError, FitInputError, DesignError):
-        return None
+    :func:`cost_check`), or None where the check could not be made."""
+    held = cost_check(frame, law, bootstrap, seed)
     return held.get("widen") if held.get("ok") else None
 
 
 def calibrated_fit(frame: Any, law: str, bootstrap: int, seed: int) -> Any:
     """A fit of ``frame`` whose prediction intervals are widened by what extrapolating in cost
-    needed: refit without the costliest ``EXTRAPOLATION_SHARE`` of the runs (at least 2),
-    predict them, and widen by the split-conformal factor that covers 95% of them
-    (:func:`archfit.laws.numeric.conformal_factor`; never narrowed). A design's target lies
-    beyond its runs in cost, so this is the check that resembles the use; the fit's own
-    held-out check holds out the largest sizes instead. Recorded as the fit's
-    ``diagnostics["heldout"]`` with ``split = "cost"``, which :meth:`Fit.band` reads."""
+    needed (:func:`cost_check`), recorded as the fit's ``diagnostics["heldout"]`` with
+    ``split = "cost"``, which :meth:`Fit.band` reads. A design's target lies beyond its runs in
+    cost, so this is the check that resembles the use; the fit's own held-out check holds out
+    the largest sizes instead."""
+    from archfit.laws.fitting import fit as fit_law
+
+    f = fit_law(frame, law, bootstrap=bootstrap, seed=seed, heldout=False)
+    f.diagnostics["heldout"] = cost_check(frame, law, bootstrap, seed)
+    return f
+
+
+def cost_check(frame: Any, law: str, bootstrap: int, seed: int) -> dict[str, Any]:
+    """Refit ``frame`` without its costliest ``EXTRAPOLATION_SHARE`` of runs (at least 2),
+    predict them, and report the split-conformal factor by which the 95% intervals must widen
+    to cover them (``widen``, :func:`archfit.laws.numeric.conformal_factor`; never below 1),
+    with the coverage and errors (``ok`` False, and why, where it cannot be made)."""
     from archfit.laws import get_law
     from archfit.laws.fitting import fit as fit_law
     from archfit.laws.numeric import band_report, conformal_factor
 
-    f = fit_law(frame, law, bootstrap=bootstrap, seed=seed, heldout=False)
-    c, _ = costs(frame)
+    try:
+        c, _ = costs(frame)
+    except DesignError as e:
+        return {"ok": False, "split": "cost", "reason": str(e)}
     k = max(2, int(round(EXTRAPOLATION_SHARE * frame.height)))
     order = np.argsort(c, kind="stable")
     if frame.height - k < get_law(law).min_points:
-        f.diagnostics["heldout"] = {"ok": False, "split": "cost", "reason": f"{frame.height} "
-                                    "runs: too few to hold the costliest out"}
-        return f
+        return {"ok": False, "split": "cost",
+                "reason": f"{frame.height} runs: too few to hold the costliest out"}
     train, test = frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]
     try:
         tf = fit_law(train, law, bootstrap=bootstrap, seed=seed, heldout=False)
         cols = columns(test)
         pred, lo, hi = tf.band(cols, 0.95)
     except (FitError, FitInputError) as e:
-        f.diagnostics["heldout"] = {"ok": False, "split": "cost", "reason": str(e)}
-        return f
-    widen = conformal_factor(pred, lo, hi, cols["loss"], 0.95)
-    f.diagnostics["heldout"] = {"ok": True, "split": "cost", "n_train": train.height,
-                                "n_test": k, "level": 0.95,
-                                **band_report(pred, lo, hi, cols["loss"]), "widen": widen}
-    return f
+        return {"ok": False, "split": "cost", "reason": str(e)}
+    return {"ok": True, "split": "cost", "n_train": train.height, "n_test": k, "level": 0.95,
+            **band_report(pred, lo, hi, cols["loss"]),
+            "widen": conformal_factor(pred, lo, hi, cols["loss"], 0.95)}
 
 
 def split_most_expensive(frame: Any, share: float = 0.1) -> tuple[Any, Any]:
