@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from archfit.design import calibrated_fit, replay, split_most_expensive
+from archfit.design.replays import cost_check
 from archfit.design.ensemble import DISCREPANCY_SCALE, DISCREPANCY_SD, Discrepancy
 from archfit.design.pool import Target
 from archfit.design.strategies import Step, distance_to_target, near_share, nearest
@@ -146,15 +147,19 @@ def _biased_grid(bias: float) -> pl.DataFrame:
 
 
 def test_the_costliest_runs_widen_the_intervals_where_the_law_misses_them():
-    held = calibrated_fit(_biased_grid(0.03), "chinchilla", 20, 0).diagnostics["heldout"]
-    clean = calibrated_fit(_biased_grid(0.0), "chinchilla", 20, 0).diagnostics["heldout"]
+    f = calibrated_fit(_biased_grid(0.03), "chinchilla", 20, 0)
+    held = f.diagnostics["heldout"]
+    clean = cost_check(_biased_grid(0.0), "chinchilla", 20, 0)
     assert held["ok"] and held["split"] == "cost" and clean["ok"]
     assert held["coverage"] < 0.95 and held["widen"] > 1.5
     assert clean["widen"] < held["widen"]
-    # the widened band covers what the fit's own interval missed
-    f = calibrated_fit(_biased_grid(0.03), "chinchilla", 20, 0)
-    assert f.band({"params": np.array([1e9]), "tokens": np.array([1e11])})[2][0] > \
-        f.band({"params": np.array([1e9]), "tokens": np.array([1e11])})[0][0]
+    # the fit's band is its own, widened by that factor on each side (log space)
+    x = {"params": np.array([1e9, 3e9]), "tokens": np.array([1e11, 2e11])}
+    p, lo, hi = f.band(x)
+    f.diagnostics["heldout"] = {**held, "widen": 1.0}
+    p0, lo0, hi0 = f.band(x)
+    np.testing.assert_allclose(np.log(hi / p), held["widen"] * np.log(hi0 / p0), rtol=1e-9)
+    np.testing.assert_allclose(np.log(p / lo), held["widen"] * np.log(p0 / lo0), rtol=1e-9)
 
 
 def test_the_near_target_share_follows_how_far_the_law_missed():
@@ -188,7 +193,7 @@ def test_recommend_says_why_it_has_no_next_line(tmp_path):
     from archfit.recommender import next_runs
 
     f = fit(correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6), "depth-joint",
-            bootstrap=30, heldout=False)
+            bootstrap=12, heldout=False)
     inside = float(f.diagnostics["span"]["params_max"]) / 2
     out = next_runs(f, inside, "weak")
     assert out["next_runs"].startswith("no runs planned: the target is inside the data")
@@ -278,10 +283,6 @@ def test_a_replay_where_the_law_misses_its_costliest_runs_spends_near_the_target
     r = replay(pool, target, law="chinchilla", budget_frac=0.2, strategy="archfit",
                bootstrap=12, final_bootstrap=10)
     assert r["near_shares"] and max(r["near_shares"]) > 0.5, r["near_shares"]
-    # the rule before never does: its rounds carry no share
-    v = replay(pool, target, law="chinchilla", budget_frac=0.2, strategy="variance",
-               bootstrap=12, final_bootstrap=10)
-    assert v["near_shares"] == []
 
 
 def test_a_replay_can_spend_the_whole_pool():
@@ -299,3 +300,25 @@ def test_the_discrepancy_of_a_pool_at_one_token_count_is_finite():
     disc = Discrepancy(_step(pool, Target("table", rows=tgt)), 1e-4)
     g = disc.gain()
     assert np.all(np.isfinite(g)) and np.argmax(g) == 3  # the size nearest the target
+
+
+def test_replay_uses_the_bootstrap_it_is_given_and_says_when_it_is_too_few(tmp_path):
+    """--bootstrap reaches a replay's refits (it was ignored there), and 5 draws, fewer than
+    the criterion needs, make every adaptive round fall back, each said with its reason."""
+    import json
+
+    from click.testing import CliRunner
+
+    from archfit.cli import main
+
+    pool, target = split_most_expensive(dense_grid(seed=7, n_sizes=5, step=1.8,
+                                                   row_sd=0.005), 0.1)
+    pool.write_csv(tmp_path / "done.csv")
+    target.write_csv(tmp_path / "target.csv")
+    r = CliRunner().invoke(main, ["design", "--replay", str(tmp_path / "done.csv"), "--target",
+                                  str(tmp_path / "target.csv"), "--law", "chinchilla",
+                                  "--budget-frac", "0.2", "--bootstrap", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["rounds"] >= 1 and len(out["fallbacks"]) == out["rounds"]
+    assert all("kept 5 bootstrap draws, fewer than 10" in f["why"] for f in out["fallbacks"])

@@ -82,8 +82,9 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
                    "this (e.g. 1.5x).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the bootstrap and of the random strategies.")
-@click.option("--bootstrap", type=COUNT, default=200, show_default=True,
-              help="Bootstrap resamples of the fit of --results (the criterion's draws).")
+@click.option("--bootstrap", type=COUNT, default=None,
+              help="Bootstrap resamples of the fit of --results (the criterion's draws; "
+                   "default 200), or with --replay of each round's refit (default 64).")
 @click.option("--replay", "replay_file", default=None, metavar="DONE_TABLE",
               help="Replay the design on a finished sweep (needs --target and --budget-frac).")
 @click.option("-o", "out", default=None, metavar="FILE",
@@ -120,7 +121,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
         _check_outputs(None, plot_path, [replay_file, target_file], force)
         done, rows = _table([replay_file], "replay"), _table([target_file], "target")
         r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
-                      seed=seed, batch=batch)
+                      seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap)
         if plot_path:
             from archfit.plots_design import draw_replay
 
@@ -155,7 +156,8 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     d = dz.design(pool, law=law, target=target, budget=budget, budget_frac=budget_frac,
                   results=_table(results, "results") if results else None,
                   fit=fit_file, prior=prior_src, prior_widths=widths, batch=batch,
-                  strategy=strategy, seed=seed, bootstrap=bootstrap, gpu=gpu, base=base,
+                  strategy=strategy, seed=seed, bootstrap=200 if bootstrap is None else bootstrap,
+                  gpu=gpu, base=base,
                   tokens_per_step=tps, until_ci=_until(until_ci))
     if out and d.chosen:
         d.write(out, spec)

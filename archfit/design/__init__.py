@@ -278,7 +278,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
     if strategy == "archfit" and has_results and fit is not None:
-        _set_near_share(step, results, law, min(bootstrap, 64), seed, notes)
+        _set_near_share(step, results, law, min(bootstrap, 32), seed, notes)
     trace: list[tuple[float, float]] = []
     picks = _pick(step, strategy, batch, budget, trace)
     chosen = _chosen(pool, picks, cost, trace)

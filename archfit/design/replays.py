@@ -54,7 +54,7 @@ def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[
 
 def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
            strategy: str = "archfit", seed: int = 0, batch: int = 5, bootstrap: int = 64,
-           final_bootstrap: int = 100, all_rows: dict[str, Any] | None = None
+           final_bootstrap: int = 60, all_rows: dict[str, Any] | None = None
            ) -> dict[str, Any]:
     """The sequential design on a finished sweep: start from a space-filling batch, fit, pick
     the next batch by ``strategy`` (``batch`` runs, or half the runs in hand when that is more,
