@@ -101,8 +101,10 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     round_of = [0] * len(chosen)  # 0: the space-filling start
     fallbacks: list[dict[str, Any]] = []  # rounds that fell back to a space-filling pick
     shares: list[float] = []  # archfit's near-target share, round by round
-    while (step.open & (cost <= (budget - float(cost[chosen].sum())) * (1 + 1e-12))).any():
+    while True:
         left = budget - float(cost[chosen].sum())
+        if not (step.open & (cost <= left * (1 + 1e-12))).any():
+            break
         why = _refit(step, done[sorted(chosen)], law, strategy, bootstrap,
                      seed + round_of[-1], shares)
         k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
