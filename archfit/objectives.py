@@ -62,7 +62,9 @@ class Choice:
         r = self.recommendation
         if r is not None:
             out.update(trust=r.trust, law=r.law, target_params=r.target_params,
-                       target_convention=r.target_convention)
+                       target_convention=r.target_convention, near_optimal=r.near_optimal,
+                       loss_model=r.loss_model,
+                       pick_rule=f"the {self.objective} objective (hardware: {self.perf})")
         return out
 
     def header(self) -> str:
@@ -187,8 +189,14 @@ def choose(rec: Any, objective: str, *, gpu: str = DEFAULT_GPU, step_model: Step
     device(gpu)  # decode latency: modelled for this GPU
     data_fit, count, data_law = _data_term(rec, objective)
     law, params = data_fit.law_obj, data_fit.params
+    scale = 1.0  # a penalty stated as a fraction of the loss, in nats at the target
+    if (rec.loss_model or {}).get("unit") == "fraction of the loss":
+        n0 = getattr(rec.shape, count)
+        scale = law.loss_at(params, n0, 20.0 * n0)
+        data_law += f"; shape penalty {rec.loss_model['curvature']:.3g} of the loss per " \
+                    f"squared ln depth ({rec.law}), at the loss of 20 tokens per parameter"
     rows = []
-    for s, pen in rec.candidates:
+    for s, pen in ((s, None if p is None else p * scale) for s, p in rec.candidates):
         tps = model.tokens_per_s(s, batch_tokens)
         lat = decode_latency(s, gpu)["ms_per_token"]
         rows.append({"n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,

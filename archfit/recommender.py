@@ -8,7 +8,7 @@ Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws;
 This module names no law: it asks each fit's law object for its role and its optimum.
 numpy-free (``archfit recommend`` is a cold path).
 
-About 620 lines because the option checks, the candidate shapes, their ranking and the
+About 720 lines because the option checks, the candidate shapes, their ranking and the
 record they produce are one pipeline read top to bottom; objectives beyond loss live apart
 (:mod:`archfit.objectives`).
 """
@@ -56,6 +56,10 @@ class Recommendation:
     # and the design it came from (archfit.design.Design, for its figure)
     next_runs: str | None = None
     next_design: Any = field(default=None, repr=False)
+    # the depths within a tolerance of the optimum's loss, with CIs on the ends
+    # (archfit.near_optimal), and what prices the alternatives
+    near_optimal: dict[str, Any] | None = None
+    loss_model: dict[str, Any] | None = None
 
     @property
     def alternatives(self) -> Any:
@@ -89,6 +93,8 @@ class Recommendation:
             out["compute"] = self.compute
         out["trust"] = self.trust
         out["next_runs"] = self.next_runs
+        out["near_optimal"] = self.near_optimal
+        out["loss_model"] = self.loss_model
         return out
 
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
@@ -128,9 +134,13 @@ class Recommendation:
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
         wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
-        lines += [f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
-                  f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else ""),
-                  "", _verdict_line(self.trust), "",
+        moved = (self.near_optimal or {}).get("centre_from") not in (None, self.law)
+        lines += [(f"optimum: not located by this fit (its 95% bootstrap CI{dci}); the answer "
+                   f"is the near-optimal set, centred at depth {self.n_layer_opt:.1f}, width "
+                   f"{self.d_model_opt:,.0f}") if moved else
+                  (f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
+                   f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else "")),
+                  *_near_lines(self.near_optimal), "", _verdict_line(self.trust), "",
                   f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
                   f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
                   f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}"]
@@ -154,11 +164,13 @@ class Recommendation:
                 ("d_ff", "d_ff"), ("params_non_embedding", "non-emb params"),
                 ("rel_error", "vs target"), ("loss_penalty", "loss penalty")]
 
+        rel = (self.loss_model or {}).get("unit") == "fraction of the loss"
+
         def cell(k: str, v: Any) -> str:
             if k == "rel_error":
                 return f"{v:+.2%}"
             if k == "loss_penalty":
-                return "-" if v is None else f"{v:.4f}"
+                return "-" if v is None else (f"{v:+.3%}" if rel else f"{v:.4f}")
             return f"{v:,}" if isinstance(v, int) else str(v)
 
         lines = ["alternatives (first row = recommended):",
@@ -169,6 +181,26 @@ class Recommendation:
 
     def __repr__(self) -> str:
         return self.text()
+
+
+def _near_lines(n: dict[str, Any] | None) -> list[str]:
+    """The near-optimal set in words: its range, the ends' CIs, its basis and the pick's rule."""
+    if not n:
+        return []
+    lo, hi = n["n_layer"]
+    ci = n.get("ci") or {}
+
+    def end(k: str) -> str:
+        c = ci.get(k)
+        if not c or len(c) != 2:
+            return ""
+        return " [" + ", ".join("unbounded" if v is None else f"{v:.3g}" for v in c) + "]"
+
+    return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
+            f"{lo:.3g}{end('n_layer_low')} to {hi:.3g}{end('n_layer_high')}, width "
+            f"{n['d_model'][1]:,.0f} to {n['d_model'][0]:,.0f}"
+            + (f" (95% CI of each end: {ci['method']})" if ci.get("method") else ""),
+            f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
 
 
 class _Options(NamedTuple):  # a NamedTuple, not a dataclass: cheaper to define on the cold path
@@ -295,6 +327,18 @@ def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str])
     return ff
 
 
+def _ff_rule(ff_ratio: float | str, d_ff_rule: Callable[[int], int] | None,
+             fits: dict[str, Fit], N: float, opts: _Options, notes: list[str]
+             ) -> tuple[float, Callable[[int], int] | None]:
+    """The ff ratio and the d_ff rule: a framework's, Llama's exactly, or none."""
+    if d_ff_rule is None and ff_ratio == "llama":  # Llama's d_ff rule (archfit.formats owns it)
+        from archfit.formats import llama_ffn_hidden
+
+        ff_multiple = opts.ff_multiple
+        return 8 / 3, lambda d: llama_ffn_hidden(d, ff_multiple)
+    return _ff(ff_ratio, fits, N, notes), d_ff_rule
+
+
 def _optimum(shape_fit: Fit, target: _Target, opts: _Options) -> tuple[float, float, float]:
     """(n_layer*, d_model*, the non-embedding size they are for). With a total-parameter target
     the embedding share is taken off by fixed-point iteration on the optimal width."""
@@ -347,7 +391,8 @@ def _candidates(N_ne: float, L_opt: float, ff: float, opts: _Options,
 
 
 def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_ne: float,
-          opts: _Options, notes: list[str]
+          opts: _Options, notes: list[str],
+          priced: Callable[[Shape], float | None] | None = None,
           ) -> tuple[Shape, list[dict[str, Any]], list[tuple[Shape, float | None]]]:
     """Candidates within 2% of the target, compared at the same size. With a loss model the
     recommendation is the argmin of the law's predicted loss at the target size and every
@@ -365,9 +410,13 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
             f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
             f"{closest.d_model}, {err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
     law = shape_fit.law_obj
-    loss = {s: law.shape_loss(shape_fit.params, shape_fit.extra, s, N_ne) for s in within}
+    loss = {s: (priced(s) if priced else law.shape_loss(shape_fit.params, shape_fit.extra, s,
+                                                        N_ne)) for s in within}
     has_loss = all(v is not None and math.isfinite(v) for v in loss.values())
-    if has_loss:
+    if has_loss and priced:  # a centre not the fit's own: the depth nearest it in log depth
+        best = min(within, key=lambda s: (round(abs(math.log(s.n_layer / L_opt)), 9), loss[s],
+                                          abs(err(s))))
+    elif has_loss:
         best = min(within, key=lambda s: (loss[s], abs(err(s))))
     else:
         best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
@@ -381,7 +430,7 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
     rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_loss else
                              abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
     pen = [(s, loss[s] - loss[best] if has_loss else None) for s in within]  # type: ignore[operator]
-    _price_constraints(best, L_opt, N_ne, shape_fit, opts, notes)
+    _price_constraints(best, L_opt, N_ne, shape_fit, opts, notes, priced)
     return best, rows[: opts.top + 1], pen
 
 
@@ -389,7 +438,8 @@ CONSTRAINT_NOTE = "the constraints"  # how the note on a depth moved by constrai
 
 
 def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, opts: _Options,
-                       notes: list[str]) -> None:
+                       notes: list[str],
+                       priced: Callable[[Shape], float | None] | None = None) -> None:
     """A note when the width step (head_dim, --tp, --kv-heads, --multiple-of) moves the depth
     more than 10% from the law's optimum, with the predicted loss cost where the law has one."""
     move = best.n_layer / L_opt - 1
@@ -401,14 +451,17 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     cost = ""
     from dataclasses import replace
 
+    price = priced or (lambda s: law.shape_loss(shape_fit.params, shape_fit.extra, s, N_ne))
     try:  # shape_loss sizes each depth to exactly N: the cost is the depth's alone
-        at_opt = law.shape_loss(shape_fit.params, shape_fit.extra,
-                                replace(best, n_layer=max(1, round(L_opt))), N_ne)
-        here = law.shape_loss(shape_fit.params, shape_fit.extra, best, N_ne)
+        at_opt = price(replace(best, n_layer=max(1, round(L_opt))))
+        here = price(best)
+        rel = law.loss_level(shape_fit.params, shape_fit.extra, N_ne) == 1.0
     except (ArithmeticError, ValueError, ShapeError):
         at_opt = here = None
     if at_opt is not None and here is not None and math.isfinite(here - at_opt):
-        cost = f"; predicted loss cost {here - at_opt:+.4f} nats/token against the optimum"
+        cost = (f"; predicted loss cost {here - at_opt:+.3%} of the loss against the optimum "
+                "(Kaplan et al. 2020's curvature)" if rel and not priced else
+                f"; predicted loss cost {here - at_opt:+.4f} nats/token against the optimum")
     elif here is None:
         cost = ("; this law has no loss model to price it (a depth-joint or depth-width fit "
                 "has one: archfit fit --law depth-joint)")
@@ -458,6 +511,7 @@ def recommend(
     depth_span: tuple[float, float] = DEPTH_SPAN,
     strict: bool = False,
     d_ff_rule: Callable[[int], int] | None = None,
+    tolerance: float = 0.005,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt).
@@ -468,6 +522,9 @@ def recommend(
     ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
     candidate depths as multiples of the optimal depth (wider for :mod:`archfit.objectives`).
     ``d_ff_rule``: d_ff as a function of d_model where a framework fixes it (nanoGPT's 4 d).
+    ``tolerance``: the near-optimal set holds the depths whose predicted loss is within this
+    fraction of the optimum's (:mod:`archfit.near_optimal`); the pick is its centre in log
+    depth.
 
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
     ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
@@ -486,25 +543,20 @@ def recommend(
             f"use {DEFAULT_SHAPE_LAW}")
     target = _target(params, compute, fits)
     notes: list[str] = []
-    rule = d_ff_rule
-    if d_ff_rule is not None:
-        ff = _ff(ff_ratio, fits, target.value, notes)
-    elif ff_ratio == "llama":  # Llama's d_ff rule (the one archfit.formats owns), exactly
-        from archfit.formats import llama_ffn_hidden
-
-        ff, ff_multiple = 8 / 3, opts.ff_multiple
-        rule = lambda d: llama_ffn_hidden(d, ff_multiple)  # noqa: E731
-    else:
-        ff = _ff(ff_ratio, fits, target.value, notes)
+    ff, rule = _ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = _optimum(shape_fit, target, opts)
+    near, priced = _near(shape_fit, N_ne, tolerance, notes)
+    if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
+        L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
     cands = _candidates(N_ne, L_opt, ff, opts, depth_span, rule)
     law = shape_fit.law_obj
     ci = shape_fit.optimum_ci(N_ne)
     if ci is None:
         notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
-    best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes)
+    best, rows, pen = _rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
+    _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
     verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
@@ -515,7 +567,51 @@ def recommend(
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
+        near_optimal=near, loss_model=(near or {}).get("loss_model"),
     )
+
+
+def _near(fit: Fit, N: float, tol: float, notes: list[str]
+          ) -> tuple[dict[str, Any] | None, Callable[[Shape], float | None] | None]:
+    """The near-optimal set (archfit.near_optimal) and, when its centre or its prices are
+    not the fit's own, what prices a shape instead: the set's source's penalty at the same
+    distance in log depth from the set's centre as from that source's optimum."""
+    from archfit.near_optimal import near_optimal
+
+    try:
+        near = near_optimal(fit, N, tol)
+    except ValueError as e:
+        raise RecommendError(str(e)) from None
+    if near is None:
+        return None, None
+    if near["centre_from"] == fit.label and fit.law_obj.depth_loss(
+            fit.params, fit.extra, N, near["centre"]) is not None:
+        return near, None
+    src = fit if fit.law_obj.depth_loss(fit.params, fit.extra, N, near["centre"]) is not None \
+        else load_fit(DEFAULT_SHAPE_LAW)
+    law, c = src.law_obj, near["centre"]
+    L0 = law.optimum(src.params, N)[0]
+    notes.append(f"the near-optimal set's basis: {near['basis']}")
+
+    def priced(s: Shape) -> float | None:
+        return law.depth_loss(src.params, src.extra, N, L0 * s.n_layer / c)
+
+    return near, priced
+
+
+def _penalty_cis(rows: list[dict[str, Any]], near: dict[str, Any] | None, fit: Fit, N: float,
+                 best: Shape) -> None:
+    """Each alternative's ``loss_penalty_ci`` (95%, over the draws of what priced it)."""
+    if near is None or any(r["loss_penalty"] is None for r in rows):
+        return
+    from archfit.near_optimal import penalty_ci
+
+    src = fit if near["loss_model"] and near["loss_model"]["law"] == fit.label else \
+        load_fit(DEFAULT_SHAPE_LAW)
+    L0 = src.law_obj.optimum(src.params, N)[0]
+    scale = L0 / near["centre"]
+    for r in rows:
+        r["loss_penalty_ci"] = penalty_ci(src, N, r["n_layer"] * scale, best.n_layer * scale)
 
 
 def _below_data(fit: Fit, N: float) -> str | None:

@@ -195,9 +195,20 @@ def test_objective_errors_say_what_to_give(cli, levine_fit, args, needle):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_a_law_without_a_shape_penalty_cannot_trade_loss(cli):
-    r = cli("recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "100")
-    assert r.exit_code == 2 and "no loss model" in r.stderr
+def test_the_published_law_trades_loss_at_kaplans_curvature(cli):
+    # levine2020 prices depth with Kaplan et al.'s relative curvature, in nats at the data law's
+    # loss: a law with a penalty can trade loss for speed without a fit of one's own
+    r = cli("recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "100",
+            "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    k = d["loss_model"]["curvature"]
+    assert k == pytest.approx(0.03 / math.log(8) ** 2) and "Kaplan" in d["loss_model"]["source"]
+    opt = 40.23  # Levine's optimal depth at 1e9 (ln d = 5.039 + 0.0555 L, N = 12 L d^2)
+    for c in d["candidates"]:  # each penalty: k (ln L - ln L*)^2 of a loss of about 2.5 nats
+        rel = k * math.log(c["n_layer"] / opt) ** 2
+        assert c["shape_penalty"] == pytest.approx(rel * 2.5, rel=0.1, abs=1e-4), c
+    assert "pick_rule" in d and "time" in d["pick_rule"]
 
 
 def test_shape_reports_modelled_speed_and_latency(cli):

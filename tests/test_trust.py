@@ -4,6 +4,7 @@ each weakness named on its own line."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -178,8 +179,11 @@ def test_constraints_that_move_the_depth_are_priced(correlated_sweep):
     assert len(note) == 1 and "--tp 8" in note[0] and "predicted loss cost +" in note[0], note
     assert abs(tp.shape.n_layer / tp.n_layer_opt - 1) > 0.10
     r = recommend(params=7e9, vocab_size=32000, n_kv_head=8, tp=8, n_ctx=4096)  # levine2020:
-    # 67 layers against its optimum 55.0, and no loss model to price it
-    assert any("constraints" in n and "no loss model" in n for n in r.notes), r.notes
+    # 67 layers against its optimum 55.0, priced by Kaplan et al.'s curvature (0.03 / ln 8²
+    # of the loss per squared ln depth): ln(67 / 55)² of it is 0.027% of the loss
+    note = [n for n in r.notes if "constraints" in n]
+    assert len(note) == 1 and "+0.027% of the loss" in note[0] and "Kaplan" in note[0], note
+    assert 0.03 / math.log(8) ** 2 * math.log(67 / 55.0) ** 2 == pytest.approx(0.00027, abs=5e-6)
 
 
 def test_notebook_frames_and_json(tmp_path, levine_synthetic):

@@ -33,6 +33,9 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
 @shape_options("tied_embeddings", "position", "bias", "norm")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
+@click.option("--tolerance", type=NUMBER, default=0.005, show_default=True,
+              help="The near-optimal set: depths whose predicted loss is within this fraction "
+                   "of the optimum's (0.005 = 0.5%).")
 @click.option("--compare", is_flag=True,
               help="One row per applicable shape law (your fits and every published one).")
 @click.option("--strict", is_flag=True,

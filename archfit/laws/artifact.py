@@ -143,8 +143,9 @@ class Fit:
         if not draws and not scatter:
             raise FitError(f"{self.label} carries no bootstrap samples and no scatter of runs, "
                            "so no interval can be made; refit with 'archfit fit' (bootstrap > 0)")
-        widen = float((self.diagnostics.get("heldout") or {}).get("widen") or 1.0)
-        return prediction_band(law, self.params, draws, scatter, columns, level, widen)
+        held = self.diagnostics.get("heldout") or {}
+        return prediction_band(law, self.params, draws, scatter, columns, level,
+                               float(held.get("widen") or 1.0), held.get("reach"))
 
     def predict(self, data: Any = None, interval: float | None = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);

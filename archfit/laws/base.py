@@ -197,6 +197,26 @@ class Law:
         distance from the optimal depth)."""
         return None
 
+    def depth_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float,
+                   n_layer: float) -> float | None:
+        """:meth:`shape_loss` at a real-valued depth: the loss (up to a constant shared by every
+        depth at N) of a model ``n_layer`` deep sized to exactly N; what the near-optimal set
+        scans. None: no loss model over depth."""
+        return None
+
+    def loss_level(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float
+                   ) -> float | None:
+        """The loss the near-optimal set's tolerance is a fraction of: the law's predicted loss
+        at N at its optimal depth, trained on 20 tokens per parameter where the law has a data
+        term (Hoffmann et al.'s compute-optimal ratio). 1.0 for a law whose :meth:`depth_loss`
+        is already a fraction of the loss. None: unknown."""
+        return None
+
+    def centre_unidentified(self, params: Mapping[str, float]) -> str | None:
+        """Why the fit cannot locate the optimal depth (a parameter of its centre on a bound),
+        or None when it can."""
+        return None
+
     # ------------------------------------------------------------------ what it shows
     def measured_optima(self, extra: Mapping[str, Any]) -> list[MeasuredOptimum]:
         """Optima measured in the data (from what the fit's estimate recorded, ``extra``), for

@@ -322,5 +322,21 @@ class DepthJoint(Law):
                    N: float) -> float | None:
         """kappa · (ln n_layer − ln n_layer*(N))²: the only term that differs between shapes
         of the same size N trained on the same tokens."""
+        return self.depth_loss(params, extra, N, shape.n_layer)
+
+    def depth_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float,
+                   n_layer: float) -> float | None:
         p = params
-        return p["kappa"] * (math.log(shape.n_layer) - p["p"] - p["q"] * math.log(N)) ** 2
+        return p["kappa"] * (math.log(n_layer) - p["p"] - p["q"] * math.log(N)) ** 2
+
+    def loss_level(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float
+                   ) -> float | None:
+        """E + A / N^alpha + B / (20 N)^beta"""
+        return self.loss_at(params, N, 20.0 * N)
+
+    def centre_unidentified(self, params: Mapping[str, float]) -> str | None:
+        lo, hi = self.bounds["q"]
+        for b in (lo, hi):
+            if b is not None and abs(params["q"] - b) < 1e-3:
+                return f"q is at its bound {b:g}"
+        return None

@@ -145,5 +145,17 @@ class DepthWidth(Law):
                    N: float) -> float | None:
         """A/w^α + B/d^β at the shape's depth d, with the width w = sqrt(N / (12 d)) that makes
         it exactly N (E and the data term are the same for every shape of size N)."""
-        p, d = params, shape.n_layer
+        return self.depth_loss(params, extra, N, shape.n_layer)
+
+    def depth_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float,
+                   n_layer: float) -> float | None:
+        p, d = params, n_layer
         return p["A"] / kaplan_width(N, d) ** p["alpha"] + p["B"] / d ** p["beta"]
+
+    def loss_level(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float
+                   ) -> float | None:
+        """E + the shape terms at the optimal depth + C / (20 N)^gamma"""
+        p = params
+        at = self.depth_loss(p, extra, N, self.optimum(p, N)[0])
+        data = p["C"] / (20.0 * N) ** p["gamma"] if p.get("C", 0) > 0 else 0.0
+        return None if at is None else p["E"] + at + data

@@ -18,7 +18,6 @@ from archfit.laws.constraints import constraints_for, point_estimate, prior_reco
 from archfit.laws.numeric import SIZE_TOLERANCE, heldout_split, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
-
 # ============================================================================ the driver
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
@@ -223,7 +222,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         return own
     if not lw.predicts_loss or "params" not in data:
         return {}
-    from archfit.laws.numeric import band_report, conformal_factor
+    from archfit.laws.numeric import band_report, conformal_factor, extrapolation_rate
 
     mask, sizes = heldout_split(data)
     if not mask.any():
@@ -241,8 +240,12 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
     rep = band_report(pred, lo, hi, test["loss"])
     # intervals that undercover the held-out sizes are widened by what they needed there
     widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL)
+    # and how fast the miss grew past the sizes fitted, for predictions beyond the full fit's
+    reach = extrapolation_rate(pred, lo, hi, test["loss"], test["params"],  # largest (band)
+                               float(np.max(train["params"])), HELDOUT_LEVEL)
+    reach = {**reach, "params_max": float(np.max(data["params"]))} if reach else reach
     return {"ok": True, "held_out_sizes": sizes, "n_train": int(len(train["loss"])),
-            "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL,
+            "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL, "reach": reach,
             "param_uncertainty": bool(tf.bootstrap.get("n_ok")), **rep, "widen": widen}
 
 

@@ -217,10 +217,25 @@ class Levine(Law):
                    N: float) -> float | None:
         """The mean curvature of loss in ln depth times the squared distance of ln depth from
         the optimum at N (the quadratic each size class was fitted with)."""
-        c = extra.get("curvature")
+        return self.depth_loss(params, extra, N, shape.n_layer)
+
+    def depth_loss(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float,
+                   n_layer: float) -> float | None:
+        """A fitted curvature (nats per squared ln depth), else a published relative one
+        (``curvature_rel``: a fraction of the loss; :meth:`loss_level` is then 1)."""
+        c = extra.get("curvature") or (extra.get("curvature_rel") or {}).get("value")
         if not c:
             return None
-        return float(c) * math.log(shape.n_layer / self.optimum(params, N)[0]) ** 2
+        return float(c) * math.log(n_layer / self.optimum(params, N)[0]) ** 2
+
+    def loss_level(self, params: Mapping[str, float], extra: Mapping[str, Any], N: float
+                   ) -> float | None:
+        """1 for a published relative curvature; the mean of the size classes' best losses
+        (the scale the fitted curvature was measured at) for a fit."""
+        if not extra.get("curvature") and extra.get("curvature_rel"):
+            return 1.0
+        best = [c["loss_min"] for c in extra.get("classes") or [] if c.get("loss_min")]
+        return sum(best) / len(best) if best else None
 
     def measured_optima(self, extra: Mapping[str, Any]) -> list[MeasuredOptimum]:
         out = []

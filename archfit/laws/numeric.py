@@ -167,7 +167,8 @@ def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.lo
                          "outside the values tried, skipped; widen the grid")
             continue
         optima.append({"params": N, "log_opt": xs, "log_opt_se": se, "opt": math.exp(xs),
-                       "curvature": c2, "n_points": len(pts), "coef": coef.tolist(),
+                       "curvature": c2, "loss_min": float(y.min()), "n_points": len(pts),
+                       "coef": coef.tolist(),
                        "min": float(x.min()), "max": float(x.max()),
                        "points": {key: [float(v) for v in np.exp(x)], "loss": y.tolist()}})
     return optima, notes
@@ -301,14 +302,17 @@ def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float
 
 
 def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, data: Data,
-                    level: float, widen: float = 1.0
+                    level: float, widen: float = 1.0, reach: Any = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(predicted, low, high) loss for the rows of ``data``: a ``level`` prediction interval
     for a *new run* there. It adds, in log space, the parameter uncertainty (the percentile band
     of the prediction over ``draws``, the bootstrap's parameter dicts) and the scatter of runs
     about the law (``scatter``: between-run and within-run sd, from :func:`run_scatter`; its
     quantile is Student's t with the scatter's degrees of freedom, counted in runs). ``widen``
-    scales both half-widths (the held-out check's calibration, :func:`conformal_factor`)."""
+    scales both half-widths (the held-out check's calibration, :func:`conformal_factor`).
+    ``reach`` (:func:`extrapolation_rate`'s record) adds, beyond the sizes that calibration
+    saw, the discrepancy it measured per unit of log size, growing linearly with the distance:
+    a misfit exponent misses by an amount that grows with ln N."""
     from scipy.stats import t as student_t
 
     if not 0 < level < 1:
@@ -329,9 +333,31 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, d
         dlo = np.where(ok, np.clip(c - q_lo, 0, None), 0.0)
         dhi = np.where(ok, np.clip(q_hi - c, 0, None), 0.0)
     # parameter and run uncertainty are independent: half-widths add in quadrature, per side
-    lo = c - widen * np.sqrt(dlo ** 2 + (z * s) ** 2)
-    hi = c + widen * np.sqrt(dhi ** 2 + (z * s) ** 2)
+    extra = np.zeros_like(c)
+    if reach and reach.get("rate") and "params" in data:
+        d = np.log(np.asarray(data["params"], float) / reach["params_max"]) - reach["distance"]
+        extra = reach["rate"] * np.clip(d, 0, None)
+    lo = c - widen * np.sqrt(dlo ** 2 + (z * s) ** 2) - extra
+    hi = c + widen * np.sqrt(dhi ** 2 + (z * s) ** 2) + extra
     return np.exp(c), np.exp(lo), np.exp(hi)
+
+
+def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
+                       N: np.ndarray, N_fit_max: float, level: float) -> dict[str, float]:
+    """How fast a law's miss grows beyond its data, from a held-out check: each held-out row's
+    miss beyond its interval per unit of ln N past the largest size fitted, at the ``level``
+    conformal rank (0 when the intervals covered); and the median distance the check reached.
+    :func:`prediction_band` adds ``rate`` per unit of ln N beyond that distance."""
+    c, a = np.log(pred), np.log(np.asarray(actual, float))
+    half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
+    d = np.log(np.asarray(N, float) / N_fit_max)
+    ok = d > 0
+    if not ok.any():
+        return {}
+    r = np.sort(np.clip(np.abs(a - c) - half, 0, None)[ok] / d[ok])
+    k = min(len(r), int(math.ceil((len(r) + 1) * level)))
+    return {"rate": float(r[k - 1]), "distance": float(np.median(d[ok])),
+            "params_max": float(N_fit_max)}
 
 
 def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,

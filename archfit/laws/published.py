@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from archfit.shapes import SHAPE_LAW_N
@@ -13,6 +14,20 @@ KAPLAN_SPAN = {"params_min": 768.0, "params_max": 1.5e9,
 CHINCHILLA_SPAN = {"params_min": 7e7, "params_max": 1.6e10,
                    "note": "Hoffmann et al. 2022: 70 million to over 16 billion parameters"}
 
+# Loss over depth at fixed N, from Kaplan et al. 2020, Fig. 5's caption: "an (n_layer, d_model)
+# = (6, 4288) reaches a loss within 3% of the (48, 1600) model" (1.5B non-embedding). Read as
+# the penalty of a depth a factor 8 from the optimum, the relative curvature in ln depth is
+# 0.03 / ln(8)^2; the paper states a bound, not a fit, so the range (a factor 2 either way) is
+# archfit's reading of it, not a published interval.
+KAPLAN_CURVATURE = {
+    "value": 0.03 / math.log(8) ** 2,
+    "range": [0.5 * 0.03 / math.log(8) ** 2, 2 * 0.03 / math.log(8) ** 2],
+    "unit": "fraction of the loss per (ln n_layer - ln n_layer*)^2",
+    "source": "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', Fig. 5: (6, 4288) "
+              "within 3% of (48, 1600) at 1.5B; the range, a factor 2 either way, is "
+              "archfit's reading of a bound, not a published interval",
+}
+
 PUBLISHED: dict[str, dict[str, Any]] = {
     "levine2020": {
         "law": "levine",
@@ -20,6 +35,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "source": "Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention' "
                   "(NeurIPS 2020), fit as quoted in the BigScience math notes",
         "conventions": {"params": f"non-embedding parameters, {SHAPE_LAW_N}"},
+        "extra": {"curvature_rel": KAPLAN_CURVATURE},
     },
     "kaplan2020": {
         "law": "kaplan-n",

@@ -1,0 +1,214 @@
+"""The near-optimal set: every depth at N whose predicted loss is within a tolerance of the
+optimum's, with a CI on its ends, and the loss model that prices the alternatives.
+
+A fit's loss over depth at fixed N is flat near its optimum. Where the curvature is small, a
+wide range of depths costs almost nothing, and that range, not one extrapolated point, is
+the answer a team planning a run can use. The set is the depths whose penalty over the
+optimum (:meth:`Law.depth_loss`) is at most ``tolerance`` times the loss there
+(:meth:`Law.loss_level`); each end's CI comes from the same computation on every bootstrap
+draw. The centre is the fit's optimum, unless the fit cannot locate it
+(:meth:`Law.centre_unidentified`, e.g. the depth-joint law's q on its bound): then the centre
+is the named prior's optimum (Levine et al. 2020) and the width is the fit's own curvature.
+When even the curvature is unknown (no loss model, or loss flat over the whole scan), the set
+is the prior's, priced by Kaplan et al. 2020's curvature, and the record says so.
+
+The recommended depth is the centre of the set in log depth, the rule the record names.
+numpy-free: ``archfit recommend`` is a cold path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from archfit.laws import Fit, load_fit
+from archfit.laws.published import DEFAULT_SHAPE_LAW
+from archfit.numbers import percentile
+from archfit.shapes import kaplan_width
+
+TOLERANCE = 0.005  # 0.5% of the loss (recommend --tolerance)
+REACH = math.log(1000.0)  # the scan looks this far each way in ln depth: a flat law has no end
+MAX_DRAWS = 200  # bootstrap draws the ends' CI reads
+RULE = "the centre of the near-optimal set in log depth"
+OWN_RULE = ("the lowest predicted loss at the target size (the fit's optimum: for a bowl "
+            "symmetric in log depth, the centre of the set)")
+
+
+def _end(penalty: Callable[[float], float | None], centre: float, thr: float, sign: int
+         ) -> float | None:
+    """The depth, on one side of ``centre``, where ``penalty`` first exceeds ``thr``: doubling
+    steps in ln depth, then bisection. None: still within ``thr`` at the scan's reach. A depth
+    below 1 layer ends the set at 1."""
+    def over(x: float) -> bool:
+        L = centre * math.exp(sign * x)
+        v = penalty(L)
+        return v is None or not math.isfinite(v) or v > thr
+
+    lo, hi = 0.0, 0.01
+    while not over(hi):
+        lo, hi = hi, 2 * hi
+        if hi > REACH:
+            return None
+        if sign < 0 and centre * math.exp(-hi) < 1:
+            return 1.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if not over(mid) else (lo, mid)
+    return max(1.0, centre * math.exp(sign * lo))
+
+
+def widths(law: Any, params: dict[str, float], extra: dict[str, Any], N: float, tol: float
+           ) -> tuple[float, float | None, float | None] | None:
+    """(the law's optimal depth at N, the set's reach below and above it in ln depth; None
+    where the loss stays within the tolerance over the whole scan), or None when the law has
+    no loss model over depth here."""
+    try:
+        L_opt = law.optimum(params, N)[0]
+        level = law.loss_level(params, extra, N)
+        f0 = law.depth_loss(params, extra, N, L_opt)
+    except (ArithmeticError, ValueError, KeyError):
+        return None
+    if (f0 is None or level is None or not (math.isfinite(L_opt) and L_opt > 0)
+            or not (math.isfinite(level) and level > 0)):
+        return None
+
+    def penalty(L: float) -> float | None:
+        try:
+            v = law.depth_loss(params, extra, N, L)
+        except (ArithmeticError, ValueError):
+            return None
+        return None if v is None else v - f0  # type: ignore[operator]
+
+    thr = tol * level
+    lo, hi = _end(penalty, L_opt, thr, -1), _end(penalty, L_opt, thr, +1)
+    return (L_opt, None if lo is None else math.log(L_opt / lo),
+            None if hi is None else math.log(hi / L_opt))
+
+
+def _ci(values: list[float | None], flip: bool) -> list[float | None] | None:
+    """The 95% percentile interval of one end over the draws; an unbounded draw counts as
+    beyond every bounded one (None on that side when more than 2.5% are unbounded)."""
+    if len(values) < 10:
+        return None
+    finite = [v for v in values if v is not None]
+    unb = len(values) - len(finite)
+    if not finite:
+        return [None, None]
+    inf = float("inf") if not flip else 0.0
+    allv = sorted(finite + [inf] * unb)
+    ends = [percentile(allv, 2.5), percentile(allv, 97.5)]
+    return [None if unb and v in (float("inf"), 0.0) else v for v in ends]
+
+
+def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] | None:
+    """The near-optimal set of ``fit`` at N non-embedding parameters: ``{"tolerance",
+    "n_layer": [lo, hi], "d_model": [at lo, at hi], "ci": {"n_layer_low": [..],
+    "n_layer_high": [..]}, "centre", "centre_from", "rule", "basis", "loss_model"}``; None
+    when neither the fit nor the prior prices depth (never for a shape law's fit: the prior's
+    set is the fallback)."""
+    if not (isinstance(tol, (int, float)) and 0 < tol < 1):
+        raise ValueError(f"tolerance must be a fraction of the loss between 0 and 1 (e.g. "
+                         f"0.005 for 0.5%), got {tol!r}")
+    law = fit.law_obj
+    own = widths(law, fit.params, fit.extra, N, tol)
+    unidentified = law.centre_unidentified(fit.params)
+    basis, centre_from, source = "fit", fit.label, fit
+    if own is not None and (own[1] is None or own[2] is None):
+        own = None  # flat over the whole scan: the curvature is not measured
+        basis = "prior: the fit's loss is flat over depth (curvature not measured)"
+    elif own is None:
+        basis = "prior: the fit has no loss model over depth"
+    prior = load_fit(DEFAULT_SHAPE_LAW)
+    try:
+        centre = fit.law_obj.optimum(fit.params, N)[0]
+    except (ArithmeticError, ValueError, KeyError, NotImplementedError):
+        centre = float("nan")
+    if not (math.isfinite(centre) and centre > 0):
+        unidentified = unidentified or "no finite optimal depth"
+    if own is None:  # the prior's curvature, about the fit's optimum where it has one
+        source = prior
+        own = widths(prior.law_obj, prior.params, prior.extra, N, tol)
+        if own is None:
+            return None
+        basis += f"; {prior.label}'s curvature ({prior.extra['curvature_rel']['source']})"
+    if unidentified:
+        centre, centre_from = prior.law_obj.optimum(prior.params, N)[0], prior.label
+        basis = (f"{'the fit' if source is fit else prior.label}'s curvature around "
+                 f"{prior.label}'s optimum: the fit cannot locate the optimum ({unidentified})")
+    lo, hi = centre * math.exp(-own[1]), centre * math.exp(own[2])  # type: ignore[operator]
+    return {
+        "tolerance": tol, "n_layer": [max(1.0, lo), hi],
+        "d_model": [kaplan_width(N, max(1.0, lo)), kaplan_width(N, hi)],
+        "centre": centre, "centre_from": centre_from,
+        "rule": RULE if unidentified or source is not fit else OWN_RULE,
+        "basis": basis if basis != "fit" else f"{fit.label}'s own optimum and curvature",
+        "ci": _ends_ci(source, N, tol, centre if unidentified or source is not fit else None),
+        "loss_model": loss_model(source)}
+
+
+def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, Any]:
+    """Each end's 95% CI: the set recomputed on every bootstrap draw (about ``centre``, when
+    the fit's own centre is not identified), or, for a published relative curvature, at the
+    ends of its stated range."""
+    law = f.law_obj
+    draws = f.bootstrap_params()[:MAX_DRAWS]
+    rel = (f.extra or {}).get("curvature_rel")
+    if not draws and rel:  # a published curvature: its range
+        draws = [dict(f.params)] * 2
+        extras = [{"curvature_rel": {"value": v}} for v in rel["range"]]
+    else:
+        extras = [f.extra] * len(draws)
+    los: list[float | None] = []
+    his: list[float | None] = []
+    for p, ex in zip(draws, extras):
+        w = widths(law, p, ex, N, tol)
+        if w is None:
+            continue
+        c = centre if centre is not None else w[0]
+        los.append(None if w[1] is None else max(1.0, c * math.exp(-w[1])))
+        his.append(None if w[2] is None else c * math.exp(w[2]))
+    if rel and not f.bootstrap_params():
+        return {"n_layer_low": sorted(v for v in los if v is not None),
+                "n_layer_high": sorted(v for v in his if v is not None),
+                "method": "the ends at the published curvature's range"}
+    return {"n_layer_low": _ci(los, True), "n_layer_high": _ci(his, False),
+            "method": f"percentiles over {len(los)} bootstrap draws"}
+
+
+def loss_model(f: Fit) -> dict[str, Any] | None:
+    """What prices the alternatives: the law, its source and the penalty's unit."""
+    rel = (f.extra or {}).get("curvature_rel")
+    if rel and not (f.extra or {}).get("curvature"):
+        return {"law": f.label, "curvature": rel["value"], "unit": "fraction of the loss",
+                "source": f"centre: {f.source}; curvature: {rel['source']}"}
+    if f.law_obj.depth_loss(f.params, f.extra or {}, 1e9, 10.0) is None:
+        return None
+    return {"law": f.label, "unit": "nats/token",
+            "source": f.source or "fitted by archfit"}
+
+
+def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | None:
+    """The 95% CI of the loss penalty of ``n_layer`` over ``ref`` layers at N, over the fit's
+    draws (or a published curvature's range)."""
+    law = f.law_obj
+    rel = (f.extra or {}).get("curvature_rel")
+    draws = f.bootstrap_params()[:MAX_DRAWS]
+    if not draws and rel:
+        vals = [law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, n_layer)
+                - law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, ref)
+                for v in rel["range"]]
+        return sorted(vals)
+    if len(draws) < 10:
+        return None
+    vals = []
+    for p in draws:
+        try:
+            a, b = law.depth_loss(p, f.extra, N, n_layer), law.depth_loss(p, f.extra, N, ref)
+        except (ArithmeticError, ValueError):
+            continue
+        if a is not None and b is not None and math.isfinite(a - b):
+            vals.append(a - b)
+    if len(vals) < 10:
+        return None
+    vals.sort()
+    return [percentile(vals, 2.5), percentile(vals, 97.5)]
