@@ -153,6 +153,9 @@ def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, An
     law = f.law_obj
     draws = f.bootstrap_params()[:MAX_DRAWS]
     rel = (f.extra or {}).get("curvature_rel")
+    if not draws and not rel:
+        return {"n_layer_low": None, "n_layer_high": None,
+                "method": None}  # a point estimate: nothing to take an interval over
     if not draws and rel:  # a published curvature: its range
         draws = [dict(f.params)] * 2
         extras = [{"curvature_rel": {"value": v}} for v in rel["range"]]

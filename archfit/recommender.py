@@ -199,7 +199,8 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
     return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
             f"{lo:.3g}{end('n_layer_low')} to {hi:.3g}{end('n_layer_high')}, width "
             f"{n['d_model'][1]:,.0f} to {n['d_model'][0]:,.0f}"
-            + (f" (95% CI of each end: {ci['method']})" if ci.get("method") else ""),
+            + (f" (95% CI of each end: {ci['method']})" if ci.get("method") else
+               " (no CI: the fit carries no parameter draws)"),
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
 
 
@@ -691,6 +692,7 @@ def compare(params: float | None = None, *, compute: float | None = None,
         else:
             row.update(n_layer=r.shape.n_layer, d_model=r.shape.d_model,
                        n_layer_opt=r.n_layer_opt, ci=(r.ci or {}).get("n_layer"),
+                       near_optimal=(r.near_optimal or {}).get("n_layer"),
                        verdict=r.trust["verdict"], reasons=r.trust["reasons"])
         rows.append(row)
     return rows

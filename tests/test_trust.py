@@ -87,11 +87,15 @@ def test_compare_shows_every_applicable_law(tmp_path, cli, levine_synthetic):
     r = cli("recommend", "--params", "7e9", "--compare", "--fit", p, "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["rows"]
-    assert [row["law"] for row in rows] == ["levine (mine.json)", "levine2020"]
+    assert [row["law"] for row in rows] == ["levine (mine.json)", "levine2020", "gemstones2025"]
     assert all(row["verdict"] in ("informative", "weak", "uninformative") for row in rows)
     assert rows[0]["ci"] and rows[1]["ci"] is None
+    # where the published laws disagree: Levine's set about 55 layers, Gemstones' about 133
+    lev, gem = rows[1]["near_optimal"], rows[2]["near_optimal"]
+    assert lev[0] < rows[1]["n_layer_opt"] < lev[1] and gem[0] < rows[2]["n_layer_opt"] < gem[1]
+    assert rows[2]["n_layer_opt"] > 2 * rows[1]["n_layer_opt"]
     text = cli("recommend", "--params", "7e9", "--compare", "--fit", p).output
-    assert "levine2020" in text and "verdict" in text.splitlines()[0]
+    assert "levine2020" in text and "verdict" in text.splitlines()[0] and "near-optimal" in text
 
 
 def test_plot_overlays_a_reference_and_refuses_a_loss_law(tmp_path, cli, levine_synthetic):

@@ -71,7 +71,9 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
     s = pub.shape
     _print(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
-               f"{s.vocab_size}, ctx {s.n_ctx}; verdict {pub.trust['verdict']}). This sweep "
+               f"{s.vocab_size}, ctx {s.n_ctx}; verdict {pub.trust['verdict']}; any depth "
+               f"from {pub.near_optimal['n_layer'][0]:.0f} to {pub.near_optimal['n_layer'][1]:.0f}"
+               f" within 0.5% of its optimum's loss at Kaplan et al.'s curvature). This sweep "
                f"cannot speak for that size: {FAR:.0e} is {FAR / largest:,.0f}x beyond its "
                f"largest run ({largest:.3g}); its own fit's verdict there is {own.verdict}"
                + (f" ({'; '.join(own.reasons)})" if own.reasons else "") + ".")
@@ -160,6 +162,11 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
                f"{s.vocab_size}, ctx {s.n_ctx}); {law} fitted to {spec.name}; verdict: "
                f"{rec.trust['verdict']}")
+    n = rec.near_optimal
+    if n:
+        _print(f"near-optimal at {target:.3g}: depth {n['n_layer'][0]:.3g} to "
+               f"{n['n_layer'][1]:.3g} (predicted loss within {n['tolerance']:.1%} of the "
+               f"optimum's; {n['basis']})")
     if v is not None:
         _print(v.line())
     if as_json:

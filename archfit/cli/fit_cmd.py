@@ -254,10 +254,41 @@ def laws(as_json):
     pub = [{"name": k, "law": v["law"], "params": ", ".join(f"{p}={x:g}" for p, x in
                                                                v["params"].items()),
             "source": v["source"]} for k, v in PUBLISHED.items()]
+    shapes = _shape_evidence()
     if as_json:
-        emit_json({"laws": rows, "published": pub})
+        emit_json({"laws": rows, "published": pub, "shape_loss": shapes})
         return
     print_table(rows, [("law", "law"), ("role", "role"), ("formula", "formula")], title="Laws")
     click.echo("")
     print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters")],
                 title="Published fits (use by name: --fit NAME or --law NAME)")
+    click.echo("")
+    print_table([{**r, "curvature": f"{r['curvature_at_7e9']:.3g} {r['range']}"} for r in shapes],
+                [("name", "published fit"), ("curvature", "curvature at 7e9 [range]"),
+                 ("source", "source")],
+                title="Loss over depth at fixed N (relative curvature: the fraction of the loss "
+                      "a factor e away from the optimal depth costs; what prices alternatives "
+                      "without a fit of your own)")
+
+
+def _shape_evidence() -> list[dict]:  # type: ignore[type-arg]
+    """Each published shape law's curvature of loss in ln depth at 7e9 (a fraction of the loss
+    per squared ln depth), with its range where one is stated, and its source."""
+    from archfit.laws import load_fit
+    from archfit.laws.published import PUBLISHED
+    from archfit.near_optimal import widths
+
+    out = []
+    for name in PUBLISHED:
+        f = load_fit(name)
+        if f.law_obj.role != "shape":
+            continue
+        w = widths(f.law_obj, f.params, f.extra, 7e9, 0.005)
+        if w is None or w[1] is None:
+            continue
+        rel = (f.extra or {}).get("curvature_rel")
+        out.append({"name": name, "curvature_at_7e9": 0.005 / w[1] ** 2,
+                    "range": "[{:.3g}, {:.3g}]".format(*rel["range"]) if rel else
+                    "(no interval published)",
+                    "source": rel["source"] if rel else f.source})
+    return out

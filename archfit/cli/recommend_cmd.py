@@ -159,16 +159,24 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
             click.echo(f"{r['law']:<22}{r['N_opt']:>10.3g}{nci:>22}{r['D_opt']:>10.3g}"
                        f"{r['tokens_per_param']:>14.3g}{tci:>18}  {_mark(r['verdict'])}")
         click.echo("\nshape laws, at N_opt of the compute law given (default epoch2024):")
-    click.echo(f"{'law':<22}{'layers':>8}{'d_model':>10}{'optimum':>10}{'95% CI':>20}  verdict")
+    click.echo(f"{'law':<22}{'layers':>8}{'d_model':>10}{'optimum':>10}{'95% CI':>20}"
+               f"{'near-optimal':>16}  verdict")
     for r in rows:
         if r.get("role") == "compute":
             continue
         if "error" in r:
-            click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}  {r['error']}")
+            click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}{'-':>16}  "
+                       f"{r['error']}")
             continue
         ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
+        near = r.get("near_optimal")
+        near = f"{near[0]:.0f}-{near[1]:.0f}" if near else "-"
         click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
-                   f"{ci:>20}  {_mark(r['verdict'])}")
+                   f"{ci:>20}{near:>16}  {_mark(r['verdict'])}")
+    if any(r.get("near_optimal") for r in rows):
+        click.echo("near-optimal: the depths whose predicted loss is within the tolerance "
+                   "(default 0.5%) of each law's optimum; laws disagree where these do not "
+                   "overlap")
     if any(r.get("verdict") == "uninformative" for r in rows):
         click.echo("* uninformative: the evidence does not support that row's answer; "
                    "--json gives the reasons")

@@ -37,6 +37,24 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "conventions": {"params": f"non-embedding parameters, {SHAPE_LAW_N}"},
         "extra": {"curvature_rel": KAPLAN_CURVATURE},
     },
+    "gemstones2025": {
+        "law": "depth-width",
+        # ln L = logsumexp(a_w - alpha ln w, a_d - beta ln d, a_D - gamma ln D, e): A = e^a_w,
+        # B = e^a_d, C = e^a_D, E = e^e (e = -155.5: no floor)
+        "params": {"E": 0.0, "A": math.exp(2.1161206619), "alpha": 0.2607743843,
+                   "B": math.exp(0.7321112501), "beta": 0.1418010881,
+                   "C": math.exp(11.5418232414), "gamma": 0.5420589921},
+        "source": "McLeish et al. 2025, 'Gemstones: A Model Suite for Multi-Faceted Scaling "
+                  "Laws' (arXiv 2502.06857): the width-depth approach-3 fit (Huber 1e-4) of "
+                  "their constant-learning-rate checkpoints past 100B tokens, repository "
+                  "mcleish7/gemstone-scaling-laws, parameters_delta-4/approach_3_width_depth_"
+                  "grid_search_0_hot_100b+.json (commit 1fb97a2); a point estimate, no "
+                  "interval published",
+        "conventions": {"params": "12 n_layer d_model^2 (width and depth are what it reads)",
+                        "tokens": "training tokens", "loss": "nats/token, their data"},
+        "diagnostics": {"span": {"params_min": 5e7, "params_max": 2e9,
+                                 "note": "Gemstones: about 50 million to 2 billion parameters"}},
+    },
     "kaplan2020": {
         "law": "kaplan-n",
         "params": {"N_c": 8.8e13, "alpha_N": 0.076},
