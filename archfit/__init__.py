@@ -27,7 +27,8 @@ _LAZY = {
     "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
     "recommend": "archfit.recommender",
     "design": "archfit.design:",  # the package itself, callable: archfit.design(pool, ...)
-    "trade": "archfit.trade",
+    "trade": "archfit.trading",  # the function (the module is named apart, so
+    # importing it never replaces the name)
     "parse_plan": "archfit.shapes",
     "Recommendation": "archfit.recommender",
     "TrainConfig": "archfit.train",

@@ -30,8 +30,7 @@ TOLERANCE = 0.005  # 0.5% of the loss (recommend --tolerance)
 REACH = math.log(1000.0)  # the scan looks this far each way in ln depth: a flat law has no end
 MAX_DRAWS = 200  # bootstrap draws the ends' CI reads
 RULE = "the centre of the near-optimal set in log depth"
-OWN_RULE = ("the lowest predicted loss at the target size (the fit's optimum: for a bowl "
-            "symmetric in log depth, the centre of the set)")
+OWN_RULE = "the law's lowest predicted loss (for a bowl symmetric in log depth, the set's centre)"
 
 
 def _end(penalty: Callable[[float], float | None], centre: float, thr: float, sign: int
@@ -141,7 +140,10 @@ def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] |
         "d_model": [kaplan_width(N, max(1.0, lo)), kaplan_width(N, hi)],
         "centre": centre, "centre_from": centre_from,
         "rule": RULE if unidentified or source is not fit else OWN_RULE,
-        "basis": basis if basis != "fit" else f"{fit.label}'s own optimum and curvature",
+        "basis": basis if basis != "fit" else (
+            f"{fit.label}'s optimum, Kaplan et al. 2020's curvature" if fit.extra.get(
+                "curvature_rel") and not fit.extra.get("curvature") else
+            f"{fit.label}'s own optimum and curvature"),
         "ci": _ends_ci(source, N, tol, centre if unidentified or source is not fit else None),
         "loss_model": loss_model(source)}
 

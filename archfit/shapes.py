@@ -85,6 +85,7 @@ FLOP_CONVENTIONS: dict[str, str] = {
 # the largest depth, width, head count, vocabulary or context archfit counts: beyond it a
 # number is a typo, and exact counts of it would not fit a float
 MAX_DIM = 10 ** 9
+MAX_PLANNED_LAYERS = 100_000  # per-layer plans list their blocks; uniform shapes count in O(1)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,11 @@ class Shape:
                     object.__setattr__(self, name, ())
             return  # uniform (every shape but a plan's): nothing to resolve
         L = self.n_layer
+        if L > MAX_PLANNED_LAYERS:  # a plan's blocks are listed one by one
+            raise ShapeError(f"a per-layer plan over {L:,} layers: archfit lists every block of "
+                             f"a planned shape, up to {MAX_PLANNED_LAYERS:,} layers; plan a "
+                             "shallower model or drop the plan (a uniform shape counts at any "
+                             "depth)")
         for name in ("no_mlp", "no_attn"):
             idx = plan_indices(getattr(self, name), name, L)
             bad = [i for i in idx if not -L <= i < L]
@@ -244,9 +250,11 @@ class Shape:
         """Every block (:meth:`layer`), in order."""
         return [self.layer(i) for i in range(self.n_layer)]
 
-    def _distinct_layers(self) -> list[Layer]:
-        """:meth:`layers`, or for a uniform shape its first block n_layer times (one built)."""
-        return [self.layer(0)] * self.n_layer if self.uniform else self.layers()
+    def _layer_counts(self) -> list[tuple[Layer, int]]:
+        """Each block with how many times it repeats: a uniform shape's first block, n_layer
+        times (O(1) at any depth), else every block once."""
+        return [(self.layer(0), self.n_layer)] if self.uniform else [
+            (lay, 1) for lay in self.layers()]
 
     @property
     def aspect_ratio(self) -> float:
@@ -344,10 +352,10 @@ class Shape:
         if convention in ("kaplan_forward", "kaplan_train"):
             # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend
             fwd = 2 * self.params_non_embedding + 2 * c * sum(
-                lay.heads * self.head_dim for lay in self._distinct_layers() if lay.attn)
+                k * lay.heads * self.head_dim for lay, k in self._layer_counts() if lay.attn)
             return float(fwd if convention == "kaplan_forward" else 3 * fwd)
         if convention in ("matmul_forward", "matmul_train"):
-            fwd = sum(self.layer_flops(lay) for lay in self._distinct_layers()) \
+            fwd = sum(k * self.layer_flops(lay) for lay, k in self._layer_counts()) \
                 + 2 * d * self.vocab_size
             return float(fwd if convention == "matmul_forward" else 3 * fwd)
         raise ShapeError(

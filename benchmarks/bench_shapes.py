@@ -125,6 +125,23 @@ def table(rows: list[dict], cut: float) -> str:  # type: ignore[type-arg]
     return "\n".join(out)
 
 
+def inner(bootstrap: int, cut: float) -> str:
+    """Below the cut: Chinchilla shapes' depth-joint backtests among the runs at or below it,
+    to see whether the law's miss beyond the cut shows in the data a user would have."""
+    import polars as pl
+
+    from archfit.laws.backtest import backtest
+
+    df = load("chinchilla-shapes").filter(pl.col("params") <= cut)
+    out = [f"\nchinchilla-shapes, depth-joint, inside the runs at or below {cut:.2g}:"]
+    for c in (2e8, 3e8, 5e8):
+        b = backtest(df, "depth-joint", cut=c, bootstrap=bootstrap)
+        out.append(f"  fit <= {c:.0e}, predict the {b['n_test']} runs up to {cut:.2g}: coverage "
+                   f"{b['coverage']:.0%}, mean error {b['mean_rel_error']:+.1%}, interval "
+                   f"±{b['mean_halfwidth_rel']:.1%}")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", type=int, default=60)
@@ -140,6 +157,8 @@ def main() -> None:
             rows.append(one(s, law, a.bootstrap, a.cut))
             print(f"  {s} / {law}: {rows[-1].get('seconds', 0):.0f} s", file=sys.stderr)
     print(table(rows, a.cut))
+    if "chinchilla-shapes" in a.sweeps.split(","):
+        print(inner(a.bootstrap, a.cut))
     if a.json:
         from archfit.io import atomic_write, jsonable
 

@@ -347,9 +347,29 @@ def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
             "--compute", "1e21"]
     return [
         (grid + ["--budget-frac", "1.5"], "--budget-frac must be in (0, 1]"),
-        (grid + ["--budget-frac", "0.5", "--seed", "-3"], "--seed must be a whole number"),
+        (grid + ["--budget-frac", "0.5", "--seed", "-3"], "-3 is not in the range x>=0"),
         (["design", "--replay", csv, "--target", csv, "--law", "chinchilla", "--budget-frac",
           "0.1"], "every row of the replay table is a target row"),
+        # a negative seed, in every verb that takes one (numpy's generators take none)
+        (["fit", csv, "--law", "chinchilla", "--seed", "-1"], "-1 is not in the range x>=0"),
+        (["backtest", csv, "--law", "chinchilla", "--cut", "1e9", "--seed", "-2"],
+         "-2 is not in the range x>=0"),
+        (["train", "--layers", "1", "--width", "8", "--heads", "1", "--seed", "-1"],
+         "-1 is not in the range x>=0"),
+        # --fix outside a parameter's domain, for every law with one
+        (["fit", csv, "--law", "chinchilla", "--fix", "alpha=-1"], "alpha must be > 0"),
+        (["fit", csv, "--law", "chinchilla", "--fix", "beta=0"], "beta must be > 0"),
+        (["fit", csv, "--law", "chinchilla-varpro", "--fix", "beta=0"], "beta must be > 0"),
+        (["fit", str(d / "lev.csv"), "--law", "depth-joint", "--fix", "kappa=-1"],
+         "kappa must be > 0 in depth-joint"),
+        (["fit", str(d / "lev.csv"), "--law", "depth-joint", "--fix", "q=3"],
+         "q must be <= 2 in depth-joint"),
+        (["fit", csv, "--law", "kaplan-nd", "--fix", "alpha_D=0"], "alpha_D must be > 0"),
+        (["fit", str(d / "lev.csv"), "--law", "levine", "--fix", "b=-0.1"], "b must be > 0"),
+        # a per-layer plan too deep to list
+        (["shape", "--layers", "1e9", "--width", "8", "--heads", "1", "--no-mlp", "0"],
+         "a per-layer plan over 1,000,000,000 layers"),
+        (["recommend", "--params", "7e9", "--tolerance", "1.5"], "tolerance must be a fraction"),
     ]
 
 
@@ -635,6 +655,7 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
     ["recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "1e300"],
     ["design", "--params", "1e30", "--sizes", "1e9", "--depths", "4", "--tokens", "1e9",
      "--budget-frac", "0.5", "--results", "{d}/good.csv"],
+    ["shape", "--layers", "1e9", "--width", "8", "--heads", "1", "--no-mlp", "0"],
 ])
 def test_extremes_under_4_gb_of_address_space(inputs, case):
     """Every extreme value exits 2 with one line inside ulimit -v 4000000 (4 GB): nothing is
@@ -653,3 +674,44 @@ def test_extremes_under_4_gb_of_address_space(inputs, case):
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error:"), (
         case, r.returncode, r.stderr[-500:])
     assert tree(inputs) == before
+
+
+def test_a_uniform_shape_counts_at_any_depth_in_constant_memory():
+    """shape --layers 1e9 --width 8 --heads 1 (a MemoryError at 4 GB before): a uniform shape's
+    count and FLOPs are closed-form, under 4 GB of address space."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, 4_000_000 * 1024))
+
+    r = subprocess.run([sys.executable, "-m", "archfit", "shape", "--layers", "1e9", "--width",
+                        "8", "--heads", "1", "--json"], capture_output=True, text=True,
+                       timeout=60, preexec_fn=limit)
+    assert r.returncode == 0, r.stderr[-500:]
+    out = json.loads(r.stdout)
+    d, L, f, c = 8, 10 ** 9, 32, out["n_ctx"]
+    # per block: q, k, v, o (4 d^2 + 4 d biases), the MLP (2 d f + f + d), two layernorms (4 d)
+    block = 4 * d * d + 4 * d + 2 * d * f + f + d + 4 * d
+    assert out["params_non_embedding"] == L * block + 2 * d  # and the final layernorm
+    kaplan = 6 * out["params_non_embedding"] + 6 * L * c * d
+    assert out["flops_per_token"] == pytest.approx(kaplan, rel=1e-12)
+
+
+def test_every_lazy_name_is_the_same_object_on_a_second_access():
+    """archfit.trade was the function on first access and the module after (the module shared
+    its name); every lazily exposed name stays what it first was, and importing any archfit
+    module does not replace one."""
+    import importlib
+    import pkgutil
+
+    import archfit
+
+    first = {n: getattr(archfit, n) for n in archfit.__all__ if n != "__version__"}
+    for m in pkgutil.iter_modules(archfit.__path__):
+        if m.name not in ("__main__",):
+            importlib.import_module(f"archfit.{m.name}")
+    for n, obj in first.items():
+        assert getattr(archfit, n) is obj, n
+    assert callable(archfit.trade) and not isinstance(archfit.trade, type(archfit))

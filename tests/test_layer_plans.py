@@ -216,7 +216,7 @@ def planted_table(offsets: dict[str, float], step_time: dict[str, float], seeds:
 
 
 def test_the_trade_recovers_a_planted_offset_and_calls_a_planted_zero_noise():
-    from archfit.trade import trade
+    from archfit.trading import trade
 
     offsets = {"uniform": 0.0, "no-mlp:0": 0.02, "no-mlp:-1": 0.0, "no-attn:mid": -0.02}
     times = {"uniform": 1.0, "no-mlp:0": 0.97, "no-mlp:-1": 1.0, "no-attn:mid": 0.95}

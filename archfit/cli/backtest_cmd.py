@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import (COUNT, NUMBER, NUMBER_LIST, emit_json, group_option,
+from archfit.cli.common import (SEED, COUNT, NUMBER, NUMBER_LIST, emit_json, group_option,
                                 map_option, print_table)
 from archfit.cli.fit_cmd import parse_map
 
@@ -96,7 +96,7 @@ def loss_laws() -> list[str]:
 @group_option
 @click.option("--bootstrap", type=COUNT, default=200, show_default=True,
               help="Bootstrap resamples of each fit.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--interval", type=float, default=0.95, show_default=True,
               help="Level of the prediction intervals.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,

@@ -81,6 +81,8 @@ FF_RATIO = FfRatioType()
 INT = NumberType(integer=True)
 COUNT = NumberType(integer=True, positive=False)
 INT_LIST = NumberListType(integer=True)
+# a random seed: numpy's generators take none below 0, so neither does any --seed
+SEED = click.IntRange(min=0)
 NUMBER_LIST = NumberListType()
 
 

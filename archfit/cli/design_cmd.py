@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import COUNT, NUMBER, NUMBER_LIST, emit_json
+from archfit.cli.common import SEED, COUNT, NUMBER, NUMBER_LIST, emit_json
 
 
 def _until(text: str | None) -> float | None:
@@ -80,7 +80,7 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
                    "this (e.g. 1.5x).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the bootstrap and of the random strategies.")
 @click.option("--bootstrap", type=COUNT, default=None,
               help="Bootstrap resamples of the fit of --results (the criterion's draws; "

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import (COUNT, NUMBER_LIST, emit_json, group_option, map_option,
+from archfit.cli.common import (SEED, COUNT, NUMBER_LIST, emit_json, group_option, map_option,
                                 print_table, shape_options)
 from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
@@ -75,7 +75,7 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
               help="Write the fit artifact (JSON) here, atomically.")
 @click.option("--bootstrap", type=COUNT, default=1000, show_default=True,
               help="Bootstrap resamples for CIs (0 for none).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--targets", type=NUMBER_LIST, default=None,
               help="Sizes (or compute budgets for chinchilla) for derived quantities.")
 @click.option("--drop-highest-loss", type=int, default=0, show_default=True,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
+from archfit.cli.common import SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
 from archfit.train.config import FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
 from archfit.train.trackers import TRACKERS
@@ -42,7 +42,7 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
               show_default=True, help=FIELD_HELP["optimizer"])
 @click.option("--eval-every", type=INT, default=100, show_default=True,
               help=FIELD_HELP["eval_every"])
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help=FIELD_HELP["seed"])
 @click.option("--device", default="auto", show_default=True,
               help=FIELD_HELP["device"])

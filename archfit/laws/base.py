@@ -226,6 +226,21 @@ class Law:
     # ------------------------------------------------------------------ trust
     # bounds the fit can sit on (name -> (low, high), None for open), checked by bound_reasons
     bounds: ClassVar[dict[str, tuple[float | None, float | None]]] = {}
+    # where each parameter means anything, for --fix and --prior means: name -> (low, high,
+    # low excluded); high is included, None is open. A name not here takes any finite value.
+    domains: ClassVar[dict[str, tuple[float | None, float | None, bool]]] = {}
+
+    def domain_error(self, name: str, value: float) -> str | None:
+        """Why ``value`` is outside ``name``'s domain in this law, or None."""
+        if not math.isfinite(value):
+            return f"{name} must be a finite number, got {value}"
+        lo, hi, lo_open = self.domains.get(name, (None, None, False))
+        if lo is not None and (value <= lo if lo_open else value < lo):
+            return f"{name} must be {'>' if lo_open else '>='} {lo:g} in {self.name}" + (
+                f" (and <= {hi:g})" if hi is not None else "")
+        if hi is not None and value > hi:
+            return f"{name} must be <= {hi:g} in {self.name}"
+        return None
     # parameters set to 0 (not fitted) when every run has one token count (the D term folds
     # into E); the fit's extra["uses_tokens"] says which happened
     folded_without_tokens: ClassVar[tuple[str, ...]] = ()

@@ -61,6 +61,8 @@ class _ChinchillaBase(Law):
     predicts_loss = True
     default_targets = (1e21, 1e24)
     bounds = {"E": (0.0, None)}
+    domains = {"E": (0.0, None, True), "A": (0.0, None, True), "B": (0.0, None, True),
+               "alpha": (0.0, None, True), "beta": (0.0, None, True)}
     supports_ties = True
     own_figures = (Figure("isoloss_contours", "Iso-loss contours (nats/token) and "
                           "compute-optimal frontier", draw_isoloss),)

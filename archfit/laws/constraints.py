@@ -30,6 +30,10 @@ def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
         if name not in lw.param_names:
             raise FitInputError(f"{name!r} is not a parameter of {lw.name} "
                                 f"({', '.join(lw.param_names)})")
+    for name, v in fix.items():
+        why = lw.domain_error(name, float(v))
+        if why:
+            raise FitInputError(f"--fix {name}={v:g}: {why}")
     for a, b in tie.items():
         if a == b or b in tie or a in fix:
             raise FitInputError(f"--tie {a}={b}: tie a parameter to another free one, once "

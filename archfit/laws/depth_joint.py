@@ -181,6 +181,9 @@ class DepthJoint(Law):
     # the optimizer's box (fit_point) and the positive coefficients
     bounds = {"E": (0.0, None), "kappa": (0.0, None), "alpha": (0.0, 3.0), "beta": (0.0, 3.0),
               "q": (-1.0, 2.0)}
+    domains = {"E": (0.0, None, True), "A": (0.0, None, True), "alpha": (0.0, 3.0, True),
+               "B": (0.0, None, True), "beta": (0.0, 3.0, True), "kappa": (0.0, None, True),
+               "q": (-1.0, 2.0, False)}
     folded_without_tokens = ("B", "beta")
 
     def prepare(self, frame: Any) -> Data:

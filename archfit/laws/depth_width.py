@@ -75,6 +75,9 @@ class DepthWidth(Law):
     predicts_loss = True
     default_targets = (1e9, 1e12)
     bounds = {"E": (0.0, None)}
+    domains = {"E": (0.0, None, False), "A": (0.0, None, True), "alpha": (0.0, None, True),
+               "B": (0.0, None, True), "beta": (0.0, None, True), "C": (0.0, None, False),
+               "gamma": (0.0, None, False)}
     folded_without_tokens = ("C", "gamma")
     supports_ties = True
     own_figures = (Figure("shape_penalty", "Shape penalty at fixed N (Kaplan et al. 2020, "

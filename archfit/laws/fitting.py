@@ -18,7 +18,6 @@ from archfit.laws.constraints import constraints_for, point_estimate, prior_reco
 from archfit.laws.numeric import SIZE_TOLERANCE, heldout_split, run_scatter, subset
 from archfit.store import RunTable, read_runs
 
-# ============================================================================ the driver
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
 HELDOUT_BOOTSTRAP = 100
@@ -93,6 +92,8 @@ def fit(
     if not 0 <= bootstrap <= MAX_BOOTSTRAP:
         raise FitInputError(f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} resamples, got "
                             f"{bootstrap:,}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise FitInputError(f"seed must be a whole number >= 0, got {seed!r}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table)

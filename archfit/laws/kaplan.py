@@ -20,6 +20,7 @@ class KaplanN(Law):
     description = "Loss vs parameters, data not limiting; OLS of log L on log N."
     columns = ("loss", "params")
     param_names = ("N_c", "alpha_N")
+    domains = {"N_c": (0.0, None, True), "alpha_N": (0.0, None, True)}
     min_points = 3
     min_sizes = 3
     role = "loss"
@@ -75,6 +76,8 @@ class KaplanND(Law):
     description = "Loss vs parameters and tokens; least squares on log loss."
     columns = ("loss", "params", "tokens")
     param_names = ("N_c", "D_c", "alpha_N", "alpha_D")
+    domains = {"N_c": (0.0, None, True), "D_c": (0.0, None, True), "alpha_N": (0.0, None, True),
+               "alpha_D": (0.0, None, True)}
     min_points = 5
     min_sizes = 3
     role = "loss"

@@ -102,6 +102,7 @@ class Levine(Law):
     role = "shape"
     default_targets = (1e9, 175e9, 1e12)
     bounds = {"b": (0.0, None)}  # b <= 0: the optimal depth would not grow with width
+    domains = {"b": (0.0, None, True)}
     heldout_limits = (0.25, 0.5)  # relative error of the largest class's optimal depth
     own_figures = (Figure("loss_vs_depth", "Loss vs depth per size class (N = non-embedding "
                           "params)", draw_loss_vs_depth,
