@@ -24,15 +24,20 @@ def plan_indices(raw: Any, name: str, n_layer: int | None = None) -> list[int]:
     """A plan's whole numbers from a tuple, a list or text (``"0,-1"``; with ``n_layer``,
     ``"mid"`` is the middle layer, n_layer // 2)."""
     if isinstance(raw, str):
-        if n_layer is not None:
-            raw = raw.replace("mid", str(n_layer // 2))
         raw = [p for p in raw.replace(" ", "").split(",") if p]
     out = []
     for v in raw:
+        if isinstance(v, str) and v.lower() in ("mid", "middle"):  # a whole item, never a part
+            if n_layer is None:
+                raise ShapeError(f"{name}: {v!r} (the middle layer) needs the depth; give a "
+                                 "layer index")
+            v = n_layer // 2
         try:
             n = int(v)
         except (TypeError, ValueError):
-            raise ShapeError(f"{name}: {v!r} is not a whole number") from None
+            raise ShapeError(f"{name}: {v!r} is not a layer index; give whole numbers "
+                             "(negative ones count from the end) or 'mid' for the middle "
+                             "layer") from None
         if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
             raise ShapeError(f"{name}: {v!r} is not a whole number")
         out.append(n)

@@ -380,15 +380,16 @@ def read_tables(paths: Iterable[str]) -> Any:
 
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
               *, frame: Any = None, keep: Iterable[str] | None = None,
-              require_loss: bool = True, keep_flags: Mapping[str, str] | None = None
-              ) -> RunTable:
+              require_loss: bool = True, keep_flags: Mapping[str, str] | None = None,
+              every_row: bool = False) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
     Pass ``frame`` (polars or pandas) instead of paths to convert an in-memory table.
     ``keep`` names further columns to carry as they are (``fit --group``, or the option
     ``keep_flags`` names for a column, e.g. ``--by``, in the error for a missing one); without
-    ``require_loss`` a table with no loss column is read as it is (rows to predict).
+    ``require_loss`` a table with no loss column is read as it is; ``every_row`` (rows to
+    predict) keeps every row, a missing loss left missing.
     """
     import polars as pl
 
@@ -431,12 +432,19 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     if aliased:
         notes.append(f"read columns by their common names: {', '.join(aliased)} (--map to "
                      "choose others)")
+    for c in ("n_layer", "d_model", "n_head"):  # a count of layers or units is whole
+        if c in out.columns and out[c].dtype.is_numeric():
+            frac = out.filter(pl.col(c).is_finite() & (pl.col(c) != pl.col(c).round(0)))[c]
+            if frac.len():
+                notes.append(f"column {sources.get(c, c)!r} (archfit {c!r}) has {frac.len()} "
+                             f"fractional value(s), e.g. {frac[0]:g}: a whole number is "
+                             "expected; fitted as given (check the column)")
     if "tokens" not in out.columns and {"flops", "params"} <= set(out.columns):
         out = out.with_columns((pl.col("flops") / (6.0 * pl.col("params"))).alias("tokens"))
         sources["tokens"] = "flops / (6 * params)"
         notes.append("tokens were missing: computed as D = FLOPs / (6 N)")
-    if "loss" not in out.columns:
-        if not require_loss:  # rows to predict
+    if "loss" not in out.columns or every_row:
+        if not require_loss or every_row:  # rows to predict
             return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
                             mapping=mapping, groupings=groupings)
         raise FitInputError("no loss column: expected 'loss' or 'final_val_loss'; map one with "

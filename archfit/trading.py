@@ -84,14 +84,17 @@ class TradeReport:
     gpu: str
     variants: list[VariantTrade] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    target_given: str | None = None  # --target-loss as the user wrote it (None: archfit's)
 
     def summary(self) -> str:
         head = (f"each {self.by} against {self.baseline!r} at the same size, lr and seed; "
                 f"{CONFIDENCE:.0%} intervals across seeds (Student's t over paired runs)")
-        target = (f"time to the loss: to validation loss {self.target_loss:.4f} nats/token "
-                  "(the highest final loss among the runs compared)"
-                  if self.target_loss is not None else
-                  "no loss curves: the verdict reads the loss at equal tokens")
+        target = ("no loss curves: the verdict reads the loss at equal tokens"
+                  if self.target_loss is None else
+                  f"time to the loss: to validation loss {self.target_given} nats/token (yours, "
+                  "--target-loss)" if self.target_given is not None else
+                  f"time to the loss: to validation loss {self.target_loss:.4f} nats/token "
+                  "(the highest final loss among the runs compared)")
         from archfit.objectives import DEFAULT_BATCH_TOKENS
 
         modelled = (f"modelled step time: archfit.perf on {self.gpu} at {DEFAULT_BATCH_TOKENS:,} "
@@ -186,6 +189,9 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
     df = runs_frame(path) if path else to_polars(table)
     if curves is None and path and os.path.isfile(curves_path(path)):
         curves = curves_path(path)
+    if isinstance(curves, (str, os.PathLike)) and not os.path.isfile(curves):
+        raise FitInputError(f"--curves {os.fspath(curves)}: no such file (sweep collect writes "
+                            "the curves beside the run table as *.curves.parquet)")
     cdf = (pl.read_parquet(curves) if isinstance(curves, (str, os.PathLike))
            else to_polars(curves) if curves is not None else None)
     loss = "final_val_loss" if "final_val_loss" in df.columns else "loss"
@@ -193,9 +199,17 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
         if col not in df.columns:
             raise FitInputError(f"the runs have no {col!r} column; a trade pairs runs by seed and "
                                 f"compares them by {by!r} (e.g. a sweep with grid.variants)")
+    from archfit.devices import device
+
+    device(gpu)  # an unknown accelerator is refused, not modelled as nothing
     if "status" in df.columns:
         df = df.filter(pl.col("status") == "ok")
+    n_runs = df.height
     df = df.filter(pl.col(loss).is_not_null() & pl.col(loss).is_finite())
+    if n_runs and df.height == 0:
+        raise FitInputError(f"every run's loss ({loss!r}) is missing: none of the {n_runs} "
+                            "finished runs has one to compare; train them (archfit sweep run) "
+                            "and collect again")
     values = [v for v in df[by].drop_nulls().unique().sort().to_list()]
     if baseline not in values:
         raise FitInputError(f"no finished run has {by} = {baseline!r} (it has "
@@ -204,9 +218,11 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
     keys = [k for k in PAIR_KEYS if k in df.columns]
     base = {tuple(r[k] for k in keys): r for r in df.filter(pl.col(by) == baseline).to_dicts()}
     curve_of = _curves(cdf)
+    given = None if target_loss is None else f"{target_loss:g}"  # at the user's own precision
     if target_loss is None and curve_of:
         target_loss = float(df[loss].max())  # every compared run reaches it
-    report = TradeReport(baseline=baseline, by=by, target_loss=target_loss, gpu=gpu)
+    report = TradeReport(baseline=baseline, by=by, target_loss=target_loss, gpu=gpu,
+                         target_given=given)
     for v in values:
         if v == baseline:
             continue
@@ -216,7 +232,12 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
             report.notes.append(f"{v}: no run shares {', '.join(keys)} with a {baseline} run; "
                                 "left out")
             continue
-        report.variants.append(_one(v, pairs, loss, curve_of, target_loss, gpu))
+        one = _one(v, pairs, loss, curve_of, target_loss, gpu)
+        report.variants.append(one)
+        if target_loss is not None and curve_of and one.steps_to_loss is None:
+            report.notes.append(f"{v}: no pair of runs reaches the target loss "
+                                f"{given or f'{target_loss:.4f}'} (its time to the loss is "
+                                "unknown; the verdict reads the loss at equal tokens)")
     if not report.variants:
         raise FitInputError(f"no {by} has a run paired with a {baseline} run (same "
                             f"{', '.join(keys)}); a trade needs both at the same seeds")
@@ -275,8 +296,15 @@ def _modelled_ratio(pair: tuple[dict[str, Any], dict[str, Any]], gpu: str) -> fl
     from archfit.perf import modelled
     from archfit.shapes import Shape
 
+    from archfit.errors import ShapeError
+
     try:
         a, b = (Shape.from_config({k: v for k, v in r.items() if v is not None}) for r in pair)
+    except ShapeError as e:  # a plan the model cannot have (a layer it does not have)
+        raise FitInputError(f"{pair[0].get('plan') or 'a variant'}: {e}") from None
+    except (TypeError, ValueError):
+        return None
+    try:
         from archfit.objectives import DEFAULT_BATCH_TOKENS
 
         tokens = DEFAULT_BATCH_TOKENS  # a GPU's batch: at a CPU run's, launches dominate

@@ -62,6 +62,10 @@ def inputs(tmp_path_factory):
     fit(lev, law="levine", bootstrap=100).to_json(d / "thin.json")
     _safety_inputs(d)
     _round3_inputs(d, good)
+    zero = pl.Series("tokens", [0.0] * 3 + good["tokens"].to_list()[3:])
+    good.with_columns(zero).write_csv(d / "tok0.csv")  # round four: zero tokens in 3 rows
+    good.with_columns(pl.lit(0.0).alias("tokens")).write_csv(d / "tokall0.csv")
+    (d / "negpool.csv").write_text("params,tokens\n-1e9,2e10\n2e9,2e10\n")
     return d
 
 
@@ -370,6 +374,23 @@ def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["shape", "--layers", "1e9", "--width", "8", "--heads", "1", "--no-mlp", "0"],
          "a per-layer plan over 1,000,000,000 layers"),
         (["recommend", "--params", "7e9", "--tolerance", "1.5"], "tolerance must be a fraction"),
+        # zero tokens: fit refuses them, and so does design --results (no silent first batch)
+        (["fit", str(d / "tok0.csv"), "--law", "chinchilla"], "'tokens' has 3 missing"),
+        (["fit", str(d / "tokall0.csv"), "--law", "chinchilla"], "'tokens' has 60 missing"),
+        (["design", "--law", "chinchilla", "--sizes", "1e10,2e10", "--tokens", "2e11,4e11",
+          "--compute", "1e23", "--budget-frac", "0.5", "--results", str(d / "tok0.csv")],
+         "--results: column 'tokens' has 3 missing"),
+        # messages that point the right way
+        (["shape", "--layers", "4", "--width", "64", "--heads", "2", "--no-attn", "midd"],
+         "'midd' is not a layer index"),
+        (["shape", "--layers", "4", "--width", "64", "--heads", "2", "--gpu", ""],
+         "--gpu': an empty name"),
+        (["grid", "--params", "1e3", "--depths", "1,2"], "no depth/width fits 1000"),
+        (["design", "--law", "chinchilla", "--compute", "1e25", "--pool", str(d / "negpool.csv"),
+          "--budget-frac", "0.5"], "the candidate pool's column 'params' has 1 missing"),
+        (["design", "--law", "depth-joint", "--fit", "levine2020", "--params", "1e9", "--sizes",
+          "1e9", "--depths", "4,8", "--tokens", "1e10", "--budget-frac", "0.5"],
+         "levine has no loss model to design with"),
     ]
 
 
@@ -715,3 +736,14 @@ def test_every_lazy_name_is_the_same_object_on_a_second_access():
     for n, obj in first.items():
         assert getattr(archfit, n) is obj, n
     assert callable(archfit.trade) and not isinstance(archfit.trade, type(archfit))
+
+
+def test_a_plan_names_the_middle_layer_and_a_model_without_attention_is_noted(cli):
+    r = cli("shape", "--layers", "4", "--width", "64", "--heads", "2", "--no-attn", "middle",
+            "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["no_attn"] == [2]  # the middle of 4 layers: 4 // 2
+    r = cli("shape", "--layers", "2", "--width", "64", "--heads", "2", "--no-attn", "0,1",
+            "--json")
+    assert r.exit_code == 0, r.output
+    assert any("no layer has attention" in n for n in json.loads(r.output)["notes"])

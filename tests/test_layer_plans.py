@@ -282,3 +282,36 @@ def test_the_shipped_layer_variants_sweep_runs_and_reports(tmp_path, repo, archf
         assert any(v in ln for v in ("faster to the loss", "slower to the loss",
                                      "within the noise"))
         assert "time to the loss x" in ln and "[" in ln
+
+
+def test_the_trade_refuses_and_notes_what_it_cannot_compare(cli, tmp_path):
+    """Integrity round four: a bad --gpu, every loss missing, a missing --curves file and a
+    plan the model cannot have are refused in one line; a user's --target-loss is labelled as
+    the user's, and a target no run reaches is said."""
+    runs, curves = planted_table({"uniform": 0.0, "no-mlp:0": 0.01},
+                                 {"uniform": 1.0, "no-mlp:0": 1.0}, seeds=3)
+    path = tmp_path / "lv.parquet"
+    runs.write_parquet(path)
+    curves.write_parquet(tmp_path / "lv.curves.parquet")
+
+    def refused(*args: object) -> str:
+        r = cli("trade", *args)
+        assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+        return r.stderr
+
+    assert "unknown" in refused(path, "--gpu", "tpu9").lower()
+    runs.with_columns(pl.lit(None, dtype=pl.Float64).alias("final_val_loss")).write_parquet(
+        tmp_path / "noloss.parquet")
+    assert "every run's loss ('final_val_loss') is missing" in refused(tmp_path / "noloss.parquet")
+    assert "no such file" in refused(path, "--curves", tmp_path / "nope.parquet")
+    shaped = runs.with_columns(n_layer=pl.lit(4), d_model=pl.lit(64), n_head=pl.lit(2),
+                               no_mlp=pl.when(pl.col("variant") == "uniform").then(pl.lit(None))
+                               .otherwise(pl.lit("9")))
+    shaped.write_parquet(tmp_path / "shaped.parquet")
+    assert "no_mlp layer 9 is outside the 4 layers" in refused(tmp_path / "shaped.parquet")
+    r = cli("trade", path, "--target-loss", "2.3")
+    assert r.exit_code == 0 and "to validation loss 2.3 nats/token (yours, --target-loss)" in r.output
+    r = cli("trade", path, "--target-loss", "0.5", "--json")
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.output)["notes"]
+    assert any("no pair of runs reaches the target loss 0.5" in n for n in notes), notes

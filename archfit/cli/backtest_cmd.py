@@ -42,10 +42,18 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     from archfit.laws.numeric import band_report
     from archfit.store import read_runs
 
+    import math
+
+    import numpy as np
+
+    from archfit.laws.numeric import finite_positive
+
     f = load_fit(fit_file)
-    table = read_runs(files, parse_map(maps), require_loss=False)
+    table = read_runs(files, parse_map(maps), require_loss=False, every_row=True)
     cols = {c: table.frame[c].to_numpy().astype(float) for c in table.frame.columns
             if table.frame[c].dtype.is_numeric()}
+    for c in ("params", "tokens", "n_layer", "d_model"):  # what fit refuses, predict does
+        _ = c in cols and finite_positive(table.sources.get(c, c), cols[c])
     pred, lo, hi = f.band(cols, _interval(interval))
     if "params" in cols and (w := f.outside_span(cols["params"])):
         click.echo(f"warning: {w}", err=True)
@@ -54,10 +62,14 @@ def predict(fit_file, files, maps, interval, limit, as_json):
         r = {c: float(cols[c][i]) for c in ("params", "n_layer", "d_model", "tokens")
              if c in cols}
         r.update(predicted=float(pred[i]), low=float(lo[i]), high=float(hi[i]))
-        if "loss" in cols:
-            r["actual"] = float(cols["loss"][i])
+        if "loss" in cols:  # None where the run has no loss (yet)
+            a = float(cols["loss"][i])
+            r["actual"] = a if math.isfinite(a) and a > 0 else None
         rows.append(r)
-    summary = band_report(pred, lo, hi, cols["loss"]) if "loss" in cols else {}
+    has = np.array([r.get("actual") is not None for r in rows])
+    summary = band_report(pred[has], lo[has], hi[has], cols["loss"][has]) if has.any() else {}
+    if has.any() and not has.all():
+        summary["n_with_loss"] = int(has.sum())
     if as_json:
         emit_json({"fit": f.label, "law": f.law, "interval": interval, "rows": rows,
                    **summary})
@@ -73,8 +85,8 @@ def predict(fit_file, files, maps, interval, limit, as_json):
                          if len(shown) < len(rows) else None))
     if summary:
         click.echo(f"coverage of the {interval:.0%} intervals: {summary['coverage']:.0%} of "
-                   f"{len(rows)} rows; mean error {summary['mean_rel_error']:+.1%}, RMS "
-                   f"{summary['rms_rel_error']:.1%}")
+                   f"the {int(has.sum())} rows with a loss (of {len(rows)}); mean error "
+                   f"{summary['mean_rel_error']:+.1%}, RMS {summary['rms_rel_error']:.1%}")
 
 
 def loss_laws() -> list[str]:

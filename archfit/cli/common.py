@@ -156,9 +156,16 @@ def perf_options(f: Any) -> Any:
     f = click.option("--perf", "perf_file", default=None, metavar="FILE",
                      help="A calibrated step model (archfit throughput --out) for the training "
                           "speed instead of the modelled one.")(f)
-    return click.option("--gpu", default=None, metavar="NAME",
+    return click.option("--gpu", default=None, metavar="NAME", callback=_gpu_name,
                         help=f"The accelerator ({', '.join(DEVICES)}; default h100) whose "
                              "training speed and decode latency archfit.perf predicts.")(f)
+
+
+def _gpu_name(ctx: Any, param: Any, value: str | None) -> str | None:
+    """An empty --gpu is a mistake, not a request for the default."""
+    if value is not None and not value.strip():
+        raise click.BadParameter(f"an empty name; give one of {', '.join(DEVICES)}")
+    return value
 
 
 def pick(kw: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, as_polars, check_budget, check_pool,
+from archfit.design.pool import (DesignError, Target, as_polars, as_runs, check_budget, check_pool,
                                  columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
                                  check_seed, not_among, starting_fit)
 from archfit.design.replays import (calibrated_fit, extrapolation_widen, fit_runs, metrics,
@@ -239,7 +239,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     if batch < 1:
         raise DesignError(f"--batch must be 1 or more, got {batch}")
     check_seed(seed)
-    pool, results = as_polars(pool), as_polars(results)
+    pool, results = as_polars(pool), as_runs(results)
     check_pool(pool, lw)
     target.check(lw)
     has_results = results is not None and results.height > 0
@@ -255,7 +255,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     budget = check_budget(budget, budget_frac, cost, is_open, unit)
     if fit is None:
         # here a prior has results to weigh (without them it became the starting fit)
-        fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths)
+        fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths, strict=True)
         if fit is None:
             notes.append(f"no fit yet ({why}): a space-filling first batch")
         elif prior is not None:

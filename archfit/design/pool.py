@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from archfit.errors import ArchfitError
+from archfit.errors import ArchfitError, FitInputError
 
 # tokens per optimizer step assumed for GPU-hours when no spec states batch_size x ctx
 DEFAULT_TOKENS_PER_STEP = 524_288  # 0.5M tokens, a common pretraining batch (stated, assumed)
@@ -107,6 +107,27 @@ def as_polars(table: Any) -> Any:
     return None if table is None else to_polars(table)
 
 
+def as_runs(table: Any, what: str = "--results") -> Any:
+    """Finished runs as ``fit`` reads them: a polars frame whose columns have archfit's names
+    (``final_val_loss`` -> ``loss``, ``num_params`` -> ``params``, ...), other columns kept;
+    a table ``fit`` refuses raises the same typed error. None stays None."""
+    if table is None:
+        return None
+    from archfit.store import read_runs, to_polars
+
+    from archfit.laws.numeric import finite_positive
+
+    frame = to_polars(table)
+    try:
+        out = read_runs([], frame=frame, keep=list(frame.columns)).frame
+        for c in ("params", "tokens"):  # what fit refuses, refused before any budget is weighed
+            if c in out.columns and out[c].dtype.is_numeric():
+                finite_positive(c, out[c])
+    except FitInputError as e:
+        raise FitInputError(f"{what}: {e}") from None
+    return out
+
+
 def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
     if frame is None or frame.height == 0:
         raise DesignError(f"{where} is empty: give a table of candidate runs (--pool), a sweep "
@@ -115,6 +136,12 @@ def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
     if missing:
         raise DesignError(f"{where} lacks column(s) {', '.join(missing)} that {law.name} needs "
                           f"to predict a run; it has {', '.join(frame.columns)}")
+    for c in (*law.columns, "tokens", "cost"):  # a size, depth, token count or cost <= 0
+        if c != "loss" and c in frame.columns and frame[c].dtype.is_numeric():
+            bad = int((~(frame[c] > 0).fill_null(False)).sum())
+            if bad:
+                raise DesignError(f"{where}'s column {c!r} has {bad} missing, zero or negative "
+                                  f"value(s) of {frame.height}; drop or fix those rows")
 
 
 def pool_from_spec(spec: Any) -> Any:
@@ -234,8 +261,15 @@ def starting_fit(lw: Any, fit: Any, prior: Any, widths: dict[str, float] | None,
     if fit is not None:
         fit = load_fit(fit)
         if fit.law != lw.name:
-            raise DesignError(f"the fit {fit.label} is a {fit.law} fit, but the design's law is "
-                              f"{lw.name}: pass --law {fit.law}, or start from a {lw.name} fit")
+            from archfit.laws import get_law
+
+            able = fit.law_obj.predicts_loss if hasattr(fit, "law_obj") else get_law(
+                fit.law).predicts_loss
+            raise DesignError(
+                f"the fit {fit.label} is a {fit.law} fit, but the design's law is {lw.name}: "
+                + (f"pass --law {fit.law}, or start from a {lw.name} fit" if able else
+                   f"{fit.law} has no loss model to design with; fit your runs with 'archfit "
+                   f"fit ... --law {lw.name}' and pass that fit, or give --results"))
     return fit, cons
 
 

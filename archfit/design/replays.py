@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, as_polars, check_pool, check_seed, columns,
+from archfit.design.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
                                  costs, not_among)
 from archfit.design.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
                                        near_share, space_filling)
@@ -19,9 +19,12 @@ _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left 
 
 
 def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
-             prior_widths: dict[str, float] | None = None) -> tuple[Any, str | None]:
+             prior_widths: dict[str, float] | None = None, strict: bool = False
+             ) -> tuple[Any, str | None]:
     """A fit of the runs so far (with ``prior``: a Gaussian prior on the parameters it shares
-    with the law, as ``archfit fit --prior``), or (None, why not)."""
+    with the law, as ``archfit fit --prior``), or (None, why not). ``strict`` (the user's
+    ``--results``): a table ``fit`` refuses is refused here too, not replaced by a first batch;
+    only too few runs for the law falls back."""
     from archfit.laws.fitting import fit
 
     if frame is None or frame.height == 0:
@@ -29,7 +32,11 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
     try:
         return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False, prior=prior,
                    prior_widths=prior_widths), None
-    except (FitError, FitInputError) as e:
+    except FitInputError as e:
+        if strict:
+            raise FitInputError(f"--results: {e}") from None
+        return None, str(e)
+    except FitError as e:
         return None, str(e)
 
 
@@ -70,7 +77,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     lw = get_law(law)
     if strategy not in STRATEGIES:
         raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    done, target_rows = as_polars(done), as_polars(target_rows)
+    done, target_rows = as_runs(done, "the replay table"), as_runs(target_rows, "the target table")
     for name, frame in (("the replay table", done), ("the target table", target_rows)):
         if frame is None or "loss" not in frame.columns:
             raise DesignError(f"{name} has no loss column: a replay reveals the losses of runs "

@@ -15,14 +15,13 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
-from archfit.laws.numeric import SIZE_TOLERANCE, heldout_split, run_scatter, subset
+from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, run_scatter,
+                                  subset)
 from archfit.store import RunTable, read_runs
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
-HELDOUT_BOOTSTRAP = 100
-HELDOUT_SEED = 0
-HELDOUT_LEVEL = 0.95
+HELDOUT_BOOTSTRAP, HELDOUT_SEED, HELDOUT_LEVEL = 100, 0, 0.95
 # resamples are drawn up front: beyond this a count is a typo, not a wish for precision
 MAX_BOOTSTRAP = 100_000
 
@@ -251,9 +250,10 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
 
 
 def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
-    """The table's frame after the checks that stop a fit of data that cannot be what it
-    claims (see :func:`fit`); notes what it did."""
+    """The frame after the checks that stop a fit of data that cannot be what it claims."""
     df, src = table.frame, table.sources
+    for c in ("params", "tokens"):  # before duplicates: all-zero tokens make rows look alike
+        _ = c in df.columns and df[c].dtype.is_numeric() and finite_positive(src.get(c, c), df[c])
     n_dup = df.height - df.unique(maintain_order=True).height
     if n_dup:
         if not dedupe:

@@ -1,0 +1,94 @@
+"""Integrity, round four (issue 56): the Python API meets the CLI. The design and its replay
+read the table 'sweep collect' writes as 'fit' does, and a bad frame raises the typed
+FitInputError in one line."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import polars as pl
+import pytest
+
+import archfit
+from archfit.design.pool import Target
+from archfit.errors import FitInputError
+
+
+def runs(n: int = 40, seed: int = 0) -> pl.DataFrame:
+    """Finished runs under the names 'sweep collect' writes (final_val_loss, not loss)."""
+    rng = np.random.default_rng(seed)
+    N, D = 10 ** rng.uniform(7, 9, n), 10 ** rng.uniform(8, 10, n)
+    loss = 1.8 + 480 / N ** 0.35 + 2000 / D ** 0.37
+    return pl.DataFrame({"params": N, "tokens": D, "final_val_loss": loss * np.exp(
+        rng.normal(0, 0.005, n))})
+
+
+POOL = pl.DataFrame({"params": [2e9, 4e9, 2e9, 4e9], "tokens": [4e10, 4e10, 8e10, 8e10]})
+
+
+def test_design_fits_a_collected_table_as_fit_does():
+    res = runs()
+    kw = dict(law="chinchilla", target=Target("compute", 1e22), budget_frac=0.5, bootstrap=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = archfit.design(POOL, results=res, **kw)
+        same = archfit.design(POOL, results=res.rename({"final_val_loss": "loss"}), **kw)
+    assert d.ci_now is not None and not any("no fit yet" in n for n in d.notes)
+    assert d.ci_now == same.ci_now and d.chosen == same.chosen
+
+
+def test_replay_reads_a_collected_table():
+    res = runs(60)
+    big = res.sort("params")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = archfit.design.replay(big.head(54), big.tail(6), law="chinchilla", budget_frac=0.5,
+                                  bootstrap=10, final_bootstrap=10)
+    assert r["target"]["design"]["mean_abs_rel_error"] < 0.05
+
+
+@pytest.mark.parametrize("bad", [
+    pl.DataFrame({"params": [1e9, 2e9], "final_val_loss": ["a", "b"]}),
+    pl.DataFrame({"params": ["x", "y"], "tokens": [1e9, 2e9], "loss": [2.0, 2.1]}),
+    {"params": [1e9, 2e9], "loss": [2.0, 2.1], "tokens": [1e9, -1.0]},
+])
+def test_a_bad_frame_raises_the_typed_error_in_one_line(bad):
+    for call in (lambda: archfit.design(POOL, law="chinchilla", results=bad,
+                                        target=Target("compute", 1e22), budget_frac=0.5),
+                 lambda: archfit.design.replay(bad, runs(5), law="chinchilla",
+                                               budget_frac=0.5)):
+        with pytest.raises(FitInputError) as e:
+            call()
+        assert "\n" not in str(e.value) and str(e.value)
+
+
+def test_predict_predicts_every_row_and_leaves_a_missing_loss_empty(tmp_path, cli):
+    import json
+
+    from archfit.laws.fitting import fit
+
+    res = runs().rename({"final_val_loss": "loss"})
+    fit(res, "chinchilla", bootstrap=10).to_json(tmp_path / "f.json")
+    rows = runs(6, seed=1).rename({"final_val_loss": "loss"})
+    losses = rows["loss"].to_list()
+    part = rows.with_columns(pl.Series("loss", [None, None] + losses[2:]))
+    part.write_csv(tmp_path / "part.csv")
+    r = cli("predict", tmp_path / "f.json", tmp_path / "part.csv", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert len(d["rows"]) == 6 and [x["actual"] for x in d["rows"]][:2] == [None, None]
+    assert [x["actual"] for x in d["rows"]][2:] == pytest.approx(losses[2:])
+    assert d["n_with_loss"] == 4
+    inside = [x["low"] <= x["actual"] <= x["high"] for x in d["rows"][2:]]
+    assert d["coverage"] == pytest.approx(sum(inside) / 4)
+    rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("loss")).write_csv(tmp_path / "no.csv")
+    r = cli("predict", tmp_path / "f.json", tmp_path / "no.csv", "--json")  # none trained yet
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert len(d["rows"]) == 6 and all(x["actual"] is None for x in d["rows"])
+    assert "coverage" not in d
+    rows.with_columns(pl.Series("params", [-1.0] + rows["params"].to_list()[1:])).write_csv(
+        tmp_path / "neg.csv")
+    r = cli("predict", tmp_path / "f.json", tmp_path / "neg.csv")  # what fit refuses
+    assert r.exit_code == 2 and "'params' has 1 missing, non-finite or non-positive" in r.stderr
