@@ -432,7 +432,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     if aliased:
         notes.append(f"read columns by their common names: {', '.join(aliased)} (--map to "
                      "choose others)")
-    for c in ("n_layer", "d_model", "n_head"):  # a count of layers or units is whole
+    for c in ("n_layer",):  # a count of layers is whole
         if c in out.columns and out[c].dtype.is_numeric():
             frac = out.filter(pl.col(c).is_finite() & (pl.col(c) != pl.col(c).round(0)))[c]
             if frac.len():

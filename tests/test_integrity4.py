@@ -92,3 +92,44 @@ def test_predict_predicts_every_row_and_leaves_a_missing_loss_empty(tmp_path, cl
         tmp_path / "neg.csv")
     r = cli("predict", tmp_path / "f.json", tmp_path / "neg.csv")  # what fit refuses
     assert r.exit_code == 2 and "'params' has 1 missing, non-finite or non-positive" in r.stderr
+
+
+def test_design_writes_the_runs_it_chose_and_recognises_its_own_table(cli, tmp_path, repo):
+    """-o next.toml keeps a chosen layer variant's plan (a uniform shape trains a different
+    model) and refuses a batch a spec cannot hold (shapes x lrs x seeds); -o next.csv run
+    twice replaces its own table and never a user's."""
+    import tomllib
+
+    spec = (repo / "sweeps" / "layer-variants.toml").read_text()
+    one = tmp_path / "lv1.toml"
+    one.write_text(spec.replace("seeds = [0, 1, 2]", "seeds = [0]"))
+    args = ["design", "--law", "depth-joint", "--spec", one, "--params", "4e5",
+            "--budget-frac", "0.9", "--batch", "3"]
+    r = cli(*args, "-o", tmp_path / "next.toml")
+    assert r.exit_code == 0, r.output
+    shapes = tomllib.loads((tmp_path / "next.toml").read_text())["grid"]["shapes"]
+    assert {tuple(s.get("no_mlp", ())) for s in shapes} >= {(0,)}, shapes  # the plan kept
+    r = cli("sweep", "plan", tmp_path / "next.toml")
+    assert r.exit_code == 0 and "no-mlp:0" in r.output, r.output
+    three = tmp_path / "lv3.toml"
+    three.write_text(spec)
+    r = cli(*[three if a == one else a for a in args], "-o", tmp_path / "x.toml")
+    assert r.exit_code == 2 and "write them as a table" in r.stderr, r.output
+    for strategy in ("archfit", "random"):
+        for _ in range(2):
+            r = cli(*args, "--strategy", strategy, "-o", tmp_path / "next.csv")
+            assert r.exit_code == 0, r.output
+    (tmp_path / "mine.csv").write_text("a,b\n1,2\n")
+    r = cli(*args, "-o", tmp_path / "mine.csv")
+    assert r.exit_code == 2 and (tmp_path / "mine.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_fit_notes_a_fractional_depth(tmp_path):
+    from archfit.store import read_runs
+
+    df = pl.DataFrame({"params": [1e6, 2e6, 4e6], "loss": [3.0, 2.9, 2.8],
+                       "n_layer": [2.0, 3.5, 4.0]})
+    notes = read_runs([], frame=df).notes
+    assert any("'n_layer'" in n and "1 fractional value(s), e.g. 3.5" in n for n in notes), notes
+    whole = read_runs([], frame=df.with_columns(pl.Series("n_layer", [2.0, 3.0, 4.0]))).notes
+    assert not any("fractional" in n for n in whole)

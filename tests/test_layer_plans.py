@@ -85,7 +85,7 @@ def test_plans_are_checked_and_written_back():
                       ({"no_mlp": (1,), "no_attn": (1,)}, "neither attention nor an MLP"),
                       ({"heads_per_layer": (4, 2)}, "one per layer"),
                       ({"heads_per_layer": (4, 3, 4, 4), "n_kv_head": 2}, "multiple of the GQA"),
-                      ({"no_mlp": ("x",)}, "not a whole number")]:
+                      ({"no_mlp": ("x",)}, "not a layer index")]:
         with pytest.raises(ShapeError, match=match):
             Shape(**BASE, **kw)
     with pytest.raises(ShapeError, match="unknown layer plan"):

@@ -192,13 +192,23 @@ def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
                      force=force, ours=is_archfit_png)
 
 
+DESIGN_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
+
+
 def _ours(path: str) -> bool:
-    """A file 'archfit design -o' wrote (its description or the table's columns say so)."""
+    """A file 'archfit design -o' wrote: a spec whose description says so, or a table with
+    the batch's columns."""
     try:
+        if path.endswith(".parquet"):
+            import polars as pl
+
+            return DESIGN_COLUMNS <= set(pl.read_parquet_schema(path))
         with open(path, encoding="utf-8", errors="replace") as f:
             head = f.read(4096)
-    except OSError:
+    except Exception:  # unreadable: not recognisably ours
         return False
+    if path.endswith(".csv"):
+        return DESIGN_COLUMNS <= set(head.splitlines()[0].split(",")) if head else False
     return "archfit design:" in head
 
 

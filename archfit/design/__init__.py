@@ -74,7 +74,9 @@ class Design:
     def to_frame(self) -> Any:
         import polars as pl
 
-        return pl.DataFrame(self.chosen) if self.chosen else pl.DataFrame()
+        if not self.chosen:
+            return pl.DataFrame()  # the strategy's name marks the table as a design's batch
+        return pl.DataFrame(self.chosen).with_columns(pl.lit(self.strategy).alias("strategy"))
 
     def first_line(self) -> str:
         """One line: what to run first, its cost, and the interval predicted after the batch."""
@@ -145,17 +147,39 @@ class Design:
                               "sweep spec holds one budget: write them as a table (-o next.csv)")
         model = raw.setdefault("model", {})
         model.pop("n_head", None)
-        shapes = [{k: int(c[k]) for k in ("n_layer", "d_model", "n_head", "d_ff") if c.get(k)}
-                  for c in self.chosen]
+        shapes = [_spec_shape(c) for c in self.chosen]
+        default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
+        runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
+                for sh, c in zip(shapes, self.chosen)}
+        lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
+        uniq = {r[0] for r in runs}
+        if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
+            raise DesignError(f"the chosen runs are not every shape at every one of their "
+                              f"{len(lrs)} learning rate(s) and {len(seeds)} seed(s), which is "
+                              "what a sweep spec trains: write them as a table (-o next.csv)")
+        shapes = [dict(t) for t in dict.fromkeys(tuple((k, tuple(v) if isinstance(v, list)
+                                                         else v) for k, v in sh.items())
+                                                   for sh in shapes)]
+        shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
+                  for sh in shapes]
         raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
                    description=f"archfit design: {len(shapes)} runs toward {self.target}",
-                   seeds=[int(self.chosen[0].get("seed") or 0)],
-                   lrs=[float(self.chosen[0].get("lr")
-                              or ((spec.raw.get("lrs") if spec is not None else None)
-                                  or [3e-3])[0])],
-                   grid={"shapes": shapes}, budget=budget)
+                   seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
         atomic_write(path, tomli_w.dumps(raw))
         return path
+
+
+def _spec_shape(c: dict[str, Any]) -> dict[str, Any]:
+    """A chosen run as a grid.shapes entry: its dimensions and its per-layer plan (a layer
+    variant written as a uniform shape would train a different model)."""
+    from archfit.shapes import parse_plan
+
+    out: dict[str, Any] = {k: int(c[k]) for k in ("n_layer", "d_model", "n_head", "d_ff")
+                           if c.get(k)}
+    plan = c.get("plan")
+    if plan and plan != "uniform":
+        out.update({k: list(v) for k, v in parse_plan(plan, out["n_layer"]).items()})
+    return out
 
 
 def _unit(d: Design) -> str:

@@ -156,7 +156,7 @@ def pool_from_spec(spec: Any) -> Any:
                      "n_kv_head": s.n_kv_head, "d_ff": s.d_ff,
                      "tokens": _budget_tokens(cfg, s),
                      "target_params": r.meta.get("target_params"),
-                     "lr": cfg.lr, "seed": cfg.seed})
+                     "lr": cfg.lr, "seed": cfg.seed, "plan": s.plan})
     return pl.DataFrame(rows)
 
 
