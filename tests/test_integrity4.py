@@ -133,3 +133,74 @@ def test_fit_notes_a_fractional_depth(tmp_path):
     assert any("'n_layer'" in n and "1 fractional value(s), e.g. 3.5" in n for n in notes), notes
     whole = read_runs([], frame=df.with_columns(pl.Series("n_layer", [2.0, 3.0, 4.0]))).notes
     assert not any("fractional" in n for n in whole)
+
+
+def _limited(args: list[str], timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    """archfit ``args`` in a subprocess under 4 GB of address space (round three's rule)."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, 4_000_000 * 1024))
+
+    return subprocess.run([sys.executable, "-m", "archfit", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
+
+
+@pytest.mark.slow
+def test_a_million_row_table_is_answered_in_bounded_time_and_memory(tmp_path):
+    """fit, design --results and predict on 1,000,000 rows of 17 configurations repeated:
+    each finishes (or refuses in one line) within 60 s under 4 GB of address space; the
+    prediction band computes each distinct configuration once."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from conftest import _joint
+
+    small, _ = _joint(n_shapes=17, n_tokens=1, seed=3)
+    big = pl.concat([small] * (1_000_000 // small.height + 1)).head(1_000_000)
+    path = tmp_path / "big.parquet"
+    big.write_parquet(path)
+    r = _limited(["fit", path, "--law", "depth-joint", "--bootstrap", "20"])
+    assert r.returncode == 2 and "exact duplicates" in r.stderr and "--dedupe" in r.stderr
+    r = _limited(["fit", path, "--law", "depth-joint", "--bootstrap", "20", "--dedupe", "--out",
+                  tmp_path / "f.json"])
+    assert r.returncode == 0, r.stderr[-800:]
+    r = _limited(["predict", tmp_path / "f.json", path, "--json"])
+    assert r.returncode == 0, r.stderr[-800:]
+    import json
+
+    rows = json.loads(r.stdout)["rows"]
+    assert len(rows) == 1_000_000 and rows[0]["predicted"] == rows[small.height]["predicted"]
+    r = _limited(["design", "--law", "depth-joint", "--results", path, "--dedupe", "--params",
+                  "2e9", "--sizes", "1e9", "--depths", "8,16,32", "--tokens", "1e10",
+                  "--budget-frac", "0.9", "--bootstrap", "20"])
+    assert r.returncode in (0, 2), r.stderr[-800:]
+    assert "Traceback" not in r.stderr and (r.returncode == 0 or len(r.stderr.splitlines()) == 1)
+
+
+def test_a_thousand_cuts_fit_each_distinct_split_once(cli, tmp_path):
+    """backtest --cuts with 1,000 values: cuts between the same two sizes split the runs
+    alike, so each split is fitted once, with progress, and every cut gets its result."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from conftest import _joint
+
+    df, _ = _joint(n_shapes=14, n_tokens=2, seed=4)
+    path = tmp_path / "s.parquet"
+    df.write_parquet(path)
+    sizes = np.sort(df["params"].unique().to_numpy())
+    cuts = np.linspace(sizes[9], sizes[-2], 1000)
+    r = cli("backtest", path, "--law", "depth-joint", "--bootstrap", "5", "--cuts",
+            ",".join(f"{c:.9g}" for c in cuts), "--json")
+    assert r.exit_code == 0, r.output[-800:]
+    out = json.loads(r.stdout)["backtests"]
+    assert len(out) == 1000
+    splits = {int(np.searchsorted(sizes, c, side="right")) for c in cuts}
+    assert len({b["split_of_cut"] for b in out}) == len(splits) <= 5
+    assert r.stderr.count("backtest: split") == len(splits)
+    same = [b for b in out if b["split_of_cut"] == out[-1]["split_of_cut"]]
+    assert len({json.dumps(b.get("coverage")) for b in same}) == 1  # one fit, one answer

@@ -42,8 +42,6 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     from archfit.laws.numeric import band_report
     from archfit.store import read_runs
 
-    import math
-
     import numpy as np
 
     from archfit.laws.numeric import finite_positive
@@ -57,35 +55,45 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     pred, lo, hi = f.band(cols, _interval(interval))
     if "params" in cols and (w := f.outside_span(cols["params"])):
         click.echo(f"warning: {w}", err=True)
-    rows = []
-    for i in range(table.frame.height):
-        r = {c: float(cols[c][i]) for c in ("params", "n_layer", "d_model", "tokens")
-             if c in cols}
+    n = table.frame.height
+    keys = [k for k in ("params", "n_layer", "d_model", "tokens") if k in cols]
+    actual = cols.get("loss")
+    has = (np.isfinite(actual) & (actual > 0)) if actual is not None else np.zeros(n, bool)
+
+    def row(i: int) -> dict:  # type: ignore[type-arg]
+        r = {c: float(cols[c][i]) for c in keys}
         r.update(predicted=float(pred[i]), low=float(lo[i]), high=float(hi[i]))
-        if "loss" in cols:  # None where the run has no loss (yet)
-            a = float(cols["loss"][i])
-            r["actual"] = a if math.isfinite(a) and a > 0 else None
-        rows.append(r)
-    has = np.array([r.get("actual") is not None for r in rows])
-    summary = band_report(pred[has], lo[has], hi[has], cols["loss"][has]) if has.any() else {}
+        if actual is not None:  # None where the run has no loss (yet)
+            r["actual"] = float(actual[i]) if has[i] else None
+        return r
+
+    summary = band_report(pred[has], lo[has], hi[has], actual[has]) if has.any() else {}
     if has.any() and not has.all():
         summary["n_with_loss"] = int(has.sum())
-    if as_json:
-        emit_json({"fit": f.label, "law": f.law, "interval": interval, "rows": rows,
-                   **summary})
+    if as_json:  # streamed a row at a time: a million rows never sit in memory as one string
+        import json
+
+        from archfit.io import jsonable
+
+        head = json.dumps(jsonable({"fit": f.label, "law": f.law, "interval": interval,
+                                    **summary}), allow_nan=False)
+        click.echo(head[:-1] + ', "rows": [', nl=False)
+        for i in range(n):
+            click.echo(("," if i else "") + "\n" + json.dumps(jsonable(row(i)), allow_nan=False),
+                       nl=False)
+        click.echo("\n]}")
         return
-    shown = rows if not limit else rows[:limit]
-    keys = [k for k in ("params", "n_layer", "d_model", "tokens") if k in cols]
+    shown = [row(i) for i in range(n if not limit else min(limit, n))]
     print_table(shown, [(k, k) for k in keys] + [("predicted", "predicted"),
                                                  ("low", f"{interval:.0%} low"),
                                                  ("high", f"{interval:.0%} high")]
-                + ([("actual", "actual")] if "loss" in cols else []),
+                + ([("actual", "actual")] if actual is not None else []),
                 title=f"loss (nats/token) predicted by {f.label}",
-                caption=(f"{len(rows) - len(shown)} more rows: --limit 0 or --json"
-                         if len(shown) < len(rows) else None))
+                caption=(f"{n - len(shown)} more rows: --limit 0 or --json"
+                         if len(shown) < n else None))
     if summary:
         click.echo(f"coverage of the {interval:.0%} intervals: {summary['coverage']:.0%} of "
-                   f"the {int(has.sum())} rows with a loss (of {len(rows)}); mean error "
+                   f"the {int(has.sum())} rows with a loss (of {n}); mean error "
                    f"{summary['mean_rel_error']:+.1%}, RMS {summary['rms_rel_error']:.1%}")
 
 
@@ -147,8 +155,15 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
     table = read_runs(files, parse_map(maps), keep=list(group) or None)
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
-    results = backtests(sorted(all_cuts), frame=table, law=law, bootstrap=bootstrap, seed=seed,
-                        interval=_interval(interval), group=list(group) or None)
+    uniq = sorted(set(all_cuts))
+
+    def progress(i: int, n: int) -> None:
+        if n > 1:
+            click.echo(f"backtest: split {i} of {n} ({len(uniq)} cuts)", err=True)
+
+    results = backtests(uniq, frame=table, law=law, bootstrap=bootstrap, seed=seed,
+                        interval=_interval(interval), group=list(group) or None,
+                        on_split=progress)
     ran = [r for r in results if not r["error"]]
     if plot_path:
         from archfit.plots import draw_backtest
@@ -157,11 +172,19 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
     if as_json:
         emit_json(results[0] if len(results) == 1 else {"backtests": results})
         return
+    groups: dict[float, list[float]] = {}  # cuts that split the runs alike, printed once
     for r in results:
-        if r["error"]:
-            click.echo(f"backtest of {r['law']} at cut {r['cut']:.3g}: not run: {r['error']}")
+        groups.setdefault(r["split_of_cut"], []).append(r["cut"])
+    for r in results:
+        cs = groups[r["split_of_cut"]]
+        if r["cut"] != cs[0]:
             continue
-        click.echo(f"backtest of {r['law']} at cut {r['cut']:.3g}: fitted on {r['n_train']} rows, "
+        at = (f"cut {r['cut']:.3g}" if len(cs) == 1 else
+              f"cuts {cs[0]:.3g} to {cs[-1]:.3g} ({len(cs)} cuts, one split of the runs)")
+        if r["error"]:
+            click.echo(f"backtest of {r['law']} at {at}: not run: {r['error']}")
+            continue
+        click.echo(f"backtest of {r['law']} at {at}: fitted on {r['n_train']} rows, "
                    f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
         click.echo(f"  coverage of the {r['interval']:.0%} intervals: {r['coverage']:.0%}; "
                    f"mean error {r['mean_rel_error']:+.1%}, RMS {r['rms_rel_error']:.1%}, "

@@ -85,6 +85,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--bootstrap", type=COUNT, default=None,
               help="Bootstrap resamples of the fit of --results (the criterion's draws; "
                    "default 200), or with --replay of each round's refit (default 64).")
+@click.option("--dedupe", is_flag=True,
+              help="Drop --results rows that are exact duplicates of others (as 'fit --dedupe').")
 @click.option("--replay", "replay_file", default=None, metavar="DONE_TABLE",
               help="Replay the design on a finished sweep (needs --target and --budget-frac).")
 @click.option("-o", "out", default=None, metavar="FILE",
@@ -99,7 +101,7 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def design(law, params, compute, target_file, fit_file, prior, results, spec_file, pool_file,
            sizes, depths, tokens, ff_ratios, budget, budget_frac, gpu, batch, strategy, until_ci,
-           seed, bootstrap, replay_file, out, plot_path, force, as_json):
+           seed, bootstrap, dedupe, replay_file, out, plot_path, force, as_json):
     """Choose the next runs: the most information about a target for their cost.
 
     \b
@@ -157,7 +159,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
                   results=_table(results, "results") if results else None,
                   fit=fit_file, prior=prior_src, prior_widths=widths, batch=batch,
                   strategy=strategy, seed=seed, bootstrap=200 if bootstrap is None else bootstrap,
-                  gpu=gpu, base=base,
+                  gpu=gpu, base=base, dedupe=dedupe,
                   tokens_per_step=tps, until_ci=_until(until_ci))
     if out and d.chosen:
         d.write(out, spec)

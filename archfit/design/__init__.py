@@ -242,7 +242,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
            gpu: str | None = None, base: dict[str, Any] | None = None,
            tokens_per_step: float | None = None, until_ci: float | None = None,
-           prior: Any = None, prior_widths: dict[str, float] | None = None) -> Design:
+           prior: Any = None, prior_widths: dict[str, float] | None = None,
+           dedupe: bool = False) -> Design:
     """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates:
     the law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's
     unit) or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or
@@ -251,7 +252,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     file or :class:`~archfit.laws.Fit`; widths from its CIs or ``prior_widths``) puts a
     Gaussian prior on the parameters it shares with the law when ``results`` are fitted, and
     without results is the starting fit itself. ``until_ci``: stop when the target's 95% CI
-    high/low is at most this."""
+    high/low is at most this. ``dedupe``: drop results that duplicate other rows (as ``fit``)."""
     from archfit.laws import get_law
 
     lw = get_law(law)
@@ -279,7 +280,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     budget = check_budget(budget, budget_frac, cost, is_open, unit)
     if fit is None:
         # here a prior has results to weigh (without them it became the starting fit)
-        fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths, strict=True)
+        fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths, strict=True,
+                            dedupe=dedupe)
         if fit is None:
             notes.append(f"no fit yet ({why}): a space-filling first batch")
         elif prior is not None:

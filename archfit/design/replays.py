@@ -19,8 +19,8 @@ _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left 
 
 
 def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
-             prior_widths: dict[str, float] | None = None, strict: bool = False
-             ) -> tuple[Any, str | None]:
+             prior_widths: dict[str, float] | None = None, strict: bool = False,
+             dedupe: bool = False) -> tuple[Any, str | None]:
     """A fit of the runs so far (with ``prior``: a Gaussian prior on the parameters it shares
     with the law, as ``archfit fit --prior``), or (None, why not). ``strict`` (the user's
     ``--results``): a table ``fit`` refuses is refused here too, not replaced by a first batch;
@@ -31,7 +31,7 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
         return None, "no runs yet"
     try:
         return fit(frame, law, bootstrap=bootstrap, seed=seed, heldout=False, prior=prior,
-                   prior_widths=prior_widths), None
+                   prior_widths=prior_widths, dedupe=dedupe), None
     except FitInputError as e:
         if strict:
             raise FitInputError(f"--results: {e}") from None

@@ -32,6 +32,9 @@ class Summary(str):
         return self._repr_html_()
 
 
+BAND_CHUNK = 50_000  # rows per prediction-band pass (its draws x rows array stays small)
+
+
 @dataclass(repr=False)  # __repr__ below
 class Fit:
     """A fitted (or published) law: parameters, uncertainty, diagnostics and provenance."""
@@ -144,8 +147,22 @@ class Fit:
             raise FitError(f"{self.label} carries no bootstrap samples and no scatter of runs, "
                            "so no interval can be made; refit with 'archfit fit' (bootstrap > 0)")
         held = self.diagnostics.get("heldout") or {}
-        return prediction_band(law, self.params, draws, scatter, columns, level,
-                               float(held.get("widen") or 1.0), held.get("reach"))
+        import numpy as np
+
+        # rows that repeat a configuration are computed once, the rest in chunks: a table of
+        # a million rows costs its distinct configurations, in bounded memory
+        keys = [c for c in (*law.columns, "tokens") if c != "loss" and c in columns]
+        X = np.column_stack([np.asarray(columns[c], float).ravel() for c in keys])
+        if not len(X) or np.isnan(X).any():  # nothing to share, or NaN (np.unique splits it)
+            return prediction_band(law, self.params, draws, scatter, columns, level,
+                                   float(held.get("widen") or 1.0), held.get("reach"))
+        uniq, inv = np.unique(X, axis=0, return_inverse=True)
+        parts = [prediction_band(law, self.params, draws, scatter,
+                                 {c: uniq[i:i + BAND_CHUNK, j] for j, c in enumerate(keys)},
+                                 level, float(held.get("widen") or 1.0), held.get("reach"))
+                 for i in range(0, len(uniq), BAND_CHUNK)]
+        inv = inv.ravel()
+        return tuple(np.concatenate([p[k] for p in parts])[inv] for k in range(3))  # type: ignore[return-value]
 
     def predict(self, data: Any = None, interval: float | None = None, **columns: Any) -> Any:
         """Evaluate the law. Loss laws return predicted loss (``params=``, ``tokens=``, ...);

@@ -121,17 +121,31 @@ def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
     if not cuts:
         raise FitError("give at least one cut")
     frame = kw.pop("frame", None)
+    on_split = kw.pop("on_split", None)  # (i, n): the i-th of n distinct splits starts
     if not isinstance(frame, RunTable):
         frame = read_runs(kw.pop("paths", None) or [], kw.pop("mapping", None), frame=frame,
                           keep=kw.get("group"))
+    # cuts between the same two sizes split the runs alike: each split is fitted once
+    sizes = np.sort(frame.frame["params"].to_numpy()) if "params" in frame.frame.columns \
+        else np.array([])
+    split_of = {float(c): int(np.searchsorted(sizes, c, side="right")) for c in cuts}
+    splits = sorted(set(split_of.values()))
+    done: dict[int, dict[str, Any]] = {}
     out = []
     for c in cuts:
-        try:
-            out.append({**backtest(frame, cut=c, **kw), "error": None})
-        except (FitError, FitInputError) as e:
-            if isinstance(e, FitInputError) and "no loss model" in str(e):
-                raise  # the law, not the cut: no cut can run
-            out.append({"cut": float(c), "law": kw.get("law", "depth-joint"), "error": str(e)})
+        k = split_of[float(c)]
+        if k not in done:
+            if on_split:
+                on_split(len(done) + 1, len(splits))
+            try:
+                done[k] = {**backtest(frame, cut=c, **kw), "error": None}
+            except (FitError, FitInputError) as e:
+                if isinstance(e, FitInputError) and "no loss model" in str(e):
+                    raise  # the law, not the cut: no cut can run
+                done[k] = {"cut": float(c), "law": kw.get("law", "depth-joint"),
+                           "error": str(e)}
+        # the same split's result, under this cut (and the cut it was computed at)
+        out.append({**done[k], "cut": float(c), "split_of_cut": done[k]["cut"]})
     if all(r["error"] for r in out):
         first = out[0]["error"]
         raise FitError(f"no cut could be backtested; at {out[0]['cut']:.3g}: {first}"
