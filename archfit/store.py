@@ -178,13 +178,15 @@ def is_run_table(path: str) -> bool:
     return "run_id" in names and ("schema_version" in names or "step" in names)
 
 
-def _rows_in(path: str) -> int:
+def _rows_in(path: str) -> int | None:
+    """The rows of the parquet table at ``path``; None when it cannot be read but is not
+    empty (what it held is unknown, so it is protected as a table that holds rows)."""
     try:
         import pyarrow.parquet as pq
 
         return int(pq.read_metadata(path).num_rows)
-    except Exception:  # unreadable: nothing to protect beyond what the output check does
-        return 0
+    except Exception:
+        return None if os.path.getsize(path) else 0
 
 
 def collect(spec: Spec, out: str, path: str) -> tuple[str, str, int]:
@@ -203,9 +205,11 @@ def collect(spec: Spec, out: str, path: str) -> tuple[str, str, int]:
         rows.append(run_row(r, spec.name, res))
         curves.extend(curve_rows(r.run_id, res))
     held = _rows_in(path) if not rows and os.path.exists(path) else 0
-    if held:
+    if held is None or held:
+        what = (f"the {held}-row table {path}" if held else
+                f"{path} ({os.path.getsize(path):,} bytes that cannot be read as a table)")
         raise OutputError(f"no finished runs in {out} (is --out the sweep's folder?); refusing "
-                          f"to replace the {held}-row table {path} with an empty one")
+                          f"to replace {what} with an empty one")
     p, cp = write_runs(rows, curves, path)
     return p, cp, len(rows)
 

@@ -89,3 +89,19 @@ def test_each_readme_command_runs(tree, cmd, monkeypatch):
         argv += ["--bootstrap", "20"]  # the same command, fewer resamples
     r = CliRunner().invoke(main, argv)
     assert r.exit_code == 0, (cmd, r.output[-1500:])
+
+
+@pytest.mark.slow  # a design on the sweep's fit: about 13 s
+def test_the_first_design_help_example_runs_as_printed(tree, monkeypatch):
+    """Integrity round four: 'archfit design --help' opens with an example that runs as
+    printed (on the README tree's sweeps/demo.parquet), with fewer bootstrap resamples."""
+    from archfit.cli import main
+
+    monkeypatch.chdir(tree)
+    text = CliRunner().invoke(main, ["design", "--help"]).output
+    block = text.split("Examples:", 1)[1].replace("\\\n", " ")
+    first = next(ln.strip() for ln in block.splitlines() if ln.strip().startswith("archfit"))
+    argv = shlex.split(first)[1:] + ["--bootstrap", "20"]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == 0, (first, r.output[-1500:])
+    assert (tree / "next.toml").is_file() and "wrote next.toml" in r.output

@@ -137,6 +137,12 @@ def test_store_refuses_an_empty_table_over_a_full_one(runs, tmp_path):
     store.collect(spec, str(runs), pq)
     with pytest.raises(Exception, match="refusing to replace the 6-row table"):
         store.collect(spec, str(tmp_path / "empty"), pq)
+    # the guard holds when the old table cannot be read: what it held is unknown
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 half a table")
+    with pytest.raises(Exception, match="17 bytes that cannot be read as a table"):
+        store.collect(spec, str(tmp_path / "empty"), str(broken))
+    assert broken.read_bytes() == b"PAR1 half a table"
 
 
 def test_an_unexpected_error_is_one_line_with_a_log(tmp_path, monkeypatch):

@@ -107,7 +107,8 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     \b
     Examples:
       archfit design --law depth-joint --results sweeps/demo.parquet --params 7.2e5 \\
-          --spec sweeps/demo.toml --sizes 4.8e5 --depths 2,3,4,6,8 --budget-frac 0.3 -o next.toml
+          --spec sweeps/demo.toml --sizes 4.8e5 --depths 2,3,4,6,8 --tokens 6e5 \\
+          --budget-frac 0.3 -o next.toml
       archfit design --law chinchilla --results runs.csv --compute 1e22 --pool pool.csv \\
           --gpu h100 --budget 500
       archfit design --law chinchilla --prior epoch2024 --results runs.csv --compute 1e23 \\

@@ -314,6 +314,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
     if not picks:
         notes.append("no candidate fits the budget")
+    notes += step.notes
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes,
                   near_share=step.near_share, context=ctx)

@@ -196,8 +196,11 @@ class Ensemble:
                 J.append((yu - yd) / (2 * h))
                 G.append((tu - td) / (2 * h))
                 Jd.append((du - dd) / (2 * h))
-        return (np.nan_to_num(np.array(J).T), np.nan_to_num(np.array(G).T),
-                np.nan_to_num(np.array(Jd).T))
+        from archfit.design.strategies import finite  # strategies imports this module
+
+        what = "derivatives of the prediction"
+        return (finite(step, np.array(J).T, what), finite(step, np.array(G).T, what),
+                finite(step, np.array(Jd).T, what))
 
     def gain(self) -> np.ndarray:
         """Shrink of the target's summed variance if each candidate were run next: the

@@ -25,7 +25,7 @@ runs while the budget allows."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -60,6 +60,21 @@ class Step:
     rng: np.random.Generator
     data: dict[str, np.ndarray] | None = None  # the runs the fit was made on
     near_share: float = 0.0  # of archfit's batch budget, nearest the target first
+    notes: list[str] = field(default_factory=list)  # what the criterion had to paper over
+
+
+def finite(step: Step, a: np.ndarray, what: str) -> np.ndarray:
+    """``a`` with its non-finite entries set to 0, and a note on ``step`` when there were
+    any: a derivative that overflowed near the fit makes its candidates count as uninformative,
+    which the reader should know."""
+    bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+    if bad:
+        note = (f"{bad} of {np.size(a)} {what} were not finite at the fit (a prediction "
+                "overflowed near the point estimate); set to 0, so those candidates count as "
+                "uninformative")
+        if note not in step.notes:
+            step.notes.append(note)
+    return np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _affordable(step: Step, left: float) -> np.ndarray:
@@ -267,7 +282,8 @@ def _jacobians(step: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
             up, dn = at({**p0, n: p0[n] + h}), at({**p0, n: p0[n] - h})
             for i in range(3):
                 cols[i].append((up[i] - dn[i]) / (2 * h))
-    J, Jd, G = (np.nan_to_num(np.stack(c, axis=1)) for c in cols)
+    J, Jd, G = (finite(step, np.stack(c, axis=1), "derivatives of the prediction")
+                for c in cols)
     return J, Jd, G
 
 

@@ -127,8 +127,10 @@ class Chinchilla(_ChinchillaBase):
         else:
             a, b, al, be, e = h.minimize(h.projected_starts(rp=rp), rp=rp,
                                          scale=constraints.scale if constraints else None)
-        return Estimate(np.array([np.exp(e), np.exp(a), np.exp(b), al, be]),
-                        extra={"objective": "huber(delta=1e-3) on log loss"})
+        extra: dict[str, Any] = {"objective": "huber(delta=1e-3) on log loss"}
+        if getattr(h, "notes", None):
+            extra["notes"] = list(h.notes)
+        return Estimate(np.array([np.exp(e), np.exp(a), np.exp(b), al, be]), extra=extra)
 
 
 @register

@@ -274,12 +274,12 @@ class DepthJoint(Law):
             # Gauss-Newton first, then L-BFGS from there (a few steps where the two agree; it
             # leaves a trust region stalled against a bound, ~1 resample in 50)
             starts = np.atleast_2d(obj.polish(starts[0], bounds))
-        best = multistart(obj.value_and_grad, starts, bounds, what="depth-joint")
+        stopped: list[str] = []
+        best = multistart(obj.value_and_grad, starts, bounds, what="depth-joint", notes=stopped)
         extra: dict[str, Any] = {"uses_tokens": lnD is not None, "residual_space": "log loss",
                                  "objective": "huber(delta=1e-3) on log loss"}
-        if lnD is None:
-            extra["notes"] = ["all runs share one token count: the D term is folded into E "
-                              "(B = beta = 0)"]
+        extra["notes"] = stopped + (["all runs share one token count: the D term is folded "
+                                     "into E (B = beta = 0)"] if lnD is None else [])
         return Estimate(self._to_public(best, lnD is not None), extra=extra)
 
     @staticmethod

@@ -128,9 +128,10 @@ LBFGS_OPTIONS = {"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-11}
 
 def multistart(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], starts: Any,
                bounds: Sequence[tuple[float | None, float | None]] | None = None,
-               what: str = "the fit") -> np.ndarray:
+               what: str = "the fit", notes: list[str] | None = None) -> np.ndarray:
     """The best L-BFGS-B optimum of ``fun`` (value and gradient) over ``starts``: the one
-    multi-start loop of the Huber laws and depth-joint."""
+    multi-start loop of the Huber laws and depth-joint. When the best start stopped without
+    converging, ``notes`` (the fit's) says so rather than passing the point off as an optimum."""
     from scipy.optimize import minimize
 
     best = None
@@ -141,6 +142,11 @@ def multistart(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], starts: An
             best = res
     if best is None:
         raise FitError(f"{what} did not converge from any starting point")
+    if not best.success and notes is not None:
+        msg = best.message.decode() if isinstance(best.message, bytes) else str(best.message)
+        notes.append(f"{what}: the optimizer stopped before converging ({msg.lower()}); the "
+                     "estimate is its best point, and the bootstrap's spread shows how far "
+                     "to trust it")
     return best.x
 
 
@@ -290,5 +296,6 @@ class HuberLSE:
                 return v, rp.T.T @ g
 
             x0s = [rp.reduce(s0) for s0 in starts]
-        best = multistart(fun, x0s, what="the Huber fit")
+        self.notes: list[str] = []
+        best = multistart(fun, x0s, what="the Huber fit", notes=self.notes)
         return best if rp is None else rp.expand(best)
