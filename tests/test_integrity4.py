@@ -204,3 +204,31 @@ def test_a_thousand_cuts_fit_each_distinct_split_once(cli, tmp_path):
     assert r.stderr.count("backtest: split") == len(splits)
     same = [b for b in out if b["split_of_cut"] == out[-1]["split_of_cut"]]
     assert len({json.dumps(b.get("coverage")) for b in same}) == 1  # one fit, one answer
+
+
+def test_an_optimizer_that_stops_early_leaves_a_note():
+    from archfit.laws.optimize import multistart
+
+    def wrong(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return float(x @ x), -2 * x  # a gradient pointing uphill: the line search fails
+
+    notes: list[str] = []
+    x = multistart(wrong, [np.array([1.0, -2.0])], what="a test fit", notes=notes)
+    assert np.all(np.isfinite(x))
+    assert len(notes) == 1 and "a test fit: the optimizer stopped before converging" in notes[0]
+    quiet: list[str] = []  # a sound gradient converges, and says nothing
+    multistart(lambda x: (float(x @ x), 2 * x), [np.array([1.0, -2.0])], notes=quiet)
+    assert quiet == []
+
+
+def test_non_finite_derivatives_are_zeroed_with_a_note():
+    from archfit.design.strategies import Step, finite
+
+    step = Step(None, None, {}, np.ones(2), np.ones(2, bool), None, np.random.default_rng(0))
+    a = np.array([[1.0, np.nan], [np.inf, 2.0]])
+    out = finite(step, a, "derivatives")
+    assert out.tolist() == [[1.0, 0.0], [0.0, 2.0]]
+    finite(step, a, "derivatives")  # the same note once
+    assert len(step.notes) == 1 and "2 of 4 derivatives were not finite" in step.notes[0]
+    finite(step, np.ones(3), "derivatives")
+    assert len(step.notes) == 1
