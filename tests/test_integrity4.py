@@ -222,7 +222,8 @@ def test_an_optimizer_that_stops_early_leaves_a_note():
 
 
 def test_non_finite_derivatives_are_zeroed_with_a_note():
-    from archfit.design.strategies import Step, finite
+    from archfit.design.ensemble import finite
+    from archfit.design.strategies import Step
 
     step = Step(None, None, {}, np.ones(2), np.ones(2, bool), None, np.random.default_rng(0))
     a = np.array([[1.0, np.nan], [np.inf, 2.0]])

@@ -312,11 +312,10 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     if ci_now and trace and target.kind != "table":
         r = trace[-1][1]
         ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
-    if not picks:
-        notes.append("no candidate fits the budget")
-    notes += step.notes
+    notes += [] if picks else ["no candidate fits the budget"]
     return Design(law, strategy, target.describe(), chosen, unit, budget,
-                  float(sum(c["cost"] for c in chosen)), ci_now, ci_after, notes=notes,
+                  float(sum(c["cost"] for c in chosen)), ci_now, ci_after,
+                  notes=notes + step.notes,
                   near_share=step.near_share, context=ctx)
 
 

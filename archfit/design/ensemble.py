@@ -196,8 +196,6 @@ class Ensemble:
                 J.append((yu - yd) / (2 * h))
                 G.append((tu - td) / (2 * h))
                 Jd.append((du - dd) / (2 * h))
-        from archfit.design.strategies import finite  # strategies imports this module
-
         what = "derivatives of the prediction"
         return (finite(step, np.array(J).T, what), finite(step, np.array(G).T, what),
                 finite(step, np.array(Jd).T, what))
@@ -318,3 +316,17 @@ class Discrepancy:
         n = len(step.cost) + len(next(iter(step.target.rows.values())))
         n += len(next(iter(step.data.values()))) if step.data else 0
         return n <= MAX_DISCREPANCY_ROWS
+
+
+def finite(step: Any, a: np.ndarray, what: str) -> np.ndarray:
+    """``a`` with its non-finite entries set to 0, and a note on ``step`` when there were
+    any: a derivative that overflowed near the fit makes its candidates count as uninformative,
+    which the reader should know."""
+    bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
+    if bad:
+        note = (f"{bad} of {np.size(a)} {what} were not finite at the fit (a prediction "
+                "overflowed near the point estimate); set to 0, so those candidates count as "
+                "uninformative")
+        if note not in step.notes:
+            step.notes.append(note)
+    return np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.design.ensemble import Ensemble, information, noise_var, shrink
+from archfit.design.ensemble import Ensemble, finite, information, noise_var, shrink
 
 CRITERION = ("where the law missed its own costliest runs (refit without them), a share of the "
              "budget on the candidates nearest the target first (1 - 1/widen^2); the rest by "
@@ -61,20 +61,6 @@ class Step:
     data: dict[str, np.ndarray] | None = None  # the runs the fit was made on
     near_share: float = 0.0  # of archfit's batch budget, nearest the target first
     notes: list[str] = field(default_factory=list)  # what the criterion had to paper over
-
-
-def finite(step: Step, a: np.ndarray, what: str) -> np.ndarray:
-    """``a`` with its non-finite entries set to 0, and a note on ``step`` when there were
-    any: a derivative that overflowed near the fit makes its candidates count as uninformative,
-    which the reader should know."""
-    bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
-    if bad:
-        note = (f"{bad} of {np.size(a)} {what} were not finite at the fit (a prediction "
-                "overflowed near the point estimate); set to 0, so those candidates count as "
-                "uninformative")
-        if note not in step.notes:
-            step.notes.append(note)
-    return np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _affordable(step: Step, left: float) -> np.ndarray:
