@@ -180,6 +180,12 @@ def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, An
             "method": f"percentiles over {len(los)} bootstrap draws"}
 
 
+def pricing(fit: Fit, near: dict[str, Any]) -> Fit:
+    """The fit whose loss model priced the set ``near``: ``fit`` itself, or the prior."""
+    lm = near.get("loss_model") or {}
+    return fit if lm.get("law") == fit.label else load_fit(DEFAULT_SHAPE_LAW)
+
+
 def loss_model(f: Fit) -> dict[str, Any] | None:
     """What prices the alternatives: the law, its source and the penalty's unit."""
     rel = (f.extra or {}).get("curvature_rel")

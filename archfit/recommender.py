@@ -414,10 +414,7 @@ def _rank(cands: list[Shape], target: _Target, shape_fit: Fit, L_opt: float, N_n
     loss = {s: (priced(s) if priced else law.shape_loss(shape_fit.params, shape_fit.extra, s,
                                                         N_ne)) for s in within}
     has_loss = all(v is not None and math.isfinite(v) for v in loss.values())
-    if has_loss and priced:  # a centre not the fit's own: the depth nearest it in log depth
-        best = min(within, key=lambda s: (round(abs(math.log(s.n_layer / L_opt)), 9), loss[s],
-                                          abs(err(s))))
-    elif has_loss:
+    if has_loss:
         best = min(within, key=lambda s: (loss[s], abs(err(s))))
     else:
         best = min(within, key=lambda s: (abs(math.log(s.n_layer / L_opt)), abs(err(s))))
@@ -575,9 +572,9 @@ def recommend(
 def _near(fit: Fit, N: float, tol: float, notes: list[str]
           ) -> tuple[dict[str, Any] | None, Callable[[Shape], float | None] | None]:
     """The near-optimal set (archfit.near_optimal) and, when its centre or its prices are
-    not the fit's own, what prices a shape instead: the set's source's penalty at the same
-    distance in log depth from the set's centre as from that source's optimum."""
-    from archfit.near_optimal import near_optimal
+    not the fit's own, what prices a shape instead: the pricing fit's penalty at the same
+    distance in log depth from the set's centre as from that fit's optimum."""
+    from archfit.near_optimal import near_optimal, pricing
 
     try:
         near = near_optimal(fit, N, tol)
@@ -585,13 +582,10 @@ def _near(fit: Fit, N: float, tol: float, notes: list[str]
         raise RecommendError(str(e)) from None
     if near is None:
         return None, None
-    if near["centre_from"] == fit.label and fit.law_obj.depth_loss(
-            fit.params, fit.extra, N, near["centre"]) is not None:
+    src = pricing(fit, near)
+    if src is fit and near["centre_from"] == fit.label:
         return near, None
-    src = fit if fit.law_obj.depth_loss(fit.params, fit.extra, N, near["centre"]) is not None \
-        else load_fit(DEFAULT_SHAPE_LAW)
-    law, c = src.law_obj, near["centre"]
-    L0 = law.optimum(src.params, N)[0]
+    law, L0, c = src.law_obj, src.law_obj.optimum(src.params, N)[0], near["centre"]
     notes.append(f"the near-optimal set's basis: {near['basis']}")
 
     def priced(s: Shape) -> float | None:
@@ -605,12 +599,10 @@ def _penalty_cis(rows: list[dict[str, Any]], near: dict[str, Any] | None, fit: F
     """Each alternative's ``loss_penalty_ci`` (95%, over the draws of what priced it)."""
     if near is None or any(r["loss_penalty"] is None for r in rows):
         return
-    from archfit.near_optimal import penalty_ci
+    from archfit.near_optimal import penalty_ci, pricing
 
-    src = fit if near["loss_model"] and near["loss_model"]["law"] == fit.label else \
-        load_fit(DEFAULT_SHAPE_LAW)
-    L0 = src.law_obj.optimum(src.params, N)[0]
-    scale = L0 / near["centre"]
+    src = pricing(fit, near)
+    scale = src.law_obj.optimum(src.params, N)[0] / near["centre"]
     for r in rows:
         r["loss_penalty_ci"] = penalty_ci(src, N, r["n_layer"] * scale, best.n_layer * scale)
 
