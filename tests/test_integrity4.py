@@ -233,3 +233,20 @@ def test_non_finite_derivatives_are_zeroed_with_a_note():
     assert len(step.notes) == 1 and "2 of 4 derivatives were not finite" in step.notes[0]
     finite(step, np.ones(3), "derivatives")
     assert len(step.notes) == 1
+
+
+def test_a_band_over_repeated_rows_is_each_rows_band():
+    """Fit.band computes each distinct configuration once: the band of a table with repeats
+    equals the band of each row alone; a single value beside a list is every row's."""
+    from archfit.laws.fitting import fit
+
+    f = fit(runs().rename({"final_val_loss": "loss"}), "chinchilla", bootstrap=20)
+    N, D = np.array([1e9, 2e9, 1e9, 4e9, 2e9]), np.array([2e10, 4e10, 2e10, 8e10, 4e10])
+    pred, lo, hi = f.band({"params": N, "tokens": D})
+    for i in range(len(N)):
+        one = f.band({"params": N[i:i + 1], "tokens": D[i:i + 1]})
+        assert (pred[i], lo[i], hi[i]) == pytest.approx(tuple(x[0] for x in one), rel=1e-12)
+    frame = f.predict(params=[1e9, 2e9], tokens=2e10, interval=0.95)
+    assert frame["tokens"].to_list() == [2e10, 2e10] and frame.height == 2
+    with pytest.raises(FitInputError, match="different lengths"):
+        f.predict(params=[1e9, 2e9, 3e9], tokens=[2e10, 1e10], interval=0.95)

@@ -152,10 +152,12 @@ class Fit:
         # rows that repeat a configuration are computed once, the rest in chunks: a table of
         # a million rows costs its distinct configurations, in bounded memory
         keys = [c for c in (*law.columns, "tokens") if c != "loss" and c in columns]
-        X = np.column_stack([np.asarray(columns[c], float).ravel() for c in keys])
-        if not len(X) or np.isnan(X).any():  # nothing to share, or NaN (np.unique splits it)
+        cols = [np.asarray(columns[c], float).ravel() for c in keys]
+        if len({len(c) for c in cols}) != 1 or not len(cols[0]) or any(
+                np.isnan(c).any() for c in cols):  # broadcast, empty or NaN: as given
             return prediction_band(law, self.params, draws, scatter, columns, level,
                                    float(held.get("widen") or 1.0), held.get("reach"))
+        X = np.column_stack(cols)
         uniq, inv = np.unique(X, axis=0, return_inverse=True)
         parts = [prediction_band(law, self.params, draws, scatter,
                                  {c: uniq[i:i + BAND_CHUNK, j] for j, c in enumerate(keys)},
@@ -182,6 +184,11 @@ class Fit:
         cols.update(columns)
         arrays = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items()
                   if np.asarray(v).dtype.kind in "biuf"}
+        try:  # a scalar beside a list means that value on every row
+            arrays = dict(zip(arrays, np.broadcast_arrays(*arrays.values()))) if arrays else {}
+        except ValueError:
+            raise FitInputError("the columns to predict have different lengths: give one value "
+                                "per row, or a single value for all rows") from None
         if interval is None:
             return self.law_obj.predict(self.params, arrays)
         import polars as pl
