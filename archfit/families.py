@@ -335,3 +335,17 @@ def plan_variant(shape: Shape, variant: str, reinvest: str = "none") -> Shape:
         raise ShapeError(f"variant {variant!r} has no {reinvest} near {shape.n_layer} x "
                          f"{shape.d_model} that holds it")
     return min(options, key=lambda s: abs(s.params_non_embedding - target))
+
+
+def require_a_fit(members: list[FamilyMember], target: float, tolerance: float) -> None:
+    """Refuse a family in which no member lands within ``tolerance`` of ``target``, naming the
+    closest: a table of misses is not an answer."""
+    if any(m.within_tolerance for m in members):
+        return
+    best = min(members, key=lambda m: abs(m.rel_error) if m.rel_error is not None
+               else float("inf"))
+    raise ShapeError(
+        f"no depth/width fits {target:.4g} non-embedding parameters within {tolerance:.0%}: "
+        + (f"the closest, {best.n_layer} x {best.shape.d_model}, is {best.rel_error:+.0%} "
+           "off; " if best.rel_error is not None and best.shape is not None else "")
+        + "change --params, the depths, or the width step (--head-dim, --multiple-of)")

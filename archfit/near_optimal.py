@@ -223,3 +223,25 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | No
         return None
     vals.sort()
     return [percentile(vals, 2.5), percentile(vals, 97.5)]
+
+
+def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:
+    """Each published shape law's curvature of loss in ln depth at N (a fraction of the loss
+    per squared ln depth, read from its set's lower reach at 0.5%), with its range where one is
+    stated and its source: what ``archfit laws`` lists."""
+    from archfit.laws.published import PUBLISHED
+
+    out = []
+    for name in PUBLISHED:
+        f = load_fit(name)
+        if f.law_obj.role != "shape":
+            continue
+        w = widths(f.law_obj, f.params, f.extra, N, TOLERANCE)
+        if w is None or w[1] is None:
+            continue
+        rel = (f.extra or {}).get("curvature_rel")
+        out.append({"name": name, "curvature_at_7e9": TOLERANCE / w[1] ** 2,
+                    "range": "[{:.3g}, {:.3g}]".format(*rel["range"]) if rel else
+                    "(no interval published)",
+                    "source": rel["source"] if rel else f.source})
+    return out

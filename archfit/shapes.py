@@ -257,6 +257,12 @@ class Shape:
             (lay, 1) for lay in self.layers()]
 
     @property
+    def notes(self) -> list[str]:
+        """What a reader of the counts would want said about the shape itself."""
+        return ["no layer has attention: tokens never mix, so this is a per-token MLP stack, "
+                "not a language model of its context"] * (len(self.no_attn) == self.n_layer)
+
+    @property
     def aspect_ratio(self) -> float:
         """Kaplan's aspect ratio d_model / n_layer."""
         return self.d_model / self.n_layer

@@ -322,3 +322,15 @@ def test_no_test_reads_outside_the_repository():
             continue
         text = p.read_text()
         assert not any("".join(o) in text for o in outside), p.name
+
+
+def test_the_cli_is_thin():
+    """The CLI parses and prints; the library decides (issue 57's goal: cli/ at most 15% of the
+    package's lines)."""
+    def lines(paths) -> int:  # type: ignore[no-untyped-def]
+        return sum(len(p.read_text().splitlines()) for p in paths)
+
+    cli = lines((PKG / "cli").glob("*.py"))
+    total = lines(PKG.rglob("*.py"))
+    print(f"\ncli/ is {cli:,} of the package's {total:,} lines ({cli / total:.2%})")
+    assert cli / total <= 0.15

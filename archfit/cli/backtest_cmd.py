@@ -39,37 +39,15 @@ def predict(fit_file, files, maps, interval, limit, as_json):
       archfit predict fits/joint.json sweeps/bigger.parquet --interval 0.9
     """
     from archfit.laws import load_fit
-    from archfit.laws.numeric import band_report
+    from archfit.laws.backtest import Predictions
     from archfit.store import read_runs
-
-    import numpy as np
-
-    from archfit.laws.numeric import finite_positive
 
     f = load_fit(fit_file)
     table = read_runs(files, parse_map(maps), require_loss=False, every_row=True)
-    cols = {c: table.frame[c].to_numpy().astype(float) for c in table.frame.columns
-            if table.frame[c].dtype.is_numeric()}
-    for c in ("params", "tokens", "n_layer", "d_model"):  # what fit refuses, predict does
-        _ = c in cols and finite_positive(table.sources.get(c, c), cols[c])
-    pred, lo, hi = f.band(cols, _interval(interval))
-    if "params" in cols and (w := f.outside_span(cols["params"])):
+    p = Predictions(f, table, _interval(interval))
+    if w := p.outside_span:
         click.echo(f"warning: {w}", err=True)
-    n = table.frame.height
-    keys = [k for k in ("params", "n_layer", "d_model", "tokens") if k in cols]
-    actual = cols.get("loss")
-    has = (np.isfinite(actual) & (actual > 0)) if actual is not None else np.zeros(n, bool)
-
-    def row(i: int) -> dict:  # type: ignore[type-arg]
-        r = {c: float(cols[c][i]) for c in keys}
-        r.update(predicted=float(pred[i]), low=float(lo[i]), high=float(hi[i]))
-        if actual is not None:  # None where the run has no loss (yet)
-            r["actual"] = float(actual[i]) if has[i] else None
-        return r
-
-    summary = band_report(pred[has], lo[has], hi[has], actual[has]) if has.any() else {}
-    if has.any() and not has.all():
-        summary["n_with_loss"] = int(has.sum())
+    n, keys, actual, has, summary, row = p.n, p.keys, p.actual, p.has, p.summary, p.row
     if as_json:  # streamed a row at a time: a million rows never sit in memory as one string
         import json
 

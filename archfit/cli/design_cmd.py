@@ -183,36 +183,16 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
 def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
                    force: bool) -> None:
     """Refuse, before any work, an -o or --plot path that is an input or a file not ours."""
+    from archfit.design import is_batch
     from archfit.io import check_output
 
     if out:
-        check_output(out, "design batch", inputs=inputs, force=force,
-                     ours=lambda p: p.endswith((".toml", ".csv", ".parquet")) and _ours(p))
+        check_output(out, "design batch", inputs=inputs, force=force, ours=is_batch)
     if plot_path:
         from archfit.plots import is_archfit_png
 
         check_output(plot_path, "design figure", inputs=inputs + ([out] if out else []),
                      force=force, ours=is_archfit_png)
-
-
-DESIGN_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
-
-
-def _ours(path: str) -> bool:
-    """A file 'archfit design -o' wrote: a spec whose description says so, or a table with
-    the batch's columns."""
-    try:
-        if path.endswith(".parquet"):
-            import polars as pl
-
-            return DESIGN_COLUMNS <= set(pl.read_parquet_schema(path))
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
-    except Exception:  # unreadable: not recognisably ours
-        return False
-    if path.endswith(".csv"):
-        return DESIGN_COLUMNS <= set(head.splitlines()[0].split(",")) if head else False
-    return "archfit design:" in head
 
 
 def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: ignore[no-untyped-def]

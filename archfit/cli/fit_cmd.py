@@ -254,7 +254,9 @@ def laws(as_json):
     pub = [{"name": k, "law": v["law"], "params": ", ".join(f"{p}={x:g}" for p, x in
                                                                v["params"].items()),
             "source": v["source"]} for k, v in PUBLISHED.items()]
-    shapes = _shape_evidence()
+    from archfit.near_optimal import published_curvatures
+
+    shapes = published_curvatures()
     if as_json:
         emit_json({"laws": rows, "published": pub, "shape_loss": shapes})
         return
@@ -269,26 +271,3 @@ def laws(as_json):
                 title="Loss over depth at fixed N (relative curvature: the fraction of the loss "
                       "a factor e away from the optimal depth costs; what prices alternatives "
                       "without a fit of your own)")
-
-
-def _shape_evidence() -> list[dict]:  # type: ignore[type-arg]
-    """Each published shape law's curvature of loss in ln depth at 7e9 (a fraction of the loss
-    per squared ln depth), with its range where one is stated, and its source."""
-    from archfit.laws import load_fit
-    from archfit.laws.published import PUBLISHED
-    from archfit.near_optimal import widths
-
-    out = []
-    for name in PUBLISHED:
-        f = load_fit(name)
-        if f.law_obj.role != "shape":
-            continue
-        w = widths(f.law_obj, f.params, f.extra, 7e9, 0.005)
-        if w is None or w[1] is None:
-            continue
-        rel = (f.extra or {}).get("curvature_rel")
-        out.append({"name": name, "curvature_at_7e9": 0.005 / w[1] ** 2,
-                    "range": "[{:.3g}, {:.3g}]".format(*rel["range"]) if rel else
-                    "(no interval published)",
-                    "source": rel["source"] if rel else f.source})
-    return out

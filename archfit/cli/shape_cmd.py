@@ -11,7 +11,8 @@ from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_in
                               write_export)
 from archfit.formats import family_fields, read_file
 from archfit.errors import ShapeError
-from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
+from archfit.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
+                               require_a_fit)
 from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
 
@@ -82,7 +83,7 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
             d["import"] = {"file": from_file, **imported.to_dict()}
         if perf is not None:
             d["perf"] = perf
-        d["notes"] = _notes(s)
+        d["notes"] = s.notes
         emit_json(d)
         return
     if imported is not None:
@@ -124,14 +125,6 @@ def _print_import(path, imp):  # type: ignore[no-untyped-def]
         click.echo(f"  fields that do not change the counts: {', '.join(imp.ignored)}")
 
 
-def _notes(s: Shape) -> list[str]:
-    """What a reader of the counts would want said about the shape itself."""
-    if s.no_attn and len(s.no_attn) == s.n_layer:
-        return ["no layer has attention: tokens never mix, so this is a per-token MLP stack, "
-                "not a language model of its context"]
-    return []
-
-
 def _print_shape(s: Shape) -> None:
     rows = [{"component": k, "params": v} for k, v in s.breakdown().items()]
     arch = ", ".join([s.mlp, s.position, s.norm,
@@ -148,7 +141,7 @@ def _print_shape(s: Shape) -> None:
     for conv in FLOP_CONVENTIONS:
         click.echo(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
                    f"({FLOP_CONVENTIONS[conv]})")
-    for n in _notes(s):
+    for n in s.notes:
         click.echo(f"note: {n}")
     if not s.uniform:
         click.echo(f"layer plan: {s.plan}")
@@ -211,14 +204,7 @@ def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head
         family = "iso-parameter family"
     if not members:
         raise ShapeError("the family is empty; give at least one depth")
-    if not any(m.within_tolerance for m in members):
-        best = min(members, key=lambda m: abs(m.rel_error) if m.rel_error is not None
-                   else float("inf"))
-        raise ShapeError(
-            f"no depth/width fits {target:.4g} non-embedding parameters within {tolerance:.0%}: "
-            + (f"the closest, {best.n_layer} x {best.shape.d_model}, is {best.rel_error:+.0%} "
-               "off; " if best.rel_error is not None and best.shape is not None else "")
-            + "change --params, the depths, or the width step (--head-dim, --multiple-of)")
+    require_a_fit(members, target, tolerance)
     rows = [m.to_dict() for m in members]
     if as_json:
         emit_json(rows)

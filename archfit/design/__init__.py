@@ -364,3 +364,25 @@ class _CallablePackage(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallablePackage
+
+
+BATCH_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
+
+
+def is_batch(path: str) -> bool:
+    """A file ``Design.write`` wrote (what ``-o`` may replace without --force): a spec whose
+    description says so, or a table with the batch's columns."""
+    if not path.endswith((".toml", ".csv", ".parquet")):
+        return False
+    try:
+        if path.endswith(".parquet"):
+            import polars as pl
+
+            return BATCH_COLUMNS <= set(pl.read_parquet_schema(path))
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except Exception:  # unreadable: not recognisably ours
+        return False
+    if path.endswith(".csv"):
+        return bool(head) and BATCH_COLUMNS <= set(head.splitlines()[0].split(","))
+    return "archfit design:" in head

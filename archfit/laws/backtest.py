@@ -151,3 +151,40 @@ def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
         raise FitError(f"no cut could be backtested; at {out[0]['cut']:.3g}: {first}"
                        if len(out) > 1 else first)
     return out
+
+
+class Predictions:
+    """``archfit predict``'s answer for every row of a run table: the band of each (a row
+    without a loss yet is predicted too, its ``actual`` None), and the coverage over the rows
+    that have one. Sizes, tokens and shapes are checked as ``fit`` checks them."""
+
+    KEYS = ("params", "n_layer", "d_model", "tokens")
+
+    def __init__(self, fit: Any, table: RunTable, level: float) -> None:
+        from archfit.laws.numeric import finite_positive
+
+        frame = table.frame
+        self.cols = {c: frame[c].to_numpy().astype(float) for c in frame.columns
+                     if frame[c].dtype.is_numeric()}
+        for c in self.KEYS:  # what fit refuses, predict refuses
+            if c in self.cols:
+                finite_positive(table.sources.get(c, c), self.cols[c])
+        self.pred, self.lo, self.hi = fit.band(self.cols, level)
+        self.n = frame.height
+        self.keys = [k for k in self.KEYS if k in self.cols]
+        self.actual = self.cols.get("loss")
+        a = self.actual
+        self.has = (np.isfinite(a) & (a > 0)) if a is not None else np.zeros(self.n, bool)
+        h = self.has
+        self.summary = band_report(self.pred[h], self.lo[h], self.hi[h], a[h]) if h.any() else {}
+        if h.any() and not h.all():
+            self.summary["n_with_loss"] = int(h.sum())
+        self.outside_span = fit.outside_span(self.cols["params"]) if "params" in self.cols \
+            else None
+
+    def row(self, i: int) -> dict[str, Any]:
+        r: dict[str, Any] = {c: float(self.cols[c][i]) for c in self.keys}
+        r.update(predicted=float(self.pred[i]), low=float(self.lo[i]), high=float(self.hi[i]))
+        if self.actual is not None:  # None where the run has no loss (yet)
+            r["actual"] = float(self.actual[i]) if self.has[i] else None
+        return r
