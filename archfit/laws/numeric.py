@@ -347,7 +347,8 @@ def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual:
     """How fast a law's miss grows beyond its data, from a held-out check: each held-out row's
     miss beyond its interval per unit of ln N past the largest size fitted, at the ``level``
     conformal rank (0 when the intervals covered); and the median distance the check reached.
-    :func:`prediction_band` adds ``rate`` per unit of ln N beyond that distance."""
+    :func:`prediction_band` adds ``rate`` per unit of ln N beyond that distance past
+    ``params_max``, which the caller sets: the largest size the fit it widens has seen."""
     c, a = np.log(pred), np.log(np.asarray(actual, float))
     half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
     d = np.log(np.asarray(N, float) / N_fit_max)
@@ -356,8 +357,7 @@ def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual:
         return {}
     r = np.sort(np.clip(np.abs(a - c) - half, 0, None)[ok] / d[ok])
     k = min(len(r), int(math.ceil((len(r) + 1) * level)))
-    return {"rate": float(r[k - 1]), "distance": float(np.median(d[ok])),
-            "params_max": float(N_fit_max)}
+    return {"rate": float(r[k - 1]), "distance": float(np.median(d[ok]))}
 
 
 def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
