@@ -26,9 +26,11 @@ _LAZY = {
     "Fit": "archfit.laws",
     "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
     "recommend": "archfit.recommender",
-    "design": "archfit.design:",  # the package itself, callable: archfit.design(pool, ...)
-    "trade": "archfit.trading",  # the function (the module is named apart, so
-    # importing it never replaces the name)
+    # plain functions whose modules are named apart (archfit.designing, archfit.trading), so
+    # that importing a module never replaces a name here
+    "design": "archfit.designing",
+    "replay": "archfit.designing",
+    "trade": "archfit.trading",
     "parse_plan": "archfit.shapes",
     "Recommendation": "archfit.recommender",
     "TrainConfig": "archfit.train",

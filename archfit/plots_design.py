@@ -112,7 +112,7 @@ def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
 
 
 def design_figure(d: Any, runs: Any = None) -> Any:
-    """(figure, axes) of a :class:`archfit.design.Design`, drawn and not saved; ``runs`` (a
+    """(figure, axes) of a :class:`archfit.designing.Design`, drawn and not saved; ``runs`` (a
     frame) are drawn as the runs so far where the design was made from a fit alone."""
     ykey, ylabel, xlabel = _axes(d)
     plt = _plt()
@@ -168,7 +168,7 @@ def draw_design(d: Any, path: str, runs: Any = None) -> str:
 
 def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
                   target: dict[str, np.ndarray]) -> Any:
-    """The figure of :func:`archfit.design.replay`'s result ``r`` on the finished sweep
+    """The figure of :func:`archfit.designing.replay`'s result ``r`` on the finished sweep
     ``done`` and the ``target`` rows (columns as arrays), drawn and not saved."""
     if "params" not in done or "params" not in target:
         raise ArchfitError("the replay's tables carry no params column to draw against")

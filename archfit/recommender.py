@@ -53,7 +53,7 @@ class Recommendation:
     shape_fit: Any = field(default=None, repr=False)
     fits: dict[str, Any] = field(default_factory=dict, repr=False)
     # under a weak or uninformative answer: what 'archfit design' would run first (one line),
-    # and the design it came from (archfit.design.Design, for its figure)
+    # and the design it came from (archfit.designing.Design, for its figure)
     next_runs: str | None = None
     next_design: Any = field(default=None, repr=False)
     # the depths within a tolerance of the optimum's loss, with CIs on the ends
@@ -625,7 +625,7 @@ def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
         return {"next_runs": "this fit carries no parameter draws, so no runs can be planned "
                              "from it: fit your own sweep ('archfit fit ... --law depth-joint') "
                              "and run 'archfit design'"}
-    from archfit.design import suggest
+    from archfit.designing import suggest
 
     d, why = suggest(fit, N)
     if d is None:

@@ -17,7 +17,7 @@ every strategy is scored by the same fit with the same noise model:
   (cycling over the repeats).
 
 For each repeat (new noise), each budget (1%, 5%, 10%, 25% of the pool's cost) and each
-strategy, `archfit.design.replay` runs the sequential loop from one shared space-filling start,
+strategy, `archfit.designing.replay` runs the sequential loop from one shared space-filling start,
 fits the chosen runs and scores the target: mean |relative error|, R² and the coverage of the
 95% prediction intervals, beside the fit on every row. `variance` is archfit's criterion as it
 was before the public-sweep replays (no near-target share), so "no worse than before" is
@@ -133,7 +133,7 @@ POOLS = {"chinchilla": chinchilla_pool, "drift": drift_pool, "depth-joint": dept
 
 def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
     truth, seed, fracs, strategies, bootstrap = args
-    from archfit.design import replay, split_most_expensive
+    from archfit.designing import replay, split_most_expensive
     from archfit.errors import ArchfitError
 
     df, law, sd = POOLS[truth](seed)
@@ -240,7 +240,7 @@ def main() -> None:
 
 def _plot_replay(seed: int, path: str) -> str:
     """archfit's replay on the depth-joint pool of ``seed`` at 10%, drawn (--replay --plot)."""
-    from archfit.design import columns, replay, split_most_expensive
+    from archfit.designing import columns, replay, split_most_expensive
     from archfit.plots_design import draw_replay
 
     df, law, _ = depth_joint_pool(seed)

@@ -3,9 +3,9 @@
 `bench_design.py` asks archfit's design to beat every baseline at 10% of the pool's cost. This
 script asks how much room there is. On each planted truth it builds designs *at the true
 parameters* (no fitting in the loop, so no design here is misled by an early fit), from the same
-space-filling start that `archfit.design.replay` uses:
+space-filling start that `archfit.designing.replay` uses:
 
-- `cheapest`: the `cheapest` baseline itself (`archfit.design.strategies.cheapest`);
+- `cheapest`: the `cheapest` baseline itself (`archfit.designing.strategies.cheapest`);
 - `oracle per-cost`: greedy shrink of the target's variance per unit cost over the whole budget;
 - `oracle absolute`: greedy shrink alone over the whole budget;
 - `oracle per √cost`: greedy shrink per square root of cost (archfit's ranking) over the whole
@@ -55,7 +55,7 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
     import bench_design as bd
     import polars as pl
 
-    from archfit.design import split_most_expensive
+    from archfit.designing import split_most_expensive
 
     if truth == "chinchilla":
         from archfit.laws.published import PUBLISHED
@@ -121,9 +121,9 @@ def _designs(truth: str, frac: float
     the true parameters (log scale where positive), the covariance the exact inverse of the
     rows' Fisher information at the truth's noise (no ridge: the space-filling start already
     informs every parameter)."""
-    from archfit.design import columns, costs
-    from archfit.design.pool import Target
-    from archfit.design.strategies import COST_EXPONENT, Step, cheapest, shrink, space_filling
+    from archfit.designing import columns, costs
+    from archfit.designing.pool import Target
+    from archfit.designing.strategies import COST_EXPONENT, Step, cheapest, shrink, space_filling
     from archfit.laws import get_law
 
     pool, target, law, sd, p0 = _truth(truth)
@@ -174,7 +174,7 @@ def _designs(truth: str, frac: float
                "oracle per-cost": greedy(start, everything, left, 1.0),
                "oracle absolute": greedy(start, everything, left, 0.0),
                "oracle per √cost": greedy(start, everything, left, COST_EXPONENT)}
-    paced = list(start)  # as archfit.design.replay paces an adaptive strategy
+    paced = list(start)  # as archfit.designing.replay paces an adaptive strategy
     while (left := budget - float(cost[paced].sum())) > 0:
         rest = np.ones(len(cost), bool)
         rest[paced] = False
@@ -199,7 +199,7 @@ def one_draw(args: tuple) -> dict[str, float]:  # type: ignore[type-arg]
     warnings.filterwarnings("ignore")
     import polars as pl
 
-    from archfit.design import columns
+    from archfit.designing import columns
     from archfit.laws import get_law
     from archfit.laws.fitting import fit
 

@@ -8,7 +8,7 @@ the target, and the law fitted is Chinchilla's L(N, D), which none of them was d
 - `marin-dclm`, `marin-comma`, `marin-nemotron`: Marin's isoFLOP sweeps (85, 92 and 96 runs,
   1.6e8-1.2e10 parameters, one per data mix), Paloma macro loss.
 
-For each pool, budget (1%, 5%, 10%, 25% of the pool's cost) and seed, `archfit.design.replay`
+For each pool, budget (1%, 5%, 10%, 25% of the pool's cost) and seed, `archfit.designing.replay`
 runs every strategy from one shared space-filling start, fits the chosen runs and scores the
 target: mean and max |relative error|, R² and the coverage of the 95% prediction intervals,
 beside the fit on every row. `nearest` (the runs closest to the target first, in log size and
@@ -68,7 +68,7 @@ def load_pool(name: str):  # type: ignore[no-untyped-def]
 
 def one_seed(args: tuple) -> list[dict]:  # type: ignore[type-arg]
     pool_name, seed, fracs, strategies, bootstrap = args
-    from archfit.design import replay, split_most_expensive
+    from archfit.designing import replay, split_most_expensive
     from archfit.errors import ArchfitError
 
     pool, target = split_most_expensive(load_pool(pool_name), 0.1)

@@ -1,4 +1,4 @@
-"""Mutation testing of `archfit/design/`, on a random sample of mutmut's mutants.
+"""Mutation testing of `archfit/designing/`, on a random sample of mutmut's mutants.
 
 `mutmut run` over the whole package makes about 2,750 mutants; at tens of seconds of tests
 each, that is a day on 2 cores, and its own runner timed out every mutant here. This script

@@ -26,7 +26,7 @@ LAYERS = [
     ("laws", ("archfit.laws",)),
     ("recommend", ("archfit.recommender", "archfit.near_optimal", "archfit.landscape",
                    "archfit.objectives",
-                   "archfit.validation", "archfit.design", "archfit.trading")),
+                   "archfit.validation", "archfit.designing", "archfit.trading")),
     ("plots", ("archfit.plots", "archfit.plots_design")),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]

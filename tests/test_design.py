@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from archfit.design import STRATEGIES, Target, design, split_most_expensive
+from archfit.designing import STRATEGIES, Target, design, split_most_expensive
 from archfit.laws.fitting import fit
 from archfit.laws.planted import dense_grid
 
@@ -58,8 +58,8 @@ def test_a_batch_holds_no_near_duplicates(joint):
 def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
     """archfit ranks a candidate by the target's expected shrink over cost^0.5 (README: the
     exponent measured on bench_design), and reports that shrink per unit cost."""
-    from archfit.design import columns, costs
-    from archfit.design.strategies import COST_EXPONENT, Ensemble, Step, draws
+    from archfit.designing import columns, costs
+    from archfit.designing.strategies import COST_EXPONENT, Ensemble, Step, draws
     from archfit.laws import get_law
 
     df, f = joint
@@ -85,9 +85,9 @@ def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
     so the design scores the variance that fit will have, the sandwich A⁻¹ B A⁻¹, here checked
     against the rows' whole covariance matrix. Where every row is its own run (no shape
     columns, as a chinchilla grid), there are no runs to share."""
-    from archfit.design import columns, costs
-    from archfit.design.ensemble import WITHIN_FLOOR, Ensemble, run_units, scatter2
-    from archfit.design.strategies import Step, draws
+    from archfit.designing import columns, costs
+    from archfit.designing.ensemble import WITHIN_FLOOR, Ensemble, run_units, scatter2
+    from archfit.designing.strategies import Step, draws
     from archfit.laws import get_law
 
     df, f = joint
@@ -146,7 +146,7 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     per parameter, not a share of its trace (which acted as a prior on A and B)."""
     from types import SimpleNamespace
 
-    from archfit.design.ensemble import information
+    from archfit.designing.ensemble import information
 
     rng = np.random.default_rng(0)
     Jd = rng.normal(size=(40, 3))
@@ -219,7 +219,7 @@ def test_the_replay_figure_draws_each_round_and_the_target_rows_predictions(cli,
     for who in ("design", "all_rows"):
         m = r["target"][who]
         assert len(m["predicted"]) == len(m["interval"]) == target.height
-    from archfit.design import columns
+    from archfit.designing import columns
 
     fig = replay_figure(r, columns(done), columns(target))
     left, right = fig.axes[:2]
@@ -240,7 +240,7 @@ def test_replay_scores_a_planted_truth_without_the_targets_noise():
     """A target with ``true_loss`` (the planted law's noiseless loss) is also scored against
     it: the fit on every row misses the truth by less than it misses rows that carry 1% noise,
     whose mean |noise| alone is ~0.8%."""
-    from archfit.design import columns, replay
+    from archfit.designing import columns, replay
     from archfit.laws import get_law
     from archfit.laws.planted import DENSE_CHINCHILLA
 
@@ -328,7 +328,7 @@ def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target
 def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
     """recommend's 'next:' batch (and the demo's plots/design.png) comes from a fit alone; the
     figure takes the runs that fit was made on."""
-    from archfit.design import suggest
+    from archfit.designing import suggest
     from archfit.plots_design import design_figure
 
     df, f = joint
@@ -358,7 +358,7 @@ def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
     res = cli(*args[:-1], mine)
     assert res.exit_code == 2 and mine.read_bytes() == b"not a figure", res.output
 
-    from archfit.design import pool_from_sizes
+    from archfit.designing import pool_from_sizes
     from archfit.plots_design import design_figure
 
     d = design(pool_from_sizes([1e9, 3e9], [2e10, 6e10]), law="chinchilla",
@@ -457,10 +457,10 @@ def test_a_size_and_tokens_grid_needs_no_depths_for_chinchilla(cli, tmp_path):
 
 
 def test_the_python_api_is_archfit_design_and_takes_pandas_as_the_cli_does(cli, tmp_path):
-    """``archfit.design(...)`` (the package, callable) designs from pandas frames, and picks
+    """``archfit.design(...)`` (a plain function) designs from pandas frames, and picks
     the batch that ``archfit design --json`` picks from the same runs and grid."""
     import archfit
-    from archfit.design import pool_from_sizes
+    from archfit.designing import pool_from_sizes
 
     done = _chinchilla_done()
     done.write_csv(tmp_path / "runs.csv")
@@ -475,7 +475,7 @@ def test_the_python_api_is_archfit_design_and_takes_pandas_as_the_cli_does(cli, 
     assert isinstance(frame, pl.DataFrame) and frame.height >= 1
     assert frame.select("params", "tokens").rows() == [(c["params"], c["tokens"])
                                                        for c in json.loads(res.output)["chosen"]]
-    assert archfit.design.replay is not None and archfit.design.Target is Target
+    assert archfit.designing.replay is not None and archfit.designing.Target is Target
     with pytest.raises(archfit.ArchfitError, match="cannot use a str as a table of runs"):
         archfit.design("runs.csv", law="chinchilla", target=Target("compute", 1e25),
                        budget_frac=0.5)
@@ -490,7 +490,7 @@ def test_a_designed_batch_narrows_the_target_as_much_as_a_random_one(tmp_path, r
     seed), each trained with 'archfit sweep run' and refitted with the runs before."""
     import subprocess
 
-    from archfit.design import pool_from_grid
+    from archfit.designing import pool_from_grid
     from archfit.sweep import load_spec
     from archfit.validation import recipe
 

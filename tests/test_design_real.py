@@ -14,11 +14,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from archfit.design import calibrated_fit, replay, split_most_expensive
-from archfit.design.replays import cost_check
-from archfit.design.ensemble import DISCREPANCY_SCALE, DISCREPANCY_SD, Discrepancy
-from archfit.design.pool import Target
-from archfit.design.strategies import Step, distance_to_target, near_share, nearest
+from archfit.designing import calibrated_fit, replay, split_most_expensive
+from archfit.designing.replays import cost_check
+from archfit.designing.ensemble import DISCREPANCY_SCALE, DISCREPANCY_SD, Discrepancy
+from archfit.designing.pool import Target
+from archfit.designing.strategies import Step, distance_to_target, near_share, nearest
 from archfit.laws import get_law
 from archfit.laws.planted import dense_grid
 
@@ -203,9 +203,9 @@ def test_recommend_says_why_it_has_no_next_line(tmp_path):
 
 # ------------------------------------------------------------------ the parameters' gains, densely
 def _ensemble(law: str, df: pl.DataFrame, pool: pl.DataFrame, target: pl.DataFrame):
-    from archfit.design import columns
-    from archfit.design.ensemble import Ensemble
-    from archfit.design.strategies import draws
+    from archfit.designing import columns
+    from archfit.designing.ensemble import Ensemble
+    from archfit.designing.strategies import draws
     from archfit.laws.fitting import fit
 
     f = fit(df, law, bootstrap=40, heldout=False, seed=1)

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import archfit
-from archfit.design.pool import Target
+from archfit.designing.pool import Target
 from archfit.errors import FitInputError
 
 
@@ -43,7 +43,7 @@ def test_replay_reads_a_collected_table():
     big = res.sort("params")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = archfit.design.replay(big.head(54), big.tail(6), law="chinchilla", budget_frac=0.5,
+        r = archfit.designing.replay(big.head(54), big.tail(6), law="chinchilla", budget_frac=0.5,
                                   bootstrap=10, final_bootstrap=10)
     assert r["target"]["design"]["mean_abs_rel_error"] < 0.05
 
@@ -56,7 +56,7 @@ def test_replay_reads_a_collected_table():
 def test_a_bad_frame_raises_the_typed_error_in_one_line(bad):
     for call in (lambda: archfit.design(POOL, law="chinchilla", results=bad,
                                         target=Target("compute", 1e22), budget_frac=0.5),
-                 lambda: archfit.design.replay(bad, runs(5), law="chinchilla",
+                 lambda: archfit.designing.replay(bad, runs(5), law="chinchilla",
                                                budget_frac=0.5)):
         with pytest.raises(FitInputError) as e:
             call()
@@ -222,8 +222,8 @@ def test_an_optimizer_that_stops_early_leaves_a_note():
 
 
 def test_non_finite_derivatives_are_zeroed_with_a_note():
-    from archfit.design.ensemble import finite
-    from archfit.design.strategies import Step
+    from archfit.designing.ensemble import finite
+    from archfit.designing.strategies import Step
 
     step = Step(None, None, {}, np.ones(2), np.ones(2, bool), None, np.random.default_rng(0))
     a = np.array([[1.0, np.nan], [np.inf, 2.0]])

@@ -115,7 +115,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
           --sizes 1e8,3e8,1e9 --tokens 2e9,2e10 --budget-frac 0.2
       archfit design --replay done.csv --target big.csv --law chinchilla --budget-frac 0.1 --json
     """
-    from archfit import design as dz
+    from archfit import designing as dz
 
     if replay_file:
         if not target_file or budget_frac is None:
@@ -183,7 +183,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
 def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
                    force: bool) -> None:
     """Refuse, before any work, an -o or --plot path that is an input or a file not ours."""
-    from archfit.design import is_batch
+    from archfit.designing import is_batch
     from archfit.io import check_output
 
     if out:
@@ -197,7 +197,7 @@ def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
 
 def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: ignore[no-untyped-def]
     """(pool frame, shape base, tokens per step) from the flags."""
-    from archfit import design as dz
+    from archfit import designing as dz
 
     base, tps = None, None
     if spec is not None:

@@ -8,7 +8,7 @@ own run, and where the rows of one training run (one shape at several token coun
 groups them) share that run's offset, the sandwich covariance of a fit that weighs rows alike;
 the bootstrap draws' covariance where the fit carries no runs, e.g. a published prior. It is
 carried to the target and to each candidate's log loss by the law's gradients (a linear
-Gaussian shortcut, :class:`archfit.design.ensemble.Ensemble`), which says how much running a
+Gaussian shortcut, :class:`archfit.designing.ensemble.Ensemble`), which says how much running a
 candidate would shrink the target's variance. A batch is picked greedily, updating the
 variance on each pick before the next (fantasized outcomes), so a near-duplicate of a chosen
 run gains little, and one within 2% of it (size and tokens, same depth) is not taken into the
@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.design.ensemble import Ensemble, finite, information, noise_var, shrink
+from archfit.designing.ensemble import Ensemble, finite, information, noise_var, shrink
 
 CRITERION = ("where the law missed its own costliest runs (refit without them), a share of the "
              "budget on the candidates nearest the target first (1 - 1/widen^2); the rest by "

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
+from archfit.designing.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
                                  costs, not_among)
-from archfit.design.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
+from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
                                        near_share, space_filling)
 from archfit.errors import FitError, FitInputError
 

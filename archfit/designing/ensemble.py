@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from archfit.design.strategies import Step
+    from archfit.designing.strategies import Step
 
 
 def scatter2(fit: Any) -> tuple[float, float]:

@@ -4,7 +4,7 @@ Given a law, the runs so far (or a prior fit), a pool of runnable candidates wit
 target beyond the data, :func:`design` picks the next batch: where the law missed its own
 costliest runs, a share of the budget on the candidates nearest the target, the rest by the
 expected shrink of the target's uncertainty per square root of its cost
-(:mod:`archfit.design.strategies`); it says what the batch costs and the interval it predicts
+(:mod:`archfit.designing.strategies`); it says what the batch costs and the interval it predicts
 at the target after it. Run it again with
 the new results for the next batch, until a stop rule holds (``until_ci``) or the budget is
 spent.
@@ -17,19 +17,17 @@ sweeps, ``bench_design.py`` on planted truths).
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from archfit.design.pool import (DesignError, Target, as_polars, as_runs, check_budget, check_pool,
+from archfit.designing.pool import (DesignError, Target, as_polars, as_runs, check_budget, check_pool,
                                  columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
                                  check_seed, not_among, starting_fit)
-from archfit.design.replays import (calibrated_fit, extrapolation_widen, fit_runs, metrics,
+from archfit.designing.replays import (calibrated_fit, extrapolation_widen, fit_runs, metrics,
                                     replay, split_most_expensive)
-from archfit.design.strategies import (CRITERIA, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
+from archfit.designing.strategies import (CRITERIA, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
                                        near_share, space_filling)
 from archfit.errors import FitError, FitInputError
 
@@ -353,17 +351,6 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
     if not d.chosen:
         return None, d.stop or "no candidate fits the budget"
     return d, None
-
-
-class _CallablePackage(types.ModuleType):
-    """``archfit.design(...)`` calls :func:`design`, as ``archfit design`` runs it, while
-    ``archfit.design.replay``, ``Target`` and the pool builders stay where they are."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Design:
-        return design(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
 
 
 BATCH_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
