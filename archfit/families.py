@@ -184,7 +184,7 @@ def iso_param_family(
                 n0, slope = line = L * block + rest, L * per_ff
                 for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
                              _ff_candidates(nominal, ff, target, ff_multiple, ff_slack, line)):
-                    err = (n0 + slope * (d_ff - nominal.d_ff) - target) / target
+                    err = (n0 + slope * (d_ff - int(nominal.d_ff or 0)) - target) / target
                     # parameter error first; a small price for leaving the nominal ff ratio
                     score = abs(err) + 0.1 * abs(math.log(d_ff / d / ff))
                     if best is None or score < best[0]:
@@ -324,9 +324,9 @@ def plan_variant(shape: Shape, variant: str, reinvest: str = "none") -> Shape:
         planned = shape.with_(**plan)
         if not planned.no_mlp or len(planned.no_mlp) < shape.n_layer:
             # the count is linear in d_ff: solve for the MLP width that restores it
-            slope = planned.with_(d_ff=planned.d_ff + 1).params_non_embedding \
+            slope = planned.with_(d_ff=int(planned.d_ff or 0) + 1).params_non_embedding \
                 - planned.params_non_embedding
-            f = planned.d_ff + (target - planned.params_non_embedding) / max(slope, 1)
+            f = int(planned.d_ff or 0) + (target - planned.params_non_embedding) / max(slope, 1)
             step = 8 if f >= 64 else 1  # hardware-friendly where the width allows
             options = [planned.with_(d_ff=max(step, int(round(f / step)) * step))]
         else:

@@ -83,7 +83,7 @@ def jsonable(obj: Any) -> Any:
             return jsonable(obj.item())
         except (TypeError, ValueError):
             pass
-    if hasattr(obj, "tolist"):
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
         return jsonable(obj.tolist())
     return obj
 

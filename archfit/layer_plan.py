@@ -13,7 +13,7 @@ from archfit.errors import ShapeError
 class Layer(NamedTuple):
     """One block of a shape's per-layer plan."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the field is 'index' in the JSON plans; tuple.index is not used
     attn: bool
     mlp: bool
     heads: int

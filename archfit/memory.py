@@ -131,7 +131,7 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     else:
         acts = activation_token_bytes(s, act) * tokens
     acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
-    up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff  # type: ignore[operator]
+    up = int(s.d_ff or 0) * (2 if s.mlp == "swiglu" else 1)  # d_ff is set once a Shape is built
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
     # the fused output layer and loss: its fp32 weight gradient, the final hidden states, and
     # one chunk of fp32 logits (archfit.model never holds all the logits)

@@ -271,7 +271,7 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         B, T = idx.shape
         if T > self.shape.n_ctx:
             raise ValueError(f"sequence of {T} tokens exceeds the context {self.shape.n_ctx}")

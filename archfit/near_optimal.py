@@ -205,10 +205,11 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | No
     rel = (f.extra or {}).get("curvature_rel")
     draws = f.bootstrap_params()[:MAX_DRAWS]
     if not draws and rel:
-        vals = [law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, n_layer)
-                - law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, ref)
-                for v in rel["range"]]
-        return sorted(vals)
+        pairs = [(law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, n_layer),
+                  law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, ref))
+                 for v in rel["range"]]
+        gaps = [a - b for a, b in pairs if a is not None and b is not None]
+        return sorted(gaps) if len(gaps) == len(pairs) else None
     if len(draws) < 10:
         return None
     vals = []

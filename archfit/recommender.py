@@ -344,6 +344,7 @@ def _optimum(shape_fit: Fit, target: _Target, opts: _Options) -> tuple[float, fl
     """(n_layer*, d_model*, the non-embedding size they are for). With a total-parameter target
     the embedding share is taken off by fixed-point iteration on the optimal width."""
     law, N_ne = shape_fit.law_obj, target.value
+    L_opt = d_opt = math.nan
     for _ in range(4 if target.total else 1):
         L_opt, d_opt = law.optimum(shape_fit.params, N_ne)
         if not (math.isfinite(L_opt) and L_opt > 0):
@@ -450,6 +451,7 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     from dataclasses import replace
 
     price = priced or (lambda s: law.shape_loss(shape_fit.params, shape_fit.extra, s, N_ne))
+    rel = False
     try:  # shape_loss sizes each depth to exactly N: the cost is the depth's alone
         at_opt = price(replace(best, n_layer=max(1, round(L_opt))))
         here = price(best)

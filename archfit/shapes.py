@@ -137,21 +137,21 @@ class Shape:
             if getattr(self, name) > MAX_DIM:
                 raise ShapeError(f"{name} {getattr(self, name):.3g} is beyond {MAX_DIM:.0e}, the "
                                  "largest dimension archfit counts; check the number")
-        if self.d_ff is None:
-            if self.ff_ratio is None:
-                object.__setattr__(self, "ff_ratio", 4.0)
-            if not (self.ff_ratio > 0 and math.isfinite(self.ff_ratio)):
-                raise ShapeError(f"ff_ratio must be a positive number, got {self.ff_ratio}")
-            object.__setattr__(self, "d_ff", max(1, int(round(self.ff_ratio * self.d_model))))
+        d_ff: Any = self.d_ff
+        if d_ff is None:
+            ratio = 4.0 if self.ff_ratio is None else self.ff_ratio
+            if not (ratio > 0 and math.isfinite(ratio)):
+                raise ShapeError(f"ff_ratio must be a positive number, got {ratio}")
+            d_ff = max(1, int(round(ratio * self.d_model)))
         else:
-            if isinstance(self.d_ff, float) and self.d_ff.is_integer():
-                object.__setattr__(self, "d_ff", int(self.d_ff))
-            if not isinstance(self.d_ff, int) or isinstance(self.d_ff, bool) or self.d_ff <= 0:
-                raise ShapeError(f"d_ff must be a positive whole number, got {self.d_ff!r}")
-        if self.d_ff > MAX_DIM:
-            raise ShapeError(f"d_ff {self.d_ff:.3g} is beyond {MAX_DIM:.0e}, the largest "
+            d_ff = int(d_ff) if isinstance(d_ff, float) and d_ff.is_integer() else d_ff
+            if not isinstance(d_ff, int) or isinstance(d_ff, bool) or d_ff <= 0:
+                raise ShapeError(f"d_ff must be a positive whole number, got {d_ff!r}")
+        if d_ff > MAX_DIM:
+            raise ShapeError(f"d_ff {d_ff:.3g} is beyond {MAX_DIM:.0e}, the largest "
                              "dimension archfit counts; check the number")
-        object.__setattr__(self, "ff_ratio", self.d_ff / self.d_model)
+        for k, v in (("d_ff", d_ff), ("ff_ratio", d_ff / self.d_model)):
+            object.__setattr__(self, k, v)
         if self.n_kv_head is None:
             object.__setattr__(self, "n_kv_head", self.n_head)
         if not isinstance(self.n_kv_head, int) or self.n_kv_head <= 0:

@@ -192,7 +192,7 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
     if isinstance(curves, (str, os.PathLike)) and not os.path.isfile(curves):
         raise FitInputError(f"--curves {os.fspath(curves)}: no such file (sweep collect writes "
                             "the curves beside the run table as *.curves.parquet)")
-    cdf = (pl.read_parquet(curves) if isinstance(curves, (str, os.PathLike))
+    cdf = (pl.read_parquet(os.fspath(curves)) if isinstance(curves, (str, os.PathLike))
            else to_polars(curves) if curves is not None else None)
     loss = "final_val_loss" if "final_val_loss" in df.columns else "loss"
     for col in (by, loss, "seed"):
@@ -249,7 +249,7 @@ def _curves(cdf: Any) -> dict[str, list[tuple[int, float]]]:
         return {}
     out: dict[str, list[tuple[int, float]]] = {}
     for r in cdf.drop_nulls(["val_loss"]).sort("step").iter_rows(named=True):
-        out.setdefault(r["run_id"], []).append((r["step"], r["val_loss"]))
+        out.setdefault(str(r["run_id"]), []).append((r["step"], r["val_loss"]))
     return out
 
 
@@ -270,8 +270,8 @@ def _one(v: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]], loss: str,
     if target is not None and curve_of:
         steps, secs = [], []
         for (a, b), (ta, tb) in zip(pairs, times):
-            sa = steps_to_loss(curve_of.get(a.get("run_id"), []), target)
-            sb = steps_to_loss(curve_of.get(b.get("run_id"), []), target)
+            sa = steps_to_loss(curve_of.get(str(a.get("run_id")), []), target)
+            sb = steps_to_loss(curve_of.get(str(b.get("run_id")), []), target)
             if sa and sb:
                 steps.append(sa / sb)
                 if ta and tb:

@@ -311,8 +311,9 @@ def _predicted(fit: Fit, sub: Any) -> dict[str, Any]:
 def _row(c: Candidate, sub: Any, fit: Fit) -> dict[str, Any]:
     losses = [float(x) for x in sub["loss"].to_list()] if sub.height else []
     n = len(losses)
-    mean = sum(losses) / n if n else None
+    mean = sum(losses) / n if n else math.nan
     sd = (math.sqrt(sum((x - mean) ** 2 for x in losses) / (n - 1)) if n > 1 else None)
+    mean = mean if n else None
     row = {"role": c.role, **{k: getattr(c.shape, k) for k in SHAPE_KEYS},
            "params": c.shape.params_non_embedding, "losses": losses, "seeds": n,
            "measured": mean, "sd": sd}

@@ -334,3 +334,14 @@ def test_the_cli_is_thin():
     total = lines(PKG.rglob("*.py"))
     print(f"\ncli/ is {cli:,} of the package's {total:,} lines ({cli / total:.2%})")
     assert cli / total <= 0.15
+
+
+def test_each_all_lists_its_lazy_names():
+    """``__all__`` is a literal list (type checkers read it) and names every lazy name."""
+    import archfit
+    import archfit.train
+
+    assert set(archfit.__all__) == set(archfit._LAZY) | {"__version__"}
+    assert set(archfit.train._LAZY) <= set(archfit.train.__all__)
+    for n in archfit.train.__all__:
+        assert getattr(archfit.train, n) is not None, n

@@ -49,10 +49,10 @@ class ArchfitGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(_COMMANDS)
 
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in _COMMANDS:
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
             return None
-        module, attr = _COMMANDS[name][0].split(":")
+        module, attr = _COMMANDS[cmd_name][0].split(":")
         return getattr(importlib.import_module(module), attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -74,6 +74,7 @@ class ArchfitGroup(click.Group):
         from archfit.errors import UninformativeWarning
 
         warnings.simplefilter("ignore", UninformativeWarning)  # every command prints its verdict
+        rv: Any = None
         try:
             rv = super().main(argv, prog_name or "archfit", complete_var,
                               standalone_mode=False, **extra)

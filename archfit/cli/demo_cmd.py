@@ -6,6 +6,7 @@ One vocab and one context run through all of it: the sweep's (bytes, 256; ctx 12
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -68,11 +69,11 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
         pub = recommend(FAR, fit=load_fit(PUBLISHED_LAW), vocab_size=shape.vocab_size,
                         n_ctx=shape.n_ctx, head_dim=64, multiple_of=64)
         own = fit.verdict(FAR)
-    s = pub.shape
+    s, near = pub.shape, pub.near_optimal or {"n_layer": (math.nan, math.nan)}
     _print(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "
                f"d_model {s.d_model:,}, n_head {s.n_head}, d_ff {s.d_ff:,} (vocab "
                f"{s.vocab_size}, ctx {s.n_ctx}; verdict {pub.trust['verdict']}; any depth "
-               f"from {pub.near_optimal['n_layer'][0]:.0f} to {pub.near_optimal['n_layer'][1]:.0f}"
+               f"from {near['n_layer'][0]:.0f} to {near['n_layer'][1]:.0f}"
                f" within 0.5% of its optimum's loss at Kaplan et al.'s curvature). This sweep "
                f"cannot speak for that size: {FAR:.0e} is {FAR / largest:,.0f}x beyond its "
                f"largest run ({largest:.3g}); its own fit's verdict there is {own.verdict}"

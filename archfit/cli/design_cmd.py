@@ -199,12 +199,14 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
     """(pool frame, shape base, tokens per step) from the flags."""
     from archfit import designing as dz
 
-    base, tps = None, None
+    base, tps, kw = None, None, {}
     if spec is not None:
         from archfit.validation import recipe
 
         r = recipe(spec)
         base = r["base"]
+        kw = {"base": base, "head_dim": r["head_dim"], "multiple": r["multiple"],
+              "tolerance": r["tolerance"]}
         tr = spec.raw.get("train", {})
         tps = int(tr.get("batch_size", 16)) * int(tr.get("grad_accum", 1)) * base["n_ctx"]
     grid = [x is not None for x in (sizes, depths, tokens)]
@@ -215,7 +217,7 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
                 "n_layer" not in get_law(law).columns):
             # a law of size and tokens alone (chinchilla): sizes x token counts, no shapes
             return dz.pool_from_sizes(sizes, tokens), base, tps
-        if not all(grid):
+        if sizes is None or depths is None or tokens is None:
             raise click.UsageError("a grid pool needs --sizes, --depths and --tokens (for a "
                                    "law of size and tokens alone, --sizes and --tokens)")
         try:
@@ -223,10 +225,6 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
         except ValueError:
             raise click.BadParameter(f"{depths!r}: give whole depths, e.g. 2,4,8",
                                      param_hint="--depths") from None
-        kw = {}
-        if spec is not None:
-            kw = {"base": base, "head_dim": r["head_dim"], "multiple": r["multiple"],
-                  "tolerance": r["tolerance"]}
         return dz.pool_from_grid(sizes, ds, tokens, ff_ratios or (4.0,), **kw), base, tps
     if pool_file:
         return _table([pool_file], "pool", require_loss=False), base, tps

@@ -187,6 +187,7 @@ def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head
     if aspect_ratios is not None and (depths is not None or fixed_width is not None):
         raise click.UsageError("--aspect-ratios replaces --depths and --fixed-width")
     base = pick(arch, ARCH_FIELDS)
+    depths = depths or ()  # given unless --aspect-ratios is (checked above)
     if fixed_width is not None:
         members = fixed_width_family(target, fixed_width, depths, head_dim=head_dim,
                                      n_head=n_head, tolerance=tolerance, **base)

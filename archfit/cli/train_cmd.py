@@ -127,7 +127,7 @@ def _launch(cfg, run_dir, nproc, restart, progress, memory_check):  # type: igno
 
     tmp = None if run_dir else tempfile.mkdtemp(prefix="archfit-run-")
     try:
-        return launch(cfg, run_dir or tmp, nproc, restart=restart, progress=progress,
+        return launch(cfg, str(run_dir or tmp), nproc, restart=restart, progress=progress,
                       memory_check=memory_check)
     finally:
         if tmp:

@@ -160,6 +160,7 @@ class Design:
                                                    for sh in shapes)]
         shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
                   for sh in shapes]
+        raw: dict[str, Any]
         raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
                    description=f"archfit design: {len(shapes)} runs toward {self.target}",
                    seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
@@ -290,9 +291,9 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         notes.append(f"the fit {fit.label} carries no parameter draws (bootstrap or covariance) "
                      "to weigh runs by: a space-filling first batch; start from a fit with a "
                      "bootstrap, or give --results")
-    ci_now = _interval(fit, target)
-    point = fit.optimum(target.value)["n_layer" if target.kind == "params" else "N_opt"] \
-        if ci_now else None
+    ci_now = _interval(fit, target) if fit is not None else None
+    point = fit.optimum(target.need_value())["n_layer" if target.kind == "params" else "N_opt"] \
+        if ci_now and fit is not None else None
     ctx = {"pool": columns(pool), "open": is_open, "results": res_cols, "target": target,
            "point": point, "params": fit.conventions.get("params") if fit else None}
     if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
@@ -307,7 +308,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     picks = _pick(step, strategy, batch, budget, trace)
     chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
-    if ci_now and trace and target.kind != "table":
+    if ci_now and trace and point is not None and target.kind != "table":
         r = trace[-1][1]
         ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
     notes += [] if picks else ["no candidate fits the budget"]

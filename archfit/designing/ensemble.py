@@ -110,6 +110,7 @@ class Ensemble:
             # offset (the sandwich A⁻¹ B A⁻¹, :meth:`_meat` its B)
             self.between2, self.A = between2, _ridged(Jd.T @ Jd)
             self.sums = np.zeros((n_units, P))  # each run's summed gradient
+            assert u_data is not None  # units were given
             np.add.at(self.sums, u_data, Jd)
         elif len(Jd) >= P:
             # the Laplace approximation at the runs so far: with tens of draws of 5-8
@@ -153,6 +154,7 @@ class Ensemble:
         Ai = np.linalg.pinv(self.A)
         GAi, meat, now = self.G @ Ai, self._meat(), self._target_var()
         out = np.empty(len(self.J))
+        assert self.unit is not None  # a sandwich needs each row's run
         for lo in range(0, len(self.J), block):
             J = self.J[lo:lo + block]
             s = self.sums[self.unit[lo:lo + block]]
@@ -222,7 +224,7 @@ class Ensemble:
     def condition(self, j: int) -> None:
         if self.disc is not None:
             self.disc.condition(j)
-        if self.A is not None:
+        if self.A is not None and self.unit is not None:
             self.A = self.A + np.outer(self.J[j], self.J[j])
             self.sums[self.unit[j]] += self.J[j]
         else:

@@ -47,7 +47,7 @@ class Target:
         if self.kind == "params":
             from archfit.numbers import check_params_domain
 
-            check_params_domain(float(self.value))
+            check_params_domain(float(self.need_value()))
         if self.kind == "params" and law.role != "shape":
             raise DesignError(f"--params targets the optimal depth, which {law.name} (a "
                               f"{law.role} law) does not give; use --target TABLE, or a shape "
@@ -61,32 +61,44 @@ class Target:
                 raise DesignError(f"the target table lacks column(s) {', '.join(missing)} that "
                                   f"{law.name} predicts from")
 
+    def need_value(self) -> float:
+        """The target's size or budget (a params or compute target has one)."""
+        if self.value is None:
+            raise DesignError(f"a {self.kind} target needs a value (the size or the budget)")
+        return float(self.value)
+
+    def need_rows(self) -> dict[str, np.ndarray]:
+        """The target's configurations (a table target has them)."""
+        if self.rows is None:
+            raise DesignError("a table target needs its rows (a table of configurations)")
+        return self.rows
+
     def values(self, law: Any, p: dict[str, float]) -> np.ndarray:
         """The target quantities under parameters ``p``, in log space."""
         if self.kind == "params":
-            return np.array([math.log(law.optimum(p, self.value)[0])])
+            return np.array([math.log(law.optimum(p, self.need_value())[0])])
         if self.kind == "compute":
-            return np.array([math.log(law.compute_optimal(p, self.value)[0])])
-        return np.log(np.asarray(law.predict(p, self.rows), float))
+            return np.array([math.log(law.compute_optimal(p, self.need_value())[0])])
+        return np.log(np.asarray(law.predict(p, self.need_rows()), float))
 
     def outside(self, data: dict[str, np.ndarray] | None) -> None:
         """Refuse a target inside the data: ``recommend`` answers that without new runs."""
         if not data or "params" not in data or not len(data["params"]):
             return
         top = float(np.max(data["params"]))
-        if self.kind == "params" and self.value <= top:
-            raise DesignError(f"the target N = {self.value:.3g} is inside the data (largest run "
+        if self.kind == "params" and self.need_value() <= top:
+            raise DesignError(f"the target N = {self.need_value():.3g} is inside the data (largest run "
                               f"{top:.3g}): 'archfit recommend' answers it; design plans runs "
                               "toward a target beyond them")
         if self.kind == "compute" and "tokens" in data:
             c = float(np.max(6.0 * data["params"] * data["tokens"]))
-            if self.value <= c:
-                raise DesignError(f"the target C = {self.value:.3g} FLOPs is inside the data "
+            if self.need_value() <= c:
+                raise DesignError(f"the target C = {self.need_value():.3g} FLOPs is inside the data "
                                   f"(largest run {c:.3g} FLOPs): design plans toward a budget "
                                   "beyond them")
-        if self.kind == "table" and float(np.max(self.rows["params"])) <= top:
+        if self.kind == "table" and float(np.max(self.need_rows()["params"])) <= top:
             raise DesignError(f"every target configuration is inside the data (largest target "
-                              f"N {float(np.max(self.rows['params'])):.3g}, largest run "
+                              f"N {float(np.max(self.need_rows()['params'])):.3g}, largest run "
                               f"{top:.3g}): design plans toward configurations beyond them")
 
 
@@ -281,6 +293,7 @@ def check_budget(budget: float | None, frac: float | None, cost: np.ndarray,
         raise DesignError("give a budget: in the cost's unit, or as a fraction of the pool's "
                           "cost")
     if budget is None:
+        assert frac is not None  # exactly one of the two is given
         if not 0 < float(frac) <= 1:
             raise DesignError(f"--budget-frac must be in (0, 1] (a share of the pool's cost), "
                               f"got {frac:g}; for more, give --budget in the cost's unit")

@@ -3,6 +3,7 @@ fields) and ``train.tie_embeddings`` (written and read)."""
 
 from __future__ import annotations
 
+from typing import Any
 
 from archfit.formats.base import (ExportOptions, Format, FormatError, Imported, count_note, need,
                                   register, whole)
@@ -92,7 +93,7 @@ def from_litgpt_config(text: str, where: str = "the file") -> Imported:
     if norm not in ("LayerNorm", "RMSNorm"):
         raise FormatError(f"{where}: norm_class_name {norm!r}: archfit has LayerNorm and RMSNorm")
     bias = bool(mc.get("bias", True))
-    train = doc.get("train") if isinstance(doc.get("train"), dict) else {}
+    train: dict[str, Any] = doc["train"] if isinstance(doc.get("train"), dict) else {}
     vocab = mc.get("padded_vocab_size") or mc["vocab_size"]
     shape = Shape(n_layer=whole(mc, "n_layer"), d_model=d, n_head=h,
                   n_kv_head=mc.get("n_query_groups") or h, d_ff=whole(mc, "intermediate_size"),

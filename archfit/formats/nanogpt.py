@@ -118,6 +118,9 @@ def read_json(text: str, where: str = "the file") -> Imported:
         args = model_args_of(json.loads(text))
     except json.JSONDecodeError as e:
         raise FormatError(f"{where}: not valid JSON ({e})") from None
+    if args is None:
+        raise FormatError(f"{where}: no nanoGPT model_args in it (a dict with n_layer, n_head, "
+                          "n_embd, block_size, vocab_size, or a checkpoint's model_args)")
     return from_nanogpt(args)
 
 

@@ -97,7 +97,7 @@ def _classes(test: Any, pred: np.ndarray, hi: np.ndarray, actual: np.ndarray
         last: dict[Any, int] = {}
         for i in idx:
             if run[i] not in last or D[i] > D[last[run[i]]]:
-                last[run[i]] = i
+                last[run[i]] = int(i)
         picks = list(last.values())
         if len(picks) < 2:
             continue
@@ -176,7 +176,8 @@ class Predictions:
         a = self.actual
         self.has = (np.isfinite(a) & (a > 0)) if a is not None else np.zeros(self.n, bool)
         h = self.has
-        self.summary = band_report(self.pred[h], self.lo[h], self.hi[h], a[h]) if h.any() else {}
+        self.summary = (band_report(self.pred[h], self.lo[h], self.hi[h], a[h])
+                        if a is not None and h.any() else {})
         if h.any() and not h.all():
             self.summary["n_with_loss"] = int(h.sum())
         self.outside_span = fit.outside_span(self.cols["params"]) if "params" in self.cols \

@@ -116,7 +116,7 @@ class Law:
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
-                  full: bool = True) -> Estimate:
+                  full: bool = True, constraints: Any = None) -> Estimate:
         raise NotImplementedError
 
     def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:

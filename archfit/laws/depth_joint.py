@@ -111,7 +111,8 @@ class JointObjective:
                 last[th.tobytes()] = self.residuals_and_jacobian(th)
             return last[th.tobytes()]
 
-        res = least_squares(lambda th: rj(th)[0], x0, jac=lambda th: rj(th)[1], bounds=(lo, hi),
+        res = least_squares(lambda th: rj(th)[0], x0, jac=lambda th: rj(th)[1],  # type: ignore[arg-type]  # scipy's stub types jac as str; a callable is documented
+                            bounds=(lo, hi),
                             loss="huber", f_scale=self.delta, method="trf",
                             xtol=1e-10, ftol=1e-10, gtol=1e-10)
         return res.x

@@ -7,7 +7,7 @@ laws, so a law module and the fitting driver can both use it without a cycle."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -183,7 +183,9 @@ def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
         return coef, None, None
     import statsmodels.api as sm
 
-    res = sm.WLS(y, X, weights=w).fit() if w is not None else sm.OLS(y, X).fit()
+    # statsmodels' annotation says a float weight; it takes an array (and documents one)
+    res = (sm.WLS(y, X, weights=w).fit()  # type: ignore[arg-type]
+           if w is not None else sm.OLS(y, X).fit())
     cov = np.asarray(res.cov_params()) if len(y) > X.shape[1] else None
     return np.asarray(res.params), cov, res
 
@@ -204,7 +206,7 @@ def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequen
     fixed = [i for i, nm in enumerate(names) if nm in cons.fixed]
     free = [i for i in range(k) if i not in fixed]
     y2 = y - X[:, fixed] @ np.array([cons.fixed[names[i]] for i in fixed]) if fixed else y
-    sw = np.sqrt(w)
+    sw = np.sqrt(np.asarray(w, float))
     A, b = [X[:, free] * sw[:, None]], [y2 * sw]
     for j, i in enumerate(free):
         if names[i] in cons.prior:
@@ -301,8 +303,8 @@ def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float
     return mask, sorted({float(np.median(N[key == t])) for t in top})
 
 
-def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any, data: Data,
-                    level: float, widen: float = 1.0, reach: Any = None
+def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,
+                    data: Mapping[str, Any], level: float, widen: float = 1.0, reach: Any = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(predicted, low, high) loss for the rows of ``data``: a ``level`` prediction interval
     for a *new run* there. It adds, in log space, the parameter uncertainty (the percentile band

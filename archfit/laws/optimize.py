@@ -228,14 +228,14 @@ class HuberLSE:
             return self.minimize(np.atleast_2d(start), rp=rp, scale=scale)
         if rp is None:
             res = least_squares(lambda th: self.residuals_and_jacobian(th)[0], start,
-                                jac=lambda th: self.residuals_and_jacobian(th)[1],
+                                jac=lambda th: self.residuals_and_jacobian(th)[1],  # type: ignore[arg-type]  # scipy's stub: jac as str; a callable is documented
                                 loss="huber", f_scale=self.delta, method="trf",
                                 xtol=1e-12, ftol=1e-12, gtol=1e-12)
             return res.x
         start = rp.constrain(np.atleast_2d(start))[0]
         res = least_squares(lambda phi: self.residuals_and_jacobian(rp.expand(phi))[0],
                             rp.reduce(start),
-                            jac=lambda phi: self.residuals_and_jacobian(rp.expand(phi))[1] @ rp.T,
+                            jac=lambda phi: self.residuals_and_jacobian(rp.expand(phi))[1] @ rp.T,  # type: ignore[arg-type]  # as above
                             loss="huber", f_scale=self.delta, method="trf",
                             xtol=1e-12, ftol=1e-12, gtol=1e-12)
         return rp.expand(res.x)
@@ -282,12 +282,12 @@ class HuberLSE:
                                    for c in np.array_split(starts, max(1, len(starts) // 256))])
             starts = starts[np.argsort(vals)[:n_polish]]
         if rp is None:
-            fun = self.value_and_grad
+            fun: Any = self.value_and_grad
             x0s: Any = starts
         else:
             w = prior_weight(scale, self.n, self.delta)
 
-            def fun(phi: np.ndarray) -> tuple[float, np.ndarray]:
+            def reduced(phi: np.ndarray) -> tuple[float, np.ndarray]:
                 th = rp.expand(phi)
                 v, g = self.value_and_grad(th)
                 if rp.prior:
@@ -295,6 +295,7 @@ class HuberLSE:
                     v, g = v + w * 0.5 * float(z @ z), g + w * (z @ dz)
                 return v, rp.T.T @ g
 
+            fun = reduced
             x0s = [rp.reduce(s0) for s0 in starts]
         self.notes: list[str] = []
         best = multistart(fun, x0s, what="the Huber fit", notes=self.notes)

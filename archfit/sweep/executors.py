@@ -34,9 +34,9 @@ def _gpu_count() -> int:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return len([x for x in env.split(",") if x.strip()])
-    try:
-        import subprocess
+    import subprocess
 
+    try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
         return len([ln for ln in out.stdout.splitlines() if ln.startswith("GPU")])
     except (OSError, subprocess.SubprocessError):
@@ -275,7 +275,7 @@ def _submit_group(todo: list[str], out: str, opts: dict[str, Any], gpus: int,
 def run_ray(dirs: list[str], opts: dict[str, Any], retry_failed: bool = False,
             on_done: Callable[[str, str], None] | None = None) -> dict[str, int]:
     try:
-        import ray
+        import ray  # type: ignore[import-not-found]  # the 'ray' extra; checked before
     except ImportError:
         raise SpecError("the ray executor needs the extra: pip install 'archfit[ray]'") from None
     todo = still_to_run(dirs, retry_failed)

@@ -92,7 +92,7 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
         raise ArchfitError("give --gpu NAME (" + ", ".join(DEVICES) + ") or "
                            "--gpu-memory SIZE")
     peak = peak_flops or peak
-    mfu = mfu or spec.executor.get("mfu") or memory.DEFAULT_MFU
+    mfu = float(mfu or spec.executor.get("mfu") or memory.DEFAULT_MFU)
     rows = []
     for r, base in zip(spec.runs, plan_rows(spec)):
         row = {k: base[k] for k in ("run_id", "n_layer", "d_model", "n_head", "d_ff",

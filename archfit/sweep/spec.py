@@ -138,10 +138,10 @@ def _read(path: str) -> dict[str, Any]:
 
 
 def _budget(raw: dict[str, Any], problems: list[str]) -> Budget | None:
-    b = raw.get("budget") if isinstance(raw.get("budget"), dict) else {}
+    b: dict[str, Any] = raw["budget"] if isinstance(raw.get("budget"), dict) else {}
     try:
-        return Budget(**{k: (int(v) if k == "steps" else number(v)) for k, v in b.items()
-                         if k in BUDGET})
+        return Budget(**{k: (int(v) if k == "steps" else number(v))  # type: ignore[arg-type]
+                         for k, v in b.items() if k in BUDGET})  # Budget checks each kind
     except (ArchfitError, TypeError, ValueError) as e:
         problems.append(f"budget: {e}")
         return None

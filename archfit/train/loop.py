@@ -185,10 +185,12 @@ def _step(s: _Session, step: int) -> tuple[float, float]:
         raise ArchfitError(f"micro_batch {micro} does not divide the {share} sequences each "
                            "process takes of a batch")
     passes = cfg.grad_accum * (share // micro)
+    x = y = None
     for k in range(passes):
         if k % (share // micro) == 0:
             x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
         lo = d.rank * share + (k % (share // micro)) * micro
+        assert x is not None and y is not None  # drawn at k = 0
         xb = torch.from_numpy(x[lo:lo + micro]).to(s.device, non_blocking=True)
         yb = torch.from_numpy(y[lo:lo + micro]).to(s.device, non_blocking=True)
         sync = k == passes - 1 or not hasattr(s.step_fn, "no_sync")

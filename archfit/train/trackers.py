@@ -51,7 +51,7 @@ class Tracker:
             self._w = SummaryWriter(log_dir=os.path.join(directory, group, name))
             self._w.add_text("config", "\n".join(f"    {k}: {v}" for k, v in config.items()))
         elif kind == "mlflow":
-            import mlflow
+            import mlflow  # type: ignore[import-not-found]  # the 'trackers' extra, imported on use
 
             # a local SQLite store in the folder (MLflow 3 keeps its file store read-mostly)
             self._client = mlflow.MlflowClient(tracking_uri=mlflow_uri(directory))
@@ -63,7 +63,7 @@ class Tracker:
             for k, v in config.items():
                 self._client.log_param(self._run_id, k, v)
         else:
-            import wandb
+            import wandb  # type: ignore[import-not-found]  # the 'trackers' extra, imported on use
 
             mode = os.environ.get("WANDB_MODE", "offline")  # online only when asked for
             self._run = wandb.init(dir=directory, project=group, group=group, name=name,
