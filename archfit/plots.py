@@ -26,9 +26,12 @@ FORMATS = ("png", "svg", "pdf")
 
 
 def _plt() -> Any:
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg", force=True)
+    if "ipykernel" not in sys.modules:  # a notebook keeps its inline backend; elsewhere files
+        matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
     return plt

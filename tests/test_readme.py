@@ -1,6 +1,8 @@
-"""The README matches the code: every `archfit ...` command it shows is extracted and, unless it
-trains (sweeps, the demo, validation) or names a placeholder, run on a fresh copy of the shipped
-files; each must exit 0."""
+"""The README and the docs site match the code: every `archfit ...` command they show is
+extracted and, unless it trains (sweeps, the demo, validation) or names a placeholder, run on a
+fresh copy of the shipped files; each must exit 0. Where a console block shows a command's
+output, the printed output must match it: the text word for word (spacing aside), every number
+within 1% (or half a unit of its last printed digit), `...` standing for what is left out."""
 
 from __future__ import annotations
 
@@ -14,18 +16,25 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 # verbs that train or take minutes: run by the slow tests and the demo's own test
-TRAINS = {"demo", "train", "validate", "design"}
+TRAINS = {"demo", "train", "validate"}
 SWEEP_TRAINS = {"run", "collect"}  # collect reads what run trained
 # the README's placeholders: a command naming one is a pattern, not a command
 PLACEHOLDER = re.compile(r"\b(FIT|DATA|FILE|NAME|SPEC|TABLE|DIR|DONE|TARGET|FMT|N|C|COL)\b|\.\.\.|"
                          r"<|yours|mine|corpus/|shards/|raw\.csv|llama-sweep|grid\.csv|"
                          r"mixed\.csv|done\.csv|big\.csv|runs\.csv|pool\.csv|scattered|bigger|"
-                         r"demo-out/|demo-half|next\.toml|tokenizer\.json|my-|"
+                         r"demo-out/|tokenizer\.json|my-|"
                          r"throughput-cpu\.parquet|layer-variants\.parquet")
 
 
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _all_text() -> str:
+    return "\n".join(p.read_text() for p in DOCS)
+
+
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = _all_text()
     cmds: list[str] = []
     for kind, block in re.findall(r"```(bash|console)\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -66,28 +75,40 @@ def test_the_readme_shows_commands():
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory):
-    """A fresh tree: the shipped specs, datasets and fits, and sweeps/demo.parquet as the
-    README's sweep row leaves it (a planted stand-in with its columns, sizes and one token count
-    per run, since that row trains)."""
+    """A fresh tree: the shipped specs, datasets and fits, with sweeps/demo.parquet as the
+    README's sweep row leaves it (datasets/demo_sweep.parquet: that row's real output, shipped,
+    since the row trains) and the design example's demo-half.parquet (the same runs at or below
+    1.2e5, half the largest size)."""
+    import polars as pl
+
     d = tmp_path_factory.mktemp("fresh")
     for sub in ("sweeps", "datasets", "fits"):
         shutil.copytree(ROOT / sub, d / sub)
-    from archfit.laws.planted import correlated_sweep as planted
-
-    planted("depth-joint", seed=0, n_shapes=17, n_tokens=1, n_min=3e4,
-            n_max=2.4e5).write_parquet(d / "sweeps" / "demo.parquet")
+    demo = pl.read_parquet(ROOT / "datasets" / "demo_sweep.parquet")
+    demo.write_parquet(d / "sweeps" / "demo.parquet")
+    demo.filter(pl.col("target_params") <= 1.2e5).write_parquet(d / "demo-half.parquet")
     return d
+
+
+_RAN: dict[str, object] = {}  # each command runs once; both tests below read its result
+
+
+def run_once(tree, cmd: str, monkeypatch):  # type: ignore[no-untyped-def]
+    """The command's CliRunner result, in the fresh tree (run on first asking)."""
+    from archfit.cli import main
+
+    if cmd not in _RAN:
+        monkeypatch.chdir(tree)
+        argv = shlex.split(cmd)[1:]
+        if argv[0] in ("fit", "backtest") and "--bootstrap" not in argv:
+            argv += ["--bootstrap", "20"]  # the same command, fewer resamples
+        _RAN[cmd] = CliRunner().invoke(main, argv)
+    return _RAN[cmd]
 
 
 @pytest.mark.parametrize("cmd", [c for c in readme_commands() if runnable(c)[0]])
 def test_each_readme_command_runs(tree, cmd, monkeypatch):
-    from archfit.cli import main
-
-    monkeypatch.chdir(tree)
-    argv = shlex.split(cmd)[1:]
-    if argv[0] in ("fit", "backtest") and "--bootstrap" not in argv:
-        argv += ["--bootstrap", "20"]  # the same command, fewer resamples
-    r = CliRunner().invoke(main, argv)
+    r = run_once(tree, cmd, monkeypatch)
     assert r.exit_code == 0, (cmd, r.output[-1500:])
 
 
@@ -105,3 +126,133 @@ def test_the_first_design_help_example_runs_as_printed(tree, monkeypatch):
     r = CliRunner().invoke(main, argv)
     assert r.exit_code == 0, (first, r.output[-1500:])
     assert (tree / "next.toml").is_file() and "wrote next.toml" in r.output
+
+
+# ---------------------------------------------------------------- shown output against printed
+NUM = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?"
+REL = 0.01  # the stated precision: numbers within 1%, or half a unit of their last digit
+
+
+def shown_outputs() -> list[tuple[str, str, list[str]]]:
+    """(page, command, the output lines shown after it) for each console block's commands."""
+    out = []
+    for page in DOCS:
+        for block in re.findall(r"```console\n(.*?)```", page.read_text(), re.S):
+            cmd, lines = None, []
+            for line in block.replace("\\\n", " ").splitlines() + ["$ "]:
+                if line.startswith("$ "):
+                    if cmd and lines:
+                        out.append((page.relative_to(ROOT).as_posix(), cmd, lines))
+                    cmd, lines = " ".join(line[2:].split()), []
+                elif cmd is not None:
+                    lines.append(line)
+    return out
+
+
+def _pattern(line: str) -> tuple[re.Pattern, list[str]]:
+    """A shown line as a regex (whitespace runs alike, '...' anything, numbers captured) and
+    its numbers."""
+    parts, nums = [], []
+    for tok in re.split(rf"(\.\.\.|\s+|{NUM})", line.strip()):
+        if not tok:
+            continue
+        if tok == "...":
+            parts.append(".*")
+        elif tok.isspace():
+            parts.append(r"\s+")
+        elif re.fullmatch(NUM, tok):
+            parts.append(f"({NUM})")
+            nums.append(tok)
+        else:
+            parts.append(re.escape(tok))
+    return re.compile("".join(parts)), nums
+
+
+def _close(shown: str, got: str) -> bool:
+    a, b = float(shown.replace(",", "")), float(got.replace(",", ""))
+    digits = shown.split("e")[0]
+    unit = 10.0 ** -(len(digits.split(".")[1]) if "." in digits else 0)
+    if "e" in shown:
+        unit *= 10.0 ** int(shown.split("e")[1])
+    return abs(a - b) <= max(REL * abs(a), unit / 2 + 1e-12)
+
+
+def _line_matches(shown: str, got: str) -> bool:
+    pat, nums = _pattern(shown)
+    m = pat.fullmatch(" ".join(got.split()) if not shown.startswith(" ") else got.strip())
+    if m is None:
+        m = pat.fullmatch(got.strip())
+    return m is not None and all(_close(s, g) for s, g in zip(nums, m.groups()))
+
+
+def match_output(shown: list[str], printed: list[str]) -> str | None:
+    """None when ``printed`` shows every run of ``shown`` lines (split at '...' lines) in
+    order, each run on consecutive lines; else the first shown line not found."""
+    runs, cur = [], []
+    for line in shown:
+        if line.strip() == "...":
+            runs.append(cur)
+            cur = []
+        elif line.strip():
+            cur.append(line)
+    runs.append(cur)
+    printed = [p for p in printed if p.strip()]
+    at = 0
+    for run in (r for r in runs if r):
+        for start in range(at, len(printed) - len(run) + 1):
+            if all(_line_matches(s, printed[start + k]) for k, s in enumerate(run)):
+                at = start + len(run)
+                break
+        else:
+            found = [s for s in run if not any(_line_matches(s, p) for p in printed[at:])]
+            return (found or run)[0]
+    return None
+
+
+def _filtered(cmd: str, text: str) -> tuple[str, list[str]]:
+    """The command without its pipe, and its output through it (tail -N, grep -A K PAT)."""
+    head, _, pipe = cmd.partition(" | ")
+    lines = text.splitlines()
+    if pipe.startswith("tail -"):
+        lines = lines[-int(pipe.split("-")[1]):]
+    elif pipe.startswith("grep"):
+        argv = shlex.split(pipe)
+        after = next((int(a[2:] or argv[i + 1]) for i, a in enumerate(argv)
+                      if a.startswith("-A")), 0)
+        pat = argv[-1]
+        idx = [i for i, ln in enumerate(lines) if pat in ln]
+        lines = [lines[j] for i in idx[:1] for j in range(i, min(len(lines), i + after + 1))]
+    return head, lines
+
+
+def comparable() -> list[tuple[str, str, list[str]]]:
+    return [(p, c, lines) for p, c, lines in shown_outputs()
+            if c.startswith("archfit ") and "&&" not in c and runnable(c.split(" | ")[0])[0]]
+
+
+def test_the_output_matcher_can_fail():
+    """The matcher tells a right output from a wrong one (a wrong number, a missing line)."""
+    shown = ["target: 1e+12 parameters", "...", "  params 1,000,296 (+0.03% from ...)"]
+    good = ["target: 1e+12 parameters", "x", "  params   1,000,300 (+0.03% from target)"]
+    assert match_output(shown, good) is None
+    assert match_output(shown, ["target: 2e+12 parameters", "  params 1,000,296 (+0.03% from"])
+    assert match_output(shown, good[:2])
+    assert match_output(["depth 94.7"], ["depth 95.8"]) and not match_output(["depth 94.7"],
+                                                                            ["depth 94.72"])
+
+
+def test_blocks_with_output_are_compared():
+    cmds = [c for _, c, _ in comparable()]
+    assert len(cmds) >= 6, cmds
+    assert any(c.startswith("archfit design") for c in cmds)
+
+
+@pytest.mark.parametrize("page,cmd,shown", comparable(), ids=lambda x: x if isinstance(x, str) and x.startswith("archfit") else "")
+def test_each_shown_output_is_what_the_command_prints(tree, page, cmd, shown, monkeypatch):
+    head, _ = _filtered(cmd, "")
+    r = run_once(tree, _clean(head), monkeypatch)
+    assert r.exit_code == 0, (page, cmd, r.output[-1500:])
+    _, printed = _filtered(cmd, r.output)
+    missing = match_output(shown, printed)
+    assert missing is None, (f"{page}: '{cmd}' no longer prints {missing!r}; it printed:\n"
+                             + "\n".join(printed[:40]))

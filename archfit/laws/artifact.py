@@ -306,6 +306,10 @@ class Fit:
                 + (f", {unit} runs" if unit else "")
                 + f", verdict {self.verdict().verdict}>")
 
+    def _repr_html_(self) -> str:  # a notebook's view (archfit.laws.summary.fit_html)
+        from archfit.laws.summary import fit_html
+        return fit_html(self)
+
     def _summary_text(self) -> str:
         law = self.law_obj
         lines = [f"archfit fit: {self.law}" + (f" ({self.name})" if self.name else ""),

@@ -90,3 +90,22 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     elif h:
         lines.append(f"  held-out check: {h.get('reason')}")
     return lines
+
+
+def fit_html(f: Any) -> str:
+    """A fit as a notebook shows it: the law and its data, the parameters with their 95% CIs
+    as a table, the verdict with its reasons, and the whole summary text folded beneath."""
+    import html
+
+    v = f.verdict()
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{_g(val)}</td>"
+        + "".join(f"<td>{_g(x)}</td>" for x in ((f.ci or {}).get(k) or (None, None))[:2])
+        + "</tr>" for k, val in f.params.items())
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in v.reasons)
+    return (f"<p><b>{html.escape(f.label)}</b>: {f.n_points} rows; verdict "
+            f"<b>{html.escape(v.verdict)}</b></p>"
+            "<table><thead><tr><th>parameter</th><th>estimate</th><th>95% CI low</th>"
+            f"<th>95% CI high</th></tr></thead><tbody>{rows}</tbody></table>"
+            + (f"<ul>{reasons}</ul>" if reasons else "")
+            + f"<details><summary>the whole summary</summary>{f.summary().as_html()}</details>")
