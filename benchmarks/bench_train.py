@@ -4,8 +4,11 @@ shape, batch, context, thread count and dtype, measured side by side in one proc
     pip install -e '.[bench]' && python benchmarks/bench_train.py [--layers 4 --width 256 ...]
     python benchmarks/bench_train.py --gpt2-124m     # GPT-2 small's shape (slow on a CPU)
 
-Prints tokens/s for both, their ratio (target at the default shape: >= 1.3) and peak memory
-(RSS growth). archfit's output layer is fused with its loss (no full logits, the gradient taken
+Prints tokens/s for both, their ratio (target at the default shape: >= 1.3), peak memory (RSS
+growth) and each one's share of the machine's fp32 matmul peak: its tokens/s times the shape's
+``matmul_train`` FLOPs per token (every matrix product of a training step, the output layer
+and the attention over the full window included; archfit.shapes), against the best of a
+2048^3 sgemm at the same thread count, measured in the same run (target: >= 80%). archfit's output layer is fused with its loss (no full logits, the gradient taken
 in the forward pass), which is where the default shape spends most of its time; HF's
 GPT2LMHeadModel materializes the fp32 logits and their log-softmax.
 """
@@ -70,6 +73,23 @@ def one(a: argparse.Namespace) -> None:
     print(json.dumps({"tokens_per_s": tps, "params": n, "peak_mib": mem}))
 
 
+def sgemm_peak(threads: int, device: str, n: int = 2048, reps: int = 5) -> float:
+    """FLOP/s of the best of ``reps`` n^3 fp32 matrix products at ``threads`` threads."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    best = float("inf")
+    for i in range(reps + 2):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        a @ b
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 2:
+            best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
 def main() -> None:
     import json
     import subprocess
@@ -100,6 +120,7 @@ def main() -> None:
           f"batch {a.batch}, {a.threads} threads, fp32, {a.device}; each model in its own "
           "process, alternated, best of 2")
     res: dict[str, list[dict]] = {"archfit": [], "hf": []}
+    peaks = [sgemm_peak(a.threads, a.device)]
     for name in ("archfit", "hf", "archfit", "hf"):
         args = [x for x in sys.argv[1:] if x != "--gpt2-124m"]
         args += ["--layers", str(a.layers), "--width", str(a.width), "--heads", str(a.heads),
@@ -107,13 +128,22 @@ def main() -> None:
         out = subprocess.run([sys.executable, __file__, *args, "--only", name],
                              capture_output=True, text=True, check=True).stdout
         res[name].append(json.loads(out.strip().splitlines()[-1]))
+    peaks.append(sgemm_peak(a.threads, a.device))
+    from archfit.shapes import Shape
+
+    per_token = Shape(n_layer=a.layers, d_model=a.width, n_head=a.heads, vocab_size=a.vocab,
+                      n_ctx=a.ctx).flops_per_token("matmul_train")
+    peak = max(peaks)
+    print(f"fp32 sgemm peak {peak / 1e9:,.1f} GFLOP/s (2048^3, {a.threads} threads, best of 5, "
+          f"before and after); matmul_train {per_token:,.0f} FLOPs/token")
     best = {k: max(r["tokens_per_s"] for r in v) for k, v in res.items()}
     for k, label in (("archfit", "archfit"), ("hf", "HF GPT2LMHeadModel")):
         mem = max(r["peak_mib"] for r in res[k])
         print(f"{label:<20} {best[k]:>10,.0f} tokens/s   params {res[k][0]['params']:,}   "
-              f"peak memory growth during training {mem:,.0f} MiB")
+              f"peak memory growth during training {mem:,.0f} MiB   "
+              f"{best[k] * per_token / peak:.0%} of the sgemm peak")
     print(f"ratio archfit / HF GPT2LMHeadModel: {best['archfit'] / best['hf']:.2f}x "
-          "(target at the default shape: >= 1.3x)")
+          "(target at the default shape: >= 1.3x; archfit's share of the peak: >= 80%)")
 
 
 if __name__ == "__main__":

@@ -70,6 +70,35 @@ def test_fused_loss_equals_full_logits_cross_entropy(parametrization, tied, monk
         assert torch.allclose(m(x, y)[1], out[False][0], rtol=1e-6)
 
 
+def test_fused_loss_holds_where_the_targets_probability_underflows():
+    """A target 2000 nats below the best logit: its fp32 probability is 0, and the fused loss
+    (which reads log z from the largest probability, 1/z) still equals the reference, with the
+    reference's gradients, over chunks of unequal rows (5 tokens in chunks of 2)."""
+    from archfit.model import linear_cross_entropy
+
+    x = torch.tensor([[100.0, 0.0]] * 5, requires_grad=True)
+    w = torch.tensor([[10.0, 0.0], [-10.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    t = torch.tensor([1, 0, 2, 1, 0])
+    ref_x, ref_w = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    import torch.nn.functional as F
+
+    ref = F.cross_entropy(ref_x @ ref_w.t(), t)
+    ref.backward()
+    import archfit.model as model_mod
+
+    old = model_mod.LOSS_CHUNK_ELEMENTS
+    model_mod.LOSS_CHUNK_ELEMENTS = 2 * 3
+    try:
+        got = linear_cross_entropy(x, w, t)
+        got.backward()
+    finally:
+        model_mod.LOSS_CHUNK_ELEMENTS = old
+    assert torch.isfinite(got) and got.item() == pytest.approx(ref.item(), rel=1e-6)
+    assert ref.item() > 700  # two of five targets 2000 nats down
+    assert torch.allclose(x.grad, ref_x.grad, atol=1e-6)
+    assert torch.allclose(w.grad, ref_w.grad, atol=1e-6)
+
+
 def test_gpt2_small_torch_count():
     from archfit.shapes import gpt2
 

@@ -39,6 +39,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
                    "Calibrate a step-time model on measured runs; measured vs predicted."),
     "compare": ("archfit.cli.compare_cmd:compare",
                 "Known models (GPT-3, Llama, ...) against a law's optimal depth."),
+    "campaign": ("archfit.cli.campaign_cmd:campaign",
+                 "Design, train, fit and recommend, round after round, within a budget."),
     "demo": ("archfit.cli.demo_cmd:demo", "Run the demo end to end: sweep, fit, recommend, plots."),
 }
 
