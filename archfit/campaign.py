@@ -18,7 +18,7 @@ wait at the N-th time (default 1) it reaches MOMENT (``train``: a round's first 
 finished; ``fit``: a round's fit has begun; ``ledger``: a new ledger is written but not yet in
 place), after writing ``DIR/.held``: the moment at which a kill is to be tested.
 
-About 440 lines because the loop, its ledger, its stop rules and the spec's checks are one
+About 620 lines because the loop, its ledger, its stop rules and the spec's checks are one
 state machine, read together.
 """
 
@@ -84,7 +84,6 @@ def load(path: str) -> Spec:
         raise CampaignError(f"{path}: cannot read ({e.strerror or e})") from None
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{path}: not valid TOML ({e})") from None
-    from archfit.laws import get_law
 
     def need(section: str, hint: str) -> dict[str, Any]:
         v = raw.get(section)
@@ -110,31 +109,17 @@ def load(path: str) -> Spec:
     if units[0] == "gpu_hours" and not budget.get("gpu"):
         raise CampaignError(f"{path}: [budget] gpu_hours needs gpu = \"h100\" (or another "
                             "known GPU) to price each run")
-    law_name = str(raw.get("law", ""))
-    try:
-        law = get_law(law_name)
-    except Exception:
-        raise CampaignError(f"{path}: law {law_name!r} is not known; see 'archfit laws'") from None
-    if not law.predicts_loss:
-        raise CampaignError(f"{path}: {law.name} has no loss model, so a run's outcome cannot "
-                            "be predicted; use depth-joint or depth-width (shape), chinchilla "
-                            "(compute)")
-    if kinds[0] == "params" and law.role != "shape":
-        raise CampaignError(f"{path}: a [target] params campaign needs a shape law (depth-joint, "
-                            f"depth-width); {law.name} is a {law.role} law")
-    if kinds[0] == "compute" and law.role != "compute":
-        raise CampaignError(f"{path}: a [target] compute campaign needs a compute law "
-                            f"(chinchilla); {law.name} is a {law.role} law")
+    law = _law(path, str(raw.get("law", "")), kinds[0])
     pool = need("pool", "add a grid ([pool] sizes, depths, tokens) or a table ([pool] table = "
                         "\"pool.csv\")")
     if "table" not in pool and not all(k in pool for k in ("sizes", "tokens")):
         raise CampaignError(f"{path}: [pool] needs table = FILE, or sizes and tokens (and "
                             "depths, for a shape law)")
-    ex = raw.get("executor") if isinstance(raw.get("executor"), dict) else {}
+    ex: dict[str, Any] = raw["executor"] if isinstance(raw.get("executor"), dict) else {}
     kind = str(ex.get("kind", "local"))
     if kind not in EXECUTORS:
         raise CampaignError(f"{path}: unknown executor {kind!r}; use {', '.join(EXECUTORS)}")
-    stop = raw.get("stop") if isinstance(raw.get("stop"), dict) else {}
+    stop: dict[str, Any] = raw["stop"] if isinstance(raw.get("stop"), dict) else {}
     if stop.get("verdict") is not None and stop["verdict"] not in VERDICTS[:2]:
         raise CampaignError(f"{path}: [stop] verdict must be informative or weak, got "
                             f"{stop['verdict']!r}")
@@ -160,6 +145,27 @@ def load(path: str) -> Spec:
                 seed=counts["seed"], bootstrap=counts["bootstrap"],
                 validate=bool(raw.get("validate", False)),
                 shape_args=dict(raw.get("recommend") or {}))
+
+
+def _law(path: str, law_name: str, kind: str) -> Any:
+    """The spec's law, if it can run a campaign toward a ``kind`` target."""
+    from archfit.laws import get_law
+
+    try:
+        law = get_law(law_name)
+    except Exception:
+        raise CampaignError(f"{path}: law {law_name!r} is not known; see 'archfit laws'") from None
+    if not law.predicts_loss:
+        raise CampaignError(f"{path}: {law.name} has no loss model, so a run's outcome cannot "
+                            "be predicted; use depth-joint or depth-width (shape), chinchilla "
+                            "(compute)")
+    if kind == "params" and law.role != "shape":
+        raise CampaignError(f"{path}: a [target] params campaign needs a shape law (depth-joint, "
+                            f"depth-width); {law.name} is a {law.role} law")
+    if kind == "compute" and law.role != "compute":
+        raise CampaignError(f"{path}: a [target] compute campaign needs a compute law "
+                            f"(chinchilla); {law.name} is a {law.role} law")
+    return law
 
 
 def _positive(v: Any, what: str, path: str) -> float:
@@ -298,10 +304,21 @@ def run(spec: Any, out: str, *, restart: bool = False, progress: Progress | None
         ) -> dict[str, Any]:
     """Run (or resume) the campaign ``spec`` (a path or a :class:`Spec`) in the folder ``out``;
     returns the final ledger. ``progress`` gets one event dict per step."""
+    spec = load(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec
+    made = not os.path.exists(out)
+    os.makedirs(out, exist_ok=True)
+    try:
+        return _locked(spec, out, restart, progress)
+    finally:  # a run refused before its first ledger leaves no folder it made
+        if made and not os.path.exists(os.path.join(out, LEDGER)):
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _locked(spec: Spec, out: str, restart: bool, progress: Progress | None) -> dict[str, Any]:
     import fcntl
 
-    spec = load(spec) if isinstance(spec, (str, os.PathLike)) else spec
-    os.makedirs(out, exist_ok=True)
     lock = open(os.path.join(out, ".lock"), "a+")  # noqa: SIM115 (held for the whole run)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -324,7 +341,7 @@ def _loop(spec: Spec, out: str, led: dict[str, Any], say: Progress) -> dict[str,
     cost, unit = dz.costs(pool, spec.budget.get("gpu"), base=base, tokens_per_step=tps)
     budget = (float(spec.budget["pool_fraction"]) * float(cost.sum())
               if "pool_fraction" in spec.budget else
-              float(spec.budget.get("flops") or spec.budget.get("gpu_hours")))
+              float(spec.budget.get("flops") or spec.budget["gpu_hours"]))
     if budget < float(cost.min()):
         raise CampaignError(f"the budget {budget:.4g} {unit} is below the cheapest run in the "
                             f"pool ({float(cost.min()):.4g}); raise it or add cheaper candidates")
@@ -399,11 +416,11 @@ def _design(spec: Spec, out: str, led: dict[str, Any], pool: Any, budget: float,
     pool = open_pool(pool, led)
     if not pool.height:
         return "every candidate in the pool has been run"
-    kw = dict(law=spec.law, target=target, results=results,
-              prior=spec.prior if results is not None else None,
-              fit=spec.prior if results is None else None,
-              batch=spec.batch if k else spec.first_batch, seed=spec.seed + k,
-              bootstrap=spec.bootstrap, gpu=spec.budget.get("gpu"))
+    kw: dict[str, Any] = dict(law=spec.law, target=target, results=results,
+                              prior=spec.prior if results is not None else None,
+                              fit=spec.prior if results is None else None,
+                              batch=spec.batch if k else spec.first_batch, seed=spec.seed + k,
+                              bootstrap=spec.bootstrap, gpu=spec.budget.get("gpu"))
     from archfit.errors import FitError, FitInputError
 
     try:

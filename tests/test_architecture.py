@@ -27,7 +27,9 @@ LAYERS = [
     ("recommend", ("archfit.recommender", "archfit.near_optimal", "archfit.landscape",
                    "archfit.objectives",
                    "archfit.validation", "archfit.designing", "archfit.trading")),
-    ("plots", ("archfit.plots", "archfit.plots_design")),
+    # the campaign draws each round's design figure and its report, so it sits with the plots
+    ("plots", ("archfit.plots", "archfit.plots_design", "archfit.plots_campaign",
+               "archfit.campaign")),
     ("cli", ("archfit.cli", "archfit.__main__")),
 ]
 

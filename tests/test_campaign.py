@@ -1,0 +1,271 @@
+"""``archfit campaign``: its refusals (fast: nothing trains), and the loop itself (slow): the
+demo narrows the target's interval within its budget, a SIGKILL at three moments resumes to the
+same ledger, two rounds run through real Slurm, and the report opens in a real headless
+browser with every image loaded."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "sweeps" / "campaign-demo.toml"
+
+
+def spec_text(**edits: str) -> str:
+    """The demo spec with lines replaced: key 'section.key' (or 'key') -> new 'key = value'
+    line, or '' to drop the line; a key ending in '[]' drops the whole section."""
+    out, section = [], ""
+    for line in DEMO.read_text().splitlines():
+        s = line.strip()
+        if s.startswith("["):
+            section = s.split("]")[0][1:]
+            if f"{section}[]" in edits:
+                section = "DROPPED"
+                continue
+        if section == "DROPPED":
+            continue
+        key = s.split("=")[0].strip() if "=" in s and not s.startswith("#") else None
+        full = f"{section}.{key}" if section else key
+        if key is not None and full in edits:
+            if edits[full]:
+                out.append(edits[full])
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def write_spec(tmp_path: Path, name: str = "c.toml", **edits: str) -> Path:
+    p = tmp_path / name
+    p.write_text(spec_text(**edits))
+    return p
+
+
+def one_line(r) -> str:  # type: ignore[no-untyped-def]
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
+    return lines[0]
+
+
+# ------------------------------------------------------------------ refusals (nothing trains)
+@pytest.mark.parametrize("edits,says", [
+    ({"target[]": ""}, "no [target] section"),
+    ({"budget[]": ""}, "no [budget] section"),
+    ({"budget.pool_fraction": "flops = 1"}, "below the cheapest run"),
+    ({"law": 'law = "levine"'}, "has no loss model"),
+    ({"executor.kind": 'kind = "kubernetes"'}, "unknown executor 'kubernetes'"),
+    ({"target.params": "params = -3"}, "must be a positive number"),
+    ({"budget.pool_fraction": "pool_fraction = 2"}, "in (0, 1]"),
+    ({"law": 'law = "chinchilla"'}, "needs a shape law"),
+    ({"stop.rounds": "rounds = 0"}, "rounds must be a whole number"),
+])
+def test_a_bad_spec_gets_one_line_and_exit_2(cli, tmp_path, edits, says):
+    r = cli("campaign", "run", write_spec(tmp_path, **edits), "--out", tmp_path / "c")
+    assert says in one_line(r)
+    assert not (tmp_path / "c" / "ledger.json").exists()
+
+
+def test_a_folder_that_is_not_a_campaign_is_refused(cli, tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("mine")
+    r = cli("campaign", "run", DEMO, "--out", tmp_path / "c")
+    assert "not a campaign folder" in one_line(r)
+    assert (tmp_path / "c" / "notes.txt").read_text() == "mine"
+    assert "no campaign ledger" in one_line(cli("campaign", "status", tmp_path / "c"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "ledger.json").write_text('{"schema": "something else"}')
+    assert "not an archfit campaign ledger" in one_line(cli("campaign", "status", tmp_path / "d"))
+
+
+def test_a_second_concurrent_run_is_refused(cli, tmp_path):
+    out = tmp_path / "c"
+    out.mkdir()
+    with open(out / ".lock", "a+") as held:  # what a running 'campaign run' holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        r = cli("campaign", "run", DEMO, "--out", out)
+        assert "another 'archfit campaign run' holds" in one_line(r)
+    assert not (out / "ledger.json").exists()
+
+
+def test_a_changed_spec_is_refused_with_the_difference_and_restart_starts_over(cli, tmp_path):
+    from archfit import campaign as cp
+
+    first = write_spec(tmp_path, "a.toml")
+    out = tmp_path / "c"
+    out.mkdir()
+    spec = cp.load(str(first))
+    led = cp._open_folder(spec, str(out), False)  # the ledger 'run' writes before round 0
+    cp.write_ledger(str(out), led)
+    (out / "round-0").mkdir()
+    changed = write_spec(tmp_path, "b.toml", **{"stop.rounds": "rounds = 7"})
+    line = one_line(cli("campaign", "run", changed, "--out", out))
+    assert "the spec changed" in line and "-rounds = 4" in line and "+rounds = 7" in line
+    assert (out / "ledger.json").exists() and (out / "round-0").is_dir()  # nothing touched
+    # --restart clears the folder; this spec's budget then stops it before anything trains
+    cheap = write_spec(tmp_path, "c.toml", **{"budget.pool_fraction": "flops = 1"})
+    assert "below the cheapest run" in one_line(cli("campaign", "run", cheap, "--out", out,
+                                                    "--restart"))
+    assert not (out / "round-0").exists() and not (out / "ledger.json").exists()
+
+
+def test_the_report_refuses_to_replace_a_file_it_did_not_write(cli, tmp_path):
+    from archfit import campaign as cp
+
+    out = tmp_path / "c"
+    out.mkdir()
+    cp.write_ledger(str(out), cp._open_folder(cp.load(str(DEMO)), str(out), False))
+    mine = tmp_path / "mine.html"
+    mine.write_text("<html>my page</html>")
+    r = cli("campaign", "report", out, "-o", mine)
+    assert r.exit_code == 2 and mine.read_text() == "<html>my page</html>"
+
+
+# ------------------------------------------------------------------ the loop (trains)
+def small_spec(tmp_path: Path, **more: str) -> Path:
+    """Two rounds (10 runs, then 2), 30 resamples: a minute on 2 cores."""
+    edits = {"stop.rounds": "rounds = 2", "batch": "batch = 2", "bootstrap": "bootstrap = 30",
+             "stop.ci_ratio": "", "stop.verdict": ""}
+    edits.update(more)
+    return write_spec(tmp_path, "small.toml", **edits)
+
+
+def campaign_cmd(*args: object) -> list[str]:
+    return [sys.executable, "-m", "archfit", "campaign", *map(str, args)]
+
+
+def ledger_facts(out: Path) -> dict:
+    """What must not differ after a kill and a resume: each round's runs, chosen
+    configurations and spend, the total spent and why it stopped."""
+    led = json.loads((out / "ledger.json").read_text())
+    return {"rounds": [(r["round"], r["state"], sorted(r["runs"].items()),
+                        [{k: c[k] for k in ("params", "n_layer", "d_model", "tokens")}
+                         for c in r["chosen"]], round(r["spend"], 3)) for r in led["rounds"]],
+            "spent": round(led["spent"], 3), "stopped_because": led["stopped_because"]}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("whole")
+    spec = small_spec(d)
+    r = subprocess.run(campaign_cmd("run", spec, "--out", d / "c"), capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
+    return spec, ledger_facts(d / "c")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["train:3", "fit:2", "ledger:5"])
+def test_a_sigkill_at_any_moment_resumes_to_the_same_ledger(uninterrupted, tmp_path, moment):
+    """Killed (SIGKILL, the whole process group, as a dead node leaves it) while round 0's runs
+    train, while round 1 is fitted, and between writing a new ledger and putting it in place;
+    run again, it finishes with the uninterrupted run's runs and spend."""
+    spec, want = uninterrupted
+    out = tmp_path / "c"
+    env = {**os.environ, "ARCHFIT_CAMPAIGN_HOLD": moment}
+    p = subprocess.Popen(campaign_cmd("run", spec, "--out", out), env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    t0 = time.time()
+    while not (out / ".held").exists():
+        assert p.poll() is None, p.stderr.read().decode()[-2000:] if p.stderr else ""
+        assert time.time() - t0 < 600, f"never reached {moment}"
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    (out / ".held").unlink()
+    r = subprocess.run(campaign_cmd("run", spec, "--out", out), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
+    assert ledger_facts(out) == want
+
+
+def _chromium() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def open_in_browser(path: Path) -> list:
+    """Every image of the page as the headless browser loaded it: (alt, complete, width)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    found = _chromium()
+    if found is None:
+        pytest.skip("no chromium and chromedriver (apt-get install chromium chromium-driver)")
+    o = Options()
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        o.add_argument(a)
+    o.binary_location = found[0]
+    d = webdriver.Chrome(service=Service(found[1]), options=o)
+    try:
+        d.get(path.resolve().as_uri())
+        assert d.title.startswith("archfit campaign")
+        return d.execute_script("return Array.from(document.images).map("
+                                "i => [i.alt, i.complete, i.naturalWidth])")
+    finally:
+        d.quit()
+
+
+@pytest.mark.slow
+def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
+    """The shipped demo from nothing: JSON progress lines, the optimal depth's 95% CI at least
+    2x narrower (high/low) from round 0 to the end or a stop on the verdict, the spend within
+    the budget, status as JSON and as frames, and a report a real browser opens."""
+    out = tmp_path / "c"
+    r = subprocess.run(campaign_cmd("run", DEMO, "--out", out, "--json"), capture_output=True,
+                       text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    events = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert {"designed", "run", "fitted", "stopped"} <= {e["event"] for e in events}
+    st = subprocess.run(campaign_cmd("status", out, "--json"), capture_output=True, text=True)
+    d = json.loads(st.stdout)
+    assert {"rounds", "budget", "spent", "unit", "verdict", "target_ci", "runs",
+            "stopped_because"} <= set(d)
+    assert d["spent"] <= d["budget"] and d["stopped_because"]
+    first = next(r for r in d["rounds"] if r["target_ci_low"])
+    ratio0 = first["target_ci_high"] / first["target_ci_low"]
+    ratio = d["target_ci"][1] / d["target_ci"][0]
+    assert ratio0 / ratio >= 2 or "verdict" in d["stopped_because"], (ratio0, ratio)
+    assert all(run["state"] == "ok" for run in d["runs"])
+    assert len(d["runs"]) == sum(r["runs"] for r in d["rounds"])
+    from archfit import campaign as cp
+
+    s = cp.status(str(out))
+    assert s.rounds.height == len(d["rounds"]) and s.runs.height == len(d["runs"])
+    rep = subprocess.run(campaign_cmd("report", out, "-o", tmp_path / "report.html"),
+                         capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    images = open_in_browser(tmp_path / "report.html")
+    assert len(images) == 1 + len(d["rounds"])  # the CI against spend, and each round's design
+    assert all(done and width > 100 for _, done, width in images), images
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_two_rounds_through_real_slurm(tmp_path):
+    from test_sweep import slurm_ready
+
+    if (why := slurm_ready()) is not None:
+        pytest.skip(why)
+    spec = small_spec(tmp_path, **{"executor.kind": 'kind = "slurm"',
+                                   "executor.concurrency": "", "executor.threads_per_run": ""})
+    out = tmp_path / "c"
+    r = subprocess.run(campaign_cmd("run", spec, "--out", out), capture_output=True, text=True,
+                       timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    facts = ledger_facts(out)
+    assert [x[1] for x in facts["rounds"]] == ["fitted", "fitted"]
+    assert all(state == "ok" for x in facts["rounds"] for _, state in x[2])
+    assert (out / "round-0" / "runs" / "_slurm").is_dir()  # the sweep engine's Slurm folder
