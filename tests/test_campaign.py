@@ -269,3 +269,22 @@ def test_two_rounds_through_real_slurm(tmp_path):
     assert [x[1] for x in facts["rounds"]] == ["fitted", "fitted"]
     assert all(state == "ok" for x in facts["rounds"] for _, state in x[2])
     assert (out / "round-0" / "runs" / "_slurm").is_dir()  # the sweep engine's Slurm folder
+
+
+def test_a_table_pool_and_a_gpu_hour_budget_are_priced_before_anything_trains(cli, tmp_path):
+    """[pool] table = FILE is read and costed (FLOPs), and [budget] gpu_hours prices each
+    candidate on the named GPU: a budget below the cheapest is refused in the unit given."""
+    import polars as pl
+
+    pl.DataFrame({"params": [3e4, 6e4], "n_layer": [2, 4], "d_model": [32, 32],
+                  "tokens": [3e5, 3e5]}).write_csv(tmp_path / "pool.csv")
+    spec = write_spec(tmp_path, **{"pool[]": "", "budget.pool_fraction": "flops = 1e9"})
+    spec.write_text(spec.read_text() + '\n[pool]\ntable = "pool.csv"\n')
+    line = one_line(cli("campaign", "run", spec, "--out", tmp_path / "c"))
+    assert "below the cheapest run in the pool (5.4e+10)" in line  # 6 x 3e4 x 3e5 FLOPs
+    gpu = write_spec(tmp_path, "g.toml", **{"budget.pool_fraction":
+                                            'gpu_hours = 1e-9\ngpu = "h100"'})
+    assert "GPU-hours" in one_line(cli("campaign", "run", gpu, "--out", tmp_path / "d"))
+    nogpu = write_spec(tmp_path, "n.toml", **{"budget.pool_fraction": "gpu_hours = 5"})
+    assert 'needs gpu = "h100"' in one_line(cli("campaign", "run", nogpu, "--out",
+                                                tmp_path / "e"))
