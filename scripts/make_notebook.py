@@ -75,14 +75,15 @@ fig, ax = design_figure(design, runs=have)   # the inline backend draws it below
 
 A Llama-style config that Hugging Face transformers loads as it is (its own loader, not a
 look-alike)."""),
-    ("code", """from archfit import formats
+    ("code", """import warnings
+
+from archfit import formats
+
+with warnings.catch_warnings():  # tqdm, imported by transformers, warns in a bare kernel
+    warnings.filterwarnings("ignore", message="IProgress not found")
+    from transformers import LlamaConfig
 
 cfg = formats.hf_config(rec.shape, "hf-llama")
-import warnings
-
-warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm, imported by transformers
-from transformers import LlamaConfig
-
 loaded = LlamaConfig(**cfg)
 print(loaded.num_hidden_layers, loaded.hidden_size, loaded.intermediate_size)
 {k: cfg[k] for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
