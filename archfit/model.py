@@ -175,12 +175,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w, targets, mult, chunk):  # type: ignore[no-untyped-def]
         n = x.shape[0]
-        chunk = -(-n // -(-n // chunk))  # chunks of equal size, none of them a ragged few rows
         gx = torch.empty_like(x)
-        gw = torch.empty(w.shape, dtype=torch.float32, device=w.device)  # the first chunk sets it
+        gw = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         wc = w.to(x.dtype)
-        rows = torch.arange(min(chunk, n), device=x.device)
         # one logits buffer for all chunks (a fresh one per chunk costs page faults on CPU)
         buf = torch.empty((min(chunk, n), w.shape[0]), dtype=x.dtype, device=x.device)
         for i in range(0, n, chunk):
@@ -188,20 +186,17 @@ class _LinearCrossEntropy(torch.autograd.Function):
             logits = torch.mm(xs, wc.t(), out=buf[:len(xs)]).float()
             if mult != 1.0:
                 logits.mul_(mult)
+            # log-sum-exp and softmax in place, in one pass over the chunk each
+            top = logits.amax(dim=-1, keepdim=True)
             target = logits.gather(1, ts[:, None]).squeeze(1)
-            top = logits.amax(dim=-1)
-            # the softmax in place, by the fused kernel (one pass over each row in cache, where
-            # separate exp_, sum and div_ passes over the chunk slow down on denormals). The
-            # largest p is 1/z, never below 1/vocab, so log z = -log max(p) holds even where p
-            # at the target underflows
-            p = torch.ops.aten._softmax.out(logits, 1, False, out=logits)
-            total += (top - p.amax(dim=-1).log() - target).sum()
-            p[rows[:len(ts)], ts] -= 1.0
-            g = p.to(x.dtype)  # the logits' gradient, up to the factor mult / n applied below
-            torch.mm(g, wc, out=gx[i:i + chunk]).mul_(mult / n)
-            # .float() is free on fp32; beta=0 on the first chunk ignores gw's unset values
-            torch.addmm(gw, g.t().float(), xs.float(), beta=1.0 if i else 0.0, alpha=mult / n,
-                        out=gw)
+            p = logits.sub_(top).exp_()
+            z = p.sum(dim=-1, keepdim=True)
+            total += (top.squeeze(1) + z.log().squeeze(1) - target).sum()
+            p.div_(z)
+            p[torch.arange(len(ts), device=p.device), ts] -= 1.0
+            g = p.mul_(mult / n).to(x.dtype)
+            torch.mm(g, wc, out=gx[i:i + chunk])
+            gw.addmm_(g.t().float(), xs.float())  # .float() is free on fp32
         ctx.save_for_backward(gx, gw)
         ctx.w_dtype = w.dtype
         return total / n

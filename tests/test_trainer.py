@@ -72,8 +72,9 @@ def test_fused_loss_equals_full_logits_cross_entropy(parametrization, tied, monk
 
 def test_fused_loss_holds_where_the_targets_probability_underflows():
     """A target 2000 nats below the best logit: its fp32 probability is 0, and the fused loss
-    (which reads log z from the largest probability, 1/z) still equals the reference, with the
-    reference's gradients, over chunks of unequal rows (5 tokens in chunks of 2)."""
+    (log-sum-exp over each chunk, never the log of that probability) still equals the
+    reference, with the reference's gradients, over chunks of unequal rows (5 tokens in chunks
+    of 2)."""
     from archfit.model import linear_cross_entropy
 
     x = torch.tensor([[100.0, 0.0]] * 5, requires_grad=True)
