@@ -292,7 +292,8 @@ def run_ray(dirs: list[str], opts: dict[str, Any], retry_failed: bool = False,
                         num_cpus=float(opts.get("num_cpus", 1)),
                         max_retries=int(opts.get("max_retries", 2)),
                         retry_exceptions=True)(run_one)
-    refs = {remote.remote(d, retry_failed): d for d in todo}
+    # ray's annotations give a decorated function's .remote one overload's arity
+    refs = {remote.remote(d, retry_failed): d for d in todo}  # type: ignore[call-arg]
     tally: dict[str, int] = {}
     pending = list(refs)
     try:

@@ -67,7 +67,8 @@ class Tracker:
 
             mode = os.environ.get("WANDB_MODE", "offline")  # online only when asked for
             self._run = wandb.init(dir=directory, project=group, group=group, name=name,
-                                   id=name, config=config, mode=mode, reinit="finish_previous",
+                                   id=name, config=config, reinit="finish_previous",
+                                   mode=mode,  # type: ignore[arg-type]  # WANDB_MODE, as wandb reads it
                                    settings=wandb.Settings(silent=True, console="off"))
 
     def log(self, point: dict[str, Any], tokens_per_s: float | None = None,
