@@ -436,7 +436,9 @@ def _design(spec: Spec, out: str, led: dict[str, Any], pool: Any, budget: float,
     rec = recipe(spec)
     rec.name = f"{spec.name}-r{k}"
     d.write(os.path.join(folder, "spec.toml"), rec)
-    _figure(d, results, os.path.join(folder, "design.png"))
+    from archfit.plots_design import draw_design
+
+    draw_design(d, os.path.join(folder, "design.png"), runs=results)
     from archfit.sweep import load_spec
 
     spend = float(sum(c["cost"] for c in d.chosen))
@@ -465,12 +467,6 @@ def open_pool(pool: Any, led: dict[str, Any]) -> Any:
     keep = [tuple(round(float(v), 3) for v in row) not in done
             for row in pool.select(keys).iter_rows()]
     return pool.filter(pl.Series(keep))
-
-
-def _figure(d: Any, results: Any, path: str) -> None:
-    from archfit.plots_design import draw_design
-
-    draw_design(d, path, runs=results)
 
 
 def _train(spec: Spec, out: str, r: dict[str, Any], say: Progress) -> None:
