@@ -157,6 +157,14 @@ class Recommendation:
             lines.append(f"next: {self.next_runs}")
         return "\n".join(lines)
 
+    def summary_line(self) -> str:
+        """One line: the shape, its total parameters, the law and the verdict with its reasons
+        (what an export prints beside the config it writes to stdout)."""
+        s = self.shape
+        return (f"recommended: {s.n_layer} x {s.d_model:,} (heads {s.n_head}, kv {s.n_kv_head}, "
+                f"d_ff {s.d_ff:,}), params_total {s.params_total:,}; law {self.law}; verdict "
+                f"{self.trust.get('verdict')}: " + "; ".join(self.trust.get("reasons", [])))
+
     def alternatives_text(self) -> str:
         """The recommended shape and its alternatives as an aligned text table (first row:
         the recommendation)."""

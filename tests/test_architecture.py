@@ -328,11 +328,11 @@ def test_no_test_reads_outside_the_repository():
 
 def test_the_cli_is_thin():
     """The CLI parses and prints; the library decides (issue 57's goal: cli/ at most 15% of the
-    package's lines)."""
+    package's lines; ``__main__``, recommend's click-free path, counts as the CLI)."""
     def lines(paths) -> int:  # type: ignore[no-untyped-def]
         return sum(len(p.read_text().splitlines()) for p in paths)
 
-    cli = lines((PKG / "cli").glob("*.py"))
+    cli = lines([*(PKG / "cli").glob("*.py"), PKG / "__main__.py"])
     total = lines(PKG.rglob("*.py"))
     print(f"\ncli/ is {cli:,} of the package's {total:,} lines ({cli / total:.2%})")
     assert cli / total <= 0.15

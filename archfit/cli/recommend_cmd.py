@@ -106,7 +106,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
         refuse_inexpressible(ctx, r.shape, emit)
         if out_dir is None:  # the config on stdout, the rest on stderr
             click.echo(design, err=True)
-            click.echo(_verdict_summary(r), err=True)
+            click.echo(r.summary_line(), err=True)
             from archfit.recommender import CONSTRAINT_NOTE
 
             for n in r.notes:
@@ -185,9 +185,3 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
 def _mark(verdict: str) -> str:
     return f"{verdict.upper()} *" if verdict == "uninformative" else verdict
 
-
-def _verdict_summary(r):  # type: ignore[no-untyped-def]
-    s = r.shape
-    return (f"recommended: {s.n_layer} x {s.d_model:,} (heads {s.n_head}, kv {s.n_kv_head}, d_ff "
-            f"{s.d_ff:,}), params_total {s.params_total:,}; law {r.law}; verdict "
-            f"{r.trust.get('verdict')}: " + "; ".join(r.trust.get("reasons", [])))
