@@ -38,7 +38,7 @@ from typing import Any
 
 from archfit.errors import ArchfitError
 from archfit.devices import device
-from archfit.shapes import LOSS_CHUNK_ELEMENTS, Layer, Shape
+from archfit.shapes import Layer, Shape, loss_chunk
 
 GIB = 1 << 30
 
@@ -135,7 +135,7 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
     # the fused output layer and loss: its fp32 weight gradient, the final hidden states, and
     # one chunk of fp32 logits (archfit.model never holds all the logits)
-    chunk = max(16, LOSS_CHUNK_ELEMENTS // s.vocab_size)
+    chunk = loss_chunk(s.vocab_size)
     head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
             + 4 * min(chunk, tokens) * s.vocab_size)
     return MemoryEstimate(weights=int(weights), grads=int(grads), optimizer=int(opt),

@@ -33,8 +33,8 @@ Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count abov
 the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
 block without an MLP (or attention) has neither its matrices nor the norm before them.
 
-The per-layer plan's text form and its records live in :mod:`archfit.layer_plan` (re-exported
-here); the fields, their checks and every count are here.
+About 455 lines because every field, check and count lives here; the per-layer plan's text form
+and records are in :mod:`archfit.layer_plan` (re-exported here).
 """
 
 from __future__ import annotations
@@ -58,9 +58,12 @@ POSITION_KINDS: tuple[str, ...] = get_args(PositionKind)
 NORM_KINDS: tuple[str, ...] = get_args(NormKind)
 PARAMETRIZATIONS: tuple[str, ...] = get_args(Parametrization)
 
-# logits per chunk of the fused output layer and loss: archfit.model computes them so,
-# archfit.memory counts them
-LOSS_CHUNK_ELEMENTS = 1 << 25
+LOSS_CHUNK_ELEMENTS = 1 << 25  # at most this many logits per chunk of the fused output layer
+
+
+def loss_chunk(vocab_size: int) -> int:  # archfit.model computes so, archfit.memory counts so
+    """Tokens per chunk of the fused output layer and loss: a multiple of 64 (CPU GEMMs)."""
+    return max(16, LOSS_CHUNK_ELEMENTS // vocab_size // 64 * 64)
 
 # the size convention of the shape laws (Kaplan et al. 2020: a block of ff ratio 4 holds
 # 12 d_model^2 parameters); :func:`kaplan_width` is its one formula

@@ -166,7 +166,10 @@ def test_run_ids_do_not_depend_on_the_micro_batch(repo, tmp_path):
 def test_memory_model_uses_the_models_loss_chunk():
     import archfit.model as model_mod
 
-    assert memory.LOSS_CHUNK_ELEMENTS == model_mod.LOSS_CHUNK_ELEMENTS
+    from archfit import shapes
+
+    assert memory.loss_chunk is model_mod.loss_chunk is shapes.loss_chunk
+    assert shapes.loss_chunk(50257) == 640 and shapes.loss_chunk(128256) == 256
 
 
 def test_on_a_gpu_the_micro_batch_comes_from_the_device_memory():

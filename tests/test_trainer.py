@@ -49,7 +49,7 @@ def test_fused_loss_equals_full_logits_cross_entropy(parametrization, tied, monk
     forward pass) gives the reference loss and gradients, over several chunks."""
     import archfit.model as model_mod
 
-    monkeypatch.setattr(model_mod, "LOSS_CHUNK_ELEMENTS", 97 * 7)  # 7 tokens a chunk
+    monkeypatch.setattr(model_mod, "loss_chunk", lambda vocab: 7)  # 7 chunks, the last of 6
     s = Shape(n_layer=2, d_model=32, n_head=2, vocab_size=97, n_ctx=16, tied_embeddings=tied)
     torch.manual_seed(0)
     m = GPT(s, parametrization)
@@ -85,15 +85,8 @@ def test_fused_loss_holds_where_the_targets_probability_underflows():
 
     ref = F.cross_entropy(ref_x @ ref_w.t(), t)
     ref.backward()
-    import archfit.model as model_mod
-
-    old = model_mod.LOSS_CHUNK_ELEMENTS
-    model_mod.LOSS_CHUNK_ELEMENTS = 2 * 3
-    try:
-        got = linear_cross_entropy(x, w, t)
-        got.backward()
-    finally:
-        model_mod.LOSS_CHUNK_ELEMENTS = old
+    got = linear_cross_entropy(x, w, t, chunk=2)
+    got.backward()
     assert torch.isfinite(got) and got.item() == pytest.approx(ref.item(), rel=1e-6)
     assert ref.item() > 700  # two of five targets 2000 nats down
     assert torch.allclose(x.grad, ref_x.grad, atol=1e-6)
