@@ -1,5 +1,6 @@
 """Training throughput of archfit's GPT against HF transformers' GPT2LMHeadModel at the same
-shape, batch, context, thread count and dtype, measured side by side in one process.
+shape, batch, context, thread count, dtype and optimizer (torch's fused AdamW, as archfit's
+trainer steps on CPU and CUDA), each model in its own process, alternated.
 
     pip install -e '.[bench]' && python benchmarks/bench_train.py [--layers 4 --width 256 ...]
     python benchmarks/bench_train.py --gpt2-124m     # GPT-2 small's shape (slow on a CPU)
@@ -28,7 +29,7 @@ def rss_mb() -> float:
 
 
 def bench(model, vocab, batch, ctx, steps, warmup, device):  # type: ignore[no-untyped-def]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # as archfit trains
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, vocab, (batch, ctx), generator=gen).to(device)
     model.train()
