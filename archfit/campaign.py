@@ -196,16 +196,11 @@ def recipe(spec: Spec) -> Any:
 def pool_of(spec: Spec) -> tuple[Any, dict[str, Any] | None, float | None]:
     """(the candidate pool, the shape base, tokens per step) from ``[pool]``."""
     from archfit import designing as dz
+    from archfit.validation import recipe_grid
 
     p = spec.pool
     base_dir = os.path.dirname(os.path.abspath(spec.path))
-    rec = recipe(spec)
-    model, train = rec.raw.get("model", {}), rec.raw.get("train", {})
-    base = {k: model[k] for k in ("vocab_size", "n_ctx", "mlp", "position", "norm", "bias",
-                                   "tied_embeddings") if k in model}
-    base.setdefault("n_ctx", int(train.get("ctx", 128)))
-    base.setdefault("vocab_size", 256)
-    tps = float(train.get("batch_size", 16)) * float(train.get("grad_accum", 1)) * base["n_ctx"]
+    grid, tps = recipe_grid(recipe(spec))
     if "table" in p:
         import polars as pl
 
@@ -214,15 +209,13 @@ def pool_of(spec: Spec) -> tuple[Any, dict[str, Any] | None, float | None]:
             frame = pl.read_csv(f) if f.endswith(".csv") else pl.read_parquet(f)
         except Exception as e:
             raise CampaignError(f"[pool] table {p['table']}: cannot read ({e})") from None
-        return frame, base, tps
+        return frame, grid["base"], tps
     sizes, tokens = [float(x) for x in p["sizes"]], [float(x) for x in p["tokens"]]
     if "depths" not in p:
         return dz.pool_from_sizes(sizes, tokens), None, tps
+    grid["tolerance"] = float(p.get("tolerance", grid["tolerance"]))
     return dz.pool_from_grid(sizes, [int(d) for d in p["depths"]], tokens,
-                             [float(x) for x in p.get("ff_ratios", [4.0])], base=base,
-                             head_dim=int(model.get("head_dim", 64)),
-                             multiple=int(model.get("multiple", 8)),
-                             tolerance=float(p.get("tolerance", 0.12))), base, tps
+                             [float(x) for x in p.get("ff_ratios", [4.0])], **grid), grid["base"], tps
 
 
 # ---------------------------------------------------------------------------- the ledger

@@ -110,6 +110,17 @@ def recipe(spec: Spec) -> dict[str, Any]:
             "tolerance": float(grid.get("tolerance", DEFAULT_TOLERANCE))}
 
 
+def recipe_grid(spec: Spec) -> tuple[dict[str, Any], float]:
+    """(:func:`archfit.designing.pool_from_grid`'s shape settings, tokens per optimizer step)
+    of the runs a sweep spec trains: the shape base, head_dim, width multiple and size
+    tolerance of :func:`recipe`, so that a designed run is the run the sweep engine trains."""
+    r = recipe(spec)
+    train = spec.raw.get("train", {})
+    tps = float(train.get("batch_size", 16)) * float(train.get("grad_accum", 1))
+    return ({"base": r["base"], "head_dim": r["head_dim"], "multiple": r["multiple"],
+             "tolerance": r["tolerance"]}, tps * r["base"]["n_ctx"])
+
+
 def _recommend(fit: Fit, target: float, r: dict[str, Any]) -> Recommendation:
     from archfit.recommender import recommend
 

@@ -288,3 +288,30 @@ def test_a_table_pool_and_a_gpu_hour_budget_are_priced_before_anything_trains(cl
     nogpu = write_spec(tmp_path, "n.toml", **{"budget.pool_fraction": "gpu_hours = 5"})
     assert 'needs gpu = "h100"' in one_line(cli("campaign", "run", nogpu, "--out",
                                                 tmp_path / "e"))
+
+
+def test_the_pool_holds_the_shapes_the_sweep_engine_trains_with_the_recipes_defaults(tmp_path):
+    """A spec that leaves the context and the width multiple to their defaults: every grid
+    candidate is the shape the sweep engine builds for that size and depth from the same
+    recipe (it once priced them at ctx 128 and multiple 8, where the engine trains at 256 and
+    64)."""
+    from archfit import campaign
+    from archfit.sweep import load_spec
+
+    spec = write_spec(tmp_path, **{"model.multiple": "", "train.ctx": "",
+                                   "pool.sizes": "sizes = [2e6, 4e6, 8e6]"})
+    pool, base, tps = campaign.pool_of(campaign.load(str(spec)))
+    text = spec.read_text()
+    recipe = text[text.index("[model]"):]
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('name = "s"\nseeds = [0]\nlrs = [4e-3]\n\n[grid]\n'
+                     "params = [2e6, 4e6, 8e6]\ndepths = [1, 2, 3, 4, 6, 8]\n"
+                     "ff_ratios = [4]\ntolerance = 0.12\n\n[budget]\ntokens = 3e5\n\n"
+                     + recipe.replace("[executor]", "[executor]\nthroughput = 1e10"))
+    runs = {(r.shape.n_layer, r.shape.d_model, r.shape.d_ff, r.shape.n_ctx)
+            for r in load_spec(str(sweep)).runs}
+    got = {(int(a), int(b), int(c), base["n_ctx"])
+           for a, b, c in pool.select("n_layer", "d_model", "d_ff").iter_rows()}
+    assert base["n_ctx"] == 256 and len(got) >= 4
+    assert got == runs
+    assert tps == 16 * 256  # batch_size x ctx, as the engine steps

@@ -199,16 +199,10 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
     """(pool frame, shape base, tokens per step) from the flags."""
     from archfit import designing as dz
 
-    base, tps, kw = None, None, {}
-    if spec is not None:
-        from archfit.validation import recipe
+    from archfit.validation import recipe_grid
 
-        r = recipe(spec)
-        base = r["base"]
-        kw = {"base": base, "head_dim": r["head_dim"], "multiple": r["multiple"],
-              "tolerance": r["tolerance"]}
-        tr = spec.raw.get("train", {})
-        tps = int(tr.get("batch_size", 16)) * int(tr.get("grad_accum", 1)) * base["n_ctx"]
+    kw, tps = recipe_grid(spec) if spec is not None else ({}, None)
+    base = kw.get("base")
     grid = [x is not None for x in (sizes, depths, tokens)]
     if any(grid):
         from archfit.laws import get_law
