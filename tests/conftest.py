@@ -192,3 +192,18 @@ def tiny_spec(path, name="tiny", params="[5e4, 1e5]", depths="[1, 2, 4]",
                                      batch=batch, eval_every=eval_every,
                                      eval_windows=eval_windows))
     return str(path)
+
+
+# The fast suite runs in two workers, one file at a time each (-n 2 --dist loadfile), handed out
+# in collection order: the longest files first, so that neither worker is left alone at the end
+# with a long one (the others keep their order; within a file the order never changes).
+LONGEST_FIRST = ("test_calibration.py", "test_readme.py", "test_design.py", "test_sweep.py",
+                 "test_fuzz.py", "test_real_grids.py", "test_reliability.py")
+
+
+def pytest_collection_modifyitems(session, config, items):  # type: ignore[no-untyped-def]
+    def rank(item):  # type: ignore[no-untyped-def]
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's own order is kept
