@@ -214,8 +214,9 @@ def pool_of(spec: Spec) -> tuple[Any, dict[str, Any] | None, float | None]:
     if "depths" not in p:
         return dz.pool_from_sizes(sizes, tokens), None, tps
     grid["tolerance"] = float(p.get("tolerance", grid["tolerance"]))
-    return dz.pool_from_grid(sizes, [int(d) for d in p["depths"]], tokens,
-                             [float(x) for x in p.get("ff_ratios", [4.0])], **grid), grid["base"], tps
+    frame = dz.pool_from_grid(sizes, [int(d) for d in p["depths"]], tokens,
+                              [float(x) for x in p.get("ff_ratios", [4.0])], **grid)
+    return frame, grid["base"], tps
 
 
 # ---------------------------------------------------------------------------- the ledger

@@ -1,4 +1,5 @@
-"""The one place where a transformer shape is described and counted.
+"""The one place where a transformer shape is described and counted. About 455 lines because
+every field, its checks and every count live here, and nowhere else.
 
 Parameter conventions (every count archfit prints names one of these):
 
@@ -33,8 +34,8 @@ Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count abov
 the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
 block without an MLP (or attention) has neither its matrices nor the norm before them.
 
-About 455 lines because every field, check and count lives here; the per-layer plan's text form
-and records are in :mod:`archfit.layer_plan` (re-exported here).
+The per-layer plan's text form and its records are in :mod:`archfit.layer_plan` (re-exported
+here).
 """
 
 from __future__ import annotations
