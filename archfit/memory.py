@@ -10,7 +10,8 @@ The estimate follows what :mod:`archfit.model` and :mod:`archfit.train` keep ali
     fp32 gradients (4 bytes each); DDP adds its gradient buckets (another 4).
 ``optimizer``
     AdamW: two fp32 moments (8 bytes each); Muon keeps one for the hidden matrices; plus the
-    step's temporaries (one fp32 copy of the parameters for AdamW's foreach update).
+    step's temporaries (one fp32 copy of the parameters, what AdamW's foreach update allocates;
+    the fused kernel archfit's trainer steps with on CPU and CUDA needs less, so this errs high).
 ``activations``
     Per layer and token, what the backward pass needs: the residual stream at each norm's input
     (fp32), the norms' outputs, q/k/v (and their rotated copies with RoPE), the attention
