@@ -181,8 +181,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=torch.float32, device=x.device)
         wc = w.to(x.dtype)
         # the logits transposed, (vocab, tokens): on CPU this product runs ~1.5x faster than
-        # (tokens, vocab) at a small width, and the softmax reduces over rows; one buffer for all
-        # chunks (a fresh one per chunk costs page faults on CPU)
+        # (tokens, vocab) at a small width, and each token's softmax runs down its column; one
+        # buffer for all chunks (a fresh one per chunk costs page faults on CPU)
         buf = torch.empty((w.shape[0], min(chunk, n)), dtype=x.dtype, device=x.device)
         scale = mult / n
         for i in range(0, n, chunk):

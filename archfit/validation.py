@@ -114,9 +114,12 @@ def recipe_grid(spec: Spec) -> tuple[dict[str, Any], float]:
     """(:func:`archfit.designing.pool_from_grid`'s shape settings, tokens per optimizer step)
     of the runs a sweep spec trains: the shape base, head_dim, width multiple and size
     tolerance of :func:`recipe`, so that a designed run is the run the sweep engine trains."""
+    from archfit.train.config import TrainConfig
+
     r = recipe(spec)
-    train = spec.raw.get("train", {})
-    tps = float(train.get("batch_size", 16)) * float(train.get("grad_accum", 1))
+    train = spec.raw.get("train", {})  # unset: the trainer's own defaults
+    tps = (float(train.get("batch_size", TrainConfig.batch_size))
+           * float(train.get("grad_accum", TrainConfig.grad_accum)))
     return ({"base": r["base"], "head_dim": r["head_dim"], "multiple": r["multiple"],
              "tolerance": r["tolerance"]}, tps * r["base"]["n_ctx"])
 
