@@ -93,6 +93,42 @@ def test_fused_loss_holds_where_the_targets_probability_underflows():
     assert torch.allclose(w.grad, ref_w.grad, atol=1e-6)
 
 
+def test_the_fused_loss_keeps_its_logits_buffer_and_its_answers_between_calls():
+    """The scratch a caller passes keeps one logits buffer from call to call (a fresh one per
+    step costs its page faults on CPU), is remade when the chunk's size changes, and never
+    changes a loss or a gradient: three calls of unequal sizes, each against a call without
+    scratch and against the full-logits reference."""
+    import torch.nn.functional as F
+
+    from archfit.model import linear_cross_entropy
+
+    torch.manual_seed(1)
+    w = torch.randn(50, 8, requires_grad=True)
+    scratch: dict = {}
+    kept = []
+    for n in (12, 12, 5):
+        x = torch.randn(n, 8, requires_grad=True)
+        t = torch.randint(0, 50, (n,))
+        grads = []
+        for sc in (scratch, None):
+            x.grad = w.grad = None
+            loss = linear_cross_entropy(x, w, t, mult=0.5, chunk=4, scratch=sc)
+            loss.backward()
+            grads.append((loss.detach(), x.grad.clone(), w.grad.clone()))
+        x.grad = w.grad = None
+        F.cross_entropy(0.5 * x @ w.t(), t).backward()
+        for got in grads:
+            assert torch.allclose(got[0], F.cross_entropy(0.5 * x @ w.t(), t), rtol=1e-6)
+            assert torch.allclose(got[1], x.grad, atol=1e-6)
+            assert torch.allclose(got[2], w.grad, atol=1e-6)
+        kept.append(scratch["logits"])
+    assert kept[0] is kept[1] and kept[0].shape == (50, 4)  # 3 chunks of 4, one buffer, twice
+    assert kept[2] is kept[0]  # 5 tokens: chunks of 4 and 1, the same buffer of 4 columns
+    linear_cross_entropy(torch.randn(3, 8, requires_grad=True), w, torch.zeros(3).long(),
+                         chunk=4, scratch=scratch)
+    assert scratch["logits"].shape == (50, 3) and scratch["logits"] is not kept[0]
+
+
 def test_gpt2_small_torch_count():
     from archfit.shapes import gpt2
 
