@@ -332,7 +332,8 @@ def _loop(spec: Spec, out: str, led: dict[str, Any], say: Progress) -> dict[str,
     from archfit import designing as dz
 
     pool, base, tps = pool_of(spec)
-    cost, unit = dz.costs(pool, spec.budget.get("gpu"), base=base, tokens_per_step=tps)
+    cost, unit = dz.costs(pool, spec.budget.get("gpu"), base=base, tokens_per_step=tps,
+                          n_counts="non-embedding")  # recipe_grid's shapes count so
     budget = (float(spec.budget["pool_fraction"]) * float(cost.sum())
               if "pool_fraction" in spec.budget else
               float(spec.budget.get("flops") or spec.budget["gpu_hours"]))
@@ -414,7 +415,8 @@ def _design(spec: Spec, out: str, led: dict[str, Any], pool: Any, budget: float,
                               prior=spec.prior if results is not None else None,
                               fit=spec.prior if results is None else None,
                               batch=spec.batch if k else spec.first_batch, seed=spec.seed + k,
-                              bootstrap=spec.bootstrap, gpu=spec.budget.get("gpu"))
+                              bootstrap=spec.bootstrap, gpu=spec.budget.get("gpu"),
+                              n_counts="non-embedding")  # recipe_grid's shapes count so
     from archfit.errors import FitError, FitInputError
 
     try:

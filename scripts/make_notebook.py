@@ -64,7 +64,8 @@ FLOPs."""),
 
 pool = pool_from_grid([2e9, 3e9], [16, 24, 32, 48, 64], tokens=[4e10])
 design = archfit.design(pool, law="depth-width", target=Target("params", 7e9), results=have,
-                        budget_frac=0.3, bootstrap=40, seed=0)
+                        budget_frac=0.3, bootstrap=40, seed=0,
+                        n_counts="non-embedding")  # what pool_from_grid's params count
 print(design.summary())
 design.to_frame().select("params", "n_layer", "d_model", "tokens", "cost", "sd_after")"""),
     ("code", """%matplotlib inline

@@ -192,6 +192,9 @@ def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
     r = json.loads(res.stdout)
     assert {"strategy", "budget_frac_spent", "chosen", "target"} <= set(r)
     assert r["strategy"] == "cheapest" and 0 < r["budget_frac_spent"] <= 0.1 + 1e-9
+    # the table's params are its own count (Chinchilla's include an embedding): the unit does
+    # not call them non-embedding, as it does for the pools archfit builds (below)
+    assert r["cost_unit"] == "FLOPs (C = 6 N D, N as the pool's params column counts it)"
     for who in ("design", "all_rows"):
         assert {"mean_abs_rel_error", "max_abs_rel_error", "r2", "coverage"} <= set(
             r["target"][who]), r["target"]
@@ -351,7 +354,9 @@ def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
             "--bootstrap", "30", "--plot", png]
     res = cli(*args, "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["figure"] == str(png) and is_archfit_png(str(png))
+    got = json.loads(res.output)
+    assert got["figure"] == str(png) and is_archfit_png(str(png))
+    assert got["cost_unit"] == "FLOPs (C = 6 N D, N non-embedding)"  # a pool archfit built
     assert cli(*args).exit_code == 0  # its own figure: replaced without --force
     mine = tmp_path / "mine.png"
     mine.write_bytes(b"not a figure")

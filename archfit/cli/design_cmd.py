@@ -161,7 +161,8 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
                   fit=fit_file, prior=prior_src, prior_widths=widths, batch=batch,
                   strategy=strategy, seed=seed, bootstrap=200 if bootstrap is None else bootstrap,
                   gpu=gpu, base=base, dedupe=dedupe,
-                  tokens_per_step=tps, until_ci=_until(until_ci))
+                  tokens_per_step=tps, until_ci=_until(until_ci),
+                  n_counts=None if pool_file else "non-embedding")  # archfit's pools count so
     if out and d.chosen:
         d.write(out, spec)
     if plot_path:

@@ -242,16 +242,16 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            gpu: str | None = None, base: dict[str, Any] | None = None,
            tokens_per_step: float | None = None, until_ci: float | None = None,
            prior: Any = None, prior_widths: dict[str, float] | None = None,
-           dedupe: bool = False) -> Design:
-    """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates:
-    the law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's
-    unit) or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or
-    ``fit`` (a :class:`~archfit.laws.Fit` of the same law, or a published name or fit file) is
-    used as it is; with neither, a space-filling first batch. ``prior`` (a published name, fit
-    file or :class:`~archfit.laws.Fit`; widths from its CIs or ``prior_widths``) puts a
-    Gaussian prior on the parameters it shares with the law when ``results`` are fitted, and
-    without results is the starting fit itself. ``until_ci``: stop when the target's 95% CI
-    high/low is at most this. ``dedupe``: drop results that duplicate other rows (as ``fit``)."""
+           dedupe: bool = False, n_counts: str | None = None) -> Design:
+    """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates: the
+    law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's unit)
+    or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or ``fit`` (a
+    :class:`~archfit.laws.Fit` of the same law, or a published name or fit file) is used as it
+    is; with neither, a space-filling first batch. ``prior`` (a published name, fit file or Fit;
+    widths from its CIs or ``prior_widths``) puts a Gaussian prior on the parameters it shares
+    with the law when ``results`` are fitted, else is the starting fit. Stop at a target 95% CI
+    high/low of ``until_ci``. ``dedupe``: drop duplicate results (as ``fit``). ``n_counts``: what
+    the params count, for the cost's unit (``"non-embedding"`` in the ``pool_from_*`` pools)."""
     from archfit.laws import get_law
 
     lw = get_law(law)
@@ -271,7 +271,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     notes: list[str] = []
     res_cols = columns(results) if has_results else None
     target.outside(res_cols)
-    cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step)
+    cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step, n_counts=n_counts)
     is_open = not_among(pool, results)
     if not is_open.any():
         raise DesignError("every candidate of the pool is already among the results: widen "
@@ -346,7 +346,7 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
                          "d_model": round(kaplan_width(n, L)), "tokens": tpp * n})
     try:
         d = design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
-                   budget_frac=budget_frac, batch=batch)
+                   budget_frac=budget_frac, batch=batch, n_counts="non-embedding")
     except (DesignError, FitError, FitInputError) as e:
         return None, f"the design could not run ({e})"
     if not d.chosen:

@@ -212,9 +212,11 @@ def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
 
 
 def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = None,
-          tokens_per_step: float | None = None) -> tuple[np.ndarray, str]:
+          tokens_per_step: float | None = None, n_counts: str | None = None
+          ) -> tuple[np.ndarray, str]:
     """(cost per candidate, its unit): the pool's ``cost`` column, GPU-hours on ``gpu``, or
-    FLOPs (C = 6 N D)."""
+    FLOPs (C = 6 N D). ``n_counts``: what the params column counts (``"non-embedding"`` in
+    the pools archfit builds), named in the unit; a table's own column is named as such."""
     if "cost" in frame.columns:
         c = frame["cost"].cast(float).to_numpy()
         if not np.all(np.isfinite(c)) or np.any(c <= 0):
@@ -227,7 +229,8 @@ def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = N
     N, D = frame["params"].cast(float).to_numpy(), frame["tokens"].cast(float).to_numpy()
     flops = 6.0 * N * D
     if gpu is None:
-        return flops, "FLOPs (C = 6 N D, N non-embedding)"
+        return flops, "FLOPs (C = 6 N D, N " + (n_counts or "as the pool's params column "
+                                                "counts it") + ")"
     from archfit.perf import MATMUL_EFFICIENCY, modelled
 
     model = modelled(gpu)  # an unknown GPU: one line naming the known ones
