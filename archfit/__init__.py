@@ -7,7 +7,8 @@ torch or matplotlib.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,8 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # what each lazy name is, for type checkers and editors (never run)
+    from typing import Any
+
     from archfit.designing import design, replay
     from archfit.errors import ArchfitError, UninformativeWarning
     from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family

@@ -5,22 +5,26 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from collections import namedtuple
 
 from archfit.errors import ShapeError
 from archfit.shapes import ARCH_FIELDS, Shape
 
-class FamilyMember(NamedTuple):
-    """One member of an iso-parameter family: the shape closest to the target, or why none is."""
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence
 
-    target: float
-    n_layer: int
-    shape: Shape | None
-    rel_error: float | None
-    within_tolerance: bool
-    note: str = ""
-    ff_ratio: float | None = None
-    aspect_ratio: float | None = None
+
+class FamilyMember(namedtuple("FamilyMember", "target n_layer shape rel_error within_tolerance "
+                                "note ff_ratio aspect_ratio", defaults=("", None, None))):
+    """One member of an iso-parameter family: the shape closest to the target, or why none is.
+    ``target`` (non-embedding parameters) and ``n_layer``; ``shape`` (a Shape, or None when no
+    width lands), its ``rel_error`` from the target (or None) and ``within_tolerance``; a
+    ``note``; and, for a member without a shape, the ``ff_ratio`` and ``aspect_ratio`` it asked
+    for. A ``collections.namedtuple``: typing's NamedTuple would import typing on recommend's
+    cold path."""
+
+    __slots__ = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

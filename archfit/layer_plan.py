@@ -5,19 +5,22 @@ its errors."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from archfit.errors import ShapeError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
+if TYPE_CHECKING:
+    from typing import Any
 
-class Layer(NamedTuple):
-    """One block of a shape's per-layer plan."""
 
-    index: int  # type: ignore[assignment]  # the field is 'index' in the JSON plans; tuple.index is not used
-    attn: bool
-    mlp: bool
-    heads: int
-    kv_heads: int
+class Layer(namedtuple("Layer", "index attn mlp heads kv_heads")):
+    """One block of a shape's per-layer plan: its ``index`` (from 0; the field is 'index' in
+    the JSON plans, and tuple.index is not used), whether it has ``attn`` and an ``mlp``, and
+    its query ``heads`` and key/value ``kv_heads``. A ``collections.namedtuple``: typing's
+    NamedTuple would import typing on recommend's cold path."""
+
+    __slots__ = ()
 
 
 def plan_indices(raw: Any, name: str, n_layer: int | None = None) -> list[int]:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from collections import namedtuple
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.laws import Fit, load_fit
@@ -27,9 +26,14 @@ from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.families import iso_param_family
 from archfit.shapes import ARCH_FIELDS, TRAIN_FLOPS_CONVENTION, Shape, kaplan_width
 from archfit.numbers import fmt_range
+from archfit.record import field, record, replace
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
+if TYPE_CHECKING:
+    from typing import Any, Callable, Sequence
 
 
-@dataclass(repr=False)  # __repr__ below
+@record(repr=False)  # __repr__ below
 class Recommendation:
     """The recommended shape, its alternatives and how far to trust them."""
 
@@ -212,24 +216,15 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
 
 
-class _Options(NamedTuple):  # a NamedTuple, not a dataclass: cheaper to define on the cold path
-    """Validated options: the shape's fixed fields and the width constraints."""
-
-    base: dict[str, Any]  # Shape fields other than depth, width, heads, d_ff
-    head_dim: int
-    multiple_of: int
-    step: int  # the width step: multiple of head_dim (and of tp heads)
-    n_kv_head: int | None
-    tp: int | None
-    top: int
-    ff_multiple: int  # d_ff is a multiple of this
+# validated options: the shape's fixed fields (base: Shape fields other than depth, width,
+# heads, d_ff) and the width constraints (step: the width step, a multiple of head_dim and of
+# tp heads; ff_multiple: d_ff is a multiple of this). namedtuples: cheap to define on the cold
+# path, with neither typing nor dataclasses
+_Options = namedtuple("_Options", "base head_dim multiple_of step n_kv_head tp top ff_multiple")
 
 
-class _Target(NamedTuple):
-    value: float
-    convention: str
-    total: bool  # size params_total (not the non-embedding count) to the target
-    compute: dict[str, Any] | None
+# total: size params_total (not the non-embedding count) to the target
+_Target = namedtuple("_Target", "value convention total compute")
 
 
 def _verdict_line(t: dict[str, Any]) -> str:
@@ -456,8 +451,6 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
         [f"{opts.n_kv_head} kv heads"] if opts.n_kv_head else [])
     law = shape_fit.law_obj
     cost = ""
-    from dataclasses import replace
-
     price = priced or (lambda s: law.shape_loss(shape_fit.params, shape_fit.extra, s, N_ne))
     rel = False
     try:  # shape_loss sizes each depth to exactly N: the cost is the depth's alone
@@ -484,8 +477,6 @@ NEARER_SIZE = 0.10  # how far from the target size a shape nearer the optimum ma
 def _nearer(best: Shape, L_opt: float, N: float) -> str:
     """The shape of the same width, heads and d_ff whose depth is nearest the optimum while its
     size stays within 10% of the target (a different size: offered, never chosen)."""
-    from dataclasses import replace
-
     lo, hi = sorted((best.n_layer, max(1, round(L_opt))))
     fits = [replace(best, n_layer=L) for L in range(lo, hi + 1) if L != best.n_layer]
     fits = [s for s in fits if abs(s.params_non_embedding / N - 1) <= NEARER_SIZE]

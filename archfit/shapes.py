@@ -1,4 +1,4 @@
-"""The one place where a transformer shape is described and counted. About 455 lines because
+"""The one place where a transformer shape is described and counted. About 470 lines because
 every field, its checks and every count live here, and nowhere else.
 
 Parameter conventions (every count archfit prints names one of these):
@@ -41,23 +41,40 @@ here).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal, get_args
 
 from archfit.errors import ShapeError
 from archfit.layer_plan import PLAN_SYNTAX, Layer, parse_plan, plan_indices  # noqa: F401
+from archfit.record import asdict, field, fields, record, replace
 
-# the one source of each choice: the Literal types; specs and click options read their values
-MlpKind = Literal["gelu", "relu2", "swiglu"]
-PositionKind = Literal["learned", "rope"]
-NormKind = Literal["layernorm", "rmsnorm"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    MlpKind = Literal["gelu", "relu2", "swiglu"]
+    PositionKind = Literal["learned", "rope"]
+    NormKind = Literal["layernorm", "rmsnorm"]
+    Parametrization = Literal["standard", "mup", "completep", "depth-mup"]
+
+# the one source of each choice: these tuples; specs and click options read them, and the
+# Literal types (MlpKind, PositionKind, NormKind, Parametrization) are made from them on first
+# use (module __getattr__ below: typing is not on recommend's cold path). For type checkers the
+# Literals above name the same values; tests/test_shapes.py checks that they agree.
+MLP_KINDS: tuple[str, ...] = ("gelu", "relu2", "swiglu")
+POSITION_KINDS: tuple[str, ...] = ("learned", "rope")
+NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
 # how init and learning rates scale with width and depth (archfit.model)
-Parametrization = Literal["standard", "mup", "completep", "depth-mup"]
+PARAMETRIZATIONS: tuple[str, ...] = ("standard", "mup", "completep", "depth-mup")
+_KINDS = {"MlpKind": MLP_KINDS, "PositionKind": POSITION_KINDS, "NormKind": NORM_KINDS,
+          "Parametrization": PARAMETRIZATIONS}
 
-MLP_KINDS: tuple[str, ...] = get_args(MlpKind)
-POSITION_KINDS: tuple[str, ...] = get_args(PositionKind)
-NORM_KINDS: tuple[str, ...] = get_args(NormKind)
-PARAMETRIZATIONS: tuple[str, ...] = get_args(Parametrization)
+
+def __getattr__(name: str) -> Any:
+    if name in _KINDS:
+        from typing import Literal
+
+        return Literal[_KINDS[name]]
+    raise AttributeError(f"module 'archfit.shapes' has no attribute {name!r}")
+
 
 LOSS_CHUNK_ELEMENTS = 1 << 25  # at most this many logits per chunk of the fused output layer
 
@@ -92,7 +109,7 @@ MAX_DIM = 10 ** 9
 MAX_PLANNED_LAYERS = 100_000  # per-layer plans list their blocks; uniform shapes count in O(1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Shape:
     """A decoder-only transformer, validated on construction.
 

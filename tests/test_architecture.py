@@ -15,7 +15,7 @@ PKG = ROOT / "archfit"
 
 # io -> shapes -> model -> train -> sweep -> store -> laws -> recommend -> plots -> cli
 LAYERS = [
-    ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers")),
+    ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers", "archfit.record")),
     ("shapes", ("archfit.shapes", "archfit.layer_plan", "archfit.families", "archfit.known",
                 "archfit.devices", "archfit.formats")),
     ("model", ("archfit.model",)),

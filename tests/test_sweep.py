@@ -339,19 +339,23 @@ def test_read_runs_gives_a_frame_of_a_sweep_directory_without_collecting(tmp_pat
 
 
 def test_a_field_added_with_its_default_changes_no_run_id_and_becomes_a_column():
-    """The run id and the run table derive from the dataclasses: a field added to Shape or to
-    TrainConfig with its default leaves every id as it was, changes it when set, and is a
-    column of the run table with no edit to archfit.store."""
+    """The run id and the run table derive from the records: a field added to Shape (a record,
+    subclassed with archfit.record) or to TrainConfig (a dataclass) with its default leaves
+    every id as it was, changes it when set, and is a column of the run table with no edit to
+    archfit.store."""
     from dataclasses import field, make_dataclass
 
     from archfit import store
+    from archfit.record import record
     from archfit.shapes import Shape
     from archfit.sweep.spec import run_id_of
     from archfit.train import Budget, TrainConfig
 
     dims = dict(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=32)
-    Windowed = make_dataclass("Windowed", [("window", int, field(default=0))], bases=(Shape,),
-                              frozen=True)
+    @record(frozen=True)
+    class Windowed(Shape):
+        window: int = 0
+
     ZLoss = make_dataclass("ZLoss", [("z_loss", float, field(default=0.0))],
                            bases=(TrainConfig,))
     base = run_id_of(TrainConfig(shape=Shape(**dims), budget=Budget(steps=4)).to_dict(), {})

@@ -22,21 +22,26 @@ registry imports it when asked for); a test file may register one too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections import namedtuple
 from collections.abc import Iterable, Iterator, MutableMapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, NamedTuple, Sequence
 
 from archfit.errors import FitError
 from archfit.numbers import fmt_sci
+from archfit.record import field, record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
+
     import numpy as np
 
-    from archfit.laws.artifact import Fit
     from archfit.shapes import Shape
 
-Data = dict[str, Any]  # column name -> numpy array
+if TYPE_CHECKING:
+    Data = dict[str, Any]  # column name -> numpy array
+else:
+    Data = dict
 
 ROLES = ("loss", "shape", "compute", "ff")
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
@@ -46,16 +51,24 @@ HUBER_DELTA = 1e-3
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
 
-class Estimate(NamedTuple):
-    """What one law fit returns: parameter vector, optional covariance, law-specific extras
-    (read-only: a record laws hand up, a NamedTuple as cheap to define as recommend needs)."""
+if TYPE_CHECKING:  # the fields' types, for type checkers
+    class _Estimate(NamedTuple):
+        params: np.ndarray
+        cov: np.ndarray | None = None
+        extra: Mapping[str, Any] = MappingProxyType({})
+else:
+    _Estimate = namedtuple("Estimate", "params cov extra", defaults=(None, MappingProxyType({})))
 
-    params: np.ndarray
-    cov: np.ndarray | None = None
-    extra: Mapping[str, Any] = MappingProxyType({})
+
+class Estimate(_Estimate):
+    """What one law fit returns: ``params`` (the parameter vector, an array), ``cov`` (its
+    covariance or None) and ``extra`` (law-specific, read-only). A ``collections.namedtuple``:
+    typing's NamedTuple would import typing on recommend's cold path."""
+
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Constraints:
     """Parameters held fixed, tied to another (``tied[a] = b``: a = b, e.g. alpha = beta, as
     published Chinchilla-style fits often assume) and Gaussian priors (mean, sd) on others, by
@@ -72,24 +85,20 @@ class Constraints:
         return bool(self.fixed or self.prior or self.tied)
 
 
-class MeasuredOptimum(NamedTuple):
-    """An optimum measured directly in the data (one per size class), drawn beside the law."""
+class MeasuredOptimum(namedtuple("MeasuredOptimum", "params value low high")):
+    """An optimum measured directly in the data (one per size class), drawn beside the law:
+    the size class's ``params``, the optimal depth (shape laws) or ff ratio (ff laws) as
+    ``value``, and its ±1 SE band ``low`` to ``high`` in the same units."""
 
-    params: float
-    value: float  # the optimal depth (shape laws) or ff ratio (ff laws)
-    low: float  # ±1 SE band, same units
-    high: float
+    __slots__ = ()
 
 
-class Figure(NamedTuple):
-    """A law-specific figure. ``draw(fit, ax, data)`` draws on a matplotlib axis (the law
-    module never imports matplotlib); plots titles, sizes and saves it. ``when(fit)``, if
-    given, says whether this fit has what the figure needs."""
+class Figure(namedtuple("Figure", "name title draw when", defaults=(None,))):
+    """A law-specific figure: its ``name`` and ``title``; ``draw(fit, ax, data)`` draws on a
+    matplotlib axis (the law module never imports matplotlib), and plots titles, sizes and
+    saves it. ``when(fit)``, if given, says whether this fit has what the figure needs."""
 
-    name: str
-    title: str
-    draw: Callable[[Fit, Any, Any], None]
-    when: Callable[[Fit], bool] | None = None
+    __slots__ = ()
 
 
 class Law:

@@ -6,7 +6,6 @@ numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -17,6 +16,7 @@ from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, run_scatter,
                                   subset)
+from archfit.record import replace  # records and dataclasses alike
 from archfit.store import RunTable, read_runs
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move

@@ -3,20 +3,24 @@ in ln depth, then ln d_model* = a + b·n_layer* across classes, with N = 12·n_l
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Figure, Law, MeasuredOptimum, register
 from archfit.shapes import SHAPE_LAW_N, kaplan_width
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Mapping
+
     import numpy as np
 
     from archfit.laws.artifact import Fit
     from archfit.shapes import Shape
 
 
+@functools.lru_cache(maxsize=4096)  # recommend prices each candidate at one (a, b, N)
 def optimal_depth(a: float, b: float, N: float) -> float:
     """Solve 0.5 ln(N / (12 L)) = a + b L for L (monotone in L) by Newton's method from L=10."""
     L = 10.0

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from archfit.errors import ArchfitError
+from archfit.record import fields  # Shape is a record, TrainConfig a dataclass: both
 from archfit.shapes import PARAMETRIZATIONS, TRAIN_FLOPS_CONVENTION, Parametrization, Shape
 
 # a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
