@@ -118,6 +118,11 @@ class Shape:
     ``bias`` puts biases on every linear layer except the output head, and on the norms;
     ``qkv_bias`` puts them on the query, key and value projections only (Qwen2), and is implied
     by ``bias``.
+
+    A frozen :mod:`archfit.record` record, which behaves as a frozen dataclass: copy it with
+    :meth:`with_` or ``archfit.record.replace`` (``dataclasses.replace`` does not take it), list
+    its fields with ``archfit.record.fields``, and add a field in a subclass decorated with
+    ``@record(frozen=True)``.
     """
 
     n_layer: int
