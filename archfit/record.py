@@ -120,7 +120,7 @@ else:
                 raise TypeError(f"cannot overwrite __setattr__ or __delattr__ in frozen {cls.__name__}")
             methods.update(_frozen_methods(cls, frozenset(f.name for f in flds)))
         for name, fn in methods.items():
-            if name == "__hash__" or name not in own or name in ("__setattr__", "__delattr__"):
+            if name not in own:  # a method the class defines is kept
                 if fn is not None and hasattr(fn, "__qualname__"):
                     fn.__qualname__ = f"{cls.__qualname__}.{name}"
                 setattr(cls, name, fn)

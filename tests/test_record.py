@@ -4,6 +4,7 @@ the dataclass's (the oracle here is the standard library, not archfit)."""
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import pickle
@@ -77,6 +78,9 @@ def test_frozen_assignment_and_hash_match_a_dataclass():
             del obj.y
     with pytest.raises(rec.FrozenInstanceError):
         R(1).x = 2
+    for obj in (D(1), R(1)):  # not a field either: a frozen object takes no new attribute
+        with pytest.raises(AttributeError):
+            obj.other = 1
     assert hash(R(1, 2.0, (), "a")) == hash(D(1, 2.0, (), "a"))  # the compared fields' tuple
     assert hash(R(1, tags=(), note="a")) == hash(R(1, tags=(), note="b"))
     with pytest.raises(TypeError):
@@ -99,6 +103,13 @@ def test_fields_replace_and_asdict_match_a_dataclass():
     for changes in ({"y": 7}, {"note": "z"}, {"x": -1}, {"bad": 1}):
         _same_outcome(lambda c=changes: vars(dataclasses.replace(D(1, tags=[2]), **c)),
                       lambda c=changes: vars(rec.replace(R(1, tags=[2]), **c)))
+    assert hasattr(R, "tags") == hasattr(D, "tags") is False  # a factory field: no class value
+    assert R.y == D.y == 2.5 and R.note == D.note == "n"  # a default: the class value
+    Pair = collections.namedtuple("Pair", "a b")
+    got, want = rec.asdict(R(1, tags=[Pair(1, {2})])), dataclasses.asdict(D(1, tags=[Pair(1, {2})]))
+    assert got == want and type(got["tags"][0]) is Pair
+    leaf = R(1, tags=[Pair(1, {2})])
+    assert rec.asdict(leaf)["tags"][0].b is not leaf.tags[0].b  # a leaf is copied, not shared
     inner_d, inner_r = D(3, tags=[1]), R(3, tags=[1])
     assert rec.asdict(R(1, tags=[inner_r, {"k": (inner_r,)}])) == \
         dataclasses.asdict(D(1, tags=[inner_d, {"k": (inner_d,)}]))
@@ -144,6 +155,9 @@ def test_subclasses_pickling_copies_and_own_methods():
     assert repr(ch).replace("Child", "") == repr(DChild(1, c="z")).replace("DChild", "")
     assert pickle.loads(pickle.dumps(ch)) == ch and copy.deepcopy(ch) == ch
     assert copy.copy(ch) == ch and ch != Base(1)
+    for cls in (Child, DChild):  # a required field left out, with no __post_init__ to trip
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
+            cls()
     with pytest.raises(TypeError, match="non-default argument"):
         @rec.record
         class Bad:
