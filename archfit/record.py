@@ -14,7 +14,8 @@ subclass decorated with :func:`record` adds fields), defaults and default factor
 (:func:`field`), ``compare=False`` and ``repr=False`` fields, ``__post_init__``, ``__eq__``
 over the compared fields for two objects of the same class, ``frozen`` (assignment raises
 :class:`FrozenInstanceError`) with the hash of the compared fields' tuple, the dataclass
-``repr``, ``__match_args__``, and a method the class defines itself is kept. Records pickle
+``repr``, ``__match_args__``, the constructor's signature (for ``help`` and notebooks), and a
+method the class defines itself is kept. Records pickle
 and copy as plain objects. Not supported: ``init=False`` fields, ``InitVar``, ``KW_ONLY``,
 ``slots``, ``order``. :func:`fields`, :func:`replace` and :func:`asdict` take records and real
 dataclasses alike (for the latter they call the standard library).
@@ -106,6 +107,7 @@ else:
             seen_default = seen_default or has
         cls.__record_fields__ = flds
         cls.__match_args__ = tuple(f.name for f in flds)
+        cls.__signature__ = _Signature()  # help(), notebooks: the fields, as a dataclass's
         own = cls.__dict__
         methods = {"__init__": _make_init(cls, flds)}
         if want_repr:
@@ -125,6 +127,26 @@ else:
                     fn.__qualname__ = f"{cls.__qualname__}.{name}"
                 setattr(cls, name, fn)
         return cls
+
+    class _Factory:
+        __slots__ = ()
+
+        def __repr__(self):
+            return "<factory>"
+
+    class _Signature:
+        """The constructor's signature, made on first use (``inspect`` is not imported
+        before): what ``inspect.signature`` reads from a class's ``__signature__``."""
+
+        def __get__(self, obj, owner):
+            import inspect
+
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            return inspect.Signature(
+                [inspect.Parameter(f.name, kind, annotation=f.type, default=(
+                    f.default if f.default is not MISSING else _Factory()
+                    if f.default_factory is not MISSING else inspect.Parameter.empty))
+                 for f in owner.__record_fields__], return_annotation=None)
 
     def _make_init(cls, flds):
         names = tuple(f.name for f in flds)

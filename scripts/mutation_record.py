@@ -42,6 +42,7 @@ muts = [
  ("        return copy.deepcopy(v)", "        return v"),
  ("            if f.name not in changes:", "            if True:"),
  ("                if f.default is MISSING:\n                    delattr(cls, name)", "                if f.default is MISSING:\n                    pass"),
+ ("                 for f in owner.__record_fields__], return_annotation=None)", "                 for f in owner.__record_fields__[1:]], return_annotation=None)"),
 ]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
+import inspect
 import pickle
 
 import pytest
@@ -67,6 +68,7 @@ def test_construction_repr_eq_and_errors_match_a_dataclass(frozen):
     assert R(1) != R(2) and R(1) != D(1) and R(1).tags is not R(1).tags
     assert type(R(1).y) is float and R(1, 3).y == 3.0
     assert R.__match_args__ == D.__match_args__
+    assert str(inspect.signature(R)) == str(inspect.signature(D))  # help() and notebooks
 
 
 def test_frozen_assignment_and_hash_match_a_dataclass():
