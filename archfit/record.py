@@ -115,7 +115,7 @@ else:
         if eq:
             compared = tuple(f.name for f in flds if f.compare)
             methods["__eq__"] = _make_eq(compared)
-            if "__hash__" not in own or own["__hash__"] is None and "__eq__" not in own:
+            if "__hash__" not in own:  # a class's own __hash__ (or __eq__, which sets it) wins
                 methods["__hash__"] = _make_hash(compared) if frozen else None
         if frozen:
             if "__setattr__" in own or "__delattr__" in own:
@@ -123,7 +123,7 @@ else:
             methods.update(_frozen_methods(cls, frozenset(f.name for f in flds)))
         for name, fn in methods.items():
             if name not in own:  # a method the class defines is kept
-                if fn is not None and hasattr(fn, "__qualname__"):
+                if fn is not None:
                     fn.__qualname__ = f"{cls.__qualname__}.{name}"
                 setattr(cls, name, fn)
         return cls
