@@ -11,8 +11,9 @@ from archfit.errors import ArchfitError
 
 class Device(NamedTuple):
     """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth.
-    (Read-only records on ``recommend``'s cold path are NamedTuples: a frozen dataclass costs
-    ~0.8 ms to define, a NamedTuple ~0.1 ms.)"""
+    (A NamedTuple, ~0.1 ms to define against ~0.8 ms for a frozen dataclass. ``recommend
+    --gpu`` goes through click, so this module is not on the cold path of ``recommend
+    --params``, whose records are ``archfit.record`` classes and ``collections.namedtuple``s.)"""
 
     key: str
     name: str

@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from archfit.shapes import Shape
 
-if TYPE_CHECKING:
     Data = dict[str, Any]  # column name -> numpy array
 else:
     Data = dict
