@@ -322,3 +322,35 @@ def test_replay_uses_the_bootstrap_it_is_given_and_says_when_it_is_too_few(tmp_p
     out = json.loads(r.stdout)
     assert out["rounds"] >= 1 and len(out["fallbacks"]) == out["rounds"]
     assert all("kept 5 bootstrap draws, fewer than 10" in f["why"] for f in out["fallbacks"])
+
+
+def test_paced_strategies_spend_at_most_half_of_what_is_left_while_half_still_buys_a_run():
+    from archfit.designing.replays import round_budget
+
+    cost = np.array([1.0, 4.0, 10.0])
+    everything = np.ones(3, bool)
+    for s in ("variance", "d-optimal", "v-optimal"):
+        # a run costs exactly half of what is left: half is the round's budget
+        assert round_budget(s, everything, cost, 2.0) == 1.0
+        assert round_budget(s, everything, cost, 20.0) == 10.0
+        # nothing open costs half or less: the whole of what is left
+        assert round_budget(s, np.array([False, True, True]), cost, 6.0) == 6.0
+    for s in ("archfit", "nearest", "random", "cheapest"):  # not paced
+        assert round_budget(s, everything, cost, 20.0) == 20.0
+
+
+def test_runs_are_grouped_up_to_max_runs_and_each_row_is_its_own_run_past_it():
+    from types import SimpleNamespace
+
+    from archfit.designing.ensemble import MAX_RUNS, run_units
+
+    def step(n_shapes: int):  # type: ignore[no-untyped-def]
+        # n_shapes shapes, each at two token counts: two rows of one training run
+        N = np.repeat(1e6 * (1 + np.arange(n_shapes)), 2)
+        pool = {"params": N, "n_layer": np.full(len(N), 4.0), "tokens": N * np.tile([10, 20], n_shapes)}
+        return SimpleNamespace(pool=pool, data=None, cost=6 * pool["params"] * pool["tokens"])
+
+    at = run_units(step(MAX_RUNS))  # type: ignore[arg-type]
+    assert at is not None and at[2] == MAX_RUNS
+    assert list(at[0][:4]) == [0, 0, 1, 1]  # a shape's two rows share its run
+    assert run_units(step(MAX_RUNS + 1)) is None  # type: ignore[arg-type]

@@ -115,12 +115,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
         why = _refit(step, done[sorted(chosen)], law, strategy, bootstrap,
                      seed + round_of[-1], shares)
         k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
-        # variance, d- and v-optimal pace their spending: at most half of what is left per
-        # round (all of it once that buys nothing), so later rounds see what earlier ones
-        # taught; archfit spends its near-target share first and is not paced, its batch size
-        # alone spreads it over rounds
-        pace = left / 2 if strategy in _PACED and (
-            step.open & (cost <= left / 2)).any() else left
+        pace = round_budget(strategy, step.open, cost, left)
         picks = (space_filling(step, k, pace) if step.fit is None and strategy in ADAPTIVE
                  else STRATEGIES[strategy](step, k, pace))
         if not picks:
@@ -137,6 +132,16 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
             "near_shares": shares, "notes": notes,
             "chosen": [{**row, "round": k} for row, k in zip(done[chosen].to_dicts(), round_of)],
             "target": _score(done, chosen, trows, law, final_bootstrap, seed, all_rows)}
+
+
+def round_budget(strategy: str, open_: np.ndarray, cost: np.ndarray, left: float) -> float:
+    """What a round may spend of the ``left`` budget. variance, d- and v-optimal pace their
+    spending: at most half of what is left (all of it once no open candidate costs half or
+    less), so later rounds see what earlier ones taught; archfit spends its near-target share
+    first and is not paced, its batch size alone spreads it over rounds."""
+    if strategy in _PACED and bool((open_ & (cost <= left / 2)).any()):
+        return left / 2
+    return left
 
 
 def _refit(step: Step, sub: Any, law: str, strategy: str, bootstrap: int, seed: int,
