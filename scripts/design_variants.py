@@ -44,6 +44,13 @@ PLANTED = ("chinchilla", "drift", "depth-joint")
 REPORT = range(1000, 1020)  # the benchmarks' report seeds: refused here
 
 
+def log_residuals(fit, d: dict) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The runs' log loss minus the fit's, centred."""
+    r = np.log(np.asarray(d["loss"], float)) - np.log(
+        np.asarray(fit.law_obj.predict(fit.params, d), float))
+    return r - r.mean()
+
+
 def smoothness(sub, law: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """1 - (half the mean squared difference of each run's log residual and its nearest
     neighbour's) / (the residuals' variance): about 0 for independent noise, near 1 where the
@@ -51,10 +58,8 @@ def smoothness(sub, law: str) -> tuple[float, int]:  # type: ignore[no-untyped-d
     from archfit.designing.pool import columns
     from archfit.laws.fitting import fit
 
-    f = fit(sub, law, bootstrap=0, seed=0, heldout=False)
     d = columns(sub)
-    r = np.log(d["loss"]) - np.log(np.asarray(f.law_obj.predict(f.params, d), float))
-    r = r - r.mean()
+    r = log_residuals(fit(sub, law, bootstrap=0, seed=0, heldout=False), d)
     X = np.stack([np.log(d[c]) for c in ("params", "tokens", "n_layer") if c in d], 1)
     X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1)
     D = np.linalg.norm(X[:, None] - X[None], axis=2)
@@ -69,9 +74,8 @@ def eb_discrepancy(step, cols: list[str], sd_pool: np.ndarray) -> tuple[float, f
     d = step.data
     if d is None or step.fit is None:
         return None
-    r = np.log(np.asarray(d["loss"], float)) - np.log(
-        np.asarray(step.fit.law_obj.predict(step.fit.params, d), float))
-    r, n = r - r.mean(), len(r)
+    r = log_residuals(step.fit, d)
+    n = len(r)
     X = np.stack([np.log(np.asarray(d[c], float)) for c in cols], 1) / np.where(
         sd_pool > 0, sd_pool, 1)
     d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
@@ -89,33 +93,19 @@ def eb_discrepancy(step, cols: list[str], sd_pool: np.ndarray) -> tuple[float, f
 
 
 def local_criterion(q: float):  # type: ignore[no-untyped-def]
-    """archfit's criterion (no near-target share) among the nearest ``q`` of the open
-    candidates; the whole pool when none of them is affordable."""
+    """archfit's criterion (``strategies._criterion``, no near-target share) among the nearest
+    ``q`` of the open candidates; the whole pool when none of them is affordable."""
     from archfit.designing import strategies as S
 
     def pick(step, k: int, left: float) -> list[int]:  # type: ignore[no-untyped-def]
-        ds = S.draws(step.fit)
-        if len(ds) < S.MIN_DRAWS:
-            return S.space_filling(step, k, left)
         dist = S.distance_to_target(step)
-        far = dist > np.quantile(dist[step.open], q)
-        ens = S.Ensemble(step, ds, True)
-        dup = np.zeros(len(step.cost), bool)
-        gains = np.zeros(len(step.cost))
-
-        def score(mask: np.ndarray):  # type: ignore[no-untyped-def]
-            def s(ok: np.ndarray) -> np.ndarray:
-                gains[:] = ens.gain()
-                v = np.where(gains > 0, gains / step.cost ** S.COST_EXPONENT, -step.cost)
-                return np.where(dup | mask, -np.inf, v)
-            return s
-
-        def update(j: int) -> None:
-            ens.condition(j)
-            dup[S.near_duplicates(step.pool, j)] = True
-
-        return (S._greedy(step, k, left, score(far), update)
-                or S._greedy(step, k, left, score(np.zeros_like(far)), update))
+        everything = step.open
+        step.open = everything & (dist <= np.quantile(dist[everything], q))
+        try:
+            picks = S._criterion(step, k, left, None, 0.0, discrepancy=True)
+        finally:
+            step.open = everything
+        return picks or S._criterion(step, k, left, None, 0.0, discrepancy=True)
     return pick
 
 
