@@ -191,8 +191,8 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     ax.set_xlabel("parameters N (as the table counts them; log scale)")
     ax.set_ylabel(ylabel)
     ax.set_title(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in "
-                 f"{r['rounds']} rounds, {r['budget_frac_spent']:.1%} of the sweep's cost",
-                 fontsize=9)
+                 f"{r['rounds']} round{'' if r['rounds'] == 1 else 's'}, "
+                 f"{r['budget_frac_spent']:.1%} of the sweep's cost", fontsize=9)
     ax.legend(fontsize=7)
     _replay_target(bx, r, np.asarray(target["loss"], float))
     for a in (ax, bx):

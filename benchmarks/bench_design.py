@@ -31,8 +31,9 @@ the law's own miss, which is what a design changes. Strategies are also compared
 by seed: archfit's error minus each baseline's, mean and its 95% interval.
 
 Seeds: the report uses seeds 1000-1019. Seeds 0-19 and 100-139 chose the criterion's
-constants (the cost exponent, the shared-offset rule) in earlier sessions, and seeds 200-201
-were looked at while choosing the near-target share; none of them is reported.
+constants (the cost exponent, the shared-offset rule) in earlier sessions, seeds 200-201
+were looked at while choosing the near-target share, and seeds 0-5 while choosing its floor
+and the criterion's trust region (`scripts/design_variants.py`); none of them is reported.
 
     python benchmarks/bench_design.py            # 20 repeats (about 40 minutes on 2 cores)
     python benchmarks/bench_design.py --repeats 3 --fracs 0.1
@@ -174,6 +175,8 @@ def main() -> None:
                     help="repeats use seeds from here on (another set: a replication)")
     ap.add_argument("--fracs", default="0.01,0.05,0.1,0.25")
     ap.add_argument("--truths", default=",".join(TRUTHS))
+    ap.add_argument("--strategies", default=",".join(STRATEGIES),
+                    help="replay only these (comma-separated; the table shows what was run)")
     ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
@@ -185,6 +188,9 @@ def main() -> None:
                     help="run nothing: print the table of rows saved by --json, several runs' "
                          "rows pooled (e.g. replications on other seeds)")
     a = ap.parse_args()
+    for s in a.strategies.split(","):
+        if s not in STRATEGIES:
+            ap.error(f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)}")
     fracs = [float(x) for x in a.fracs.split(",")]
     t0 = time.time()
     if a.from_json:
@@ -253,7 +259,7 @@ def _plot_replay(seed: int, path: str) -> str:
 
 def _run(a: argparse.Namespace, fracs: list[float]) -> list[dict]:
     seeds = range(a.first_seed, a.first_seed + a.repeats)
-    jobs = [(t, seed, fracs, STRATEGIES, a.bootstrap) for t in a.truths.split(",")
+    jobs = [(t, seed, fracs, tuple(a.strategies.split(",")), a.bootstrap) for t in a.truths.split(",")
             for seed in seeds]
     t0, rows = time.time(), []
     with ProcessPoolExecutor(a.jobs) as ex:
@@ -382,9 +388,9 @@ def _verdicts(truth: str, sel: list[dict], allr: list[dict]) -> list[str]:
     for name, key in (("observed", OBS), ("vs truth", TRUE)):
         means = {s: float(np.mean([r["design_" + key] for r in sel if r["strategy"] == s]))
                  for s in STRATEGIES if any(r["strategy"] == s for r in sel)}
-        if "archfit" not in means:
-            continue
         base = {k: v for k, v in means.items() if k != "archfit"}
+        if "archfit" not in means or not base:  # e.g. --strategies archfit: nothing to pair
+            continue
         best = min(base, key=base.get)
         all_err = float(np.mean([r["all_" + key] for r in allr]))
         wins = means["archfit"] < base[best]

@@ -7,9 +7,13 @@ at one budget on both sets of pools, on seeds that the benchmarks name as tuning
 looked at without touching the report seeds (1000-1019). A variant that looks good here must
 still be run on the report seeds by the two benchmarks before it replaces the rule.
 
-Each variant patches one thing of the shipped rule, in the process that replays it:
+Each variant patches one thing of the rule as it was before 2026-11-26 (`before`), in the
+process that replays it, so the table in benchmarks/README.md reproduces:
 
-- `today`: the rule as shipped (near-target share from the cost check, the criterion);
+- `today`: the rule as shipped (for a target table at least 80% of the budget nearest the
+  target, the criterion among the nearer half: `floor=0.8+local=0.5`);
+- `before`: the rule before (the near-target share from the cost check alone, the criterion
+  over the whole pool);
 - `nearest`: the trivial rule (`--strategy nearest`);
 - `floor=F`: at least F of each batch's budget nearest the target first;
 - `smooth-gate=T`: the whole batch nearest the target once the residuals of the runs so far
@@ -17,9 +21,14 @@ Each variant patches one thing of the shipped rule, in the process that replays 
 - `eb-discrepancy`: the discrepancy term's sd and length fitted to the residuals of the runs
   so far by maximum marginal likelihood (empirical Bayes), no near-target share;
 - `discrepancy=SCALE,SD`: the discrepancy term with another length and sd;
-- `local=Q`: the criterion restricted to the nearest Q of the open candidates.
+- `local=Q`: the criterion restricted to the nearest Q of the open candidates;
+- `start=F`: the space-filling first batch spends at most F of the budget;
+- `pace=F`: archfit's rounds spend at most F of what is left (all of it once no open
+  candidate costs F of it or less), so later rounds see what earlier ones taught.
 
-    python scripts/design_variants.py today nearest floor=0.8 --frac 0.1
+Variants join with `+` (`floor=1+start=0.3`): each patch applies in turn.
+
+    python scripts/design_variants.py today before nearest floor=0.8 --frac 0.1
     python scripts/design_variants.py local=0.25 --real-seeds 0-4 --planted-seeds 0-5
 
 Prints each variant's target mean |error| per pool (against the planted truth on the planted
@@ -93,8 +102,9 @@ def eb_discrepancy(step, cols: list[str], sd_pool: np.ndarray) -> tuple[float, f
 
 
 def local_criterion(q: float):  # type: ignore[no-untyped-def]
-    """archfit's criterion (``strategies._criterion``, no near-target share) among the nearest
-    ``q`` of the open candidates; the whole pool when none of them is affordable."""
+    """archfit's criterion (``strategies._criterion``, with the step's near-target share: none
+    unless another part of the variant sets one) among the nearest ``q`` of the open
+    candidates; the whole pool when none of them is affordable."""
     from archfit.designing import strategies as S
 
     def pick(step, k: int, left: float) -> list[int]:  # type: ignore[no-untyped-def]
@@ -102,15 +112,25 @@ def local_criterion(q: float):  # type: ignore[no-untyped-def]
         everything = step.open
         step.open = everything & (dist <= np.quantile(dist[everything], q))
         try:
-            picks = S._criterion(step, k, left, None, 0.0, discrepancy=True)
+            picks = S._criterion(step, k, left, None, step.near_share, discrepancy=True)
         finally:
             step.open = everything
-        return picks or S._criterion(step, k, left, None, 0.0, discrepancy=True)
+        return picks or S._criterion(step, k, left, None, step.near_share, discrepancy=True)
     return pick
 
 
 def apply(variant: str) -> str:
-    """Patch this process for ``variant``; returns the strategy to replay."""
+    """Patch this process for ``variant`` (parts joined by ``+`` patch in turn); returns the
+    strategy to replay."""
+    if variant != "today":  # every other variant patches the rule before 2026-11-26
+        from archfit.designing import strategies as S
+
+        S.NEAR_FLOOR, S.TRUST_REGION = 0.0, 1.0
+    picked = [_apply(part) for part in variant.split("+")]
+    return next((s for s in picked if s != "archfit"), "archfit")
+
+
+def _apply(variant: str) -> str:
     import archfit.designing.ensemble as E
     from archfit.designing import replays
     from archfit.designing import strategies as S
@@ -121,8 +141,8 @@ def apply(variant: str) -> str:
     def widen_for(share: float) -> float:  # near_share(w) = 1 - 1/w^2
         return 1 / math.sqrt(max(1 - share, 1e-12))
 
-    if name in ("today", "nearest"):
-        return "archfit" if name == "today" else "nearest"
+    if name in ("today", "before", "nearest"):
+        return "nearest" if name == "nearest" else "archfit"
     if name == "floor":
         replays.extrapolation_widen = lambda sub, law, b, s: widen_for(
             max(float(arg), S.near_share(shipped(sub, law, b, s))))
@@ -151,8 +171,17 @@ def apply(variant: str) -> str:
     elif name == "discrepancy":
         scale, sd = (float(v) for v in arg.split(","))
         E.DISCREPANCY_SCALE, E.DISCREPANCY_SD = scale, sd
+    elif name == "start":
+        first = replays.space_filling
+        replays.space_filling = lambda step, k, left: first(step, k, float(arg) * left)
+    elif name == "pace":
+        def paced(strategy, open_, cost, left):  # type: ignore[no-untyped-def]
+            f = float(arg)
+            return f * left if bool((open_ & (cost <= f * left)).any()) else left
+        replays.round_budget = paced
     elif name == "local":
-        replays.extrapolation_widen = lambda *a: None
+        if shipped.__module__ == replays.__name__:  # alone: no near-target share
+            replays.extrapolation_widen = lambda *a: None
         S.STRATEGIES["archfit"] = local_criterion(float(arg))
     else:
         raise SystemExit(f"design_variants: unknown variant {variant!r} (see the docstring)")

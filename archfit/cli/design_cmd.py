@@ -231,7 +231,7 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
 
 def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
     click.echo(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in {r['rounds']} "
-               f"rounds, {r['budget_frac_spent']:.1%} of the pool's cost ({r['cost_unit']})")
+               f"round{'' if r['rounds'] == 1 else 's'}, {r['budget_frac_spent']:.1%} of the pool's cost ({r['cost_unit']})")
     for who in ("design", "all_rows"):
         m = r["target"][who]
         if "error" in m:
@@ -246,10 +246,15 @@ def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
         click.echo(f"  note: {n}")
     for fb in r.get("fallbacks", []):
         click.echo(f"  note: round {fb['round']} fell back to a space-filling pick ({fb['why']})")
+    from archfit.designing.strategies import NEAR_FLOOR
+
     shares = [x for x in r.get("near_shares", []) if x > 0]
     if shares:
         span = (f"{min(shares):.0%}" if round(min(shares), 2) == round(max(shares), 2)
                 else f"{min(shares):.0%}-{max(shares):.0%}")
-        click.echo(f"  note: the law missed its own costliest runs in {len(shares)} of "
-                   f"{len(r['near_shares'])} rounds; those rounds spent {span} of their budget "
-                   "nearest the target first")
+        missed = sum(x > NEAR_FLOOR for x in shares)
+        why = (f"more in {missed} where the law missed its own costliest runs" if missed
+               else "the law did not miss its own costliest runs by more")
+        click.echo(f"  note: {len(shares)} of {len(r['near_shares'])} rounds spent {span} of "
+                   f"their budget nearest the target first (a target table's floor is "
+                   f"{NEAR_FLOOR:.0%}; {why})")

@@ -12,7 +12,7 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
                                  costs, not_among)
 from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       near_share, space_filling)
+                                       near_floor, near_share, space_filling)
 from archfit.errors import FitError, FitInputError
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
@@ -156,7 +156,8 @@ def _refit(step: Step, sub: Any, law: str, strategy: str, bootstrap: int, seed: 
     if why is None and strategy in CRITERIA and len(draws(step.fit)) < MIN_DRAWS:
         why = f"the refit kept {len(draws(step.fit))} bootstrap draws, fewer than {MIN_DRAWS}"
     if strategy == "archfit":
-        step.near_share = near_share(extrapolation_widen(sub, law, bootstrap, seed))
+        step.near_share = near_share(extrapolation_widen(sub, law, bootstrap, seed),
+                                     near_floor(step.target))
         shares.append(step.near_share)
     return why
 
