@@ -101,24 +101,6 @@ def eb_discrepancy(step, cols: list[str], sd_pool: np.ndarray) -> tuple[float, f
     return math.sqrt(best[3] * best[1]), best[2]
 
 
-def local_criterion(q: float):  # type: ignore[no-untyped-def]
-    """archfit's criterion (``strategies._criterion``, with the step's near-target share: none
-    unless another part of the variant sets one) among the nearest ``q`` of the open
-    candidates; the whole pool when none of them is affordable."""
-    from archfit.designing import strategies as S
-
-    def pick(step, k: int, left: float) -> list[int]:  # type: ignore[no-untyped-def]
-        dist = S.distance_to_target(step)
-        everything = step.open
-        step.open = everything & (dist <= np.quantile(dist[everything], q))
-        try:
-            picks = S._criterion(step, k, left, None, step.near_share, discrepancy=True)
-        finally:
-            step.open = everything
-        return picks or S._criterion(step, k, left, None, step.near_share, discrepancy=True)
-    return pick
-
-
 def apply(variant: str) -> str:
     """Patch this process for ``variant`` (parts joined by ``+`` patch in turn); returns the
     strategy to replay."""
@@ -179,10 +161,10 @@ def _apply(variant: str) -> str:
             f = float(arg)
             return f * left if bool((open_ & (cost <= f * left)).any()) else left
         replays.round_budget = paced
-    elif name == "local":
+    elif name == "local":  # the shipped trust region, at another width
         if shipped.__module__ == replays.__name__:  # alone: no near-target share
             replays.extrapolation_widen = lambda *a: None
-        S.STRATEGIES["archfit"] = local_criterion(float(arg))
+        S.TRUST_REGION = float(arg)
     else:
         raise SystemExit(f"design_variants: unknown variant {variant!r} (see the docstring)")
     return "archfit"
