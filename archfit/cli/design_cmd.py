@@ -232,7 +232,8 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
 
 def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
     click.echo(f"replay of {r['strategy']} on {r['law']}: {r['n_chosen']} runs in {r['rounds']} "
-               f"round{'' if r['rounds'] == 1 else 's'}, {r['budget_frac_spent']:.1%} of the pool's cost ({r['cost_unit']})")
+               f"round{'' if r['rounds'] == 1 else 's'}, {r['budget_frac_spent']:.1%} of the "
+               f"pool's cost ({r['cost_unit']})")
     for who in ("design", "all_rows"):
         m = r["target"][who]
         if "error" in m:

@@ -34,10 +34,14 @@ import numpy as np
 
 from archfit.designing.ensemble import Ensemble, finite, information, noise_var, shrink
 
+NEAR_FLOOR = 0.8  # for a target table: at least this share of a batch's budget nearest first
+TRUST_REGION = 0.5  # for a target table: the criterion picks among this nearest share
+
+
 CRITERION = ("a share of the budget on the candidates nearest the target first: for a target "
-             "table at least 0.8, more where the law missed its own costliest runs (refit "
-             "without them; 1 - 1/widen^2); the rest (for a target table among the nearer half "
-             "of the candidates) by "
+             f"table at least {NEAR_FLOOR:g}, more where the law missed its own costliest runs (refit "
+             "without them; 1 - 1/widen^2); the rest (for a target table among the nearer "
+             f"{TRUST_REGION:.0%} of the candidates) by "
              "the expected shrink of the target's error variance per square root of cost "
              "(picks ranked by shrink / cost^0.5, a batch updated on each pick in turn: "
              "fantasized outcomes, so it holds no near-duplicates), the variance being the "
@@ -173,10 +177,6 @@ def near_duplicates(pool: dict[str, np.ndarray], j: int) -> np.ndarray:
 
 
 COST_EXPONENT = 0.5  # picks rank by shrink / cost**COST_EXPONENT: see archfit_criterion
-
-
-NEAR_FLOOR = 0.8  # for a target table: at least this share of a batch's budget nearest first
-TRUST_REGION = 0.5  # for a target table: the criterion picks among this nearest share
 
 
 def near_floor(target: Any) -> float:
