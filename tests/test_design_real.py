@@ -18,9 +18,9 @@ from archfit.designing import calibrated_fit, replay, split_most_expensive
 from archfit.designing.replays import cost_check
 from archfit.designing.ensemble import DISCREPANCY_SCALE, DISCREPANCY_SD, Discrepancy
 from archfit.designing.pool import Target
-from archfit.designing.strategies import (NEAR_FLOOR, TRUST_REGION, Step, _criterion,
-                                          archfit_criterion, distance_to_target, near_floor,
-                                          near_share, nearest)
+from archfit.designing.strategies import (TABLE_SHARE, TRUST_REGION, Step, _criterion,
+                                          archfit_criterion, distance_to_target, near_share,
+                                          nearest, table_share)
 from archfit.laws import get_law
 from archfit.laws.planted import dense_grid
 
@@ -171,14 +171,11 @@ def test_the_near_target_share_follows_how_far_the_law_missed():
     assert near_share(1.5) < near_share(3.0)
 
 
-def test_a_target_table_keeps_its_floor_and_a_miss_raises_it():
+def test_a_target_table_has_a_fixed_share_and_the_other_targets_none():
     table = Target("table", rows={"params": np.array([1e9]), "tokens": np.array([2e10])})
-    assert near_floor(table) == NEAR_FLOOR == 0.8 and TRUST_REGION == 0.5
-    assert near_floor(Target("params", value=1e10)) == 0.0
-    assert near_share(None, 0.8) == 0.8 and near_share(1.0, 0.8) == 0.8
-    assert near_share(2.0, 0.8) == 0.8  # 0.75 from the miss, below the floor
-    assert near_share(3.0, 0.8) == pytest.approx(1 - 1 / 9)
-    assert near_share(float("inf"), 0.8) == 0.8
+    assert table_share(table) == TABLE_SHARE == 0.8 and TRUST_REGION == 0.5
+    assert table_share(Target("params", value=1e10)) is None
+    assert table_share(Target("compute", value=1e22)) is None
 
 
 def test_for_a_target_table_the_criterion_picks_inside_the_trust_region():
@@ -206,9 +203,9 @@ def test_for_a_target_table_the_criterion_picks_inside_the_trust_region():
     assert not inside[anywhere].all(), dist[anywhere]
 
 
-def test_design_for_a_target_table_spends_its_floor_nearest_and_says_so():
-    """archfit.design toward a target table: the batch's near-target share is at least the
-    floor and the note says why; toward an optimal-depth target no floor applies."""
+def test_design_for_a_target_table_spends_its_share_nearest_and_says_so():
+    """archfit.design toward a target table: the batch's near-target share is the table's
+    and the note says why; toward a compute target the extrapolation check sets it."""
     from archfit.designing import columns as columns_of, design
 
     grid = dense_grid(seed=3, n_sizes=10, step=1.8, row_sd=0.005)
@@ -216,18 +213,18 @@ def test_design_for_a_target_table_spends_its_floor_nearest_and_says_so():
     done = pool.filter(pl.col("params") < 4e8)
     d = design(pool, law="chinchilla", target=Target("table", rows=columns_of(target)),
                results=done, budget_frac=0.05, batch=4, bootstrap=20)
-    assert d.near_share >= NEAR_FLOOR, d.near_share
-    assert any("nearest the target first" in n for n in d.notes), d.notes
-    # a fit given without its runs: no extrapolation check to make, the floor alone
+    assert d.near_share == TABLE_SHARE, d.near_share
+    assert any("a target table: 80% of the batch's budget" in n for n in d.notes), d.notes
+    # a fit given without its runs: the same share
     from archfit.laws.fitting import fit
 
     f = fit(done, "chinchilla", bootstrap=20, heldout=False, seed=0)
     d1 = design(pool, law="chinchilla", target=Target("table", rows=columns_of(target)),
                 fit=f, budget_frac=0.05, batch=4)
-    assert d1.near_share == NEAR_FLOOR and d1.chosen
+    assert d1.near_share == TABLE_SHARE and d1.chosen
     d2 = design(pool, law="chinchilla", target=Target("compute", 1e22), results=done,
                 budget_frac=0.05, batch=4, bootstrap=20)
-    assert d2.near_share < NEAR_FLOOR
+    assert d2.near_share < TABLE_SHARE
 
 
 # ------------------------------------------------------------------ the replay says what it did
@@ -338,13 +335,30 @@ def test_target_rows_inside_the_replayed_table_are_dropped_and_said():
     assert r2["notes"] == [] and r2["n_chosen"] == r["n_chosen"]
 
 
-def test_a_replay_where_the_law_misses_its_costliest_runs_spends_near_the_target():
+def test_a_replay_spends_the_tables_share_near_the_target_even_where_the_law_misses():
     df = _biased_grid(0.1)
     pool, target = split_most_expensive(df, 0.1)
     r = replay(pool, target, law="chinchilla", budget_frac=0.2, strategy="archfit",
                bootstrap=12, final_bootstrap=10)
-    assert r["near_shares"] and min(r["near_shares"]) >= NEAR_FLOOR, r["near_shares"]
-    assert max(r["near_shares"]) > NEAR_FLOOR, r["near_shares"]  # the miss raised it
+    assert len(r["near_shares"]) >= 2 and set(r["near_shares"]) == {TABLE_SHARE}, r
+
+
+def test_a_miss_of_the_costliest_runs_sends_a_compute_targets_batch_near_it():
+    """Toward a compute target the share is 1 - 1/widen² of the extrapolation check: about
+    none where the law holds, most of the batch where it misses its costliest runs."""
+    from archfit.designing import design
+
+    def share(bias: float) -> tuple[float, list[str]]:
+        df = _biased_grid(bias)
+        d = design(df.filter(pl.col("params") >= 3e9), law="chinchilla",
+                   target=Target("compute", 1e22), results=df.filter(pl.col("params") < 3e9),
+                   budget_frac=0.05, batch=4, bootstrap=20)
+        return d.near_share, d.notes
+
+    held, notes = share(0.1)
+    clean, _ = share(0.0)
+    assert held > 0.5 and clean < held, (held, clean)
+    assert any("missed its own costliest runs" in n for n in notes), notes
 
 
 def test_a_replay_can_spend_the_whole_pool():

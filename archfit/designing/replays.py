@@ -1,6 +1,7 @@
 """The design's replay on a finished sweep (:func:`replay`: "how much of my last sweep did I
 need?"), the intervals it scores with (:func:`calibrated_fit`: widened by what extrapolating in
-cost needed), and the check that sets archfit's near-target share (:func:`extrapolation_widen`).
+cost needed), and the check that sets archfit's near-target share for an optimal-depth or N_opt
+target (:func:`extrapolation_widen`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
                                  costs, not_among)
 from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       near_floor, near_share, space_filling)
+                                       near_share, space_filling, table_share)
 from archfit.errors import FitError, FitInputError
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
@@ -156,8 +157,9 @@ def _refit(step: Step, sub: Any, law: str, strategy: str, bootstrap: int, seed: 
     if why is None and strategy in CRITERIA and len(draws(step.fit)) < MIN_DRAWS:
         why = f"the refit kept {len(draws(step.fit))} bootstrap draws, fewer than {MIN_DRAWS}"
     if strategy == "archfit":
-        step.near_share = near_share(extrapolation_widen(sub, law, bootstrap, seed),
-                                     near_floor(step.target))
+        fixed = table_share(step.target)
+        step.near_share = (fixed if fixed is not None
+                           else near_share(extrapolation_widen(sub, law, bootstrap, seed)))
         shares.append(step.near_share)
     return why
 
