@@ -34,7 +34,9 @@ import numpy as np
 
 from archfit.designing.ensemble import Ensemble, finite, information, noise_var, shrink
 
-TABLE_SHARE: float | None = 0.8  # for a target table: this share of a batch's budget nearest
+# for a target table: this share of a batch's budget nearest the target first (None: the
+# cost check sets it, as until 2026-11-26; only scripts/design_variants.py sets None)
+TABLE_SHARE: float | None = 0.8
 TRUST_REGION = 0.5  # for a target table: the criterion picks among this nearest share
 
 
