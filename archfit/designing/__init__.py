@@ -25,10 +25,10 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_polars, as_runs, check_budget, check_pool,
                                  columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
                                  check_seed, not_among, starting_fit)
-from archfit.designing.replays import (calibrated_fit, extrapolation_widen, fit_runs, metrics,
-                                    replay, split_most_expensive)
+from archfit.designing.replays import (archfit_share, calibrated_fit, fit_runs, metrics, replay,
+                                    split_most_expensive)
 from archfit.designing.strategies import (CRITERIA, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       TRUST_REGION, near_share, space_filling, table_share)
+                                       TRUST_REGION, space_filling)
 from archfit.errors import FitError, FitInputError
 
 __all__ = ["Design", "DesignError", "Target", "design", "replay", "calibrated_fit", "metrics",
@@ -230,18 +230,13 @@ def _set_near_share(step: Step, results: Any, law: str, bootstrap: int, seed: in
     """archfit's near-target share, with a note: fixed for a target table
     (:func:`table_share`), otherwise as far as the results' extrapolation check found the law
     missing (no results: none)."""
-    fixed = table_share(step.target)
-    if fixed is not None:
-        step.near_share = fixed
-        notes.append(f"a target table: {fixed:.0%} of the batch's budget goes to the "
+    step.near_share, w = archfit_share(step.target, results, law, bootstrap, seed)
+    if step.target.kind == "table":
+        notes.append(f"a target table: {step.near_share:.0%} of the batch's budget goes to the "
                      "candidates nearest the target first, the rest by the criterion among "
                      f"the nearer {TRUST_REGION:.0%} of the pool (a law is only approximately "
                      "true of a real sweep; see the design how-to)")
-        return
-    has = results is not None and results.height > 0
-    w = extrapolation_widen(results, law, bootstrap, seed) if has else None
-    step.near_share = near_share(w)
-    if w is not None and step.near_share > 0:
+    elif w is not None and step.near_share > 0:
         notes.append(f"the law missed its own costliest runs by {w:.3g}x its 95% intervals "
                      f"(refit without them): {step.near_share:.0%} of the batch's budget goes "
                      "to the candidates nearest the target first")

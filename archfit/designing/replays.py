@@ -157,11 +157,23 @@ def _refit(step: Step, sub: Any, law: str, strategy: str, bootstrap: int, seed: 
     if why is None and strategy in CRITERIA and len(draws(step.fit)) < MIN_DRAWS:
         why = f"the refit kept {len(draws(step.fit))} bootstrap draws, fewer than {MIN_DRAWS}"
     if strategy == "archfit":
-        fixed = table_share(step.target)
-        step.near_share = (fixed if fixed is not None
-                           else near_share(extrapolation_widen(sub, law, bootstrap, seed)))
+        step.near_share, _ = archfit_share(step.target, sub, law, bootstrap, seed)
         shares.append(step.near_share)
     return why
+
+
+def archfit_share(target: Target, runs: Any, law: str, bootstrap: int, seed: int
+                  ) -> tuple[float, float | None]:
+    """(archfit's near-target share, the widen factor it came from): a target table's fixed
+    share (:func:`table_share`, no check made), otherwise :func:`near_share` of how far the law
+    missed the costliest of ``runs`` (None where there are no runs or the check cannot be
+    made)."""
+    fixed = table_share(target)
+    if fixed is not None:
+        return fixed, None
+    w = extrapolation_widen(runs, law, bootstrap, seed) if runs is not None and runs.height \
+        else None
+    return near_share(w), w
 
 
 def _score(done: Any, chosen: list[int], trows: dict[str, np.ndarray], law: str,
