@@ -219,6 +219,11 @@ def test_an_optimizer_that_stops_early_leaves_a_note():
     quiet: list[str] = []  # a sound gradient converges, and says nothing
     multistart(lambda x: (float(x @ x), 2 * x), [np.array([1.0, -2.0])], notes=quiet)
     assert quiet == []
+    # a start already at its optimum on a bound (the gradient points out of the box): no step
+    # is taken, and rightly none is flagged
+    x = multistart(lambda x: (float(x.sum()), np.ones_like(x)), [np.array([0.0, 1.0])],
+                   bounds=[(0.0, None), (1.0, 2.0)], notes=quiet)
+    assert quiet == [] and np.array_equal(x, [0.0, 1.0])
 
 
 def test_non_finite_derivatives_are_zeroed_with_a_note():

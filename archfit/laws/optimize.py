@@ -134,20 +134,39 @@ def multistart(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], starts: An
     converging, ``notes`` (the fit's) says so rather than passing the point off as an optimum."""
     from scipy.optimize import minimize
 
-    best = None
+    best, start = None, None
     for s0 in starts:
         res = minimize(fun, s0, jac=True, method="L-BFGS-B", bounds=bounds,
                        options=LBFGS_OPTIONS)
         if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
-            best = res
+            best, start = res, np.asarray(s0, float)
     if best is None:
         raise FitError(f"{what} did not converge from any starting point")
-    if not best.success and notes is not None:
+    stalled = best.success and _stalled(fun, best.x, start, bounds)
+    if (not best.success or stalled) and notes is not None:
         msg = best.message.decode() if isinstance(best.message, bytes) else str(best.message)
+        if stalled:
+            msg = "no step from its start reduced the loss"
         notes.append(f"{what}: the optimizer stopped before converging ({msg.lower()}); the "
                      "estimate is its best point, and the bootstrap's spread shows how far "
                      "to trust it")
     return best.x
+
+
+def _stalled(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray,
+             start: np.ndarray | None, bounds: Sequence[tuple[float | None, float | None]] | None
+             ) -> bool:
+    """L-BFGS-B reported convergence without moving from its start while its own projected
+    gradient there exceeds ``gtol``: its line search found no descent (a gradient that points
+    uphill), which some builds report as a relative reduction of zero, i.e. as converged."""
+    if start is None or not np.array_equal(x, start):
+        return False
+    g = np.asarray(fun(x)[1], float)
+    lo = np.array([-np.inf if b is None or b[0] is None else b[0] for b in bounds]) \
+        if bounds is not None else np.full(len(x), -np.inf)
+    hi = np.array([np.inf if b is None or b[1] is None else b[1] for b in bounds]) \
+        if bounds is not None else np.full(len(x), np.inf)
+    return bool(np.max(np.abs(np.clip(x - g, lo, hi) - x)) > LBFGS_OPTIONS["gtol"])
 
 
 class HuberLSE:
