@@ -11,22 +11,31 @@ Each variant patches one thing of the rule as it was before 2026-11-26 (`before`
 process that replays it, so the table in benchmarks/README.md reproduces:
 
 - `today`: the rule as shipped (for a target table 80% of the budget nearest the target, the
-  criterion among the nearer half: `fixed=0.8+local=0.5`);
+  criterion among the nearer half, what nothing there can use nearest the target:
+  `fixed=0.8+local=0.5+leftover=nearest`);
 - `before`: the rule before 2026-11-26 (the near-target share from the cost check alone, the
   criterion over the whole pool);
-- `nearest`: the trivial rule (`--strategy nearest`);
+- `nearest`: the trivial rule (`--strategy nearest`); `variance`: the rule before the public
+  replays (`--strategy variance`);
 - `floor=F`: at least F of each batch's budget nearest the target first;
 - `fixed=F`: exactly F of each batch's budget nearest the target first, the cost check not
-  consulted (`floor=0.8+local=0.5` is the rule of commit 1631bb1);
+  consulted (`floor=0.8+local=0.5+leftover=pool` is the rule of commit 1631bb1,
+  `fixed=0.8+local=0.5+leftover=pool` that of bdf1a68);
 - `smooth-gate=T`: the whole batch nearest the target once the residuals of the runs so far
   are smooth (nearest-neighbour agreement above T, at 15 runs or more): a lack-of-fit signal;
 - `eb-discrepancy`: the discrepancy term's sd and length fitted to the residuals of the runs
   so far by maximum marginal likelihood (empirical Bayes), no near-target share;
 - `discrepancy=SCALE,SD`: the discrepancy term with another length and sd;
-- `local=Q`: the criterion restricted to the nearest Q of the open candidates;
+- `local=Q`: the criterion restricted to the nearest Q of the open candidates (what nothing
+  there can use: as `leftover=` says, else nearest the target first, as shipped);
 - `start=F`: the space-filling first batch spends at most F of the budget;
 - `pace=F`: archfit's rounds spend at most F of what is left (all of it once no open
-  candidate costs F of it or less), so later rounds see what earlier ones taught.
+  candidate costs F of it or less), so later rounds see what earlier ones taught;
+- `leftover=RULE`: what archfit does for a target table when nothing affordable is left inside
+  the trust region: `nearest` spends it nearest the target first (shipped after d7a6285),
+  `pool` on the criterion over the whole pool (the rule until then), `region` on the
+  criterion among the nearer `local` share of the candidates it can afford, `stop` leaves it
+  unspent.
 
 Variants join with `+` (`floor=1+start=0.3`): each patch applies in turn.
 
@@ -125,8 +134,8 @@ def _apply(variant: str) -> str:
     def widen_for(share: float) -> float:  # near_share(w) = 1 - 1/w^2
         return 1 / math.sqrt(max(1 - share, 1e-12))
 
-    if name in ("today", "before", "nearest"):
-        return "nearest" if name == "nearest" else "archfit"
+    if name in ("today", "before", "nearest", "variance"):
+        return name if name in ("nearest", "variance") else "archfit"
     if name == "floor":
         replays.extrapolation_widen = lambda sub, law, b, s: widen_for(
             max(float(arg), S.near_share(shipped(sub, law, b, s))))
@@ -165,6 +174,37 @@ def _apply(variant: str) -> str:
             f = float(arg)
             return f * left if bool((open_ & (cost <= f * left)).any()) else left
         replays.round_budget = paced
+    elif name == "leftover":
+        if arg not in ("nearest", "pool", "stop", "region"):
+            raise SystemExit(f"design_variants: leftover={arg!r}: use nearest, pool, region "
+                             "or stop")
+        def in_region(step, k, left, trace=None):  # type: ignore[no-untyped-def]
+            if step.target.kind != "table":
+                return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
+            dist = S.distance_to_target(step)
+            everything = step.open
+            if not everything.any():
+                return []
+            step.open = everything & (dist <= np.quantile(dist[everything], S.TRUST_REGION))
+            try:
+                picks = S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
+            finally:
+                step.open = everything
+            if picks or arg == "stop":
+                return picks
+            if arg == "pool":
+                return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
+            if arg == "region":  # the criterion among the nearer part of what is affordable
+                can = everything & (step.cost <= left * (1 + 1e-12))
+                if not can.any():
+                    return []
+                step.open = can & (dist <= np.quantile(dist[can], S.TRUST_REGION))
+                try:
+                    return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
+                finally:
+                    step.open = everything
+            return S.nearest(step, k, left)
+        S.STRATEGIES["archfit"] = in_region
     elif name == "local":  # the shipped trust region, at another width
         if shipped.__module__ == replays.__name__:  # alone: no near-target share
             replays.extrapolation_widen = lambda *a: None

@@ -178,21 +178,28 @@ def test_a_target_table_has_a_fixed_share_and_the_other_targets_none():
     assert table_share(Target("compute", value=1e22)) is None
 
 
-def test_for_a_target_table_the_criterion_picks_inside_the_trust_region():
-    """With no near-target share, every pick of archfit's criterion for a target table lies
-    among the nearer half of the open candidates by distance to the target, while the same
-    criterion over the whole pool goes further out (so the restriction is what holds)."""
+def _table_step(near_share: float = 0.0) -> Step:
+    """A design step toward a target table: a chinchilla fit of a small dense grid, the pool a
+    larger grid less its costliest tenth (the target)."""
     from archfit.designing import columns
     from archfit.laws.fitting import fit
 
     done = dense_grid(seed=2, n_sizes=6, step=1.8, row_sd=0.005)
-    grid = dense_grid(seed=3, n_sizes=10, step=1.8, row_sd=0.005)
-    pool, target = split_most_expensive(grid, 0.1)
+    pool, target = split_most_expensive(dense_grid(seed=3, n_sizes=10, step=1.8, row_sd=0.005),
+                                        0.1)
     cols = columns(pool)
-    step = Step(get_law("chinchilla"), fit(done, "chinchilla", bootstrap=40, heldout=False,
+    return Step(get_law("chinchilla"), fit(done, "chinchilla", bootstrap=40, heldout=False,
                                            seed=1),
                 cols, 6 * cols["params"] * cols["tokens"], np.ones(pool.height, bool),
-                Target("table", rows=columns(target)), np.random.default_rng(0), columns(done))
+                Target("table", rows=columns(target)), np.random.default_rng(0), columns(done),
+                near_share=near_share)
+
+
+def test_for_a_target_table_the_criterion_picks_inside_the_trust_region():
+    """With no near-target share, every pick of archfit's criterion for a target table lies
+    among the nearer half of the open candidates by distance to the target, while the same
+    criterion over the whole pool goes further out (so the restriction is what holds)."""
+    step = _table_step()
     dist = distance_to_target(step)
     inside = dist <= np.quantile(dist, 0.5)  # the nearer half
     budget = float(step.cost.sum())  # the batch size binds, not the budget
@@ -201,6 +208,29 @@ def test_for_a_target_table_the_criterion_picks_inside_the_trust_region():
     assert step.open.all()  # the candidates it was given are given back
     anywhere = _criterion(step, 6, budget, None, 0.0, discrepancy=True)
     assert not inside[anywhere].all(), dist[anywhere]
+
+
+def test_a_budget_nothing_in_the_trust_region_can_use_goes_nearest_the_target():
+    """Late in a budget only cheap runs are affordable, and none of them inside the trust
+    region: archfit then spends what is left on the affordable candidates nearest the target
+    (checked against a plain loop over the candidates in order of distance), not on the
+    criterion over the whole pool, which picks other, farther runs here."""
+    step = _table_step(TABLE_SHARE)
+    dist = distance_to_target(step)
+    inside = dist <= np.quantile(dist, TRUST_REGION)
+    left = 0.999 * float(step.cost[inside].min())  # no run inside is affordable
+    assert (step.cost[~inside] <= left).sum() >= 8  # but several outside are
+    expected, rest = [], left
+    for j in np.argsort(dist, kind="stable"):
+        if len(expected) < 4 and step.cost[j] <= rest:
+            expected.append(int(j))
+            rest -= float(step.cost[j])
+    picks = archfit_criterion(step, 4, left)
+    assert picks == expected, (picks, expected)
+    assert step.open.all()
+    anywhere = _criterion(step, 4, left, None, 0.0, discrepancy=True)
+    assert anywhere and sorted(anywhere) != sorted(expected)
+    assert dist[anywhere].mean() > dist[expected].mean()
 
 
 def test_design_for_a_target_table_spends_its_share_nearest_and_says_so():

@@ -234,8 +234,9 @@ def _set_near_share(step: Step, results: Any, law: str, bootstrap: int, seed: in
     if step.target.kind == "table":
         notes.append(f"a target table: {step.near_share:.0%} of the batch's budget goes to the "
                      "candidates nearest the target first, the rest by the criterion among "
-                     f"the nearer {TRUST_REGION:.0%} of the pool (a law is only approximately "
-                     "true of a real sweep; see the design how-to)")
+                     f"the nearer {TRUST_REGION:.0%} of the pool, and what none there can use "
+                     "nearest the target (a law is only approximately true of a real sweep; "
+                     "see the design how-to)")
     elif w is not None and step.near_share > 0:
         notes.append(f"the law missed its own costliest runs by {w:.3g}x its 95% intervals "
                      f"(refit without them): {step.near_share:.0%} of the batch's budget goes "
