@@ -178,33 +178,28 @@ def _apply(variant: str) -> str:
         if arg not in ("nearest", "pool", "stop", "region"):
             raise SystemExit(f"design_variants: leftover={arg!r}: use nearest, pool, region "
                              "or stop")
-        def in_region(step, k, left, trace=None):  # type: ignore[no-untyped-def]
-            if step.target.kind != "table":
-                return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
-            dist = S.distance_to_target(step)
-            everything = step.open
-            if not everything.any():
+        shipped_nearest = S.nearest
+
+        def leftover(step, k, left):  # type: ignore[no-untyped-def]
+            # archfit_criterion calls strategies.nearest by name once nothing affordable is
+            # left inside its trust region; the `nearest` strategy itself is not patched
+            if arg == "nearest":
+                return shipped_nearest(step, k, left)
+            if arg == "stop":
                 return []
-            step.open = everything & (dist <= np.quantile(dist[everything], S.TRUST_REGION))
+            if arg == "pool":
+                return S._criterion(step, k, left, None, step.near_share, discrepancy=True)
+            everything = step.open  # region: the nearer part of what is affordable
+            can = everything & (step.cost <= left * (1 + 1e-12))
+            if not can.any():
+                return []
+            dist = S.distance_to_target(step)
+            step.open = can & (dist <= np.quantile(dist[can], S.TRUST_REGION))
             try:
-                picks = S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
+                return S._criterion(step, k, left, None, step.near_share, discrepancy=True)
             finally:
                 step.open = everything
-            if picks or arg == "stop":
-                return picks
-            if arg == "pool":
-                return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
-            if arg == "region":  # the criterion among the nearer part of what is affordable
-                can = everything & (step.cost <= left * (1 + 1e-12))
-                if not can.any():
-                    return []
-                step.open = can & (dist <= np.quantile(dist[can], S.TRUST_REGION))
-                try:
-                    return S._criterion(step, k, left, trace, step.near_share, discrepancy=True)
-                finally:
-                    step.open = everything
-            return S.nearest(step, k, left)
-        S.STRATEGIES["archfit"] = in_region
+        S.nearest = leftover
     elif name == "local":  # the shipped trust region, at another width
         if shipped.__module__ == replays.__name__:  # alone: no near-target share
             replays.extrapolation_widen = lambda *a: None
