@@ -254,6 +254,7 @@ def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
 
 @pytest.mark.slurm
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 12 Slurm jobs one after another: 42 s each on 2026-11-26's machine
 def test_two_rounds_through_real_slurm(tmp_path):
     from test_sweep import slurm_ready
 
