@@ -11,10 +11,11 @@ Each variant patches one thing of the rule as it was before 2026-11-26 (`before`
 process that replays it, so the table in benchmarks/README.md reproduces:
 
 - `today`: the rule as shipped (for a target table 80% of the budget nearest the target, the
-  criterion among the nearer half, what nothing there can use nearest the target:
-  `fixed=0.8+local=0.5+leftover=nearest`);
+  criterion among the nearer half, what nothing there can use nearest the target, and from 20
+  runs a round with no lack of fit picked as `variance` picks:
+  `fixed=0.8+local=0.5+leftover=nearest+reset-gate=0.9,20`);
 - `before`: the rule before 2026-11-26 (the near-target share from the cost check alone, the
-  criterion over the whole pool);
+  criterion over the whole pool, no lack-of-fit gate);
 - `nearest`: the trivial rule (`--strategy nearest`); `variance`: the rule before the public
   replays (`--strategy variance`);
 - `floor=F`: at least F of each batch's budget nearest the target first;
@@ -23,6 +24,14 @@ process that replays it, so the table in benchmarks/README.md reproduces:
   `fixed=0.8+local=0.5+leftover=pool` that of bdf1a68);
 - `smooth-gate=T`: the whole batch nearest the target once the residuals of the runs so far
   are smooth (nearest-neighbour agreement above T, at 15 runs or more): a lack-of-fit signal;
+- `gate=T[,N]`: the shipped rule, except that a round whose fit has N runs or more (15 if
+  not given) and whose residuals look like noise (`smoothness` of the round's own fit at most
+  T) uses the `variance` criterion, paced to half of what is left: the law trusted where it
+  shows no lack of fit (join it to `fixed=0.8+local=0.5+leftover=nearest` for today's rule);
+- `widen-gate=W[,N]`: the same, where the law missed its own costliest runs so far by at most
+  W times its 95% intervals (the cost check);
+- `reset-gate=P[,N]`: the same, where an F test of the residuals on the standardized log
+  features, their squares and products gives 1 - p at most P (a RESET-like test);
 - `eb-discrepancy`: the discrepancy term's sd and length fitted to the residuals of the runs
   so far by maximum marginal likelihood (empirical Bayes), no near-target share;
 - `discrepancy=SCALE,SD`: the discrepancy term with another length and sd;
@@ -41,6 +50,8 @@ Variants join with `+` (`floor=1+start=0.3`): each patch applies in turn.
 
     python scripts/design_variants.py today before nearest floor=0.8 --frac 0.1
     python scripts/design_variants.py local=0.25 --real-seeds 0-4 --planted-seeds 0-5
+
+Set GATE_LOG=FILE to append each gated round's pool, runs so far and statistic to FILE.
 
 Prints each variant's target mean |error| per pool (against the planted truth on the planted
 pools) and the 95% coverage of its target runs. About 5 minutes a variant on 2 cores.
@@ -88,6 +99,56 @@ def smoothness(sub, law: str) -> tuple[float, int]:  # type: ignore[no-untyped-d
     return (1 - float(np.mean((r - r[D.argmin(1)]) ** 2)) / 2 / s2 if s2 > 0 else 0.0), len(r)
 
 
+def step_smoothness(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """:func:`smoothness` of the round's own fit (no refit)."""
+    d = step.data
+    r = log_residuals(step.fit, d)
+    X = np.stack([np.log(np.asarray(d[c], float)) for c in ("params", "tokens", "n_layer")
+                  if c in d], 1)
+    X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1)
+    D = np.linalg.norm(X[:, None] - X[None], axis=2)
+    np.fill_diagonal(D, np.inf)
+    s2 = float(np.mean(r ** 2))
+    return (1 - float(np.mean((r - r[D.argmin(1)]) ** 2)) / 2 / s2 if s2 > 0 else 0.0), len(r)
+
+
+def step_reset(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """1 - the p-value of an F test of the round's log residuals on the standardized log
+    features and their squares and products (a RESET-like lack-of-fit test): near 0 where the
+    residuals look like noise, near 1 where they trend over size and tokens."""
+    from itertools import combinations_with_replacement
+
+    from scipy import stats
+
+    d = step.data
+    r = log_residuals(step.fit, d)
+    X = np.stack([np.log(np.asarray(d[c], float)) for c in ("params", "tokens", "n_layer")
+                  if c in d and np.ptp(np.log(np.asarray(d[c], float))) > 0], 1)
+    X = (X - X.mean(0)) / X.std(0)
+    cols = [X[:, i] for i in range(X.shape[1])]
+    cols += [X[:, i] * X[:, j] for i, j in combinations_with_replacement(range(X.shape[1]), 2)]
+    A = np.column_stack([np.ones(len(r))] + cols)
+    n, q = len(r), A.shape[1] - 1
+    if n - q - 1 < 3:
+        return 0.0, n
+    beta, *_ = np.linalg.lstsq(A, r, rcond=None)
+    rss, tss = float(((r - A @ beta) ** 2).sum()), float((r ** 2).sum())
+    F = ((tss - rss) / q) / (rss / (n - q - 1)) if rss > 0 else np.inf
+    return float(stats.f.cdf(F, q, n - q - 1)), n
+
+
+def step_widen(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """How far the law missed its own costliest runs so far (the cost check's widen factor;
+    inf where it cannot be made), and the runs so far."""
+    import polars as pl
+
+    from archfit.designing import replays
+
+    frame = pl.DataFrame({c: np.asarray(v) for c, v in step.data.items()})
+    w = replays.extrapolation_widen(frame, step.law.name, 64, 0)
+    return (float("inf") if w is None else float(w)), frame.height
+
+
 def eb_discrepancy(step, cols: list[str], sd_pool: np.ndarray) -> tuple[float, float] | None:  # type: ignore[no-untyped-def]
     """(sd, length) of a squared-exponential residual plus white noise, fitted to the log
     residuals of the runs so far by profile marginal likelihood over a grid."""
@@ -119,6 +180,7 @@ def apply(variant: str) -> str:
         from archfit.designing import strategies as S
 
         S.TABLE_SHARE, S.TRUST_REGION = None, 1.0
+        S.LACK_OF_FIT_LEVEL = math.inf  # no lack-of-fit gate (shipped after 2026-11-26)
     picked = [_apply(part) for part in variant.split("+")]
     return next((s for s in picked if s != "archfit"), "archfit")
 
@@ -146,6 +208,23 @@ def _apply(variant: str) -> str:
             stat, n = smoothness(sub, law)
             return 1e6 if n >= 15 and stat > float(arg) else shipped(sub, law, b, s)
         replays.extrapolation_widen = gated
+    elif name in ("gate", "widen-gate", "reset-gate"):  # T[,N]: the variance criterion where the law holds
+        thr, _, nmin = arg.partition(",")
+        shipped_rule = S.STRATEGIES["archfit"]
+
+        def gated(step, k, left, trace=None):  # type: ignore[no-untyped-def]
+            if step.target.kind == "table" and step.fit is not None and step.data is not None:
+                stat, n = (step_smoothness(step) if name == "gate" else step_widen(step)
+                           if name == "widen-gate" else step_reset(step))
+                if os.environ.get("GATE_LOG"):
+                    with open(os.environ["GATE_LOG"], "a") as fh:
+                        fh.write(f"{os.environ.get('GATE_JOB')} {n} {stat:.3f}\n")
+                if n >= int(nmin or 15) and stat <= float(thr):
+                    half = left / 2 if bool((step.open & (step.cost <= left / 2)).any()) \
+                        else left
+                    return S.variance_criterion(step, k, half, trace)
+            return shipped_rule(step, k, left, trace)
+        S.STRATEGIES["archfit"] = gated
     elif name == "eb-discrepancy":
         replays.extrapolation_widen = lambda *a: None
         init = E.Discrepancy.__init__
@@ -211,6 +290,7 @@ def _apply(variant: str) -> str:
 
 def one(job: tuple[str, str, str, int, float]) -> tuple[str, str, str, float, float]:
     variant, kind, pool_name, seed, frac = job
+    os.environ["GATE_JOB"] = f"{kind}:{pool_name}:{seed}"
     strategy = apply(variant)
     from archfit.designing import replay, split_most_expensive
 

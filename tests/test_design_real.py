@@ -178,13 +178,19 @@ def test_a_target_table_has_a_fixed_share_and_the_other_targets_none():
     assert table_share(Target("compute", value=1e22)) is None
 
 
-def _table_step(near_share: float = 0.0) -> Step:
+def _table_step(near_share: float = 0.0, misfit: float = 0.02) -> Step:
     """A design step toward a target table: a chinchilla fit of a small dense grid, the pool a
-    larger grid less its costliest tenth (the target)."""
+    larger grid less its costliest tenth (the target). ``misfit``: the grid's losses times
+    exp(misfit x standardized log size x standardized log tokens), a data exponent that moves
+    with size, which the law cannot follow (so the lack-of-fit gate leaves the round to the
+    trust region); 0: the law right."""
     from archfit.designing import columns
     from archfit.laws.fitting import fit
 
     done = dense_grid(seed=2, n_sizes=6, step=1.8, row_sd=0.005)
+    zn, zt = (np.log(done[c].to_numpy()) for c in ("params", "tokens"))
+    done = done.with_columns(pl.col("loss") * np.exp(
+        misfit * (zn - zn.mean()) / zn.std() * (zt - zt.mean()) / zt.std()))
     pool, target = split_most_expensive(dense_grid(seed=3, n_sizes=10, step=1.8, row_sd=0.005),
                                         0.1)
     cols = columns(pool)
@@ -231,6 +237,52 @@ def test_a_budget_nothing_in_the_trust_region_can_use_goes_nearest_the_target():
     anywhere = _criterion(step, 4, left, None, 0.0, discrepancy=True)
     assert anywhere and sorted(anywhere) != sorted(expected)
     assert dist[anywhere].mean() > dist[expected].mean()
+
+
+def test_lack_of_fit_is_the_f_test_statsmodels_gives():
+    """lack_of_fit's p-value against statsmodels' overall F test of the residuals regressed on
+    the raw log size and tokens, their squares and product (the test is the same in any
+    affine rescaling of the features), for a law that holds and one that misses."""
+    import statsmodels.formula.api as smf
+
+    from archfit.designing.strategies import LACK_OF_FIT_RUNS, lack_of_fit
+
+    for misfit in (0.0, 0.02):
+        step = _table_step(misfit=misfit)
+        d = step.data
+        assert d is not None and len(d["loss"]) >= LACK_OF_FIT_RUNS
+        r = np.log(d["loss"]) - np.log(step.fit.law_obj.predict(step.fit.params, d))
+        frame = pl.DataFrame({"r": r - r.mean(), "n": np.log(d["params"]),
+                              "t": np.log(d["tokens"])}).to_pandas()
+        ols = smf.ols("r ~ n + t + I(n**2) + I(t**2) + n:t", frame).fit()
+        p = lack_of_fit(step.fit, d)
+        assert p is not None and math.isclose(p, ols.f_pvalue, rel_tol=1e-6, abs_tol=1e-300)
+        # the law holds: no evidence against it; the law misses: overwhelming evidence
+        assert (p > 0.5) if misfit == 0 else (p < 1e-6), (misfit, p)
+    few = {k: v[: LACK_OF_FIT_RUNS - 1] for k, v in d.items()}
+    assert lack_of_fit(step.fit, few) is None  # too few runs to test the law
+
+
+def test_a_round_whose_law_shows_no_lack_of_fit_is_picked_as_variance_picks():
+    """A target table and a fit with no lack of fit: archfit's batch is variance's, paced to
+    half the budget, with a note; the same grid with a misfit keeps the trust region and its
+    near-target share."""
+    from archfit.designing.strategies import variance_criterion
+
+    budget = 0.02 * float(_table_step().cost.sum())
+    unpaced = variance_criterion(_table_step(TABLE_SHARE, misfit=0.0), 30, budget)
+    right = _table_step(TABLE_SHARE, misfit=0.0)
+    assert float(right.cost[unpaced].sum()) > budget / 2  # so the pace binds
+    picks = archfit_criterion(right, 30, budget)
+    assert picks == variance_criterion(_table_step(TABLE_SHARE, misfit=0.0), 30, budget / 2)
+    assert 0 < float(right.cost[picks].sum()) <= budget / 2
+    assert any("no lack of fit" in n and "variance criterion" in n for n in right.notes)
+    wrong = _table_step(TABLE_SHARE)
+    dist = distance_to_target(wrong)
+    kept = archfit_criterion(wrong, 30, budget)
+    assert not any("no lack of fit" in n for n in wrong.notes)
+    assert (dist[kept] <= np.quantile(dist, TRUST_REGION)).all()
+    assert dist[kept].mean() < dist[picks].mean()
 
 
 def test_design_for_a_target_table_spends_its_share_nearest_and_says_so():

@@ -130,7 +130,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     return {"strategy": strategy, "law": law, "seed": seed, "budget_frac": budget_frac,
             "budget_frac_spent": spent / cost.sum(), "cost_unit": unit,
             "n_chosen": len(chosen), "rounds": round_of[-1], "fallbacks": fallbacks,
-            "near_shares": shares, "notes": notes,
+            "near_shares": shares, "notes": notes + step.notes,
             "chosen": [{**row, "round": k} for row, k in zip(done[chosen].to_dicts(), round_of)],
             "target": _score(done, chosen, trows, law, final_bootstrap, seed, all_rows)}
 
