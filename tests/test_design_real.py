@@ -261,6 +261,8 @@ def test_lack_of_fit_is_the_f_test_statsmodels_gives():
         assert (p > 0.5) if misfit == 0 else (p < 1e-6), (misfit, p)
     few = {k: v[: LACK_OF_FIT_RUNS - 1] for k, v in d.items()}
     assert lack_of_fit(step.fit, few) is None  # too few runs to test the law
+    one = {k: np.full(len(v), v[0]) if k != "loss" else v for k, v in d.items()}
+    assert lack_of_fit(step.fit, one) is None  # every run at one size and token count
 
 
 def test_a_round_whose_law_shows_no_lack_of_fit_is_picked_as_variance_picks():

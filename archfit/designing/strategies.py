@@ -49,8 +49,9 @@ CRITERION = ("a share of the budget on the candidates nearest the target first: 
              f"table {TABLE_SHARE:g}, otherwise as far as the law missed its own costliest runs "
              "(refit without them; 1 - 1/widen^2); the rest (for a target table among the nearer "
              f"{TRUST_REGION:.0%} of the candidates, and once none there is affordable, "
-             "nearest the target first; from 20 runs, a round whose residuals show no lack "
-             "of fit, F test p >= 0.1, as the variance criterion alone, paced) by "
+             f"nearest the target first; from {LACK_OF_FIT_RUNS} runs, a round whose residuals "
+             f"show no lack of fit, F test p >= {LACK_OF_FIT_LEVEL:g}, as the variance criterion "
+             "alone, paced) by "
              "the expected shrink of the target's error variance per square root of cost "
              "(picks ranked by shrink / cost^0.5, a batch updated on each pick in turn: "
              "fantasized outcomes, so it holds no near-duplicates), the variance being the "
@@ -228,7 +229,10 @@ def lack_of_fit(fit: Any, data: dict[str, np.ndarray] | None) -> float | None:
     r = r - r.mean()
     logs = [np.log(np.asarray(data[c], float)) for c in ("params", "tokens", "n_layer")
             if c in data]
-    X = np.stack([x for x in logs if np.ptp(x) > 0], axis=1)
+    varying = [x for x in logs if np.ptp(x) > 0]
+    if not varying:  # every run at one size, token count and depth: nothing to trend over
+        return None
+    X = np.stack(varying, axis=1)
     X = (X - X.mean(0)) / X.std(0)
     m = X.shape[1]
     A = np.column_stack([np.ones(len(r))] + [X[:, i] for i in range(m)]
