@@ -89,20 +89,12 @@ def smoothness(sub, law: str) -> tuple[float, int]:  # type: ignore[no-untyped-d
     from archfit.designing.pool import columns
     from archfit.laws.fitting import fit
 
-    d = columns(sub)
-    r = log_residuals(fit(sub, law, bootstrap=0, seed=0, heldout=False), d)
-    X = np.stack([np.log(d[c]) for c in ("params", "tokens", "n_layer") if c in d], 1)
-    X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1)
-    D = np.linalg.norm(X[:, None] - X[None], axis=2)
-    np.fill_diagonal(D, np.inf)
-    s2 = float(np.mean(r ** 2))
-    return (1 - float(np.mean((r - r[D.argmin(1)]) ** 2)) / 2 / s2 if s2 > 0 else 0.0), len(r)
+    return agreement(fit(sub, law, bootstrap=0, seed=0, heldout=False), columns(sub))
 
 
-def step_smoothness(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    """:func:`smoothness` of the round's own fit (no refit)."""
-    d = step.data
-    r = log_residuals(step.fit, d)
+def agreement(fit, d: dict) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """:func:`smoothness` of ``fit``'s residuals at the runs ``d``, and how many runs."""
+    r = log_residuals(fit, d)
     X = np.stack([np.log(np.asarray(d[c], float)) for c in ("params", "tokens", "n_layer")
                   if c in d], 1)
     X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1)
@@ -112,29 +104,24 @@ def step_smoothness(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     return (1 - float(np.mean((r - r[D.argmin(1)]) ** 2)) / 2 / s2 if s2 > 0 else 0.0), len(r)
 
 
+def step_smoothness(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """:func:`smoothness` of the round's own fit (no refit)."""
+    return agreement(step.fit, step.data)
+
+
 def step_reset(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    """1 - the p-value of an F test of the round's log residuals on the standardized log
-    features and their squares and products (a RESET-like lack-of-fit test): near 0 where the
-    residuals look like noise, near 1 where they trend over size and tokens."""
-    from itertools import combinations_with_replacement
+    """1 - the p-value of the shipped lack-of-fit test (``strategies.lack_of_fit``: an F test
+    of the round's log residuals on the standardized log features, their squares and
+    products) at any number of runs: near 0 where the residuals look like noise, near 1 where
+    they trend over size and tokens (1 where the test cannot be made: not gated)."""
+    from archfit.designing import strategies as S
 
-    from scipy import stats
-
-    d = step.data
-    r = log_residuals(step.fit, d)
-    X = np.stack([np.log(np.asarray(d[c], float)) for c in ("params", "tokens", "n_layer")
-                  if c in d and np.ptp(np.log(np.asarray(d[c], float))) > 0], 1)
-    X = (X - X.mean(0)) / X.std(0)
-    cols = [X[:, i] for i in range(X.shape[1])]
-    cols += [X[:, i] * X[:, j] for i, j in combinations_with_replacement(range(X.shape[1]), 2)]
-    A = np.column_stack([np.ones(len(r))] + cols)
-    n, q = len(r), A.shape[1] - 1
-    if n - q - 1 < 3:
-        return 0.0, n
-    beta, *_ = np.linalg.lstsq(A, r, rcond=None)
-    rss, tss = float(((r - A @ beta) ** 2).sum()), float((r ** 2).sum())
-    F = ((tss - rss) / q) / (rss / (n - q - 1)) if rss > 0 else np.inf
-    return float(stats.f.cdf(F, q, n - q - 1)), n
+    kept, S.LACK_OF_FIT_RUNS = S.LACK_OF_FIT_RUNS, 0
+    try:
+        p = S.lack_of_fit(step.fit, step.data)
+    finally:
+        S.LACK_OF_FIT_RUNS = kept
+    return (1.0 if p is None else 1.0 - p), len(step.data["loss"])
 
 
 def step_widen(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
