@@ -32,6 +32,8 @@ process that replays it, so the table in benchmarks/README.md reproduces:
   W times its 95% intervals (the cost check);
 - `reset-gate=P[,N]`: the same, where an F test of the residuals on the standardized log
   features, their squares and products gives 1 - p at most P (a RESET-like test);
+- `pshare=N`: from N runs (10 if not given), a target table's near share times 1 - p of
+  the lack-of-fit test (the share shrinks as the law looks right);
 - `eb-discrepancy`: the discrepancy term's sd and length fitted to the residuals of the runs
   so far by maximum marginal likelihood (empirical Bayes), no near-target share;
 - `discrepancy=SCALE,SD`: the discrepancy term with another length and sd;
@@ -212,6 +214,20 @@ def _apply(variant: str) -> str:
                     return S.variance_criterion(step, k, half, trace)
             return shipped_rule(step, k, left, trace)
         S.STRATEGIES["archfit"] = gated
+    elif name == "pshare":  # MIN_RUNS: the table's near share times 1 - p of the F test
+        shipped_rule = S.STRATEGIES["archfit"]
+
+        def shrunk(step, k, left, trace=None):  # type: ignore[no-untyped-def]
+            if step.target.kind == "table" and step.fit is not None and step.data is not None:
+                kept, S.LACK_OF_FIT_RUNS = S.LACK_OF_FIT_RUNS, int(arg or 10)
+                try:
+                    p = S.lack_of_fit(step.fit, step.data)
+                finally:
+                    S.LACK_OF_FIT_RUNS = kept
+                if p is not None:
+                    step.near_share = (S.TABLE_SHARE or 0.0) * (1 - p)
+            return shipped_rule(step, k, left, trace)
+        S.STRATEGIES["archfit"] = shrunk
     elif name == "eb-discrepancy":
         replays.extrapolation_widen = lambda *a: None
         init = E.Discrepancy.__init__
