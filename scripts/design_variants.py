@@ -118,11 +118,7 @@ def step_reset(step) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     they trend over size and tokens (1 where the test cannot be made: not gated)."""
     from archfit.designing import strategies as S
 
-    kept, S.LACK_OF_FIT_RUNS = S.LACK_OF_FIT_RUNS, 0
-    try:
-        p = S.lack_of_fit(step.fit, step.data)
-    finally:
-        S.LACK_OF_FIT_RUNS = kept
+    p = S.lack_of_fit(step.fit, step.data, min_runs=0)
     return (1.0 if p is None else 1.0 - p), len(step.data["loss"])
 
 
@@ -209,9 +205,8 @@ def _apply(variant: str) -> str:
                     with open(os.environ["GATE_LOG"], "a") as fh:
                         fh.write(f"{os.environ.get('GATE_JOB')} {n} {stat:.3f}\n")
                 if n >= int(nmin or 15) and stat <= float(thr):
-                    half = left / 2 if bool((step.open & (step.cost <= left / 2)).any()) \
-                        else left
-                    return S.variance_criterion(step, k, half, trace)
+                    return S.variance_criterion(step, k, S.paced(step.open, step.cost, left),
+                                                trace)
             return shipped_rule(step, k, left, trace)
         S.STRATEGIES["archfit"] = gated
     elif name == "pshare":  # MIN_RUNS: the table's near share times 1 - p of the F test
@@ -219,11 +214,7 @@ def _apply(variant: str) -> str:
 
         def shrunk(step, k, left, trace=None):  # type: ignore[no-untyped-def]
             if step.target.kind == "table" and step.fit is not None and step.data is not None:
-                kept, S.LACK_OF_FIT_RUNS = S.LACK_OF_FIT_RUNS, int(arg or 10)
-                try:
-                    p = S.lack_of_fit(step.fit, step.data)
-                finally:
-                    S.LACK_OF_FIT_RUNS = kept
+                p = S.lack_of_fit(step.fit, step.data, min_runs=int(arg or 10))
                 if p is not None:
                     step.near_share = (S.TABLE_SHARE or 0.0) * (1 - p)
             return shipped_rule(step, k, left, trace)

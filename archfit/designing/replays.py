@@ -13,7 +13,7 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_runs, check_pool, check_seed, columns,
                                  costs, not_among)
 from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       near_share, space_filling, table_share)
+                                       near_share, paced, space_filling, table_share)
 from archfit.errors import FitError, FitInputError
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
@@ -140,9 +140,7 @@ def round_budget(strategy: str, open_: np.ndarray, cost: np.ndarray, left: float
     spending: at most half of what is left (all of it once no open candidate costs half or
     less), so later rounds see what earlier ones taught; archfit spends its near-target share
     first and is not paced, its batch size alone spreads it over rounds."""
-    if strategy in _PACED and bool((open_ & (cost <= left / 2)).any()):
-        return left / 2
-    return left
+    return paced(open_, cost, left) if strategy in _PACED else left
 
 
 def _refit(step: Step, sub: Any, law: str, strategy: str, bootstrap: int, seed: int,

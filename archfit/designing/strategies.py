@@ -209,13 +209,23 @@ def near_share(widen: float | None) -> float:
     return float(min(max(1.0 - 1.0 / widen ** 2, 0.0), 1.0))
 
 
-def lack_of_fit(fit: Any, data: dict[str, np.ndarray] | None) -> float | None:
+def paced(open_: np.ndarray, cost: np.ndarray, left: float) -> float:
+    """What a paced round may spend of the ``left`` budget: half of it while an open candidate
+    costs that little, all of it once none does (so later rounds see what earlier ones
+    taught)."""
+    return left / 2 if bool((open_ & (cost <= left / 2)).any()) else left
+
+
+def lack_of_fit(fit: Any, data: dict[str, np.ndarray] | None,
+                min_runs: int | None = None) -> float | None:
     """The p-value of an F test of the runs' log residuals under ``fit`` (centred) on the
     standardized log features (size, tokens, depth: those that vary), their squares and their
     products: small where the residuals trend over the features the law is fitted on (a law
     that misses smoothly), about uniform where they are noise. None with fewer than
-    ``LACK_OF_FIT_RUNS`` runs, or too few for the test (3 residual degrees of freedom)."""
-    if fit is None or data is None or len(data["loss"]) < LACK_OF_FIT_RUNS:
+    ``min_runs`` runs (``LACK_OF_FIT_RUNS``), or too few for the test (3 residual degrees of
+    freedom)."""
+    least = LACK_OF_FIT_RUNS if min_runs is None else min_runs
+    if fit is None or data is None or len(data["loss"]) < least:
         return None
     from itertools import combinations_with_replacement
 
@@ -300,8 +310,7 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
                           f"so far (F test of the residuals on the log features, p = {p:.2g}):"
                           " the batch is picked by the variance criterion alone, paced to half"
                           " of what is left")
-        half = left / 2 if bool((step.open & (step.cost <= left / 2)).any()) else left
-        return variance_criterion(step, k, half, trace)
+        return variance_criterion(step, k, paced(step.open, step.cost, left), trace)
     dist = distance_to_target(step)
     everything = step.open
     if not everything.any():
