@@ -178,6 +178,8 @@ def conditions(ok: list[dict], pools: list[str], frac: float = 0.1) -> None:
         a = [r["design_mean_abs_rel_error"] for r in sel if r["strategy"] == "archfit"]
         rnd = [r["design_mean_abs_rel_error"] for r in sel if r["strategy"] == "random"]
         if not a or not rnd:
+            print(f"  {p:>15}: not judged (the bar needs archfit and random at {frac:.0%}: "
+                  "--strategies archfit,random)")
             continue
         every = sel[0]["all_mean_abs_rel_error"]
         c = [r["design_coverage"] for r in sel if r["strategy"] == "archfit"]

@@ -11,9 +11,9 @@ Each variant patches one thing of the rule as it was before 2026-11-26 (`before`
 process that replays it, so the table in benchmarks/README.md reproduces:
 
 - `today`: the rule as shipped (for a target table 80% of the budget nearest the target, the
-  criterion among the nearer half, what nothing there can use nearest the target, and from 20
+  criterion among the nearer half, what nothing there can use nearest the target, and from 16
   runs a round with no lack of fit picked as `variance` picks:
-  `fixed=0.8+local=0.5+leftover=nearest+reset-gate=0.9,20`);
+  `fixed=0.8+local=0.5+leftover=nearest+reset-gate=0.9,16`; from 20 until e64bcb9);
 - `before`: the rule before 2026-11-26 (the near-target share from the cost check alone, the
   criterion over the whole pool, no lack-of-fit gate);
 - `nearest`: the trivial rule (`--strategy nearest`); `variance`: the rule before the public

@@ -514,3 +514,37 @@ def test_runs_are_grouped_up_to_max_runs_and_each_row_is_its_own_run_past_it():
     assert at is not None and at[2] == MAX_RUNS
     assert list(at[0][:4]) == [0, 0, 1, 1]  # a shape's two rows share its run
     assert run_units(step(MAX_RUNS + 1)) is None  # type: ignore[arg-type]
+
+
+def test_the_gate_is_tested_in_the_depth_joint_laws_first_adaptive_round():
+    """The depth-joint law starts a replay with 16 runs (2 per parameter), so a right law is
+    trusted from the first adaptive round: that round is the variance criterion's, paced to
+    half of what the start left, not 80% of the budget near the target. The pool is a small
+    planted depth-joint grid (the law holds, 1% noise); the budget of the first round is
+    checked against the runs' own costs (6 N D)."""
+    from archfit.designing import replay
+    from archfit.laws.planted import DEPTH_JOINT as j
+
+    rng = np.random.default_rng(5)
+    rows: dict[str, list[float]] = {"params": [], "n_layer": [], "tokens": []}
+    for n in np.logspace(math.log10(3e6), 9, 8):
+        lopt = j["p"] + j["q"] * math.log(n)
+        for dl in np.linspace(-1.2, 1.2, 5):
+            for tpp in (5.0, 20.0, 80.0):
+                rows["params"].append(float(n))
+                rows["n_layer"].append(max(1, round(math.exp(lopt + dl))))
+                rows["tokens"].append(float(n) * tpp)
+    N, L, D = (np.asarray(rows[c], float) for c in ("params", "n_layer", "tokens"))
+    true = (j["E"] + j["A"] / N ** j["alpha"] + j["B"] / D ** j["beta"]
+            + j["kappa"] * (np.log(L) - j["p"] - j["q"] * np.log(N)) ** 2)
+    frame = pl.DataFrame({**rows, "loss": true * np.exp(rng.normal(0, 0.01, len(N)))})
+    pool, target = split_most_expensive(frame, 0.1)
+    r = replay(pool, target, law="depth-joint", budget_frac=0.1, bootstrap=16,
+               final_bootstrap=10, seed=0)
+    assert any("no lack of fit in the 16 runs so far" in n for n in r["notes"]), r["notes"]
+    cost = [6 * c["params"] * c["tokens"] for c in r["chosen"]]
+    budget = 0.1 * float((6 * pool["params"] * pool["tokens"]).sum())
+    start = sum(c for c, row in zip(cost, r["chosen"]) if row["round"] == 0)
+    first = sum(c for c, row in zip(cost, r["chosen"]) if row["round"] == 1)
+    assert sum(row["round"] == 0 for row in r["chosen"]) == 16
+    assert 0 < first <= (budget - start) / 2 * (1 + 1e-9), (first, budget - start)

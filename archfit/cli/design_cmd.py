@@ -77,7 +77,7 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
                    "table 80%, otherwise as far as the law misses its own costliest runs; "
                    "the rest by the target's expected shrink per square root of cost, for a "
                    "table among the nearer half of the pool, what none there can use "
-                   "nearest; from 20 runs, a round whose residuals show no lack of fit "
+                   "nearest; from 16 runs, a round whose residuals show no lack of fit "
                    "as variance picks it), variance (the shrink alone), "
                    "nearest, random, cheapest, cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
