@@ -269,8 +269,8 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
     The gains come from a fit of the runs so far, often a poor one early on, and on
     bench_design each end loses one planted truth. The exponent ½ tempers the cost (as
     cost-cooled acquisition does, Lee et al. 2020, arXiv 2003.10870, with a fixed exponent
-    instead of their schedule). The README's "What to run next" gives the rules tried and
-    their figures.
+    instead of their schedule). benchmarks/README.md gives the rules tried and their
+    figures.
 
     For a target table (runs to predict), a law is only approximately true of a real sweep,
     and what it gets wrong far from the target it gets wrong at the target. So
