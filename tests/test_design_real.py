@@ -519,26 +519,15 @@ def test_runs_are_grouped_up_to_max_runs_and_each_row_is_its_own_run_past_it():
 def test_the_gate_is_tested_in_the_depth_joint_laws_first_adaptive_round():
     """The depth-joint law starts a replay with 16 runs (2 per parameter), so a right law is
     trusted from the first adaptive round: that round is the variance criterion's, paced to
-    half of what the start left, not 80% of the budget near the target. The pool is a small
-    planted depth-joint grid (the law holds, 1% noise); the budget of the first round is
-    checked against the runs' own costs (6 N D)."""
+    half of what the start left, not 80% of the budget near the target. The pool is a planted
+    depth-joint sweep (the law holds); the budget of the first round is checked against the
+    runs' own costs (6 N D)."""
     from archfit.designing import replay
-    from archfit.laws.planted import DEPTH_JOINT as j
+    from archfit.laws.planted import correlated_sweep
 
-    rng = np.random.default_rng(5)
-    rows: dict[str, list[float]] = {"params": [], "n_layer": [], "tokens": []}
-    for n in np.logspace(math.log10(3e6), 9, 8):
-        lopt = j["p"] + j["q"] * math.log(n)
-        for dl in np.linspace(-1.2, 1.2, 5):
-            for tpp in (5.0, 20.0, 80.0):
-                rows["params"].append(float(n))
-                rows["n_layer"].append(max(1, round(math.exp(lopt + dl))))
-                rows["tokens"].append(float(n) * tpp)
-    N, L, D = (np.asarray(rows[c], float) for c in ("params", "n_layer", "tokens"))
-    true = (j["E"] + j["A"] / N ** j["alpha"] + j["B"] / D ** j["beta"]
-            + j["kappa"] * (np.log(L) - j["p"] - j["q"] * np.log(N)) ** 2)
-    frame = pl.DataFrame({**rows, "loss": true * np.exp(rng.normal(0, 0.01, len(N)))})
+    frame = correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=4)
     pool, target = split_most_expensive(frame, 0.1)
+    pool = pool.filter(~pl.col("run_id").is_in(target["run_id"].unique().to_list()))  # whole runs
     r = replay(pool, target, law="depth-joint", budget_frac=0.1, bootstrap=16,
                final_bootstrap=10, seed=0)
     assert any("no lack of fit in the 16 runs so far" in n for n in r["notes"]), r["notes"]
