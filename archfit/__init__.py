@@ -7,55 +7,55 @@ torch or matplotlib.
 from __future__ import annotations
 
 import importlib
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Shape": "archfit.shapes",
     "gpt2": "archfit.shapes",
-    "iso_param_family": "archfit.families",
-    "fixed_width_family": "archfit.families",
-    "aspect_ratio_family": "archfit.families",
+    "iso_param_family": "archfit.shapes.families",
+    "fixed_width_family": "archfit.shapes.families",
+    "aspect_ratio_family": "archfit.shapes.families",
     "parse_number": "archfit.numbers",
-    "known_models": "archfit.known",
+    "known_models": "archfit.shapes.known",
     "fit": "archfit.laws.fitting",
     "backtest": "archfit.laws.backtest",
     "UninformativeWarning": "archfit.errors",
     "load_fit": "archfit.laws",
     "Fit": "archfit.laws",
-    "read_runs": "archfit.store:runs_frame",  # a polars frame of a sweep dir or run table
-    "recommend": "archfit.recommender",
-    # plain functions whose modules are named apart (archfit.designing, archfit.trading), so
-    # that importing a module never replaces a name here
+    "read_runs": "archfit.sweep.store:runs_frame",  # a polars frame of a sweep dir or run table
+    "recommend": "archfit.recommending",
+    "compare": "archfit.recommending",
+    # functions whose modules are named apart (archfit.designing, archfit.recommending), so that
+    # importing a module never replaces a name here
     "design": "archfit.designing",
     "replay": "archfit.designing",
-    "trade": "archfit.trading",
+    "trade": "archfit.recommending.trading",
     "parse_plan": "archfit.shapes",
-    "Recommendation": "archfit.recommender",
+    "Recommendation": "archfit.recommending",
     "TrainConfig": "archfit.train",
     "Budget": "archfit.train",
     "load_spec": "archfit.sweep",
     "ArchfitError": "archfit.errors",
+    "campaign": "archfit.campaign:",  # the module itself: archfit.campaign.run(...), .status(...)
 }
 
 if TYPE_CHECKING:  # what each lazy name is, for type checkers and editors (never run)
-    from typing import Any
-
     from archfit.designing import design, replay
     from archfit.errors import ArchfitError, UninformativeWarning
-    from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
-    from archfit.known import known_models
+    from archfit.shapes.families import aspect_ratio_family, fixed_width_family, iso_param_family
+    from archfit.shapes.known import known_models
     from archfit.laws import Fit, load_fit
     from archfit.laws.backtest import backtest
     from archfit.laws.fitting import fit
     from archfit.numbers import parse_number
-    from archfit.recommender import Recommendation, recommend
+    from archfit import campaign
+    from archfit.recommending import Recommendation, compare, recommend
     from archfit.shapes import Shape, gpt2, parse_plan
-    from archfit.store import runs_frame as read_runs
+    from archfit.sweep.store import runs_frame as read_runs
     from archfit.sweep import load_spec
-    from archfit.trading import trade
+    from archfit.recommending.trading import trade
     from archfit.train import Budget, TrainConfig
 
 __all__ = [
@@ -68,6 +68,8 @@ __all__ = [
     "UninformativeWarning",
     "aspect_ratio_family",
     "backtest",
+    "campaign",
+    "compare",
     "design",
     "fit",
     "fixed_width_family",

@@ -4,16 +4,14 @@ its new self, never torn, even when the process is killed mid-write."""
 
 from __future__ import annotations
 
-import _thread  # threading's get_ident, without threading's import on the cold path
+import threading
 import contextlib
+import hashlib
 import math
 import os
+from typing import Any, Callable, Iterable, Iterator
 
 from archfit.errors import OutputError
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Iterator
 
 TMP_MARK = ".tmp-"  # every temporary file's name holds this (sweeps clean such leftovers)
 
@@ -39,7 +37,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     target = os.path.abspath(os.fspath(path))
     folder = os.path.dirname(target)
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f"{TMP_MARK}{os.getpid()}-{_thread.get_ident()}-"
+    tmp = os.path.join(folder, f"{TMP_MARK}{os.getpid()}-{threading.get_ident()}-"
                                f"{os.path.basename(target)}")
     try:
         yield tmp
@@ -64,7 +62,6 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    import hashlib  # here, not at the top: recommend's cold path never hashes (3 ms)
 
     h = hashlib.sha256()
     with open(path, "rb") as f:

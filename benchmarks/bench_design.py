@@ -247,7 +247,7 @@ def main() -> None:
 def _plot_replay(seed: int, path: str) -> str:
     """archfit's replay on the depth-joint pool of ``seed`` at 10%, drawn (--replay --plot)."""
     from archfit.designing import columns, replay, split_most_expensive
-    from archfit.plots_design import draw_replay
+    from archfit.plots.design import draw_replay
 
     df, law, _ = depth_joint_pool(seed)
     pool, target = split_most_expensive(df, 0.1)

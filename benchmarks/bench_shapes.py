@@ -6,7 +6,7 @@ For every vendored sweep that records depth and width (``datasets/``, sources in
 
 - the fit of every row: its verdict, the recommended depth at 1e9, 7e9 and 7e10 non-embedding
   parameters (Kaplan's N) and the near-optimal set there (depths within 0.5% of the
-  optimum's predicted loss; ``archfit.near_optimal``), with where its centre came from;
+  optimum's predicted loss; ``archfit.recommending.near_optimal``), with where its centre came from;
 - a backtest: the fit of the runs at or below ``--cut`` predicting every larger run, with the
   95% coverage, the mean error and the mean interval half-width.
 
@@ -61,7 +61,7 @@ def one(sweep: str, law: str, bootstrap: int, cut: float) -> dict:  # type: igno
     from archfit.errors import ArchfitError
     from archfit.laws.backtest import backtest
     from archfit.laws.fitting import fit
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     df = load(sweep)
     row: dict = {"sweep": sweep, "law": law, "runs": df.height,  # type: ignore[type-arg]

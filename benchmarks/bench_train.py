@@ -53,7 +53,7 @@ def one(a: argparse.Namespace) -> None:
 
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from archfit.model import GPT
+    from archfit.train.model import GPT
     from archfit.shapes import Shape
 
     torch.set_num_threads(a.threads)

@@ -54,7 +54,7 @@ rec.to_frame()   # the pick and its alternatives, each with its predicted loss c
 
 One row per shape law that can answer at 7e9: this fit, and every published one shipped
 (Levine et al. 2020 as quoted by BigScience, Gemstones 2025). Disagreement is the point."""),
-    ("code", """pl.DataFrame(archfit.recommender.compare(7e9, fit=fit, **LLAMA))"""),
+    ("code", """pl.DataFrame(archfit.recommending.compare(7e9, fit=fit, **LLAMA))"""),
     ("md", """## 4. Design the next batch
 
 Which runs between 2e9 and 3e9 would narrow the 7e9 answer most for their cost? The pool is
@@ -69,7 +69,7 @@ design = archfit.design(pool, law="depth-width", target=Target("params", 7e9), r
 print(design.summary())
 design.to_frame().select("params", "n_layer", "d_model", "tokens", "cost", "sd_after")"""),
     ("code", """%matplotlib inline
-from archfit.plots_design import design_figure
+from archfit.plots.design import design_figure
 
 fig, ax = design_figure(design, runs=have)   # the inline backend draws it below"""),
     ("md", """## 5. Export the shape

@@ -79,7 +79,7 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
     from archfit.laws import Fit, get_law
     from archfit.laws.fitting import fit
     from archfit.plots import draw_all
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     law = get_law(name)
     f = fit(data, law=name, bootstrap=30, seed=0)

@@ -98,7 +98,7 @@ def test_a_second_concurrent_run_is_refused(cli, tmp_path):
 
 
 def test_a_changed_spec_is_refused_with_the_difference_and_restart_starts_over(cli, tmp_path):
-    from archfit import campaign as cp
+    from archfit.campaign import core as cp
 
     first = write_spec(tmp_path, "a.toml")
     out = tmp_path / "c"
@@ -119,7 +119,7 @@ def test_a_changed_spec_is_refused_with_the_difference_and_restart_starts_over(c
 
 
 def test_the_report_refuses_to_replace_a_file_it_did_not_write(cli, tmp_path):
-    from archfit import campaign as cp
+    from archfit.campaign import core as cp
 
     out = tmp_path / "c"
     out.mkdir()
@@ -240,7 +240,7 @@ def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
     assert ratio0 / ratio >= 2 or "verdict" in d["stopped_because"], (ratio0, ratio)
     assert all(run["state"] == "ok" for run in d["runs"])
     assert len(d["runs"]) == sum(r["runs"] for r in d["rounds"])
-    from archfit import campaign as cp
+    from archfit.campaign import core as cp
 
     s = cp.status(str(out))
     assert s.rounds.height == len(d["rounds"]) and s.runs.height == len(d["runs"])
@@ -296,7 +296,7 @@ def test_the_pool_holds_the_shapes_the_sweep_engine_trains_with_the_recipes_defa
     candidate is the shape the sweep engine builds for that size and depth from the same
     recipe (it once priced them at ctx 128 and multiple 8, where the engine trains at 256 and
     64)."""
-    from archfit import campaign
+    from archfit.campaign import core as campaign
     from archfit.sweep import load_spec
 
     spec = write_spec(tmp_path, **{"model.multiple": "", "train.ctx": "",

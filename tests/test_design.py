@@ -205,7 +205,7 @@ def test_the_replay_figure_draws_each_round_and_the_target_rows_predictions(cli,
     """--replay --plot: the sweep, the chosen runs coloured by round (as the JSON numbers them)
     and, on the right, each target row's measured loss against the losses both fits predict."""
     from archfit.plots import is_archfit_png
-    from archfit.plots_design import replay_figure
+    from archfit.plots.design import replay_figure
 
     done, target = split_most_expensive(_chinchilla_done(), 0.1)
     done.write_csv(tmp_path / "done.csv")
@@ -292,7 +292,7 @@ def test_design_writes_a_spec_that_sweep_run_reads(cli, tmp_path, joint, repo):
 
 
 def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     _, f = joint
     with pytest.warns(Warning):
@@ -306,7 +306,7 @@ def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
 
 # ------------------------------------------------------------------ the figure
 def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target(joint):
-    from archfit.plots_design import design_figure
+    from archfit.plots.design import design_figure
 
     df, f = joint
     pool = _joint_pool(float(df["params"].max()))
@@ -332,7 +332,7 @@ def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
     """recommend's 'next:' batch (and the demo's plots/design.png) comes from a fit alone; the
     figure takes the runs that fit was made on."""
     from archfit.designing import suggest
-    from archfit.plots_design import design_figure
+    from archfit.plots.design import design_figure
 
     df, f = joint
     d, why = suggest(f, 3e11)
@@ -364,7 +364,7 @@ def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
     assert res.exit_code == 2 and mine.read_bytes() == b"not a figure", res.output
 
     from archfit.designing import pool_from_sizes
-    from archfit.plots_design import design_figure
+    from archfit.plots.design import design_figure
 
     d = design(pool_from_sizes([1e9, 3e9], [2e10, 6e10]), law="chinchilla",
                target=Target("compute", 1e25), results=_chinchilla_done(), budget_frac=0.5,
@@ -497,7 +497,7 @@ def test_a_designed_batch_narrows_the_target_as_much_as_a_random_one(tmp_path, r
 
     from archfit.designing import pool_from_grid
     from archfit.sweep import load_spec
-    from archfit.validation import recipe
+    from archfit.recommending.validation import recipe
 
     text = (repo / "sweeps" / "demo.toml").read_text().replace(
         "params = [3e4, 6e4, 1.2e5, 2.4e5]", "params = [3e4, 6e4, 1.2e5]")

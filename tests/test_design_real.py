@@ -332,7 +332,7 @@ def test_recommend_says_why_it_has_no_next_line(tmp_path):
     """A weak answer whose design cannot run says why, instead of dropping the 'next:' line."""
     from archfit.laws.fitting import fit
     from archfit.laws.planted import correlated_sweep
-    from archfit.recommender import next_runs
+    from archfit.recommending import next_runs
 
     f = fit(correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6), "depth-joint",
             bootstrap=12, heldout=False)

@@ -17,7 +17,7 @@ import pytest
 from archfit.errors import ArchfitError
 from archfit.formats import FORMATS, FormatError, export, family_fields, problems
 from archfit.formats.hf import from_hf_config, hf_config
-from archfit.known import load_known_models
+from archfit.shapes.known import load_known_models
 from archfit.shapes import Shape
 
 transformers = pytest.importorskip("transformers")
@@ -450,7 +450,7 @@ def test_compare_says_gpt3_175b_is_deeper_than_levine(cli):
 
 
 def test_compare_with_a_bootstrapped_fit_gives_cis(levine_synthetic, tmp_path, cli):
-    from archfit.landscape import place_known_models
+    from archfit.recommending.landscape import place_known_models
     from archfit.laws.fitting import fit
 
     f = fit(levine_synthetic(), "levine", bootstrap=40, seed=0)
@@ -460,7 +460,7 @@ def test_compare_with_a_bootstrapped_fit_gives_cis(levine_synthetic, tmp_path, c
 
 
 def test_plot_known_models_draws_one_marker_per_model(cli, tmp_path):
-    from archfit.landscape import place_known_models
+    from archfit.recommending.landscape import place_known_models
     from archfit.plots import known_models_map
 
     r = cli("plot", "--known-models", "-o", tmp_path, "--json")
@@ -485,7 +485,7 @@ def test_bad_known_models_rows_are_one_line_errors(tmp_path):
 
 
 def test_known_models_labels_do_not_overlap_at_8pt():
-    from archfit.landscape import place_known_models
+    from archfit.recommending.landscape import place_known_models
     from archfit.plots import LABEL_PT, known_models_map, label_box
 
     f, rows = place_known_models()

@@ -92,7 +92,7 @@ def _safety_inputs(d: Path) -> None:
     command also reads, damaged progress files, mistyped configs, binary and mistyped corpora."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from archfit.prepare import prepare
+    from archfit.train.prepare import prepare
 
     text = "".join(f"line {i}: depth and width of a transformer\n" for i in range(4000))
     (d / "corpus.txt").write_text(text)
@@ -721,9 +721,8 @@ def test_a_uniform_shape_counts_at_any_depth_in_constant_memory():
 
 
 def test_every_lazy_name_is_the_same_object_on_a_second_access():
-    """archfit.trade was the function on first access and the module after (the module shared
-    its name); every lazily exposed name stays what it first was, and importing any archfit
-    module does not replace one."""
+    """Every lazily exposed name stays what it first was (a function is never replaced by a
+    module of its name), and importing any archfit module does not replace one."""
     import importlib
     import importlib.util
     import pkgutil
@@ -739,7 +738,10 @@ def test_every_lazy_name_is_the_same_object_on_a_second_access():
             importlib.import_module(f"archfit.{n}")
     for n, obj in first.items():
         assert getattr(archfit, n) is obj, n
-        assert not isinstance(obj, type(archfit)), f"archfit.{n} is a module, not a plain name"
+        if archfit._LAZY[n].endswith(":"):  # a module by design (archfit.campaign)
+            assert obj is importlib.import_module(f"archfit.{n}"), n
+        else:
+            assert not isinstance(obj, type(archfit)), f"archfit.{n} is a module, not a plain name"
     assert callable(archfit.trade) and callable(archfit.design) and callable(archfit.replay)
 
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from archfit import memory
-from archfit.model import GPT
+from archfit.train import memory
+from archfit.train.model import GPT
 from archfit.shapes import Shape
 from archfit.train import Budget, TrainConfig, peak_flops, train
 from archfit.train.device import autocast
@@ -90,7 +90,7 @@ SHAPES = [(2, 768, "gelu", 8), (4, 512, "gelu", 8), (16, 256, "gelu", 8), (32, 1
 @pytest.mark.slow
 def test_memory_estimate_within_25_percent_of_measured_peak():
     """Peak RSS growth (VmHWM) of a fresh process over two training steps (fp32, AdamW) against
-    :func:`archfit.memory.estimate`."""
+    :func:`archfit.train.memory.estimate`."""
     rows = []
     for L, d, mlp, B in SHAPES:
         out = subprocess.run([sys.executable, "-c", SCRIPT, str(L), str(d), mlp, str(B)],
@@ -164,7 +164,7 @@ def test_run_ids_do_not_depend_on_the_micro_batch(repo, tmp_path):
 
 
 def test_memory_model_uses_the_models_loss_chunk():
-    import archfit.model as model_mod
+    import archfit.train.model as model_mod
 
     from archfit import shapes
 

@@ -125,7 +125,7 @@ def test_design_writes_the_runs_it_chose_and_recognises_its_own_table(cli, tmp_p
 
 
 def test_fit_notes_a_fractional_depth(tmp_path):
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     df = pl.DataFrame({"params": [1e6, 2e6, 4e6], "loss": [3.0, 2.9, 2.8],
                        "n_layer": [2.0, 3.5, 4.0]})

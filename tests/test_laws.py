@@ -178,7 +178,7 @@ def test_nonfinite_and_failed_runs_dropped_with_count(chinchilla_synthetic):
 
 def test_common_column_names_and_wandb_states(chinchilla_synthetic):
     """A W&B-style export: num_params, val_loss, State finished/crashed."""
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     df, _ = chinchilla_synthetic(n=30)
     w = pl.from_pandas(df).rename({"params": "num_params", "loss": "val_loss"}).with_columns(

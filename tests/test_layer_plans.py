@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from archfit.errors import ShapeError
-from archfit.model import GPT
+from archfit.train.model import GPT
 from archfit.shapes import Shape, parse_plan
 
 torch.set_num_threads(1)
@@ -93,7 +93,7 @@ def test_plans_are_checked_and_written_back():
 
 
 def test_memory_throughput_and_latency_models_read_the_plan():
-    from archfit import memory, perf
+    from archfit.train import memory, perf
 
     u = Shape(**BASE)
     for plan in ("no-mlp:0", "no-attn:mid", "heads:4,2,2,4"):
@@ -216,7 +216,7 @@ def planted_table(offsets: dict[str, float], step_time: dict[str, float], seeds:
 
 
 def test_the_trade_recovers_a_planted_offset_and_calls_a_planted_zero_noise():
-    from archfit.trading import trade
+    from archfit.recommending.trading import trade
 
     offsets = {"uniform": 0.0, "no-mlp:0": 0.02, "no-mlp:-1": 0.0, "no-attn:mid": -0.02}
     times = {"uniform": 1.0, "no-mlp:0": 0.97, "no-mlp:-1": 1.0, "no-attn:mid": 0.95}

@@ -1,4 +1,4 @@
-"""The near-optimal set (archfit.near_optimal) and the loss model that prices alternatives:
+"""The near-optimal set (archfit.recommending.near_optimal) and the loss model that prices alternatives:
 closed forms computed here, not by the code under test."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from archfit.laws import Fit
 from archfit.laws.published import PUBLISHED
-from archfit.near_optimal import near_optimal
-from archfit.recommender import recommend
+from archfit.recommending.near_optimal import near_optimal
+from archfit.recommending import recommend
 
 ROOT = Path(__file__).resolve().parent.parent
 KAPLAN = 0.03 / math.log(8) ** 2  # Kaplan et al. 2020, Fig. 5: (6, 4288) within 3% of (48, 1600)

@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy.stats import spearmanr
 
-from archfit import perf
+from archfit.train import perf
 from archfit.shapes import Shape
 
 H = 200.0  # GPU-hours of the time-objective tests
@@ -121,8 +121,8 @@ def _brute_force(rec, gpu_hours):
 
 
 def test_time_objective_differs_from_loss_and_is_the_brute_force_pick(cli, levine_fit):
-    from archfit.objectives import OBJECTIVE_SPAN
-    from archfit.recommender import recommend
+    from archfit.recommending.objectives import OBJECTIVE_SPAN
+    from archfit.recommending import recommend
 
     base = ["recommend", "--params", "3e8", "--fit", levine_fit, "--json"]
     loss = json.loads(cli(*base, "--objective", "loss").output)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archfit import prepare as prep
+from archfit.train import prepare as prep
 
 ROOT = Path(__file__).resolve().parents[1]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -82,7 +82,7 @@ def test_jsonl_with_a_local_bpe_writes_nanogpt_shards_and_a_manifest(bpe, corpus
     assert json.loads((out / "manifest.json").read_text()) == m
     assert not (out / prep.STATE).exists() and not list(out.glob("*.partial"))
     # the trainer reads it through its manifest
-    from archfit import data as data_mod
+    from archfit.train import data as data_mod
 
     td = data_mod.load(str(out))
     assert td.vocab_size == 1000 and len(td.train.tokens) == m["train"]["tokens"]
@@ -145,7 +145,7 @@ def test_memory_stays_flat_on_a_large_corpus(tmp_path):
         for _ in range((64 << 20) // len(line)):
             f.write(line)
     script = (
-        "from archfit.prepare import prepare\n"
+        "from archfit.train.prepare import prepare\n"
         "def mem(key):  # VmHWM: this process's peak since exec (ru_maxrss keeps the fork's)\n"
         "    return [int(x.split()[1]) for x in open('/proc/self/status') if "
         "x.startswith(key)][0] * 1024\n"

@@ -152,7 +152,7 @@ def test_a_prior_pulls_kaplan_n_toward_it():
 @pytest.mark.slow
 def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, cli, tmp_path):
     from archfit.numbers import fmt_range
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     df = correlated_sweep(seed=2)
     f = fit(df, "depth-joint", bootstrap=200)

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from archfit import store
+from archfit.sweep import store
 from archfit import sweep as sw
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "sweeps" / "smoke.toml")
@@ -150,7 +150,7 @@ def test_an_unexpected_error_is_one_line_with_a_log(tmp_path, monkeypatch):
     (or ARCHFIT_DEBUG=1) shows the traceback instead."""
     from click.testing import CliRunner
 
-    import archfit.recommender as rec
+    import archfit.recommending as rec
     from archfit.cli import main
 
     def broken(*a, **k):

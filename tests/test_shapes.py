@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from archfit.errors import NumberError, ShapeError
 from archfit.numbers import parse_number
-from archfit.families import aspect_ratio_family, fixed_width_family, iso_param_family
+from archfit.shapes.families import aspect_ratio_family, fixed_width_family, iso_param_family
 from archfit.shapes import FLOP_CONVENTIONS, Shape, gpt2
 
 # HF transformers GPT2LMHeadModel(...).num_parameters() for the four GPT-2 sizes
@@ -175,27 +175,3 @@ def test_family_with_fixed_kv_heads_is_sized_with_them(target, L, kv, mlp):
     assert m.shape is not None and m.shape.n_kv_head == kv and m.shape.n_head % kv == 0
     assert m.within_tolerance, (m.rel_error, m.shape)
 
-
-def test_the_literal_types_name_the_values_the_tuples_hold():
-    """Type checkers read MlpKind and its kin from the Literals under shapes.py's TYPE_CHECKING
-    (typing is kept off recommend's cold path); at run time they are built from the tuples that
-    specs and click options read. Both must name the same values."""
-    import ast
-    import typing
-    from pathlib import Path
-
-    import archfit.shapes as shapes
-
-    tree = ast.parse(Path(shapes.__file__).read_text())
-    guarded = [n for n in tree.body if isinstance(n, ast.If)
-               and isinstance(n.test, ast.Name) and n.test.id == "TYPE_CHECKING"]
-    literals = {a.targets[0].id: tuple(ast.literal_eval(a.value.slice))  # type: ignore[attr-defined]
-                for g in guarded for a in g.body
-                if isinstance(a, ast.Assign) and isinstance(a.value, ast.Subscript)}
-    tuples = {"MlpKind": shapes.MLP_KINDS, "PositionKind": shapes.POSITION_KINDS,
-              "NormKind": shapes.NORM_KINDS, "Parametrization": shapes.PARAMETRIZATIONS}
-    assert literals == tuples
-    for name, values in tuples.items():
-        assert typing.get_args(getattr(shapes, name)) == values
-    with pytest.raises(AttributeError):
-        shapes.NoSuchKind  # noqa: B018

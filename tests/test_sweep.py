@@ -181,7 +181,7 @@ def test_schema_version_newer_is_refused(tmp_path):
     pl.DataFrame({"params_non_embedding": [1e6], "final_val_loss": [3.0],
                   "schema_version": [99]}).write_parquet(p)
     with pytest.raises(FitInputError, match="schema 99, newer"):
-        from archfit.store import read_runs
+        from archfit.sweep.store import read_runs
 
         read_runs([str(p)])
 
@@ -339,20 +339,19 @@ def test_read_runs_gives_a_frame_of_a_sweep_directory_without_collecting(tmp_pat
 
 
 def test_a_field_added_with_its_default_changes_no_run_id_and_becomes_a_column():
-    """The run id and the run table derive from the records: a field added to Shape (a record,
-    subclassed with archfit.record) or to TrainConfig (a dataclass) with its default leaves
+    """The run id and the run table derive from the records: a field added to Shape or to
+    TrainConfig (both dataclasses) by a subclass, with its default, leaves
     every id as it was, changes it when set, and is a column of the run table with no edit to
-    archfit.store."""
-    from dataclasses import field, make_dataclass
+    archfit.sweep.store."""
+    from dataclasses import dataclass, field, make_dataclass
 
-    from archfit import store
-    from archfit.record import record
+    from archfit.sweep import store
     from archfit.shapes import Shape
     from archfit.sweep.spec import run_id_of
     from archfit.train import Budget, TrainConfig
 
     dims = dict(n_layer=2, d_model=64, n_head=2, vocab_size=256, n_ctx=32)
-    @record(frozen=True)
+    @dataclass(frozen=True)
     class Windowed(Shape):
         window: int = 0
 
@@ -371,7 +370,7 @@ def test_a_field_added_with_its_default_changes_no_run_id_and_becomes_a_column()
 
 
 def test_runs_that_differ_only_in_qk_norm_are_two_rows_a_fit_tells_apart(tmp_path):
-    from archfit import store
+    from archfit.sweep import store
     from archfit.shapes import Shape
     from archfit.sweep.spec import Run, run_id_of
     from archfit.train import Budget, TrainConfig

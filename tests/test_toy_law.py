@@ -15,7 +15,7 @@ from archfit.laws.base import Estimate
 from archfit.laws.fitting import fit
 from archfit.laws.numeric import best_per_shape, class_optima
 from archfit.plots import draw_all
-from archfit.recommender import recommend
+from archfit.recommending import recommend
 
 
 def draw_optima(fit, ax, data):

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archfit import data as data_mod
+from archfit.train import data as data_mod
 from archfit.cli import main
 from archfit.errors import ArchfitError, DataError
-from archfit.model import GPT
+from archfit.train.model import GPT
 from archfit.shapes import Shape
 from archfit.train import Budget, TrainConfig, lr_at, peak_flops, train
 
@@ -48,7 +48,7 @@ def test_torch_count_equals_shape_count(s):
 def test_fused_loss_equals_full_logits_cross_entropy(parametrization, tied, monkeypatch):
     """The output layer fused with its loss (no logits materialized, gradient computed in the
     forward pass) gives the reference loss and gradients, over several chunks."""
-    import archfit.model as model_mod
+    import archfit.train.model as model_mod
 
     monkeypatch.setattr(model_mod, "loss_chunk", lambda vocab: 7)  # 7 chunks, the last of 6
     s = Shape(n_layer=2, d_model=32, n_head=2, vocab_size=97, n_ctx=16, tied_embeddings=tied)
@@ -76,7 +76,7 @@ def test_fused_loss_holds_where_the_targets_probability_underflows():
     (log-sum-exp over each chunk, never the log of that probability) still equals the
     reference, with the reference's gradients, over chunks of unequal rows (5 tokens in chunks
     of 2)."""
-    from archfit.model import linear_cross_entropy
+    from archfit.train.model import linear_cross_entropy
 
     x = torch.tensor([[100.0, 0.0]] * 5, requires_grad=True)
     w = torch.tensor([[10.0, 0.0], [-10.0, 0.0], [0.0, 1.0]], requires_grad=True)
@@ -101,7 +101,7 @@ def test_the_fused_loss_keeps_its_logits_buffer_and_its_answers_between_calls():
     scratch and against the full-logits reference."""
     import torch.nn.functional as F
 
-    from archfit.model import linear_cross_entropy
+    from archfit.train.model import linear_cross_entropy
 
     torch.manual_seed(1)
     w = torch.randn(50, 8, requires_grad=True)
@@ -137,8 +137,8 @@ def test_the_fused_loss_takes_each_chunk_by_the_path_its_logits_allow():
     and gradients; with every token scaled past the bound, the same."""
     import torch.nn.functional as F
 
-    from archfit import model as model_mod
-    from archfit.model import linear_cross_entropy
+    from archfit.train import model as model_mod
+    from archfit.train.model import linear_cross_entropy
 
     torch.manual_seed(2)
     w = torch.randn(40, 6)

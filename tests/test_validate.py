@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from archfit import validation as va
+from archfit.recommending import validation as va
 from archfit.laws import Fit
 from archfit.laws.levine import optimal_depth
 from archfit.sweep import load_spec

@@ -40,7 +40,7 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     """
     from archfit.laws import load_fit
     from archfit.laws.backtest import Predictions
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     f = load_fit(fit_file)
     table = read_runs(files, parse_map(maps), require_loss=False, every_row=True)
@@ -119,7 +119,7 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
       archfit backtest datasets/chinchilla_epoch2024.csv --law chinchilla --cuts 1e9,3e9
     """
     from archfit.laws.backtest import backtests
-    from archfit.store import expand_paths, read_runs
+    from archfit.sweep.store import expand_paths, read_runs
 
     all_cuts = list(cuts or []) + ([cut] if cut is not None else [])
     if not all_cuts:

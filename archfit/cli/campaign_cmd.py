@@ -62,7 +62,7 @@ def report(out: str, path: str, force: bool) -> None:
     """One self-contained HTML page of the campaign in DIR: the target's CI against the spend,
     each round's design, the final recommendation, the validation and the ledger."""
     from archfit.io import check_output
-    from archfit.plots_campaign import is_report, write_report
+    from archfit.campaign.report import is_report, write_report
 
     check_output(path, "campaign report", ours=is_report, force=force)
     click.echo(f"wrote {write_report(out, path)}")

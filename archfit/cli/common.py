@@ -13,7 +13,7 @@ import click
 from archfit.errors import ArchfitError
 from archfit.io import jsonable
 from archfit.numbers import parse_list, parse_number
-from archfit.devices import DEVICES
+from archfit.train.accelerators import DEVICES
 from archfit.shapes import MLP_KINDS
 
 
@@ -149,7 +149,7 @@ group_option = click.option(
 
 
 def perf_options(f: Any) -> Any:
-    """--gpu, --perf and --gpu-batch-tokens: where archfit.perf predicts a shape's speed."""
+    """--gpu, --perf and --gpu-batch-tokens: where archfit.train.perf predicts a shape's speed."""
     f = click.option("--gpu-batch-tokens", type=NUMBER, default=None,
                      help="Tokens per GPU and optimizer step for the training speed (default "
                           "2^19).")(f)
@@ -158,7 +158,7 @@ def perf_options(f: Any) -> Any:
                           "speed instead of the modelled one.")(f)
     return click.option("--gpu", default=None, metavar="NAME", callback=_gpu_name,
                         help=f"The accelerator ({', '.join(DEVICES)}; default h100) whose "
-                             "training speed and decode latency archfit.perf predicts.")(f)
+                             "training speed and decode latency archfit.train.perf predicts.")(f)
 
 
 def _gpu_name(ctx: Any, param: Any, value: str | None) -> str | None:

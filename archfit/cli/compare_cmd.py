@@ -23,8 +23,8 @@ def compare(fit, families, as_json):
       archfit compare --fit fits/my-levine.json --family GPT-3 --family Llama-3
     """
     from archfit.errors import ArchfitError
-    from archfit.known import KNOWN_MODELS_PATH, load_known_models
-    from archfit.landscape import place_known_models
+    from archfit.shapes.known import KNOWN_MODELS_PATH, load_known_models
+    from archfit.recommending.landscape import place_known_models
 
     models = load_known_models()
     if families:

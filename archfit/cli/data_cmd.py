@@ -36,7 +36,7 @@ def prepare(sources, out_dir, tokenizer, field, column, dtype, val_fraction, for
 
     Example: archfit data prepare corpus/*.jsonl -o data/mine --tokenizer tokenizer.json
     """
-    from archfit.prepare import prepare as run
+    from archfit.train.prepare import prepare as run
 
     cb, bar = _progress(as_json)
     try:

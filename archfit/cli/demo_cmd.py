@@ -36,7 +36,7 @@ def _spec_path(spec_path: str | None) -> str:
 
 
 def _sweep(spec: Any, out_dir: str, concurrency: int | None) -> str:
-    from archfit import store
+    from archfit.sweep import store
     from archfit import sweep as sw
 
     runs = os.path.join(out_dir, "runs")
@@ -61,7 +61,7 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
 
     from archfit.errors import UninformativeWarning
     from archfit.laws import load_fit
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UninformativeWarning)
@@ -114,7 +114,7 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     (the recommendation and 4 rivals, 2 seeds each) that say whether it held, the figures, and
     what the published Levine law says at 1e9. About 4 minutes on 2 idle cores."""
     from archfit import sweep as sw
-    from archfit import validation as va
+    from archfit.recommending import validation as va
     from archfit.io import check_output
     from archfit.laws.fitting import fit as fit_law
     from archfit.plots import draw_all, draw_validation
@@ -148,8 +148,8 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
         figs.append(draw_validation(v.to_dict(),
                                     os.path.join(out_dir, "plots", "validation.png")))
     if rec.next_design is not None:  # the batch its 'next:' line begins, among this sweep's runs
-        from archfit.plots_design import draw_design
-        from archfit.store import read_runs
+        from archfit.plots.design import draw_design
+        from archfit.sweep.store import read_runs
 
         figs.append(draw_design(rec.next_design, os.path.join(out_dir, "plots", "design.png"),
                                 runs=read_runs([path]).frame))
@@ -179,7 +179,7 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
 
 
 def _validate(p: Any, out_dir: str, concurrency: int | None) -> Any:
-    from archfit import validation as va
+    from archfit.recommending import validation as va
 
     n = len(p.candidates) * p.seeds
     _say(f"[5/6] validation: training the recommended shape and {len(p.candidates) - 1} rivals "

@@ -23,7 +23,7 @@ def _until(text: str | None) -> float | None:
 
 
 def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = True):  # type: ignore[no-untyped-def]
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     t = read_runs(list(paths), require_loss=require_loss)
     for n in t.notes:
@@ -129,7 +129,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
         r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
                       seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap)
         if plot_path:
-            from archfit.plots_design import draw_replay
+            from archfit.plots.design import draw_replay
 
             draw_replay(r, dz.columns(done), dz.columns(rows), plot_path)
         if as_json:
@@ -169,7 +169,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     if out and d.chosen:
         d.write(out, spec)
     if plot_path:
-        from archfit.plots_design import draw_design
+        from archfit.plots.design import draw_design
 
         draw_design(d, plot_path)
     if as_json:
@@ -203,7 +203,7 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
     """(pool frame, shape base, tokens per step) from the flags."""
     from archfit import designing as dz
 
-    from archfit.validation import recipe_grid
+    from archfit.recommending.validation import recipe_grid
 
     kw, tps = recipe_grid(spec) if spec is not None else ({}, None)
     base = kw.get("base")

@@ -131,7 +131,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     """
     from archfit.laws import get_law
     from archfit.laws.fitting import fit as fit_law
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     fix, tie = parse_fix(get_law(law), fixes, ties)  # an unknown law fails before any read
     prior_src, widths = parse_prior(prior)
@@ -141,7 +141,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if out:
         from archfit.io import check_output
         from archfit.laws.artifact import is_fit_artifact
-        from archfit.store import expand_paths
+        from archfit.sweep.store import expand_paths
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
@@ -254,7 +254,7 @@ def laws(as_json):
     pub = [{"name": k, "law": v["law"], "params": ", ".join(f"{p}={x:g}" for p, x in
                                                                v["params"].items()),
             "source": v["source"]} for k, v in PUBLISHED.items()]
-    from archfit.near_optimal import published_curvatures
+    from archfit.recommending.near_optimal import published_curvatures
 
     shapes = published_curvatures()
     if as_json:

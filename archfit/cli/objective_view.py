@@ -1,6 +1,6 @@
 """``archfit recommend --objective time|cost|latency``: the candidates with their predicted loss,
 speed, GPU-hours and latency, the pick, the trade-off in one line, and the Pareto figure
-(the flow is :func:`archfit.objectives.recommend_for`; this module prints it)."""
+(the flow is :func:`archfit.recommending.objectives.recommend_for`; this module prints it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from archfit.cli.common import emit_json, print_table
 
 def run_objective(params: Any, compute: Any, fits: list[str], ff_ratio: Any, objective: str,
                   kw: dict[str, Any], o: dict[str, Any], strict: bool, as_json: bool) -> None:
-    from archfit.objectives import recommend_for
+    from archfit.recommending.objectives import recommend_for
 
     if o["pareto"]:
         from archfit.io import check_output

@@ -58,13 +58,13 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
     frame = None
     if data:
         from archfit.laws.fitting import sane_frame
-        from archfit.store import read_runs
+        from archfit.sweep.store import read_runs
 
         table = read_runs(data, parse_map(maps) if maps else fit.mapping)
         frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
     rec = None
     if target is not None and fit.law_obj.role == "shape":
-        from archfit.recommender import recommend
+        from archfit.recommending import recommend
 
         rec = recommend(target, fit=fit)
     refs = [load_fit(r) for r in references]
@@ -84,7 +84,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
 
 def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # type: ignore[no-untyped-def]
     from archfit.io import check_output
-    from archfit.landscape import place_known_models
+    from archfit.recommending.landscape import place_known_models
     from archfit.plots import draw_known_models
 
     if data or maps or target is not None or references:

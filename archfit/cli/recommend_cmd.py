@@ -70,7 +70,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
       archfit recommend --compute 1e24 --law hoffmann2022
       archfit recommend --params 7e9 --emit hf-llama -o out/
     """
-    from archfit.recommender import recommend as rec
+    from archfit.recommending import recommend as rec
 
     if (params is None) == (compute is None):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
@@ -107,7 +107,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
         if out_dir is None:  # the config on stdout, the rest on stderr
             click.echo(design, err=True)
             click.echo(r.summary_line(), err=True)
-            from archfit.recommender import CONSTRAINT_NOTE
+            from archfit.recommending import CONSTRAINT_NOTE
 
             for n in r.notes:
                 if n.startswith(CONSTRAINT_NOTE):
@@ -125,7 +125,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
 
 
 def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ignore[no-untyped-def]
-    from archfit.recommender import compare
+    from archfit.recommending import compare
 
     rows = compare(params, compute=compute, fit=fits or None, ff_ratio=ff_ratio, **kw)
     _compare_table(params, compute, rows, as_json)

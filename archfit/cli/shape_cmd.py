@@ -11,7 +11,7 @@ from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_in
                               write_export)
 from archfit.formats import family_fields, read_file
 from archfit.errors import ShapeError
-from archfit.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
+from archfit.shapes.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
                                require_a_fit)
 from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
@@ -101,8 +101,8 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
 
 def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     """Training speed (calibrated or modelled) and decode latency (modelled) of a shape."""
-    from archfit.objectives import DEFAULT_BATCH_TOKENS, DEFAULT_GPU
-    from archfit.perf import decode_latency, device, load_step_model, modelled
+    from archfit.recommending.objectives import DEFAULT_BATCH_TOKENS, DEFAULT_GPU
+    from archfit.train.perf import decode_latency, device, load_step_model, modelled
 
     gpu = gpu or DEFAULT_GPU
     device(gpu)

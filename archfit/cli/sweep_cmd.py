@@ -79,7 +79,7 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
 
 
 def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyped-def]
-    from archfit.memory import parse_memory
+    from archfit.train.memory import parse_memory
     from archfit.sweep.plan import gpu_plan_rows
 
     p = gpu_plan_rows(spec, gpu, parse_memory(gpu_memory) if gpu_memory else None, mfu,
@@ -272,7 +272,7 @@ def collect(spec_path, out, output, force, max_runs, as_json):
     """Gather every finished run into one parquet file (+ NAME.curves.parquet). A file that is
     not an archfit run table is never replaced without --force, nor a non-empty table by an
     empty one."""
-    from archfit import store
+    from archfit.sweep import store
     from archfit import sweep as sw
     from archfit.io import check_output
 

@@ -28,14 +28,14 @@ def throughput(data, perf_file, out, force, bootstrap, precision, as_json):
 
       seconds per step = a * matmul FLOPs + b * memory bytes + c * n_layer + d
 
-    (archfit.perf): a and b say how fast the device multiplies and moves memory, c is the
+    (archfit.train.perf): a and b say how fast the device multiplies and moves memory, c is the
     per-layer overhead that slows deep narrow shapes.
 
     Example: archfit throughput sweeps/smoke.parquet --out fits/cpu-steps.json
     """
     from archfit.io import atomic_write, check_output
-    from archfit.perf import calibrate, is_step_model
-    from archfit.store import expand_paths, read_tables
+    from archfit.train.perf import calibrate, is_step_model
+    from archfit.sweep.store import expand_paths, read_tables
 
     models = [p for p in data if p.endswith(".json") and is_step_model(p)]
     if models:  # archfit throughput STEPS.json DATA: the same as --perf STEPS.json

@@ -32,7 +32,7 @@ def trade(table, by, baseline, target_loss, curves, gpu, as_json):
       archfit sweep collect sweeps/layer-variants.toml -o lv.parquet
       archfit trade lv.parquet
     """
-    from archfit.trading import trade as run_trade
+    from archfit.recommending.trading import trade as run_trade
 
     report = run_trade(table, by=by, baseline=baseline, curves=curves,
                        target_loss=target_loss, gpu=gpu)

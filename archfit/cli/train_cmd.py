@@ -63,7 +63,7 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 @click.option("--tracker-dir", default=None, metavar="DIR",
               help=FIELD_HELP["tracker_dir"])
 @click.option("--no-memory-check", "no_memory_check", is_flag=True,
-              help="Start even when archfit.memory estimates the run does not fit this "
+              help="Start even when archfit.train.memory estimates the run does not fit this "
                    "machine's memory (refused up front otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result record as JSON.")
 @click.option("--curve", is_flag=True, help="With --json: include the loss curve.")

@@ -1,5 +1,5 @@
 """``archfit validate``: train the recommendation and its rivals at the target (see
-:mod:`archfit.validation`)."""
+:mod:`archfit.recommending.validation`)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def validate(fit_file, target, spec_path, alternatives, seeds, tokens, lr, execu
       archfit validate fits/joint.json --params 1e9 --spec sweeps/levine-small.toml \\
           --plan-only -o validate-1e9.toml
     """
-    from archfit import validation as va
+    from archfit.recommending import validation as va
     from archfit.io import check_output
 
     p = va.plan(fit_file, target, spec_path, alternatives=alternatives, seeds=seeds,

@@ -57,7 +57,7 @@ class Design:
     near_share: float = 0.0  # of the budget spent nearest the target first (archfit)
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
-    # what the figure draws (archfit.plots_design): the pool's columns and which rows are
+    # what the figure draws (archfit.plots.design): the pool's columns and which rows are
     # open, the runs so far, the Target and its point estimate; not part of to_dict()
     context: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -3,7 +3,7 @@ grid flags), each candidate's cost and the budget, the target whose uncertainty 
 shrinks, and the fit it starts from.
 
 Costs, in the unit the budget is stated in: a ``cost`` column of the pool wins (in the
-budget's unit); else, with a GPU, GPU-hours from the throughput model (:mod:`archfit.perf`'s
+budget's unit); else, with a GPU, GPU-hours from the throughput model (:mod:`archfit.train.perf`'s
 modelled step time for the shape, or C / (``MATMUL_EFFICIENCY`` × peak) without one); else
 training FLOPs, C = 6 N D with N the pool's ``params`` column (Kaplan's non-embedding N)."""
 
@@ -114,7 +114,7 @@ def columns(frame: Any) -> dict[str, np.ndarray]:
 def as_polars(table: Any) -> Any:
     """A table of runs as polars (a pandas frame, a dict of columns or a list of rows is
     converted, as :func:`archfit.fit` takes them); None stays None."""
-    from archfit.store import to_polars
+    from archfit.sweep.store import to_polars
 
     return None if table is None else to_polars(table)
 
@@ -125,7 +125,7 @@ def as_runs(table: Any, what: str = "--results") -> Any:
     a table ``fit`` refuses raises the same typed error. None stays None."""
     if table is None:
         return None
-    from archfit.store import read_runs, to_polars
+    from archfit.sweep.store import read_runs, to_polars
 
     from archfit.laws.numeric import finite_positive
 
@@ -185,7 +185,7 @@ def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequen
     ``tolerance`` (the iso-parameter family), trained to each token count."""
     import polars as pl
 
-    from archfit.families import iso_param_family
+    from archfit.shapes.families import iso_param_family
 
     rows = []
     for N in sizes:
@@ -231,7 +231,7 @@ def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = N
     if gpu is None:
         return flops, "FLOPs (C = 6 N D, N " + (n_counts or "as the pool's params column "
                                                 "counts it") + ")"
-    from archfit.perf import MATMUL_EFFICIENCY, modelled
+    from archfit.train.perf import MATMUL_EFFICIENCY, modelled
 
     model = modelled(gpu)  # an unknown GPU: one line naming the known ones
     if not {"n_layer", "d_model"} <= set(frame.columns):

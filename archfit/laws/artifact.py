@@ -1,8 +1,7 @@
 """The :class:`Fit` artifact (a fitted or published law), its JSON, and :func:`load_fit`.
 The Fit is the inference on a law (:mod:`archfit.laws.base` is the model): draws, intervals,
 predictions with bands, the optimum's CI, the verdict and the figure list. numpy-free:
-``archfit recommend`` reads fits through this module on its cold path. About 455 lines because
-the Fit's inference (draws, bands, the optimum's CI) and its JSON round trip are one record's."""
+``archfit recommend`` reads fits through this module."""
 
 from __future__ import annotations
 
@@ -10,17 +9,14 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from archfit.errors import FitError, FitInputError
 from archfit.io import atomic_write, jsonable
 from archfit.laws.base import Law, get_law
 from archfit.laws.published import PUBLISHED
 from archfit.laws.trust import Trust
-from archfit.record import field, record
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any
 
 FIT_SCHEMA = "archfit.fit/1"
 
@@ -40,7 +36,7 @@ class Summary(str):
 BAND_CHUNK = 50_000  # rows per prediction-band pass (its draws x rows array stays small)
 
 
-@record(repr=False)  # __repr__ below
+@dataclass(repr=False)  # __repr__ below
 class Fit:
     """A fitted (or published) law: parameters, uncertainty, diagnostics and provenance."""
 
@@ -182,7 +178,7 @@ class Fit:
 
         cols: dict[str, Any] = {}
         if data is not None:
-            from archfit.store import to_polars
+            from archfit.sweep.store import to_polars
 
             df = to_polars(data)
             cols.update({c: df[c].to_numpy() for c in df.columns})

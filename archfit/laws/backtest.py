@@ -7,6 +7,7 @@ of the picked one minus the best), and the verdict the fit gave."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -14,8 +15,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import get_law
 from archfit.laws.numeric import band_report, size_classes
-from archfit.record import replace  # records and dataclasses alike
-from archfit.store import RunTable, read_runs
+from archfit.sweep.store import RunTable, read_runs
 
 
 def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,

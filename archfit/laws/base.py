@@ -22,25 +22,20 @@ registry imports it when asked for); a test file may register one too.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Sequence
 
 from archfit.errors import FitError
 from archfit.numbers import fmt_sci
-from archfit.record import field, record
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
-
+if TYPE_CHECKING:
     import numpy as np
 
     from archfit.shapes import Shape
 
-    Data = dict[str, Any]  # column name -> numpy array
-else:
-    Data = dict
+Data = dict[str, Any]  # column name -> numpy array
 
 ROLES = ("loss", "shape", "compute", "ff")
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
@@ -50,24 +45,16 @@ HUBER_DELTA = 1e-3
 GENERIC_FIGURES = ("optimal_depth_vs_size", "residuals")
 
 
-if TYPE_CHECKING:  # the fields' types, for type checkers
-    class _Estimate(NamedTuple):
-        params: np.ndarray
-        cov: np.ndarray | None = None
-        extra: Mapping[str, Any] = MappingProxyType({})
-else:
-    _Estimate = namedtuple("Estimate", "params cov extra", defaults=(None, MappingProxyType({})))
-
-
-class Estimate(_Estimate):
+class Estimate(NamedTuple):
     """What one law fit returns: ``params`` (the parameter vector, an array), ``cov`` (its
-    covariance or None) and ``extra`` (law-specific, read-only). A ``collections.namedtuple``:
-    typing's NamedTuple would import typing on recommend's cold path."""
+    covariance or None) and ``extra`` (law-specific, read-only)."""
 
-    __slots__ = ()
+    params: np.ndarray
+    cov: np.ndarray | None = None
+    extra: Mapping[str, Any] = MappingProxyType({})
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Constraints:
     """Parameters held fixed, tied to another (``tied[a] = b``: a = b, e.g. alpha = beta, as
     published Chinchilla-style fits often assume) and Gaussian priors (mean, sd) on others, by
@@ -84,20 +71,26 @@ class Constraints:
         return bool(self.fixed or self.prior or self.tied)
 
 
-class MeasuredOptimum(namedtuple("MeasuredOptimum", "params value low high")):
+class MeasuredOptimum(NamedTuple):
     """An optimum measured directly in the data (one per size class), drawn beside the law:
     the size class's ``params``, the optimal depth (shape laws) or ff ratio (ff laws) as
     ``value``, and its ±1 SE band ``low`` to ``high`` in the same units."""
 
-    __slots__ = ()
+    params: float
+    value: float
+    low: float
+    high: float
 
 
-class Figure(namedtuple("Figure", "name title draw when", defaults=(None,))):
+class Figure(NamedTuple):
     """A law-specific figure: its ``name`` and ``title``; ``draw(fit, ax, data)`` draws on a
     matplotlib axis (the law module never imports matplotlib), and plots titles, sizes and
     saves it. ``when(fit)``, if given, says whether this fit has what the figure needs."""
 
-    __slots__ = ()
+    name: str
+    title: str
+    draw: Callable[..., Any]
+    when: Callable[[Any], bool] | None = None
 
 
 class Law:

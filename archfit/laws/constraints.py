@@ -4,13 +4,13 @@ estimate under them beside the data-only fit whose residual scale weighs the pri
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import Constraints, Data, Estimate, Law
-from archfit.record import replace  # records and dataclasses alike
 
 
 def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, register
 from archfit.shapes import kaplan_width
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Mapping
-
+if TYPE_CHECKING:
     import numpy as np
 
     from archfit.shapes import Shape

@@ -2,15 +2,13 @@
 McLeish et al. 2025) and Kaplan et al.'s shape penalty at fixed N."""
 
 from __future__ import annotations
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Figure, Law, register
 from archfit.shapes import kaplan_width
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Mapping
-
+if TYPE_CHECKING:
     import numpy as np
 
     from archfit.laws.artifact import Fit

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Law, derived_name, register
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Mapping, Sequence
-
+if TYPE_CHECKING:
     import numpy as np
 
 

@@ -5,6 +5,7 @@ numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 import os
 from typing import Any, Callable, Sequence
 
@@ -16,8 +17,7 @@ from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, run_scatter,
                                   subset)
-from archfit.record import replace  # records and dataclasses alike
-from archfit.store import RunTable, read_runs
+from archfit.sweep.store import RunTable, read_runs
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
@@ -109,7 +109,7 @@ def fit(
 
 
 def grouping_notes(table: RunTable, pooled: bool) -> list[str]:
-    """One line per grouping-like column of the table (:func:`archfit.store.grouping_columns`):
+    """One line per grouping-like column of the table (:func:`archfit.sweep.store.grouping_columns`):
     a warning, or with ``pooled`` (``--pool-groups``) the acknowledgement."""
     out = []
     for col, vals in table.groupings.items():
@@ -150,7 +150,7 @@ def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
     import polars as pl
 
     from archfit.errors import FitError as _FitError
-    from archfit.store import GROUPING_VALUES
+    from archfit.sweep.store import GROUPING_VALUES
 
     group = kw.get("group")
     table = frame if isinstance(frame, RunTable) else read_runs(

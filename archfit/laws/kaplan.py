@@ -4,14 +4,12 @@ depth or width."""
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Law, register
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Mapping
-
+if TYPE_CHECKING:
     import numpy as np
 
 

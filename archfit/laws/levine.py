@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Figure, Law, MeasuredOptimum, register
 from archfit.shapes import SHAPE_LAW_N, kaplan_width
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Mapping
-
+if TYPE_CHECKING:
     import numpy as np
 
     from archfit.laws.artifact import Fit

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from archfit.shapes import SHAPE_LAW_N
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any
 
 # The sizes each paper trained, as its abstract states them (for the extrapolation check).
 # Levine et al. 2020 state no single range archfit could record, so levine2020 has none.

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import math
 
-from archfit.numbers import MC_BAND_Z, fmt_sci
-from archfit.record import field, record
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any, Mapping
+from archfit.numbers import MC_BAND_Z, fmt_sci
 
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -27,7 +25,7 @@ MIN_SIZE_SPAN = 3.0  # largest / smallest N: below this the sizes barely vary
 MIN_SIZE_CLASSES = 3  # a law in N seen at fewer sizes than this is not tested by them
 
 
-@record
+@dataclass
 class Trust:
     verdict: str = "informative"
     reasons: list[str] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """Sweeps: a TOML spec expanded into runs (:mod:`~archfit.sweep.spec`), what they will cost
 (:mod:`~archfit.sweep.plan`), the run-directory protocol (:mod:`~archfit.sweep.rundir`) and
 where they train (:mod:`~archfit.sweep.executors`). Collecting results into parquet is the
-store's job (:func:`archfit.store.collect`)."""
+store's job (:func:`archfit.sweep.store.collect`)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from archfit import memory
-from archfit.devices import DEVICES
+from archfit.train import memory
+from archfit.train.accelerators import DEVICES
 from archfit.errors import ArchfitError
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.sweep.rundir import read_result
@@ -105,7 +105,7 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
     return {"gpu": name, "gpu_memory_gib": budget / memory.GIB, "peak_flops": peak, "mfu": mfu,
             "flops_convention": TRAIN_FLOPS_CONVENTION,
             "memory_convention": "peak per GPU: bf16 autocast, fp32 master weights, grads and "
-                                 "AdamW states, activations, 1 GiB overhead (archfit.memory)",
+                                 "AdamW states, activations, 1 GiB overhead (archfit.train.memory)",
             "rows": rows, "total_flops": sum(r["flops"] for r in rows),
             "total_gpu_hours": sum(hours) if hours else None,
             "fits": all(r["fits"] for r in rows)}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
-from archfit.families import REINVEST, aspect_ratio_family, iso_param_family, plan_variant
+from archfit.shapes.families import REINVEST, aspect_ratio_family, iso_param_family, plan_variant
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
                             Shape)
 from archfit.sweep.schema import Key, check, number
@@ -42,7 +42,7 @@ GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         "aspect_ratios": Key("list", item="number", positive=True, nonempty=True),
         "tolerance": POS_NUM,
         # per-layer plans of every shape (archfit.shapes.parse_plan) and where the parameters
-        # a plan frees go (archfit.families.plan_variant)
+        # a plan frees go (archfit.shapes.families.plan_variant)
         "variants": Key("list", item="str", nonempty=True),
         "reinvest": Key("str", choices=REINVEST)}
 BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
@@ -259,7 +259,7 @@ def _manifest_sha(data: str | None) -> str | None:
     man = p if p.endswith("manifest.json") else os.path.join(p, "manifest.json")
     if not os.path.isfile(man):
         return None
-    from archfit.prepare import manifest_hash
+    from archfit.train.prepare import manifest_hash
 
     return manifest_hash(man)
 
@@ -372,11 +372,11 @@ def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> 
 
 def _assign_micro_batches(spec: Spec) -> None:
     """With a GPU named (executor.gpu or gpu_memory_gb), each run's micro-batch is the largest
-    that fits (archfit.memory); it is not part of the run id."""
+    that fits (archfit.train.memory); it is not part of the run id."""
     ex = spec.executor
     if not (ex.get("gpu") or ex.get("gpu_memory_gb")):
         return
-    from archfit import memory
+    from archfit.train import memory
     from archfit.train.configure import micro_batch_for
 
     mem = ex.get("gpu_memory_gb") or memory.accelerator(ex["gpu"])[0]

@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from archfit.errors import ArchfitError
-from archfit.record import fields  # Shape is a record, TrainConfig a dataclass: both
 from archfit.shapes import PARAMETRIZATIONS, TRAIN_FLOPS_CONVENTION, Parametrization, Shape
 
 # a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
@@ -178,7 +177,7 @@ class TrainConfig:
     parallel: Parallel = "ddp"
     # sequences per forward pass and process (None: the whole share of a batch); a batch is
     # split into micro-batches whose gradients add up to the batch's, so the numbers are the
-    # same whatever fits in memory (archfit.memory.choose_micro_batch picks it)
+    # same whatever fits in memory (archfit.train.memory.choose_micro_batch picks it)
     micro_batch: int | None = None
     # an experiment tracker (tensorboard, mlflow, wandb) and its folder: how a run is
     # watched, not what it computes (RUNTIME_KEYS: not part of the run id)

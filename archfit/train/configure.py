@@ -1,10 +1,10 @@
 """The run configurator: the one place that decides, per run and device, what a size needs.
 Its micro-batch rule serves the sweep's plan, the spec's GPU assignment and the trainer alike.
-Plain arithmetic (archfit.memory), importable without torch or numpy."""
+Plain arithmetic (archfit.train.memory), importable without torch or numpy."""
 
 from __future__ import annotations
 
-from archfit.memory import MemoryEstimate, choose_micro_batch
+from archfit.train.memory import MemoryEstimate, choose_micro_batch
 from archfit.shapes import Shape
 from archfit.train.config import TrainConfig
 

@@ -1,5 +1,5 @@
 """Where a run trains and what fits there: the device, the CUDA peak FLOP/s for MFU, the
-micro-batch and the up-front memory check (archfit.memory's estimate), autocast, and the
+micro-batch and the up-front memory check (archfit.train.memory's estimate), autocast, and the
 wrapper (DDP or FSDP2) a multi-process run steps through."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from archfit.train.config import TrainConfig
 
 
 def peak_flops(device_name: str) -> float | None:
-    """bf16 dense peak FLOP/s of a CUDA device (archfit.devices' table); None when unknown (the
+    """bf16 dense peak FLOP/s of a CUDA device (archfit.train.accelerators' table); None when unknown (the
     run's MFU is then null)."""
-    from archfit.devices import DEVICES, device_key
+    from archfit.train.accelerators import DEVICES, device_key
 
     key = device_key(device_name)
     return DEVICES[key].peak_flops if key else None
@@ -41,7 +41,7 @@ def resolve_device(cfg: TrainConfig) -> str:
 
 def auto_micro_batch(cfg: TrainConfig, shape: Shape, world: int, device_bytes: int
                      ) -> TrainConfig:
-    """The config with the largest micro-batch whose estimated peak (archfit.memory) fits the
+    """The config with the largest micro-batch whose estimated peak (archfit.train.memory) fits the
     device's memory; unchanged when the whole share fits, or when nothing does (the run then
     tries its whole share, and the device says whether it fits)."""
     from dataclasses import replace
@@ -56,11 +56,11 @@ def auto_micro_batch(cfg: TrainConfig, shape: Shape, world: int, device_bytes: i
 
 
 def check_memory(cfg: TrainConfig, shape: Shape, device: str, world: int = 1) -> None:
-    """Refuse, before anything is allocated, a run whose estimated peak (archfit.memory) does
+    """Refuse, before anything is allocated, a run whose estimated peak (archfit.train.memory) does
     not fit this machine: on CUDA the device's memory at a micro-batch of one sequence (the run
     picks the largest that fits), elsewhere the memory the host has available at the run's
     micro-batch. Skip it with ``train(..., memory_check=False)`` (``--no-memory-check``)."""
-    from archfit import memory
+    from archfit.train import memory
 
     share = max(1, cfg.batch_size // world)
     bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.startswith("cuda"))
@@ -85,7 +85,7 @@ def check_memory(cfg: TrainConfig, shape: Shape, device: str, world: int = 1) ->
         gib = memory.GIB
         raise ArchfitError(
             f"{shape.n_layer}x{shape.d_model} at ctx {shape.n_ctx:,} with {micro} sequence(s) "
-            f"per pass needs about {need / gib:.1f} GiB (archfit.memory's estimate), more than "
+            f"per pass needs about {need / gib:.1f} GiB (archfit.train.memory's estimate), more than "
             f"{where} ({have / gib:.1f} GiB); shorten --ctx, or lower --batch-size (raise "
             "--grad-accum to keep the tokens per step), or --no-memory-check to try anyway")
 

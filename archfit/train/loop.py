@@ -116,8 +116,8 @@ def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> 
     import torch
 
     import archfit
-    from archfit import data as data_mod
-    from archfit.model import GPT
+    from archfit.train import data as data_mod
+    from archfit.train.model import GPT
 
     device = resolve_device(cfg)  # before anything slow: a missing device is a bad input
     dist, device = join_process_group(cfg, device)

@@ -1,55 +1,21 @@
-"""Figures of a fit and its evidence (matplotlib, Agg backend: no display needed).
-
-Every figure is ``FIGSIZE`` inches at ``DPI`` (800 x 500 pixels for PNG), titled with the law
-and the data it came from, with axis units and parameter conventions in the labels. Which
-figures a fit has is the law's answer (:meth:`archfit.laws.Law.figures`): the generic ones
-named in :data:`archfit.laws.base.GENERIC_FIGURES` are drawn here, law-specific ones by the
-law's own ``Figure.draw``. This module names no law.
-"""
+"""Figures of a fit: optimal shape against size, known models on the law's map, residuals and
+the law's own figures. Each is titled with the law and the data it came from, with axis units
+and parameter conventions in the labels. Which figures a fit has is the law's answer
+(:meth:`archfit.laws.Law.figures`): the generic ones named in
+:data:`archfit.laws.base.GENERIC_FIGURES` are drawn here, law-specific ones by the law's own
+``Figure.draw``. This module names no law."""
 
 from __future__ import annotations
 
 import math
 import os
-import textwrap
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from archfit.errors import ArchfitError
-from archfit.io import atomic_path
 from archfit.laws import Figure, Fit
-
-FIGSIZE = (8.0, 5.0)
-DPI = 100
-FORMATS = ("png", "svg", "pdf")
-
-
-def _plt() -> Any:
-    import sys
-
-    import matplotlib
-
-    if "ipykernel" not in sys.modules:  # a notebook keeps its inline backend; elsewhere files
-        matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _title(fit: Fit, what: str) -> str:
-    data = ", ".join(os.path.basename(i.get("path", "")) for i in fit.inputs) or (
-        fit.source.split(",")[0] if fit.source else "in-memory data")
-    return f"{what}\nlaw: {fit.label} · data: {data} · verdict: {fit.trust['verdict']}"
-
-
-def _save(fig: Any, out_dir: str, name: str, fmt: str) -> str:
-    path = os.path.join(out_dir, f"{name}.{fmt}")
-    with atomic_path(path) as tmp:  # marked as archfit's, so a later plot may replace it
-        fig.savefig(tmp, dpi=DPI, format=fmt, metadata=(
-            {"Software": PNG_SOFTWARE} if fmt == "png" else {"Creator": PNG_SOFTWARE}))
-    _plt().close(fig)
-    return path
+from archfit.plots.base import FIGSIZE, FORMATS, fit_title, pyplot, save_figure
 
 
 def optimal_shape_vs_size(fit: Fit, target: float | None = None,
@@ -64,7 +30,7 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     hi_n = max([target or 0] + [m.params * 2 for m in measured] + [1e9])
     Ns = np.logspace(math.log10(lo_n), math.log10(hi_n), 80)
     opt = np.array([law.optimum(fit.params, n) for n in Ns])
-    fig, ax = _plt().subplots(figsize=FIGSIZE)
+    fig, ax = pyplot().subplots(figsize=FIGSIZE)
     ax.plot(Ns, opt[:, 0], "-", color="C0", label=f"optimal depth ({fit.label})")
     band = _bootstrap_band(fit, Ns)
     if band is not None:
@@ -95,7 +61,7 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     ax.set_xscale("log")
     ax.set_xlabel(f"{law.target_convention}, N (log scale)")
     ax.set_ylabel("optimal depth n_layer")
-    ax.set_title(_title(fit, "Optimal depth and width vs size"), fontsize=10)
+    ax.set_title(fit_title(fit, "Optimal depth and width vs size"), fontsize=10)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
@@ -109,14 +75,14 @@ def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
     law = fit.law_obj
     Ns_m = [p.N for p in placements]
     Ns = np.logspace(math.log10(min(Ns_m) / 2), math.log10(max(Ns_m) * 2), 120)
-    fig, ax = _plt().subplots(figsize=(12.0, 8.0))
+    fig, ax = pyplot().subplots(figsize=(12.0, 8.0))
     ax.plot(Ns, [law.optimum(fit.params, n)[0] for n in Ns], "-", color="k",
             label=f"optimal depth ({fit.label})")
     band = _bootstrap_band(fit, Ns)
     if band is not None:
         ax.fill_between(Ns, band[0], band[1], color="0.6", alpha=0.3, label="95% bootstrap band")
     families = list(dict.fromkeys(p.model.family for p in placements))
-    cmap, markers = _plt().get_cmap("tab20"), "osD^v<>pPXh*"
+    cmap, markers = pyplot().get_cmap("tab20"), "osD^v<>pPXh*"
     seen: set[str] = set()
     for p in placements:
         i = families.index(p.model.family)
@@ -191,7 +157,7 @@ def draw_known_models(fit: Fit, placements: Sequence[Any], out_dir: str,
     if not placements:
         raise ArchfitError("no known models to draw")
     os.makedirs(out_dir, exist_ok=True)
-    return _save(known_models_map(fit, placements), out_dir, "known_models", fmt)
+    return save_figure(known_models_map(fit, placements), out_dir, "known_models", fmt)
 
 
 def _bootstrap_band(fit: Fit, Ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -213,14 +179,14 @@ def residuals(fit: Fit) -> Any:
     r = np.asarray(fit.diagnostics.get("residuals") or [], float)
     f = np.asarray(fit.diagnostics.get("fitted_log") or [], float)
     space = fit.diagnostics.get("residual_space", "log loss")
-    fig, ax = _plt().subplots(figsize=FIGSIZE)
+    fig, ax = pyplot().subplots(figsize=FIGSIZE)
     if len(r):
         ax.scatter(f, r, s=12, alpha=0.7)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel(f"fitted value ({space})")
     ax.set_ylabel(f"residual: observed - fitted ({space})")
     rm = fit.diagnostics.get("rmse_log")
-    ax.set_title(_title(fit, f"Residuals (RMSE {rm:.3g})" if rm is not None else "Residuals"),
+    ax.set_title(fit_title(fit, f"Residuals (RMSE {rm:.3g})" if rm is not None else "Residuals"),
                  fontsize=10)
     fig.tight_layout()
     return fig
@@ -228,9 +194,9 @@ def residuals(fit: Fit) -> Any:
 
 def law_figure(fit: Fit, spec: Figure, data: Any = None) -> Any:
     """A law's own figure: its ``draw`` on one axis, titled and sized like the rest."""
-    fig, ax = _plt().subplots(figsize=FIGSIZE)
+    fig, ax = pyplot().subplots(figsize=FIGSIZE)
     spec.draw(fit, ax, data)
-    ax.set_title(_title(fit, spec.title), fontsize=10)
+    ax.set_title(fit_title(fit, spec.title), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -256,7 +222,7 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
         else:
             raise ArchfitError(f"law {fit.law!r} lists an unknown figure {spec!r}; name one of "
                                f"{', '.join(generic)} or give a Figure")
-        paths.append(_save(fig, out_dir, name, fmt))
+        paths.append(save_figure(fig, out_dir, name, fmt))
     return paths
 
 
@@ -269,162 +235,3 @@ def _figure_specs(fit: Fit) -> list[tuple[str, Any]]:
 def figure_files(fit: Fit, fmt: str = "png") -> list[str]:
     """The file names :func:`draw_all` writes for ``fit`` (checked before drawing)."""
     return [f"{name}.{fmt}" for name, _ in _figure_specs(fit)]
-
-
-def is_archfit_figure(path: str) -> bool:
-    """Whether ``path`` is a figure archfit drew (PNG: its Software chunk; SVG and PDF: the
-    Creator archfit wrote), so that a later plot may replace it without --force."""
-    if path.endswith(".png"):
-        return is_archfit_png(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 20)
-    except OSError:
-        return False
-    return PNG_SOFTWARE.encode() in data and (b"<svg" in data[:4096] or data.startswith(b"%PDF"))
-
-
-PNG_SOFTWARE = "archfit"  # the PNG text chunk that marks a figure as archfit's own
-
-
-def is_archfit_png(path: str) -> bool:
-    """Whether ``path`` is a PNG archfit drew (its Software text chunk): such a file may be
-    replaced without --force."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return False
-    return head.startswith(b"\x89PNG") and b"Software\x00" + PNG_SOFTWARE.encode() in head
-
-
-def draw_pareto(choice: Any, path: str) -> str:
-    """Predicted loss against GPU-hours (time/cost) or decode latency (latency) for every
-    candidate shape of an objective (:class:`archfit.objectives.Choice`): the Pareto front,
-    the pick and the loss-optimal shape marked, depth labelled."""
-    plt = _plt()
-    rows = [dict(r) for r in choice.rows]
-    for r in rows:
-        r["s_per_mtok"] = 1e6 / r["tokens_per_s"]
-    hours = {r.get("gpu_hours") for r in rows}
-    if choice.objective == "latency":
-        xkey, xlabel, what = "latency_ms", "decode latency, ms per token at batch 1 (modelled)", \
-            "latency"
-    elif len(hours) > 1 and None not in hours:  # the same loss, in different GPU-hours
-        xkey, xlabel, what = "gpu_hours", "GPU-hours to reach the loss-optimal shape's loss", \
-            "training time"
-    else:  # one budget: loss against speed
-        xkey, xlabel, what = "s_per_mtok", "GPU-seconds per million training tokens " \
-            "(throughput model)", "training speed"
-    ykey = "predicted_loss" if all(r.get("predicted_loss") is not None for r in rows) \
-        else "shape_penalty"
-    pts = [r for r in rows if r.get(xkey) is not None and r.get(ykey) is not None
-           and math.isfinite(r[xkey]) and math.isfinite(r[ykey])]
-    if not pts:
-        raise ArchfitError("no candidate has both numbers the Pareto figure needs")
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    ax.scatter([r[xkey] for r in pts], [r[ykey] for r in pts], color="0.6", s=18,
-               label="candidate shapes (same size)", zorder=2)
-    front, best = [], math.inf
-    for r in sorted(pts, key=lambda r: (r[xkey], r[ykey])):
-        if r[ykey] < best:
-            front.append(r)
-            best = r[ykey]
-    ax.plot([r[xkey] for r in front], [r[ykey] for r in front], "-o", color="tab:blue", ms=4,
-            label="Pareto front", zorder=3)
-    for r in pts:
-        ax.annotate(f"{r['n_layer']}", (r[xkey], r[ykey]), textcoords="offset points",
-                    xytext=(3, 3), fontsize=8, color="0.35")
-    for key, style, label in (("loss_optimal", dict(marker="s", color="tab:green"),
-                               "loss-optimal"),
-                              ("chosen", dict(marker="*", color="tab:red", s=180),
-                               f"{choice.objective} pick")):
-        r = next(x for x in pts if x.get(key))
-        ax.scatter([r[xkey]], [r[ykey]], zorder=4, s=style.pop("s", 70),
-                   label=f"{label}: {r['n_layer']} x {r['d_model']:,}", **style)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("predicted loss (nats/token)" if ykey == "predicted_loss" else
-                  "predicted shape penalty (nats/token)")
-    ax.set_title(f"objective {choice.objective}: loss against {what} (labels: depth)\n"
-                 f"{choice.tradeoff}", fontsize=9)
-    return _finish_png(fig, ax, path)
-
-
-def write_png(fig: Any, path: str) -> str:
-    """The figure as a PNG at ``path``, written atomically with archfit's marker (so a later
-    run may replace it), then closed."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": PNG_SOFTWARE})
-    _plt().close(fig)
-    return path
-
-
-def _finish_png(fig: Any, ax: Any, path: str) -> str:
-    """Grid, legend and layout, then :func:`write_png`."""
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return write_png(fig, path)
-
-
-def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
-    """Predicted against actual loss for every held-out run of one or more backtests
-    (:func:`archfit.laws.backtest.backtest`), each with its prediction interval; points on the
-    diagonal were predicted exactly, bars that cross it covered the truth."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    lo_all, hi_all = math.inf, -math.inf
-    for k, r in enumerate(results):
-        rows = r["rows"]
-        a = np.array([x["actual"] for x in rows])
-        p = np.array([x["predicted"] for x in rows])
-        lo = np.array([x["low"] for x in rows])
-        hi = np.array([x["high"] for x in rows])
-        ax.errorbar(a, p, yerr=[p - lo, hi - p], fmt="o", ms=3, alpha=0.6, elinewidth=0.8,
-                    color=f"C{k}", label=f"cut {r['cut']:.3g}: coverage {r['coverage']:.0%}, "
-                    f"mean error {r['mean_rel_error']:+.1%} (verdict {r['verdict']})")
-        lo_all, hi_all = min(lo_all, a.min(), lo.min()), max(hi_all, a.max(), hi.max())
-    ax.plot([lo_all, hi_all], [lo_all, hi_all], "k--", lw=1, label="predicted = actual")
-    law = results[0]["law"] if results else "?"
-    level = results[0]["interval"] if results else 0.95
-    ax.set_xlabel("actual loss (nats/token)")
-    ax.set_ylabel(f"predicted loss, {level:.0%} prediction interval (nats/token)")
-    ax.set_title(f"backtest of {law}: fitted on runs up to the cut, predicting the larger ones",
-                 fontsize=10)
-    return _finish_png(fig, ax, path)
-
-
-def draw_validation(v: dict[str, Any], path: str) -> str:
-    """Predicted and measured loss against depth for a validation
-    (:meth:`archfit.validation.Validation.to_dict`): each seed's loss, the shape's mean, the
-    fit's 95% prediction interval, the recommended shape marked, the verdict in the title."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    rows = sorted(v["shapes"], key=lambda r: r["n_layer"])
-    L = np.array([r["n_layer"] for r in rows], float)
-    banded = [r for r in rows if r.get("low") is not None]
-    if banded:
-        ax.fill_between([r["n_layer"] for r in banded], [r["low"] for r in banded],
-                        [r["high"] for r in banded], color="C0", alpha=0.15,
-                        label="fit: 95% prediction interval")
-    predicted = [r for r in rows if r.get("predicted") is not None]
-    if predicted:
-        ax.plot([r["n_layer"] for r in predicted], [r["predicted"] for r in predicted], "-o",
-                color="C0", ms=4, label=f"predicted by {v['fit']}")
-    for r in rows:
-        ax.plot([r["n_layer"]] * len(r["losses"]), r["losses"], "x", color="C1", ms=6)
-    meas = [r for r in rows if r.get("measured") is not None]
-    ax.errorbar([r["n_layer"] for r in meas], [r["measured"] for r in meas],
-                yerr=[r.get("sd") or 0 for r in meas], fmt="s", color="C1", ms=6, capsize=3,
-                label="measured: each seed (x), mean ± sd")
-    rec = v["shapes"][0]
-    ax.axvline(rec["n_layer"], color="C3", ls="--", lw=1,
-               label=f"recommended: {rec['n_layer']} x {rec['d_model']:,}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(L, [f"{int(x)}\n{r['d_model']:,}" for x, r in zip(L, rows)])
-    ax.set_xlabel("depth (n_layer) and width (d_model), same non-embedding size")
-    ax.set_ylabel("final validation loss (nats/token)")
-    ax.set_title(f"validation at N = {v['target']:.3g} non-embedding parameters: "
-                 f"{v['verdict'].upper()}\n" + "\n".join(textwrap.wrap(v["reason"], 120)),
-                 fontsize=8)
-    return _finish_png(fig, ax, path)

@@ -196,7 +196,7 @@ def recipe(spec: Spec) -> Any:
 def pool_of(spec: Spec) -> tuple[Any, dict[str, Any] | None, float | None]:
     """(the candidate pool, the shape base, tokens per step) from ``[pool]``."""
     from archfit import designing as dz
-    from archfit.validation import recipe_grid
+    from archfit.recommending.validation import recipe_grid
 
     p = spec.pool
     base_dir = os.path.dirname(os.path.abspath(spec.path))
@@ -432,7 +432,7 @@ def _design(spec: Spec, out: str, led: dict[str, Any], pool: Any, budget: float,
     rec = recipe(spec)
     rec.name = f"{spec.name}-r{k}"
     d.write(os.path.join(folder, "spec.toml"), rec)
-    from archfit.plots_design import draw_design
+    from archfit.plots.design import draw_design
 
     draw_design(d, os.path.join(folder, "design.png"), runs=results)
     from archfit.sweep import load_spec
@@ -467,7 +467,7 @@ def open_pool(pool: Any, led: dict[str, Any]) -> Any:
 
 def _train(spec: Spec, out: str, r: dict[str, Any], say: Progress) -> None:
     from archfit import sweep as sw
-    from archfit.store import collect
+    from archfit.sweep.store import collect
 
     folder = os.path.join(out, r["dir"])
     rs = sw.load_spec(os.path.join(folder, "spec.toml"))
@@ -495,7 +495,7 @@ def _fit(spec: Spec, out: str, led: dict[str, Any], r: dict[str, Any], say: Prog
 
     from archfit.errors import FitError, FitInputError, UninformativeWarning
     from archfit.laws.fitting import fit
-    from archfit.recommender import recommend
+    from archfit.recommending import recommend
 
     hold(out, "fit")
     results = results_of(out, led)
@@ -521,9 +521,9 @@ def _fit(spec: Spec, out: str, led: dict[str, Any], r: dict[str, Any], say: Prog
 
 
 def _validate(spec: Spec, out: str, led: dict[str, Any], say: Progress) -> dict[str, Any]:
-    """Train the last fit's pick beside its rivals (archfit.validation), with the recipe of the
+    """Train the last fit's pick beside its rivals (archfit.recommending.validation), with the recipe of the
     last round's sweep; the validation's record and its figure (validation/validation.png)."""
-    from archfit import validation
+    from archfit.recommending import validation
     from archfit.plots import draw_validation
     from archfit.sweep import load_spec
 

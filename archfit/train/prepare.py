@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.corpus import TEXT_BLOCK, Source, check_sources, documents
+from archfit.train.corpus import TEXT_BLOCK, Source, check_sources, documents
 from archfit.errors import DataError
 from archfit.io import atomic_write, check_output, file_sha256
-from archfit.tokenizers import Tokenizer, load_tokenizer
+from archfit.train.tokenizers import Tokenizer, load_tokenizer
 
 MANIFEST = "manifest.json"
 STATE = "prepare-state.json"

@@ -5,26 +5,27 @@
 from __future__ import annotations
 
 import math
-from collections import namedtuple
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from archfit.errors import ShapeError
-from archfit.shapes import ARCH_FIELDS, Shape
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, Sequence
+from archfit.shapes.shape import ARCH_FIELDS, Shape
 
 
-class FamilyMember(namedtuple("FamilyMember", "target n_layer shape rel_error within_tolerance "
-                                "note ff_ratio aspect_ratio", defaults=("", None, None))):
+class FamilyMember(NamedTuple):
     """One member of an iso-parameter family: the shape closest to the target, or why none is.
     ``target`` (non-embedding parameters) and ``n_layer``; ``shape`` (a Shape, or None when no
     width lands), its ``rel_error`` from the target (or None) and ``within_tolerance``; a
     ``note``; and, for a member without a shape, the ``ff_ratio`` and ``aspect_ratio`` it asked
-    for. A ``collections.namedtuple``: typing's NamedTuple would import typing on recommend's
-    cold path."""
+    for."""
 
-    __slots__ = ()
+    target: float
+    n_layer: int
+    shape: Shape | None
+    rel_error: float | None
+    within_tolerance: bool
+    note: str = ""
+    ff_ratio: float | None = None
+    aspect_ratio: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -303,7 +304,7 @@ def plan_variant(shape: Shape, variant: str, reinvest: str = "none") -> Shape:
     ``depth`` the depth (plan indices resolved for it: ``-1`` stays the last layer) whose count
               is closest to ``shape``'s.
     """
-    from archfit.shapes import parse_plan
+    from archfit.shapes.layer_plan import parse_plan
 
     if reinvest not in REINVEST:
         raise ShapeError(f"reinvest must be one of {', '.join(REINVEST)}, got {reinvest!r}")

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from archfit.errors import ArchfitError
-from archfit.plots import FIGSIZE, _plt, write_png
+from archfit.plots.base import FIGSIZE, pyplot, write_png
 
 
 def _axes(d: Any) -> tuple[str, str, str]:
@@ -115,7 +115,7 @@ def design_figure(d: Any, runs: Any = None) -> Any:
     """(figure, axes) of a :class:`archfit.designing.Design`, drawn and not saved; ``runs`` (a
     frame) are drawn as the runs so far where the design was made from a fit alone."""
     ykey, ylabel, xlabel = _axes(d)
-    plt = _plt()
+    plt = pyplot()
     pool, is_open = d.context["pool"], np.asarray(d.context["open"], bool)
     fig, ax = plt.subplots(figsize=(FIGSIZE[0], FIGSIZE[1] + 1.5), layout="constrained")
     px, py = np.asarray(pool["params"], float), np.asarray(pool[ykey], float)
@@ -173,7 +173,7 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     if "params" not in done or "params" not in target:
         raise ArchfitError("the replay's tables carry no params column to draw against")
     ykey, ylabel = _yaxis(done, "the replay's table", r.get("law"))
-    plt = _plt()
+    plt = pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(FIGSIZE[0] * 1.6, FIGSIZE[1] + 1),
                                  layout="constrained")
     ax.scatter(done["params"], done[ykey], facecolors="none", edgecolors="0.6", s=22, zorder=2,

@@ -19,8 +19,8 @@ with the fit (:attr:`RunTable.mapping`), so a plot of the fit reads its data the
 design's budget) are read when present; other text columns with 2-20 values are reported as
 groupings (:func:`grouping_columns`).
 
-It is one module of about 540 lines because the run table's schema, its writer and its reader
-must agree column for column: split, a column added to one would be lost by the other.
+The run table's schema, its writer and its reader are one module because they must agree column
+for column.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ CURVE_COLUMNS = ("run_id", "step", "tokens", "train_loss", "val_loss", "lr")
 
 
 def _config_fields(config_cls: Any) -> list[Any]:
-    from archfit.record import fields
+    from dataclasses import fields
 
     from archfit.train.config import _NESTED, EXECUTION_KEYS
 
@@ -67,7 +67,7 @@ def run_columns(shape_cls: Any = None, config_cls: Any = None) -> dict[str, type
     """The run table's columns and their Python types (int, float, bool or str; tuples are
     written as text, e.g. ``"0,11"``), derived from ``Shape`` and ``TrainConfig``."""
     import typing
-    from archfit.record import fields
+    from dataclasses import fields
 
     from archfit.shapes import Shape
     from archfit.train.config import TrainConfig
@@ -118,7 +118,7 @@ def _cell(value: Any) -> Any:
 
 def run_row(run: Run, sweep: str, res: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the run table from a run of a spec and its ``result.json``."""
-    from archfit.record import fields
+    from dataclasses import fields
 
     s = run.shape
     row: dict[str, Any] = {k: None for k in run_columns(type(s))}

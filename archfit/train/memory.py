@@ -1,7 +1,7 @@
 """Peak training memory of a run, the micro-batch that fits a budget, and what a sweep costs on
 a named accelerator. Plain arithmetic on the shape (no torch).
 
-The estimate follows what :mod:`archfit.model` and :mod:`archfit.train` keep alive, per process:
+The estimate follows what :mod:`archfit.train.model` and :mod:`archfit.train` keep alive, per process:
 
 ``weights``
     fp32 master parameters (4 bytes each); under bf16 autocast also the bf16 copies autocast
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from archfit.errors import ArchfitError
-from archfit.devices import device
+from archfit.train.accelerators import device
 from archfit.shapes import Layer, Shape, loss_chunk
 
 GIB = 1 << 30
@@ -135,7 +135,7 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     up = int(s.d_ff or 0) * (2 if s.mlp == "swiglu" else 1)  # d_ff is set once a Shape is built
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
     # the fused output layer and loss: its fp32 weight gradient, the final hidden states, and
-    # one chunk of fp32 logits (archfit.model never holds all the logits)
+    # one chunk of fp32 logits (archfit.train.model never holds all the logits)
     chunk = loss_chunk(s.vocab_size)
     head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
             + 4 * min(chunk, tokens) * s.vocab_size)
@@ -162,7 +162,7 @@ def choose_micro_batch(shape: Shape, per_process_batch: int, budget_bytes: float
 
 
 def accelerator(name: str) -> tuple[float, float]:
-    """(memory GiB, peak bf16 FLOP/s) of a named accelerator (archfit.devices)."""
+    """(memory GiB, peak bf16 FLOP/s) of a named accelerator (archfit.train.accelerators)."""
     d = device(name)
     return d.memory_gib, d.peak_flops
 

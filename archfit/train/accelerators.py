@@ -1,5 +1,5 @@
 """The one table of accelerators archfit knows: memory, dense bf16 peak FLOP/s and memory
-bandwidth from the vendors' data sheets. archfit.memory (what fits), archfit.perf (how fast) and
+bandwidth from the vendors' data sheets. archfit.train.memory (what fits), archfit.train.perf (how fast) and
 the trainer (MFU of a measured run) all read it."""
 
 from __future__ import annotations
@@ -10,10 +10,7 @@ from archfit.errors import ArchfitError
 
 
 class Device(NamedTuple):
-    """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth.
-    (A NamedTuple, ~0.1 ms to define against ~0.8 ms for a frozen dataclass. ``recommend
-    --gpu`` goes through click, so this module is not on the cold path of ``recommend
-    --params``, whose records are ``archfit.record`` classes and ``collections.namedtuple``s.)"""
+    """An accelerator's data sheet: memory, dense bf16 peak FLOP/s and memory bandwidth."""
 
     key: str
     name: str

@@ -9,7 +9,7 @@ arithmetic on the shape (no torch; numpy and scipy only inside :func:`fit_step_m
 - ``F``: the step's exact matrix-multiply FLOPs (``matmul_train``: forward and backward of every
   projection, the attention scores over the whole context and the logits).
 - ``B``: the step's memory traffic in bytes: every activation the backward pass keeps is
-  written once and read once (archfit.memory's per-layer, per-token bytes), and AdamW reads and
+  written once and read once (archfit.train.memory's per-layer, per-token bytes), and AdamW reads and
   writes its fp32 state (parameter, gradient, two moments: 28 bytes per parameter).
 - ``n_layer``: a fixed cost per layer and step (kernel launches, Python, synchronisation);
   it is what makes deep narrow shapes slow at the same FLOPs.
@@ -34,9 +34,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
-from archfit.devices import Device, device
+from archfit.train.accelerators import Device, device
 from archfit.errors import ArchfitError
-from archfit.memory import activation_token_bytes
+from archfit.train.memory import activation_token_bytes
 from archfit.shapes import Shape
 
 

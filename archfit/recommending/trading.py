@@ -6,7 +6,7 @@ differences, one pair per seed):
 
 - ``loss``: the final validation loss at equal tokens, variant minus baseline (nats/token);
 - ``step_time``: the measured seconds per optimizer step (``train_s / steps``), as a ratio
-  variant / baseline, and the ratio the step-time model predicts (``archfit.perf``, modelled on
+  variant / baseline, and the ratio the step-time model predicts (``archfit.train.perf``, modelled on
   ``gpu`` at a GPU's batch of 2^19 tokens per step; no interval: it is a formula);
 - ``steps_to_loss`` and ``time_to_loss``: optimizer steps and seconds until the validation
   loss first reaches ``target_loss`` (linear between logged points), as ratios. The default
@@ -95,9 +95,9 @@ class TradeReport:
                   "--target-loss)" if self.target_given is not None else
                   f"time to the loss: to validation loss {self.target_loss:.4f} nats/token "
                   "(the highest final loss among the runs compared)")
-        from archfit.objectives import DEFAULT_BATCH_TOKENS
+        from archfit.recommending.objectives import DEFAULT_BATCH_TOKENS
 
-        modelled = (f"modelled step time: archfit.perf on {self.gpu} at {DEFAULT_BATCH_TOKENS:,} "
+        modelled = (f"modelled step time: archfit.train.perf on {self.gpu} at {DEFAULT_BATCH_TOKENS:,} "
                     "tokens per step (a formula, no interval)")
         lines = [head, target, modelled] + [v.line() for v in self.variants]
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
@@ -183,7 +183,7 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
     table path)."""
     import polars as pl
 
-    from archfit.store import curves_path, runs_frame, to_polars
+    from archfit.sweep.store import curves_path, runs_frame, to_polars
 
     path = os.fspath(table) if isinstance(table, (str, os.PathLike)) else None
     df = runs_frame(path) if path else to_polars(table)
@@ -199,7 +199,7 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
         if col not in df.columns:
             raise FitInputError(f"the runs have no {col!r} column; a trade pairs runs by seed and "
                                 f"compares them by {by!r} (e.g. a sweep with grid.variants)")
-    from archfit.devices import device
+    from archfit.train.accelerators import device
 
     device(gpu)  # an unknown accelerator is refused, not modelled as nothing
     if "status" in df.columns:
@@ -293,7 +293,7 @@ def _one(v: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]], loss: str,
 def _modelled_ratio(pair: tuple[dict[str, Any], dict[str, Any]], gpu: str) -> float | None:
     """The step-time model's ratio variant / baseline at the runs' tokens per step."""
     from archfit.errors import ArchfitError
-    from archfit.perf import modelled
+    from archfit.train.perf import modelled
     from archfit.shapes import Shape
 
     from archfit.errors import ShapeError
@@ -305,7 +305,7 @@ def _modelled_ratio(pair: tuple[dict[str, Any], dict[str, Any]], gpu: str) -> fl
     except (TypeError, ValueError):
         return None
     try:
-        from archfit.objectives import DEFAULT_BATCH_TOKENS
+        from archfit.recommending.objectives import DEFAULT_BATCH_TOKENS
 
         tokens = DEFAULT_BATCH_TOKENS  # a GPU's batch: at a CPU run's, launches dominate
         model = modelled(gpu)

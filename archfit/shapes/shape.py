@@ -1,10 +1,10 @@
-"""The one place where a transformer shape is described and counted. About 470 lines because
-every field, its checks and every count live here, and nowhere else.
+"""The one place where a transformer shape is described and counted: every field, its checks
+and every count live here, and nowhere else.
 
 Parameter conventions (every count archfit prints names one of these):
 
 ``params_total``
-    Every trainable parameter of the decoder-only GPT that :mod:`archfit.model`
+    Every trainable parameter of the decoder-only GPT that :mod:`archfit.train.model`
     builds (and that HF ``GPT2LMHeadModel`` builds for GPT-2 shapes): embeddings,
     blocks, final norm and — when untied — the output head.
 ``params_embedding``
@@ -34,52 +34,37 @@ Per-layer plans (``no_mlp``, ``no_attn``, ``heads_per_layer``): every count abov
 the blocks, each counted by :meth:`Shape.layer_breakdown` and :meth:`Shape.layer_flops`; a
 block without an MLP (or attention) has neither its matrices nor the norm before them.
 
-The per-layer plan's text form and its records are in :mod:`archfit.layer_plan` (re-exported
-here).
+The per-layer plan's text form and its records are in :mod:`archfit.shapes.layer_plan`.
 """
 
 from __future__ import annotations
 
 import math
 
+import operator
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal, get_args
+
 from archfit.errors import ShapeError
-from archfit.layer_plan import PLAN_SYNTAX, Layer, parse_plan, plan_indices  # noqa: F401
-from archfit.record import asdict, field, fields, record, replace
+from archfit.shapes.layer_plan import Layer, plan_indices
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any, Literal
-
-    MlpKind = Literal["gelu", "relu2", "swiglu"]
-    PositionKind = Literal["learned", "rope"]
-    NormKind = Literal["layernorm", "rmsnorm"]
-    Parametrization = Literal["standard", "mup", "completep", "depth-mup"]
-
-# the one source of each choice: these tuples; specs and click options read them, and the
-# Literal types (MlpKind, PositionKind, NormKind, Parametrization) are made from them on first
-# use (module __getattr__ below: typing is not on recommend's cold path). For type checkers the
-# Literals above name the same values; tests/test_shapes.py checks that they agree.
-MLP_KINDS: tuple[str, ...] = ("gelu", "relu2", "swiglu")
-POSITION_KINDS: tuple[str, ...] = ("learned", "rope")
-NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
-# how init and learning rates scale with width and depth (archfit.model)
-PARAMETRIZATIONS: tuple[str, ...] = ("standard", "mup", "completep", "depth-mup")
-_KINDS = {"MlpKind": MLP_KINDS, "PositionKind": POSITION_KINDS, "NormKind": NORM_KINDS,
-          "Parametrization": PARAMETRIZATIONS}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _KINDS:
-        from typing import Literal
-
-        return Literal[_KINDS[name]]
-    raise AttributeError(f"module 'archfit.shapes' has no attribute {name!r}")
+# the one source of each choice: these Literal types; specs and click options read the tuples
+# made from them
+MlpKind = Literal["gelu", "relu2", "swiglu"]
+PositionKind = Literal["learned", "rope"]
+NormKind = Literal["layernorm", "rmsnorm"]
+# how init and learning rates scale with width and depth (archfit.train.model)
+Parametrization = Literal["standard", "mup", "completep", "depth-mup"]
+MLP_KINDS: tuple[str, ...] = get_args(MlpKind)
+POSITION_KINDS: tuple[str, ...] = get_args(PositionKind)
+NORM_KINDS: tuple[str, ...] = get_args(NormKind)
+PARAMETRIZATIONS: tuple[str, ...] = get_args(Parametrization)
 
 
 LOSS_CHUNK_ELEMENTS = 1 << 25  # at most this many logits per chunk of the fused output layer
 
 
-def loss_chunk(vocab_size: int) -> int:  # archfit.model computes so, archfit.memory counts so
+def loss_chunk(vocab_size: int) -> int:  # archfit.train.model computes so, archfit.train.memory counts so
     """Tokens per chunk of the fused output layer and loss: a multiple of 64 (CPU GEMMs)."""
     return max(16, LOSS_CHUNK_ELEMENTS // vocab_size // 64 * 64)
 
@@ -109,7 +94,7 @@ MAX_DIM = 10 ** 9
 MAX_PLANNED_LAYERS = 100_000  # per-layer plans list their blocks; uniform shapes count in O(1)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Shape:
     """A decoder-only transformer, validated on construction.
 
@@ -119,10 +104,7 @@ class Shape:
     ``qkv_bias`` puts them on the query, key and value projections only (Qwen2), and is implied
     by ``bias``.
 
-    A frozen :mod:`archfit.record` record, which behaves as a frozen dataclass: copy it with
-    :meth:`with_` or ``archfit.record.replace`` (``dataclasses.replace`` does not take it), list
-    its fields with ``archfit.record.fields``, and add a field in a subclass decorated with
-    ``@record(frozen=True)``.
+    A frozen dataclass: copy it with :meth:`with_` or ``dataclasses.replace``.
     """
 
     n_layer: int
@@ -153,11 +135,7 @@ class Shape:
             value = getattr(self, name)
             if type(value) is int and 0 < value <= MAX_DIM:
                 continue  # the common case, checked once (families build hundreds of shapes)
-            if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, float) and value.is_integer():
-                    object.__setattr__(self, name, int(value))
-                else:
-                    raise ShapeError(f"{name} must be a whole number, got {value!r}")
+            object.__setattr__(self, name, _whole(name, value))
             if getattr(self, name) <= 0:
                 raise ShapeError(f"{name} must be positive, got {value}")
             if getattr(self, name) > MAX_DIM:
@@ -170,24 +148,24 @@ class Shape:
                 raise ShapeError(f"ff_ratio must be a positive number, got {ratio}")
             d_ff = max(1, int(round(ratio * self.d_model)))
         else:
-            d_ff = int(d_ff) if isinstance(d_ff, float) and d_ff.is_integer() else d_ff
-            if not isinstance(d_ff, int) or isinstance(d_ff, bool) or d_ff <= 0:
+            d_ff = _whole("d_ff", d_ff)
+            if d_ff <= 0:
                 raise ShapeError(f"d_ff must be a positive whole number, got {d_ff!r}")
         if d_ff > MAX_DIM:
             raise ShapeError(f"d_ff {d_ff:.3g} is beyond {MAX_DIM:.0e}, the largest "
                              "dimension archfit counts; check the number")
         for k, v in (("d_ff", d_ff), ("ff_ratio", d_ff / self.d_model)):
             object.__setattr__(self, k, v)
-        if self.n_kv_head is None:
-            object.__setattr__(self, "n_kv_head", self.n_head)
-        if not isinstance(self.n_kv_head, int) or self.n_kv_head <= 0:
-            raise ShapeError(f"n_kv_head must be a positive whole number, got {self.n_kv_head!r}")
+        kv = _whole("n_kv_head", self.n_head if self.n_kv_head is None else self.n_kv_head)
+        if kv <= 0:
+            raise ShapeError(f"n_kv_head must be a positive whole number, got {kv!r}")
+        object.__setattr__(self, "n_kv_head", kv)
         if self.d_model % self.n_head:
             raise ShapeError(
                 f"d_model {self.d_model} is not divisible by n_head {self.n_head}; "
                 f"choose heads that divide the width (e.g. {_divisor_hint(self.d_model, self.n_head)})"
             )
-        if self.n_head % self.n_kv_head:
+        if self.n_head % kv:
             raise ShapeError(
                 f"n_head {self.n_head} is not divisible by n_kv_head {self.n_kv_head}; "
                 "key/value heads must divide the query heads (GQA)"
@@ -451,6 +429,19 @@ _FIELDS = frozenset(f.name for f in fields(Shape))
 SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio", "no_mlp",
                "no_attn", "heads_per_layer")
 ARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Shape) if f.name not in SIZE_FIELDS)
+
+
+def _whole(name: str, value: Any) -> int:
+    """``value`` as a Python int: any integer type (numpy's too) or a float with no fraction;
+    a bool, a fraction or anything else is a :class:`ShapeError`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if not isinstance(value, (bool, float)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ShapeError(f"{name} must be a whole number, got {value!r}")
 
 
 def _divisor_hint(d_model: int, n_head: int) -> str:

@@ -1,7 +1,7 @@
 """Objectives beyond loss: the shape that trains to the lowest loss in a GPU-hour budget (or
 reaches a target loss soonest), or the best under a decode-latency bound. Plain math: the
-candidates are a :class:`~archfit.recommender.Recommendation`'s (every buildable shape within
-2% of the target), their speed comes from :mod:`archfit.perf`, their loss from the laws.
+candidates are a :class:`~archfit.recommending.Recommendation`'s (every buildable shape within
+2% of the target), their speed comes from :mod:`archfit.train.perf`, their loss from the laws.
 
 The predicted loss of a candidate trained on D tokens is
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archfit.errors import RecommendError
-from archfit.perf import StepModel, decode_latency, device, modelled
+from archfit.train.perf import StepModel, decode_latency, device, modelled
 
 OBJECTIVES = ("loss", "time", "cost", "latency")
 DEFAULT_GPU = "h100"
@@ -106,8 +106,8 @@ def recommend_for(objective: str, params: float | None = None, *, compute: float
     depth span (:data:`OBJECTIVE_SPAN`), each with its predicted loss, speed, GPU-hours and
     latency, and the pick for ``objective`` (:func:`choose`). ``step_model``: a calibrated
     step model's path (default: the modelled one of ``gpu``)."""
-    from archfit.perf import load_step_model
-    from archfit.recommender import recommend
+    from archfit.train.perf import load_step_model
+    from archfit.recommending.pipeline import recommend
 
     gpu = gpu or DEFAULT_GPU
     device(gpu)

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from archfit.errors import ArchfitError, FitError, UninformativeWarning
-from archfit.families import iso_param_family
+from archfit.shapes.families import iso_param_family
 from archfit.shapes import Shape
 
 if TYPE_CHECKING:  # pragma: no cover
     from archfit.laws import Fit
-    from archfit.recommender import Recommendation
+    from archfit.recommending.result import Recommendation
     from archfit.sweep import Spec
 
 VERDICTS = ("held", "missed", "inconclusive")
@@ -125,7 +125,7 @@ def recipe_grid(spec: Spec) -> tuple[dict[str, Any], float]:
 
 
 def _recommend(fit: Fit, target: float, r: dict[str, Any]) -> Recommendation:
-    from archfit.recommender import recommend
+    from archfit.recommending.pipeline import recommend
 
     b = r["base"]
     kw = {k: b[k] for k in ("mlp", "tied_embeddings", "position", "bias", "norm") if k in b}
@@ -221,7 +221,7 @@ def run(p: Plan, out: str, executor: str = "local", *, concurrency: int | None =
         on_done: Callable[[str, str], None] | None = None) -> Validation:
     """Write the plan to ``out/validate.toml``, train its unfinished runs in ``out/runs`` on
     ``executor``, collect them into ``out/validate.parquet`` and judge them."""
-    from archfit import store
+    from archfit.sweep import store
     from archfit import sweep as sw
 
     os.makedirs(out, exist_ok=True)
@@ -388,7 +388,7 @@ def verdict(rows: list[dict[str, Any]], noise: Mapping[str, Any]) -> tuple[str, 
 
 def judge(p: Plan, table: str) -> Validation:
     """Read the trained runs of plan ``p`` from the run table at ``table`` and judge them."""
-    from archfit.store import read_runs
+    from archfit.sweep.store import read_runs
 
     t = read_runs([table], require_loss=False)
     frame = t.frame

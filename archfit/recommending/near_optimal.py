@@ -19,15 +19,12 @@ numpy-free: ``archfit recommend`` is a cold path.
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.numbers import percentile
 from archfit.shapes import kaplan_width
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any, Callable
 
 TOLERANCE = 0.005  # 0.5% of the loss (recommend --tolerance)
 REACH = math.log(1000.0)  # the scan looks this far each way in ln depth: a flat law has no end

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from archfit.errors import DataError
-from archfit.shapes import Shape
+from archfit.shapes.shape import Shape
 
-KNOWN_MODELS_PATH = os.path.join(os.path.dirname(__file__), "published", "known_models.csv")
+KNOWN_MODELS_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "published",
+                                 "known_models.csv")
 
 _INT = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "n_ctx")
 _BOOL = ("tied_embeddings", "bias", "qkv_bias", "qk_norm")

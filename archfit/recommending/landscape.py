@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from archfit.errors import RecommendError
-from archfit.known import KnownModel, load_known_models
+from archfit.shapes.known import KnownModel, load_known_models
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 

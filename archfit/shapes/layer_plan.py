@@ -4,23 +4,21 @@ heads) and :func:`parse_plan` (``"no-mlp:0,-1 no-attn:mid heads:6,12,12,6"`` to 
 its errors."""
 
 from __future__ import annotations
-
-from collections import namedtuple
+from typing import Any, NamedTuple
 
 from archfit.errors import ShapeError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING would import typing on recommend's cold path
-if TYPE_CHECKING:
-    from typing import Any
 
-
-class Layer(namedtuple("Layer", "index attn mlp heads kv_heads")):
+class Layer(NamedTuple):
     """One block of a shape's per-layer plan: its ``index`` (from 0; the field is 'index' in
     the JSON plans, and tuple.index is not used), whether it has ``attn`` and an ``mlp``, and
-    its query ``heads`` and key/value ``kv_heads``. A ``collections.namedtuple``: typing's
-    NamedTuple would import typing on recommend's cold path."""
+    its query ``heads`` and key/value ``kv_heads``."""
 
-    __slots__ = ()
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which plans never use
+    attn: bool
+    mlp: bool
+    heads: int
+    kv_heads: int
 
 
 def plan_indices(raw: Any, name: str, n_layer: int | None = None) -> list[int]:

@@ -11,7 +11,7 @@ import io
 import os
 from typing import Any
 
-from archfit.plots import _plt
+from archfit.plots.base import pyplot
 
 MARK = '<meta name="generator" content="archfit campaign report">'
 
@@ -27,7 +27,7 @@ def is_report(path: str) -> bool:
 
 def ci_figure(led: dict[str, Any]) -> Any:
     """The target's 95% CI (bars) and point against the cumulative spend, one per round."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     spent, xs = 0.0, []
     for r in led["rounds"]:
@@ -58,7 +58,7 @@ def ci_figure(led: dict[str, Any]) -> Any:
 def _png(fig: Any) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    _plt().close(fig)
+    pyplot().close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -73,7 +73,7 @@ def _file_img(path: str, alt: str) -> str:
 
 def write_report(out: str, path: str) -> str:
     """Write the report of the campaign in ``out`` to ``path`` (atomically); returns ``path``."""
-    from archfit.campaign import read_ledger, status, summary
+    from archfit.campaign.core import read_ledger, status, summary
     from archfit.io import atomic_write
 
     st = status(out)

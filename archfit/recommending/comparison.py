@@ -1,0 +1,79 @@
+"""Every applicable law side by side (:func:`compare`): each shape law's recommended depth and
+width at the target with its CI and verdict, and for a FLOP budget each compute law's split, so
+that disagreement between laws is visible at a glance."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Sequence
+
+from archfit.errors import RecommendError, UninformativeWarning
+from archfit.laws import Fit, load_fit
+from archfit.recommending.options import given_fits
+from archfit.recommending.pipeline import recommend
+
+
+def compare(params: float | None = None, *, compute: float | None = None,
+            fit: Fit | str | Sequence[Fit | str] | None = None, **options: Any
+            ) -> list[dict[str, Any]]:
+    """One row per applicable shape law (the given fits, then every bundled published one):
+    its recommended depth and width at the target, the optimum's CI and the verdict, so that
+    disagreement between laws is visible at a glance. A law that cannot answer gets a row with
+    its reason."""
+    from archfit.laws.published import PUBLISHED
+
+    labelled = []
+    for g in given_fits(fit):
+        f = load_fit(g)
+        src = g if isinstance(g, str) and g not in PUBLISHED else None
+        labelled.append((f, f"{f.label} ({os.path.basename(src)})" if src else f.label))
+    others = [f for f, _ in labelled if f.law_obj.role != "shape"]
+    shape_fits = [(f, lab) for f, lab in labelled if f.law_obj.role == "shape"]
+    names = {f.label for f, _ in shape_fits}
+    published = [(load_fit(n), n) for n in PUBLISHED if n not in names]
+    shape_fits += [(f, n) for f, n in published if f.law_obj.role == "shape"]
+    rows = []
+    if compute is not None:  # one row per compute law: its split of the budget
+        rows += _compute_rows(compute, [(f, lab) for f, lab in labelled
+                                        if f.law_obj.role == "compute"])
+    for f, label in shape_fits:
+        row: dict[str, Any] = {"law": label, "role": "shape", "formula": f.law_obj.formula}
+        try:
+            with warnings.catch_warnings():  # the row carries the verdict
+                warnings.simplefilter("ignore", UninformativeWarning)
+                r = recommend(params, compute=compute, fit=[f, *others], **options)
+        except RecommendError as e:
+            row.update(error=str(e), verdict="-")
+        else:
+            row.update(n_layer=r.shape.n_layer, d_model=r.shape.d_model,
+                       n_layer_opt=r.n_layer_opt, ci=(r.ci or {}).get("n_layer"),
+                       near_optimal=(r.near_optimal or {}).get("n_layer"),
+                       verdict=r.trust["verdict"], reasons=r.trust["reasons"])
+        rows.append(row)
+    return rows
+
+
+def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]]:
+    """Each compute law's N_opt, D_opt and tokens per parameter at ``C`` FLOPs with their CIs
+    and its verdict there: the given fits, then every bundled published compute law."""
+    from archfit.laws.published import PUBLISHED
+
+    names = {f.label for f, _ in given}
+    laws = given + [(f, n) for n in PUBLISHED if n not in names
+                    for f in [load_fit(n)] if f.law_obj.role == "compute"]
+    rows = []
+    for f, label in laws:
+        row: dict[str, Any] = {"law": label, "role": "compute", "formula": f.law_obj.formula,
+                               "N_convention": f.conventions.get("params", "as fitted")}
+        try:
+            opt = f.optimum(C)
+        except (ArithmeticError, ValueError) as e:
+            row.update(error=f"no compute-optimal split at {C:.3g} FLOPs: {e}", verdict="-")
+        else:
+            row.update({k: opt[k] for k in ("N_opt", "D_opt", "tokens_per_param", "N_opt_ci",
+                                           "D_opt_ci", "tokens_per_param_ci")})
+            t = f.verdict(C)
+            row.update(verdict=t.verdict, reasons=t.reasons)
+        rows.append(row)
+    return rows

@@ -1,0 +1,187 @@
+"""From a law to a buildable shape: ``recommend(params=1e12)`` or ``recommend(compute=1e24)``.
+
+Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws; with
+``compute=C`` the compute-optimal N_opt(C) of a compute law is in that fit's own convention
+(total parameters for Hoffmann et al. and Epoch), and the shape is sized so its
+``params_total`` lands on N_opt.
+
+This module names no law: it asks each fit's law object for its role and its optimum. It
+imports no numpy (``archfit recommend`` needs none); objectives beyond loss live apart
+(:mod:`archfit.recommending.objectives`)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+from archfit.errors import RecommendError, UninformativeWarning
+from archfit.laws import Fit, load_fit
+from archfit.laws.published import DEFAULT_SHAPE_LAW
+from archfit.recommending.candidates import DEPTH_SPAN, candidates, optimum, rank
+from archfit.recommending.options import (check_options, ff_rule, fits_by_role, given_fits,
+                                          resolve_target)
+from archfit.recommending.result import Recommendation
+from archfit.shapes import Shape, kaplan_width
+
+
+def recommend(
+    params: float | None = None,
+    *,
+    compute: float | None = None,
+    fit: Fit | str | Sequence[Fit | str] | None = None,
+    vocab_size: int = 50257,
+    n_ctx: int = 2048,
+    head_dim: int = 128,
+    multiple_of: int = 128,
+    ff_ratio: float | str = 4.0,
+    mlp: str = "gelu",
+    n_kv_head: int | None = None,
+    tp: int | None = None,
+    top: int = 5,
+    tied_embeddings: bool = True,
+    position: str = "learned",
+    bias: bool = True,
+    norm: str = "layernorm",
+    ff_multiple: int | None = None,
+    depth_span: tuple[float, float] = DEPTH_SPAN,
+    strict: bool = False,
+    d_ff_rule: Callable[[int], int] | None = None,
+    tolerance: float = 0.005,
+) -> Recommendation:
+    """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
+    budget ``compute`` in FLOPs, via a compute law's N_opt).
+
+    ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
+    a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
+    ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names.
+    ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
+    candidate depths as multiples of the optimal depth (wider for :mod:`archfit.recommending.objectives`).
+    ``d_ff_rule``: d_ff as a function of d_model where a framework fixes it (nanoGPT's 4 d).
+    ``tolerance``: the near-optimal set holds the depths whose predicted loss is within this
+    fraction of the optimum's (:mod:`archfit.recommending.near_optimal`); the pick is its centre in log
+    depth.
+
+    When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
+    ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
+    """
+    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
+              mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
+              position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
+    opts = check_options(params, compute, kw)
+    given = [load_fit(f) for f in given_fits(fit)]
+    fits = fits_by_role(given)
+    if params is not None and "compute" in fits and not any(
+            f.law_obj.role == "shape" for f in given):
+        raise RecommendError(
+            f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
+            "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
+            f"use {DEFAULT_SHAPE_LAW}")
+    target = resolve_target(params, compute, fits)
+    notes: list[str] = []
+    ff, rule = ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
+    shape_fit = fits["shape"]
+    L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
+    near, priced = _near(shape_fit, N_ne, tolerance, notes)
+    if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
+        L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
+    cands = candidates(N_ne, L_opt, ff, opts, depth_span, rule)
+    law = shape_fit.law_obj
+    ci = shape_fit.optimum_ci(N_ne)
+    if ci is None:
+        notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
+                     "optimum (fit your own with --bootstrap to get one)")
+    best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
+    _penalty_cis(rows, near, shape_fit, N_ne, best)
+    notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
+    verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
+    src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
+                               or "fitted by archfit")
+    return Recommendation(
+        shape=best, target_params=target.value, target_convention=target.convention,
+        law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
+        d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
+        compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
+        shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
+        near_optimal=near, loss_model=(near or {}).get("loss_model"),
+    )
+
+
+def _near(fit: Fit, N: float, tol: float, notes: list[str]
+          ) -> tuple[dict[str, Any] | None, Callable[[Shape], float | None] | None]:
+    """The near-optimal set (archfit.recommending.near_optimal) and, when its centre or its prices are
+    not the fit's own, what prices a shape instead: the pricing fit's penalty at the same
+    distance in log depth from the set's centre as from that fit's optimum."""
+    from archfit.recommending.near_optimal import near_optimal, pricing
+
+    try:
+        near = near_optimal(fit, N, tol)
+    except ValueError as e:
+        raise RecommendError(str(e)) from None
+    if near is None:
+        return None, None
+    src = pricing(fit, near)
+    if src is fit and near["centre_from"] == fit.label:
+        return near, None
+    law, L0, c = src.law_obj, src.law_obj.optimum(src.params, N)[0], near["centre"]
+    notes.append(f"the near-optimal set's basis: {near['basis']}")
+
+    def priced(s: Shape) -> float | None:
+        return law.depth_loss(src.params, src.extra, N, L0 * s.n_layer / c)
+
+    return near, priced
+
+
+def _penalty_cis(rows: list[dict[str, Any]], near: dict[str, Any] | None, fit: Fit, N: float,
+                 best: Shape) -> None:
+    """Each alternative's ``loss_penalty_ci`` (95%, over the draws of what priced it)."""
+    if near is None or any(r["loss_penalty"] is None for r in rows):
+        return
+    from archfit.recommending.near_optimal import penalty_ci, pricing
+
+    src = pricing(fit, near)
+    scale = src.law_obj.optimum(src.params, N)[0] / near["centre"]
+    for r in rows:
+        r["loss_penalty_ci"] = penalty_ci(src, N, r["n_layer"] * scale, best.n_layer * scale)
+
+
+def _below_data(fit: Fit, N: float) -> str | None:
+    """A note when N is more than 10x below the fit's smallest run (above its largest, the
+    verdict grades the extrapolation)."""
+    lo = (fit.diagnostics or {}).get("span", {}).get("params_min")
+    return fit.outside_span(N) if lo and N * 10 < lo else None
+
+
+def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
+    """Under a weak or uninformative answer, the Recommendation's ``next_runs`` (one line: what
+    'archfit design' would run first, its cost and the interval it predicts after) and
+    ``next_design`` (the design it came from). numpy is loaded only then, and only for a fit
+    with bootstrap draws: an informative answer stays on the cold path."""
+    if verdict == "informative":
+        return {}
+    if not (fit.bootstrap or {}).get("samples"):
+        return {"next_runs": "this fit carries no parameter draws, so no runs can be planned "
+                             "from it: fit your own sweep ('archfit fit ... --law depth-joint') "
+                             "and run 'archfit design'"}
+    from archfit.designing import suggest
+
+    d, why = suggest(fit, N)
+    if d is None:
+        return {"next_runs": f"no runs planned: {why}"}
+    return {"next_runs": d.first_line(), "next_design": d}
+
+
+def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,
+             strict: bool) -> Any:
+    """The shape law's verdict at N, merged with the compute law's at the budget; an
+    uninformative one warns (or, ``strict``, raises)."""
+    verdict = shape_fit.verdict(N)
+    if compute is not None:
+        cf = fits["compute"]
+        verdict.merge(cf.verdict(compute), f"compute law {cf.label}")
+    if verdict.verdict == "uninformative":
+        why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"
+        if strict:
+            raise RecommendError(f"{why} (--strict)")
+        warnings.warn(f"{why}; the evidence does not support this shape", UninformativeWarning,
+                      stacklevel=3)
+    return verdict

@@ -1,0 +1,203 @@
+"""The :class:`Recommendation` a call to :func:`archfit.recommend` returns: the shape, its
+alternatives, the near-optimal set, the verdict, and their text and JSON forms."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from archfit.numbers import fmt_range
+from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
+
+
+@dataclass(repr=False)  # __repr__ below
+class Recommendation:
+    """The recommended shape, its alternatives and how far to trust them."""
+
+    shape: Shape
+    target_params: float
+    target_convention: str
+    law: str
+    law_formula: str
+    law_source: str
+    n_layer_opt: float
+    d_model_opt: float
+    rel_error: float
+    ci: dict[str, list[float]] | None
+    alternatives_records: list[dict[str, Any]]
+    compute: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    trust: dict[str, Any] = field(default_factory=dict)
+    # every buildable shape within 2% of the target and its shape-law loss penalty (None
+    # without a loss model): what objectives other than loss choose from (archfit.recommending.objectives)
+    candidates: list[tuple[Shape, float | None]] = field(default_factory=list, repr=False)
+    shape_fit: Any = field(default=None, repr=False)
+    fits: dict[str, Any] = field(default_factory=dict, repr=False)
+    # under a weak or uninformative answer: what 'archfit design' would run first (one line),
+    # and the design it came from (archfit.designing.Design, for its figure)
+    next_runs: str | None = None
+    next_design: Any = field(default=None, repr=False)
+    # the depths within a tolerance of the optimum's loss, with CIs on the ends
+    # (archfit.recommending.near_optimal), and what prices the alternatives
+    near_optimal: dict[str, Any] | None = None
+    loss_model: dict[str, Any] | None = None
+
+    @property
+    def alternatives(self) -> Any:
+        """The top-k shapes around the optimum as a polars DataFrame (``.to_pandas()`` works)."""
+        import polars as pl
+
+        return pl.DataFrame(self.alternatives_records)
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.shape
+        out: dict[str, Any] = {
+            "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
+            "n_kv_head": s.n_kv_head, "head_dim": s.head_dim, "d_ff": s.d_ff,
+            "ff_ratio": s.ff_ratio, "mlp": s.mlp, "vocab_size": s.vocab_size, "n_ctx": s.n_ctx,
+            "tied_embeddings": s.tied_embeddings, "position": s.position, "norm": s.norm,
+            "bias": s.bias,
+            "params_non_embedding": s.params_non_embedding, "params_total": s.params_total,
+            "params_embedding": s.params_embedding,
+            "target_params": self.target_params, "target_convention": self.target_convention,
+            "rel_error": self.rel_error,
+            "n_layer_opt": self.n_layer_opt, "d_model_opt": self.d_model_opt,
+            "law": self.law, "law_formula": self.law_formula, "law_source": self.law_source,
+            "flops_per_token": s.flops_per_token("kaplan_train"),
+            "flops_per_token_convention": TRAIN_FLOPS_CONVENTION,
+            "alternatives": self.alternatives_records,
+            "notes": self.notes,
+        }
+        if self.ci is not None:
+            out["ci"] = self.ci
+        if self.compute is not None:
+            out["compute"] = self.compute
+        out["trust"] = self.trust
+        out["next_runs"] = self.next_runs
+        out["near_optimal"] = self.near_optimal
+        out["loss_model"] = self.loss_model
+        return out
+
+    def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
+        """The record as JSON (what ``recommend --json`` prints); written atomically to
+        ``path`` when given."""
+        import json
+
+        from archfit.io import atomic_write, jsonable
+
+        text = json.dumps(jsonable(self.to_dict()), indent=indent, allow_nan=False)
+        if path is not None:
+            atomic_write(path, text + "\n")
+        return text
+
+    def to_frame(self) -> Any:
+        """The recommended shape and its alternatives, one row each, as a polars frame (the
+        first row is the recommendation), with the verdict on every row."""
+        import polars as pl
+
+        return pl.DataFrame(self.alternatives_records).with_columns(
+            pl.lit(self.trust.get("verdict")).alias("verdict"), pl.lit(self.law).alias("law"),
+            pl.lit(self.target_params).alias("target_params"))
+
+    def text(self) -> str:
+        s, ci = self.shape, self.ci or {}
+        lines = []
+        if self.compute:
+            c = self.compute
+            lines.append(f"compute {c['C']:.3g} FLOPs (C = 6 N D), law {c['law']}:")
+            for k, label in (("N_opt", "N_opt (parameters)"), ("D_opt", "D_opt (tokens)"),
+                             ("tokens_per_param", "tokens per parameter")):
+                kci = c.get(f"{k}_ci")
+                lines.append(f"  {label:<22}{c[k]:.4g}" + (
+                    f"  [{kci[0]:.4g}, {kci[1]:.4g}] (95% CI)" if kci else
+                    "  (no CI: the fit has no parameter draws)"))
+        lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
+                  f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
+        dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
+        wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
+        moved = (self.near_optimal or {}).get("centre_from") not in (None, self.law)
+        lines += [(f"optimum: not located by this fit (its 95% bootstrap CI{dci}); the answer "
+                   f"is the near-optimal set, centred at depth {self.n_layer_opt:.1f}, width "
+                   f"{self.d_model_opt:,.0f}") if moved else
+                  (f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
+                   f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else "")),
+                  *_near_lines(self.near_optimal), "", _verdict_line(self.trust), "",
+                  f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
+                  f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
+                  f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}"]
+        total = self.compute is not None and "total" in self.target_convention
+        err = f"; {self.rel_error:+.2%} from target"
+        lines += [f"  params_non_embedding {s.params_non_embedding:,} (Kaplan's N"
+                  f"{'' if total else err})",
+                  f"  params_total         {s.params_total:,} (embeddings "
+                  f"{'tied' if s.tied_embeddings else 'untied'}{err if total else ''})",
+                  f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
+                  f"({TRAIN_FLOPS_CONVENTION})"]
+        lines += [f"note: {n}" for n in self.notes]
+        if self.next_runs:
+            lines.append(f"next: {self.next_runs}")
+        return "\n".join(lines)
+
+    def summary_line(self) -> str:
+        """One line: the shape, its total parameters, the law and the verdict with its reasons
+        (what an export prints beside the config it writes to stdout)."""
+        s = self.shape
+        return (f"recommended: {s.n_layer} x {s.d_model:,} (heads {s.n_head}, kv {s.n_kv_head}, "
+                f"d_ff {s.d_ff:,}), params_total {s.params_total:,}; law {self.law}; verdict "
+                f"{self.trust.get('verdict')}: " + "; ".join(self.trust.get("reasons", [])))
+
+    def alternatives_text(self) -> str:
+        """The recommended shape and its alternatives as an aligned text table (first row:
+        the recommendation)."""
+        cols = [("n_layer", "layers"), ("d_model", "d_model"), ("n_head", "heads"),
+                ("d_ff", "d_ff"), ("params_non_embedding", "non-emb params"),
+                ("rel_error", "vs target"), ("loss_penalty", "loss penalty")]
+
+        rel = (self.loss_model or {}).get("unit") == "fraction of the loss"
+
+        def cell(k: str, v: Any) -> str:
+            if k == "rel_error":
+                return f"{v:+.2%}"
+            if k == "loss_penalty":
+                return "-" if v is None else (f"{v:+.3%}" if rel else f"{v:.4f}")
+            return f"{v:,}" if isinstance(v, int) else str(v)
+
+        lines = ["alternatives (first row = recommended):",
+                 "  ".join(f"{h:>15}" for _, h in cols)]
+        lines += ["  ".join(f"{cell(k, row[k]):>15}" for k, _ in cols)
+                  for row in self.alternatives_records]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def _near_lines(n: dict[str, Any] | None) -> list[str]:
+    """The near-optimal set in words: its range, the ends' CIs, its basis and the pick's rule."""
+    if not n:
+        return []
+    lo, hi = n["n_layer"]
+    ci = n.get("ci") or {}
+
+    def end(k: str) -> str:
+        c = ci.get(k)
+        if not c or len(c) != 2:
+            return ""
+        return " [" + ", ".join("unbounded" if v is None else f"{v:.3g}" for v in c) + "]"
+
+    return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
+            f"{lo:.3g}{end('n_layer_low')} to {hi:.3g}{end('n_layer_high')}, width "
+            f"{n['d_model'][1]:,.0f} to {n['d_model'][0]:,.0f}"
+            + (f" (95% CI of each end: {ci['method']})" if ci.get("method") else
+               " (no CI: the fit carries no parameter draws)"),
+            f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
+
+
+def _verdict_line(t: dict[str, Any]) -> str:
+    v = t.get("verdict", "?")
+    head = {"informative": "verdict: informative",
+            "weak": "verdict: WEAK - use with care",
+            "uninformative": "verdict: UNINFORMATIVE - the evidence does not support this shape"
+            }.get(v, f"verdict: {v}")
+    return "\n".join([head] + [f"  - {r}" for r in t.get("reasons", [])])
