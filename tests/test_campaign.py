@@ -63,16 +63,108 @@ def one_line(r) -> str:  # type: ignore[no-untyped-def]
     ({"budget[]": ""}, "no [budget] section"),
     ({"budget.pool_fraction": "flops = 1"}, "below the cheapest run"),
     ({"law": 'law = "levine"'}, "has no loss model"),
-    ({"executor.kind": 'kind = "kubernetes"'}, "unknown executor 'kubernetes'"),
-    ({"target.params": "params = -3"}, "must be a positive number"),
+    ({"law": 'law = "no-such-law"'}, "law 'no-such-law' is not known"),
+    ({"executor.kind": 'kind = "kubernetes"'}, "executor.kind: must be local, slurm, ray"),
+    ({"target.params": "params = -3"}, "target.params: must be greater than zero"),
     ({"budget.pool_fraction": "pool_fraction = 2"}, "in (0, 1]"),
     ({"law": 'law = "chinchilla"'}, "needs a shape law"),
-    ({"stop.rounds": "rounds = 0"}, "rounds must be a whole number"),
+    ({"stop.rounds": "rounds = 0"}, "stop.rounds: must be greater than zero"),
+    # round five: values of the wrong type, unknown keys, values that passed and misbehaved
+    ({"budget.pool_fraction": 'pool_fraction = "x"'}, "budget.pool_fraction: expected float"),
+    ({"pool.sizes": 'sizes = "1e5"'}, "pool.sizes: expected list"),
+    ({"pool.sizes": 'sizes = [3e4, "abc"]'}, "pool.sizes[1]: expected float"),
+    ({"stop[]": "", "stop.rounds": ""}, None),  # no [stop] at all is fine (checked below)
+    ({"first_batch": "frist_batch = 10"}, "frist_batch: unknown key"),
+    ({"pool.tolerance": "ff_ratio = [4]"}, "pool.ff_ratio: unknown key"),
+    ({"seed": 'seed = 0\nprior = "nonexistent-fit"'}, "prior = 'nonexistent-fit'"),
+    ({"seed": 'seed = 0\nprior = "levine2020"'}, "is a levine fit; a prior for this campaign"),
+    ({"pool.tokens": "tokens = [0]"}, "pool.tokens[0]: must be greater than zero"),
+    ({"first_batch": "first_batch = 1"}, "first_batch = 1 runs cannot be fitted"),
+    ({"batch": "batch = true"}, "batch: expected int, got bool True"),
+    ({"pool.depths": "depths = [1, 2.5, 4]"}, "pool.depths[1]: expected int, got float 2.5"),
+    ({"recommend.vocab_size": 'vocab_size = "abc"'}, "recommend.vocab_size: expected int"),
+    ({"recommend.head_dim": "head_dim = 6"}, "[recommend] head_dim 6 does not divide"),
+    ({"budget.pool_fraction": 'gpu_hours = 5\ngpu = "tpu9"'}, "gpu 'tpu9' is not known"),
+    ({"train.batch_size": "batch_size = -16"}, "train.batch_size: must be greater than zero"),
+    ({"seed": 'seed = 0\ndata = "no-such-corpus.bin"'}, "the training recipe"),
+    ({"model.head_dim": "head_dim = 7"}, "depth-joint needs 10 runs to be fitted"),
 ])
 def test_a_bad_spec_gets_one_line_and_exit_2(cli, tmp_path, edits, says):
-    r = cli("campaign", "run", write_spec(tmp_path, **edits), "--out", tmp_path / "c")
+    """Every spec problem is one line before anything is written: no folder, no lock, no
+    ledger, no FLOP spent (round five found each of these crashing, passing silently, or found
+    only after a round had trained)."""
+    spec = write_spec(tmp_path, **edits)
+    if says is None:
+        spec.write_text(spec.read_text() + "\n[stop]\nrounds = 0\n")
+        says = "stop.rounds: must be greater than zero"
+    r = cli("campaign", "run", spec, "--out", tmp_path / "c")
     assert says in one_line(r)
-    assert not (tmp_path / "c" / "ledger.json").exists()
+    assert not (tmp_path / "c").exists()
+
+
+def test_more_bad_specs_are_one_line_before_anything_is_written(cli, tmp_path):
+    """A spec file that is not UTF-8, a grid of 600,000 sizes, an empty pool table, a pool
+    table whose sizes are text, and a Slurm executor where there is no Slurm."""
+    out = tmp_path / "c"
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(spec_text().replace("campaign-demo", "caf\u00e9").encode("latin-1"))
+    assert "not UTF-8 text" in one_line(cli("campaign", "run", bad, "--out", out))
+    sizes = ", ".join(["3e4"] * 600_000)
+    many = write_spec(tmp_path, "many.toml", **{"pool.sizes": f"sizes = [{sizes}]"})
+    assert "expands to 3,600,000 candidates" in one_line(cli("campaign", "run", many, "--out",
+                                                             out))
+    (tmp_path / "empty.csv").write_text("params,n_layer,d_model,tokens\n")
+    (tmp_path / "text.csv").write_text("params,n_layer,d_model,tokens\nbig,2,32,3e5\n")
+    for table, says in (("empty.csv", "[pool]"), ("text.csv", "params")):
+        t = write_spec(tmp_path, f"t-{table}.toml", **{"pool[]": ""})
+        t.write_text(t.read_text() + f'\n[pool]\ntable = "{table}"\n')
+        assert says in one_line(cli("campaign", "run", t, "--out", out))
+    if shutil.which("sbatch") is None:
+        slurm = write_spec(tmp_path, "s.toml", **{"executor.kind": 'kind = "slurm"'})
+        assert "sbatch and srun not found" in one_line(cli("campaign", "run", slurm, "--out",
+                                                            out))
+    assert not out.exists()
+
+
+def test_the_api_refuses_what_is_not_a_spec_or_a_folder_with_a_typed_error(tmp_path):
+    import archfit
+    import archfit.campaign as cp
+
+    for bad in (None, {"law": "depth-joint"}, 3):
+        with pytest.raises(cp.CampaignError, match="a campaign spec is a path"):
+            archfit.campaign.run(bad, tmp_path / "c")  # type: ignore[arg-type]
+        with pytest.raises(cp.CampaignError, match="a campaign folder is a path"):
+            archfit.campaign.status(bad)  # type: ignore[arg-type]
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_damaged_ledger_is_one_line_for_status_report_and_run(cli, tmp_path):
+    for text, says in (("{", "not a readable campaign ledger"),
+                       ('{"schema": "archfit.campaign/1", "name": "x"}', "missing 'spec'"),
+                       ('{"schema": "archfit.campaign/1", "name": "x", "spec": {}, '
+                        '"rounds": [{"round": 0, "state": "cooked", "dir": "round-0", '
+                        '"chosen": [], "spend": 1, "runs": {}}]}', "state 'cooked'"),
+                       ('{"schema": "archfit.campaign/1", "name": "x", "spec": {}, '
+                        '"spent": "lots"}', "spent is 'lots'")):
+        out = tmp_path / "d"
+        out.mkdir(exist_ok=True)
+        (out / "ledger.json").write_text(text)
+        for argv in (("status", out), ("report", out, "-o", tmp_path / "r.html"),
+                     ("run", DEMO, "--out", out)):
+            assert says in one_line(cli("campaign", *argv)), (text, argv)
+        assert (out / "ledger.json").read_text() == text
+
+
+def test_a_temp_file_left_by_a_kill_before_the_first_ledger_is_not_foreign(tmp_path):
+    """A kill during the first ledger write leaves '.tmp-...' beside the lock; the folder is
+    still the campaign's (resume once said 'not a campaign folder')."""
+    from archfit.campaign import ledger
+
+    out = tmp_path / "c"
+    out.mkdir()
+    (out / ".lock").write_text("")
+    (out / ".tmp-4242-1-ledger.json").write_text('{"schema"')
+    assert ledger.foreign(str(out)) == [] and ledger.read(str(out)) is None
 
 
 def test_a_folder_that_is_not_a_campaign_is_refused(cli, tmp_path):
@@ -97,37 +189,102 @@ def test_a_second_concurrent_run_is_refused(cli, tmp_path):
     assert not (out / "ledger.json").exists()
 
 
-def test_a_changed_spec_is_refused_with_the_difference_and_restart_starts_over(cli, tmp_path):
-    from archfit.campaign import core as cp
+def begun(spec_path: Path, out: Path, **fields) -> None:  # type: ignore[no-untyped-def]
+    """The ledger 'campaign run' writes before round 0, with ``fields`` set, and a round
+    folder: a campaign folder, made without training anything."""
+    import archfit.campaign as cp
 
-    first = write_spec(tmp_path, "a.toml")
-    out = tmp_path / "c"
-    out.mkdir()
-    spec = cp.load(str(first))
-    led = cp._open_folder(spec, str(out), False)  # the ledger 'run' writes before round 0
-    cp.write_ledger(str(out), led)
+    spec = cp.load(spec_path)
+    ready = cp.prepare(spec)
+    out.mkdir(exist_ok=True)
+    cp.ledger.write(str(out), cp.Ledger(name=spec.name, spec=spec.raw, budget=ready.budget,
+                                        unit=ready.unit, **fields))
     (out / "round-0").mkdir()
-    changed = write_spec(tmp_path, "b.toml", **{"stop.rounds": "rounds = 7"})
+    (out / "round-0" / "spec.toml").write_text("# round 0\n")
+
+
+def test_a_changed_spec_is_refused_in_one_phrase_per_change(cli, tmp_path):
+    out = tmp_path / "c"
+    begun(write_spec(tmp_path, "a.toml"), out)
+    changed = write_spec(tmp_path, "b.toml", **{"pool.tokens": "tokens = [4e5]",
+                                                "stop.rounds": "rounds = 2"})
     line = one_line(cli("campaign", "run", changed, "--out", out))
-    assert "the spec changed" in line and "-rounds = 4" in line and "+rounds = 7" in line
-    assert (out / "ledger.json").exists() and (out / "round-0").is_dir()  # nothing touched
-    # --restart clears the folder; this spec's budget then stops it before anything trains
+    assert "the spec changed" in line and "[pool] tokens: [300000.0] -> [400000.0]" in line
+    assert "[stop] rounds: 4 -> 2 (rounds can only be raised)" in line
+    assert (out / "ledger.json").exists() and (out / "round-0" / "spec.toml").exists()
+
+
+def test_restart_checks_the_new_spec_first_and_removes_only_archfits_files(cli, tmp_path):
+    """--restart with a spec that is then refused touches nothing (it once deleted every run,
+    the ledger and the user's notes before checking); a restart removes the ledger, rounds,
+    lock and temporary files, and keeps the user's."""
+    import archfit.campaign as cp
+
+    out = tmp_path / "c"
+    begun(write_spec(tmp_path, "a.toml"), out)
+    (out / "notes.txt").write_text("mine")
+    before = sorted(p.name for p in out.iterdir())
     cheap = write_spec(tmp_path, "c.toml", **{"budget.pool_fraction": "flops = 1"})
     assert "below the cheapest run" in one_line(cli("campaign", "run", cheap, "--out", out,
                                                     "--restart"))
-    assert not (out / "round-0").exists() and not (out / "ledger.json").exists()
+    assert sorted(p.name for p in out.iterdir()) == before
+    (out / ".tmp-123-abc-ledger.json").write_text("{")  # a killed write's leftover
+    (out / "validation").mkdir()
+    cp.ledger.clear(str(out))
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_a_raised_budget_continues_a_stopped_campaign_and_the_ledger_records_it(cli, tmp_path):
+    """A finished campaign (stopped by its rounds) run again with a larger budget and more
+    rounds continues; with only a larger budget its rounds still stop it, and both runs of
+    the spec are in the ledger. (The slow test below trains the continued round.)"""
+    import archfit.campaign as cp
+
+    out = tmp_path / "c"
+    begun(write_spec(tmp_path, "a.toml", **{"stop.rounds": "rounds = 1"}), out,
+          stopped_because="1 rounds run ([stop] rounds = 1)")
+    led = cp.ledger.read(str(out))
+    led.rounds.append(cp.Round(round=0, state=cp.RoundState.FITTED, dir="round-0", chosen=[],
+                               spend=1.0, verdict="weak", target_ci=[2.0, 20.0]))
+    cp.ledger.write(str(out), led)
+    more = write_spec(tmp_path, "b.toml", **{"stop.rounds": "rounds = 1",
+                                             "budget.pool_fraction": "pool_fraction = 0.8"})
+    r = cli("campaign", "run", more, "--out", out)
+    assert r.exit_code == 0, r.output
+    led = cp.ledger.read(str(out))
+    assert led.stopped_because == "1 rounds run ([stop] rounds = 1)"
+    assert [c.changes for c in led.changes] == [["[budget] pool_fraction: 0.6 -> 0.8"]]
+    assert led.spec["budget"]["pool_fraction"] == 0.8 and led.budget is not None
+    st = cp.status(str(out)).to_dict()
+    assert st["changes"][0]["round"] == 1 and st["rounds"][0]["chosen"] == []
+    assert "continued before round 1" in r.output
+    lower = write_spec(tmp_path, "c.toml", **{"stop.rounds": "rounds = 1",
+                                              "budget.pool_fraction": "pool_fraction = 0.5"})
+    assert "the budget can only be raised" in one_line(cli("campaign", "run", lower, "--out",
+                                                           out))
 
 
 def test_the_report_refuses_to_replace_a_file_it_did_not_write(cli, tmp_path):
-    from archfit.campaign import core as cp
-
     out = tmp_path / "c"
-    out.mkdir()
-    cp.write_ledger(str(out), cp._open_folder(cp.load(str(DEMO)), str(out), False))
+    begun(DEMO, out)
     mine = tmp_path / "mine.html"
     mine.write_text("<html>my page</html>")
     r = cli("campaign", "report", out, "-o", mine)
     assert r.exit_code == 2 and mine.read_text() == "<html>my page</html>"
+
+
+@pytest.mark.parametrize("inside", ["ledger.json", "round-0/spec.toml"])
+def test_the_report_never_replaces_the_campaigns_own_files_even_with_force(cli, tmp_path,
+                                                                          inside):
+    """'report -o DIR/ledger.json --force' once replaced the ledger with the page, and the
+    campaign could no longer resume."""
+    out = tmp_path / "c"
+    begun(DEMO, out)
+    before = (out / inside).read_bytes()
+    line = one_line(cli("campaign", "report", out, "-o", out / inside, "--force"))
+    assert "is also an input of this command" in line
+    assert (out / inside).read_bytes() == before
 
 
 # ------------------------------------------------------------------ the loop (trains)
@@ -160,7 +317,7 @@ def uninterrupted(tmp_path_factory):
     r = subprocess.run(campaign_cmd("run", spec, "--out", d / "c"), capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
-    return spec, ledger_facts(d / "c")
+    return spec, ledger_facts(d / "c"), d / "c"
 
 
 @pytest.mark.slow
@@ -169,10 +326,10 @@ def test_a_sigkill_at_any_moment_resumes_to_the_same_ledger(uninterrupted, tmp_p
     """Killed (SIGKILL, the whole process group, as a dead node leaves it) while round 0's runs
     train, while round 1 is fitted, and between writing a new ledger and putting it in place;
     run again, it finishes with the uninterrupted run's runs and spend."""
-    spec, want = uninterrupted
+    spec, want, _ = uninterrupted
     out = tmp_path / "c"
-    env = {**os.environ, "ARCHFIT_CAMPAIGN_HOLD": moment}
-    p = subprocess.Popen(campaign_cmd("run", spec, "--out", out), env=env,
+    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "held_campaign.py"), moment,
+                          *campaign_cmd("run", spec, "--out", out)[3:]],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          start_new_session=True)
     t0 = time.time()
@@ -187,6 +344,32 @@ def test_a_sigkill_at_any_moment_resumes_to_the_same_ledger(uninterrupted, tmp_p
                        timeout=900)
     assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
     assert ledger_facts(out) == want
+
+
+@pytest.mark.slow
+def test_a_finished_campaign_given_more_rounds_and_budget_trains_only_the_new_round(
+        uninterrupted, tmp_path):
+    """The finished two-round campaign, run again with a spec that raises the rounds and the
+    budget: it trains a third round and nothing of the first two, and its ledger records the
+    change before round 2."""
+    spec, want, done = uninterrupted
+    out = tmp_path / "c"
+    shutil.copytree(done, out)
+    results = {p: p.stat().st_mtime_ns for p in out.glob("round-*/runs/*/result.json")}
+    assert len(results) == sum(len(x[2]) for x in want["rounds"])
+    more = tmp_path / "more.toml"
+    more.write_text(spec.read_text().replace("rounds = 2", "rounds = 3")
+                    .replace("pool_fraction = 0.6", "pool_fraction = 0.9"))
+    r = subprocess.run(campaign_cmd("run", more, "--out", out), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, (r.stdout, r.stderr[-3000:])
+    led = json.loads((out / "ledger.json").read_text())
+    assert [x["state"] for x in led["rounds"]] == ["fitted"] * 3
+    assert led["changes"][0]["round"] == 2 and sorted(led["changes"][0]["changes"]) == [
+        "[budget] pool_fraction: 0.6 -> 0.9", "[stop] rounds: 2 -> 3"]
+    assert all(p.stat().st_mtime_ns == t for p, t in results.items())  # none trained again
+    assert all(state == "ok" for state in led["rounds"][2]["runs"].values())
+    assert ledger_facts(out)["rounds"][:2] == want["rounds"]
 
 
 def _chromium() -> tuple[str, str] | None:
@@ -240,7 +423,7 @@ def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
     assert ratio0 / ratio >= 2 or "verdict" in d["stopped_because"], (ratio0, ratio)
     assert all(run["state"] == "ok" for run in d["runs"])
     assert len(d["runs"]) == sum(r["runs"] for r in d["rounds"])
-    from archfit.campaign import core as cp
+    import archfit.campaign as cp
 
     s = cp.status(str(out))
     assert s.rounds.height == len(d["rounds"]) and s.runs.height == len(d["runs"])
@@ -296,7 +479,7 @@ def test_the_pool_holds_the_shapes_the_sweep_engine_trains_with_the_recipes_defa
     candidate is the shape the sweep engine builds for that size and depth from the same
     recipe (it once priced them at ctx 128 and multiple 8, where the engine trains at 256 and
     64)."""
-    from archfit.campaign import core as campaign
+    from archfit.campaign import loop as campaign
     from archfit.sweep import load_spec
 
     spec = write_spec(tmp_path, **{"model.multiple": "", "train.ctx": "",

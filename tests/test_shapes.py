@@ -175,3 +175,28 @@ def test_family_with_fixed_kv_heads_is_sized_with_them(target, L, kv, mlp):
     assert m.shape is not None and m.shape.n_kv_head == kv and m.shape.n_head % kv == 0
     assert m.within_tolerance, (m.rel_error, m.shape)
 
+
+
+def test_shape_is_a_plain_frozen_dataclass():
+    """dataclasses.replace, fields and asdict work on Shape (it was a private record class
+    that dataclasses.replace refused), and numpy integers are whole numbers."""
+    import dataclasses
+
+    import numpy as np
+
+    import archfit
+
+    s = archfit.Shape(n_layer=12, d_model=768, n_head=12)
+    six = dataclasses.replace(s, n_layer=6)
+    # a GPT-2 block: 12 d^2 + 13 d (biases and two LayerNorms), plus the final LayerNorm 2d
+    block = 12 * 768 ** 2 + 13 * 768
+    assert s.params_non_embedding == 12 * block + 2 * 768 == 85_056_000
+    assert six.n_layer == 6 and six.params_non_embedding == 6 * block + 2 * 768
+    assert dataclasses.is_dataclass(s) and "n_layer" in {f.name for f in dataclasses.fields(s)}
+    assert dataclasses.asdict(s)["d_ff"] == 3072
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.n_layer = 3  # type: ignore[misc]
+    n = archfit.Shape(n_layer=np.int64(12), d_model=np.int32(768), n_head=np.int16(12))
+    assert n == s and type(n.n_layer) is int
+    with pytest.raises(archfit.ArchfitError, match="whole number"):
+        archfit.Shape(n_layer=np.float64(2.5), d_model=768, n_head=12)

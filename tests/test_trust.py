@@ -153,10 +153,12 @@ def test_compute_recommendation_and_compare_give_cis_and_verdicts(tmp_path, cli)
         line = [ln for ln in r.output.splitlines() if label in ln][0]
         value = float(line.split(label)[1].split()[0])
         lo, hi = (float(x) for x in line.split("[")[1].split("]")[0].split(","))
-        assert lo < value < hi and line.endswith("(95% CI)"), line
+        assert lo < value < hi, line
+    assert "(each interval: 95% CI, fitted: percentiles over" in r.output
     d = json.loads(cli("recommend", "--compute", "1e22", "--fit", p, "--json").output)
     c = d["compute"]
     assert c["N_opt_ci"][0] < c["N_opt"] < c["N_opt_ci"][1]
+    assert c["provenance"]["provenance"] == "fitted"
     assert c["tokens_per_param"] == pytest.approx(c["D_opt"] / c["N_opt"])
     rows = json.loads(cli("recommend", "--compute", "1e22", "--compare", "--fit", p,
                           "--json").output)["rows"]

@@ -73,13 +73,9 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--batch", type=COUNT, default=4, show_default=True,
               help="Runs per batch.")
 @click.option("--strategy", default="archfit", show_default=True,
-              help="archfit (a share of the budget nearest the target: for a --target "
-                   "table 80%, otherwise as far as the law misses its own costliest runs; "
-                   "the rest by the target's expected shrink per square root of cost, for a "
-                   "table among the nearer half of the pool, what none there can use "
-                   "nearest; from 16 runs, a round whose residuals show no lack of fit "
-                   "as variance picks it), variance (the shrink alone), "
-                   "nearest, random, cheapest, cost-weighted, d-optimal or v-optimal.")
+              help="archfit (the default rule, see 'archfit design --help'), variance (the "
+                   "target's expected shrink per cost), nearest, random, cheapest, "
+                   "cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
                    "this (e.g. 1.5x).")

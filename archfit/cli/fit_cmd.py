@@ -253,17 +253,32 @@ def laws(as_json):
     rows = list_laws()
     pub = [{"name": k, "law": v["law"], "params": ", ".join(f"{p}={x:g}" for p, x in
                                                                v["params"].items()),
-            "source": v["source"]} for k, v in PUBLISHED.items()]
+            "source": v["source"], "link": v.get("link")} for k, v in PUBLISHED.items()]
+    from archfit.laws.published import constants
     from archfit.recommending.near_optimal import published_curvatures
 
     shapes = published_curvatures()
+    consts = constants()
     if as_json:
-        emit_json({"laws": rows, "published": pub, "shape_loss": shapes})
+        emit_json({"laws": rows, "published": pub, "constants": consts, "shape_loss": shapes})
         return
     print_table(rows, [("law", "law"), ("role", "role"), ("formula", "formula")], title="Laws")
     click.echo("")
-    print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters")],
+    print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters"),
+                      ("link", "source")],
                 title="Published fits (use by name: --fit NAME or --law NAME)")
+    click.echo("")
+    print_table([{**c, "value": f"{c['value']:.6g}",
+                  "interval": ("[{:.4g}, {:.4g}]".format(*c["interval"]) if c["interval"]
+                               else "-"),
+                  "from": c["provenance"] + ("" if not c["interval"] else
+                                             f"; interval {c['interval_provenance']}")}
+                 for c in consts],
+                [("fit", "published fit"), ("constant", "constant"), ("value", "value"),
+                 ("interval", "95% interval or range"), ("from", "provenance"),
+                 ("link", "source")],
+                title="Every published constant and where it comes from (published: the "
+                      "source's own number; assumed: archfit's reading of a bound, never a CI)")
     click.echo("")
     print_table([{**r, "curvature": f"{r['curvature_at_7e9']:.3g} {r['range']}"} for r in shapes],
                 [("name", "published fit"), ("curvature", "curvature at 7e9 [range]"),

@@ -116,56 +116,60 @@ class Design:
         """The chosen runs as a sweep spec (``.toml``, for ``archfit sweep run``; with ``spec``
         the recipe of that sweep: data, model, train, executor) or a table (``.csv``,
         ``.parquet``). Atomic."""
-        from archfit.io import atomic_write
+        from archfit.io import atomic_path, atomic_write
 
         if path.endswith((".csv", ".parquet")):
-            from archfit.io import atomic_path
-
             with atomic_path(path) as tmp:
                 (self.to_frame().write_csv if path.endswith(".csv")
                  else self.to_frame().write_parquet)(tmp)
             return path
-        if not self.chosen or "n_layer" not in self.chosen[0]:
-            raise DesignError("a sweep spec needs shapes (n_layer, d_model); write the chosen "
-                              "runs as a table instead (-o next.csv)")
         import tomli_w
 
-        raw = {k: dict(spec.raw[k]) for k in ("model", "train", "executor")
-               if spec is not None and k in spec.raw}
-        if spec is not None and "data" in spec.raw:
-            raw["data"] = spec.raw["data"]
-        toks = {round(c["tokens"]) for c in self.chosen}
-        tpp = {round(c["tokens"] / c["params"], 2) for c in self.chosen}
-        if len(toks) == 1:
-            budget = {"tokens": float(toks.pop())}
-        elif len(tpp) == 1:
-            budget = {"tokens_per_param": float(tpp.pop())}
-        else:
-            raise DesignError(f"the chosen runs train on {len(toks)} different token counts; a "
-                              "sweep spec holds one budget: write them as a table (-o next.csv)")
-        model = raw.setdefault("model", {})
-        model.pop("n_head", None)
-        shapes = [_spec_shape(c) for c in self.chosen]
-        default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
-        runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
-                for sh, c in zip(shapes, self.chosen)}
-        lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
-        uniq = {r[0] for r in runs}
-        if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
-            raise DesignError(f"the chosen runs are not every shape at every one of their "
-                              f"{len(lrs)} learning rate(s) and {len(seeds)} seed(s), which is "
-                              "what a sweep spec trains: write them as a table (-o next.csv)")
-        shapes = [dict(t) for t in dict.fromkeys(tuple((k, tuple(v) if isinstance(v, list)
-                                                         else v) for k, v in sh.items())
-                                                   for sh in shapes)]
-        shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
-                  for sh in shapes]
-        raw: dict[str, Any]
-        raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
-                   description=f"archfit design: {len(shapes)} runs toward {self.target}",
-                   seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
-        atomic_write(path, tomli_w.dumps(raw))
+        atomic_write(path, tomli_w.dumps(sweep_spec(self.chosen, spec, str(self.target))))
         return path
+
+
+def sweep_spec(chosen: list[dict[str, Any]], spec: Any = None, toward: str = "") -> dict[str, Any]:
+    """The sweep spec (as a dict, what ``archfit sweep run`` reads from TOML) that trains the
+    ``chosen`` runs with the recipe of ``spec`` (a sweep spec's ``raw`` sections: data, model,
+    train, executor; its seeds and learning rates)."""
+    if not chosen or "n_layer" not in chosen[0]:
+        raise DesignError("a sweep spec needs shapes (n_layer, d_model); write the chosen "
+                          "runs as a table instead (-o next.csv)")
+    raw: dict[str, Any] = {k: dict(spec.raw[k]) for k in ("model", "train", "executor")
+                           if spec is not None and k in spec.raw}
+    if spec is not None and "data" in spec.raw:
+        raw["data"] = spec.raw["data"]
+    toks = {round(c["tokens"]) for c in chosen}
+    tpp = {round(c["tokens"] / c["params"], 2) for c in chosen}
+    if len(toks) == 1:
+        budget = {"tokens": float(toks.pop())}
+    elif len(tpp) == 1:
+        budget = {"tokens_per_param": float(tpp.pop())}
+    else:
+        raise DesignError(f"the chosen runs train on {len(toks)} different token counts; a "
+                          "sweep spec holds one budget: write them as a table (-o next.csv)")
+    model = raw.setdefault("model", {})
+    model.pop("n_head", None)
+    shapes = [_spec_shape(c) for c in chosen]
+    default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
+    runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
+            for sh, c in zip(shapes, chosen)}
+    lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
+    uniq = {r[0] for r in runs}
+    if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
+        raise DesignError(f"the chosen runs are not every shape at every one of their "
+                          f"{len(lrs)} learning rate(s) and {len(seeds)} seed(s), which is "
+                          "what a sweep spec trains: write them as a table (-o next.csv)")
+    shapes = [dict(t) for t in dict.fromkeys(tuple((k, tuple(v) if isinstance(v, list)
+                                                     else v) for k, v in sh.items())
+                                               for sh in shapes)]
+    shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
+              for sh in shapes]
+    raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
+               description=f"archfit design: {len(shapes)} runs toward {toward}",
+               seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
+    return raw
 
 
 def _spec_shape(c: dict[str, Any]) -> dict[str, Any]:

@@ -149,7 +149,12 @@ def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
         raise DesignError(f"{where} lacks column(s) {', '.join(missing)} that {law.name} needs "
                           f"to predict a run; it has {', '.join(frame.columns)}")
     for c in (*law.columns, "tokens", "cost"):  # a size, depth, token count or cost <= 0
-        if c != "loss" and c in frame.columns and frame[c].dtype.is_numeric():
+        if c != "loss" and c in frame.columns and not frame[c].dtype.is_numeric():
+            first = frame[c].drop_nulls().head(1).to_list()
+            raise DesignError(f"{where}'s column {c!r} holds {frame[c].dtype} values"
+                              + (f" ({first[0]!r})" if first else "")
+                              + "; it must hold numbers")
+        if c != "loss" and c in frame.columns:
             bad = int((~(frame[c] > 0).fill_null(False)).sum())
             if bad:
                 raise DesignError(f"{where}'s column {c!r} has {bad} missing, zero or negative "

@@ -262,52 +262,16 @@ def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
                       ) -> list[int]:
     """One greedy batch on the ensemble, ranked by the target's expected shrink per square
     root of cost (``COST_EXPONENT``), each pick conditioning the next. ``trace`` receives (gain
-    per unit cost, the target's remaining sd as a share of today's) per pick.
+    per unit cost, the target's remaining sd as a share of today's) per pick. The exponent 1/2
+    tempers the cost, as cost-cooled acquisition does (Lee et al. 2020, arXiv 2003.10870).
 
-    The exponent is measured, not assumed. Shrink per unit cost (exponent 1) trusts the
-    ensemble's gains fully and fills a batch with cheap runs; shrink alone (0) ignores cost.
-    The gains come from a fit of the runs so far, often a poor one early on, and on
-    bench_design each end loses one planted truth. The exponent ½ tempers the cost (as
-    cost-cooled acquisition does, Lee et al. 2020, arXiv 2003.10870, with a fixed exponent
-    instead of their schedule). benchmarks/README.md gives the rules tried and their
-    figures.
-
-    For a target table (runs to predict), a law is only approximately true of a real sweep,
-    and what it gets wrong far from the target it gets wrong at the target. So
-    ``TABLE_SHARE`` of each batch's budget goes to the candidates nearest the target first
-    (``step.near_share``, :func:`table_share`), and the rest is picked by the criterion among
-    the nearer ``TRUST_REGION`` of the open candidates (a trust region: cheap runs far away pin
-    the law's parameters where they are not needed and, under a wrong law, outvote the runs
-    near the target in a fit that weighs rows alike). The share is fixed, not raised where the
-    law missed its own costliest runs (as it is for the other targets): the miss is measured
-    on a handful of runs and moves with the bootstrap, and on the tuning seeds raising the
-    share on it changed nothing on three public sweeps and on the planted truths, and on Marin
-    Comma bought one costly near run in place of three that fit better (2.76% -> 3.85% on 4
-    of 20 seeds). Once nothing affordable is left inside the trust region (late in a budget,
-    when only cheap runs are), the rest goes to the nearest affordable candidates first, not to
-    the criterion over the whole pool: until commit d7a6285 it did, and the cheap far runs it
-    bought there (1e7-1e8 parameters at 2-8 tokens per parameter) are what cost the planted
-    drift truth 1.47% on the tuning seeds (0.58% without them). The constants were chosen on the
-    benchmarks' tuning seeds among the rules in ``scripts/design_variants.py``;
-    benchmarks/README.md gives the table.
-
-    All that guards against a wrong law, and a right one pays for it: where the law holds,
-    many runs spread over the pool average the noise better than a few near the target. So
-    from ``LACK_OF_FIT_RUNS`` runs on, a round whose residuals show no lack of fit
-    (:func:`lack_of_fit` at p >= ``LACK_OF_FIT_LEVEL``) is picked as ``variance`` picks it:
-    the criterion alone, over the whole pool, paced to half of what is left while anything
-    costs that little. From 16 runs, not 20 (until commit e64bcb9): the depth-joint law
-    starts with 16 runs, so the gate can open in its first adaptive round, before the near
-    share has spent most of the budget; on the planted tuning seeds 0-19 at 10% that took the
-    depth-joint truth from 0.95% (from 20 runs; 1.14% without the gate) to 0.65%, and left
-    chinchilla (0.33%) and drift as they were. A chinchilla-law pool starts with 10 runs and
-    its batches add half the runs in hand, so while the budget buys whole batches its rounds
-    open at 10, 15, 22 and 33 runs: from 16 is from 22 there, and nothing moved on the public
-    sweeps (tuning seed 0). From 15 it would open at 15, where the test finds nothing wrong
-    with real Chinchilla (p = 0.50), whose law misses only at its costliest end. The test
-    flags drift from its first 10 runs (p <= 0.03). A smoothness statistic (nearest-neighbour
-    agreement of the residuals) in its place let drift through at 22 runs;
-    benchmarks/README.md gives the table."""
+    For a target table, ``TABLE_SHARE`` of each batch's budget goes to the candidates nearest
+    the target first, and the rest is picked by the criterion among the nearer
+    ``TRUST_REGION`` of the open candidates; once nothing affordable is left there, the rest
+    goes to the nearest affordable candidates. From ``LACK_OF_FIT_RUNS`` runs on, a round whose
+    residuals show no lack of fit (:func:`lack_of_fit` at p >= ``LACK_OF_FIT_LEVEL``) is
+    picked as ``variance`` picks it, paced to half of what is left. How these constants were
+    chosen is in docs/benchmarks/design.md."""
     if step.target.kind != "table":
         return _criterion(step, k, left, trace, step.near_share, discrepancy=True)
     p = lack_of_fit(step.fit, step.data)

@@ -92,6 +92,36 @@ class Fit:
                                     1000, check_valid="ignore")
         return [dict(zip(names, map(float, x))) for x in X if np.all(np.isfinite(x))]
 
+    def interval_provenance(self) -> dict[str, Any] | None:
+        """Where the intervals over this fit's draws come from (:mod:`archfit.laws.provenance`):
+        ``fitted`` with the method (the bootstrap's resamples of the runs, or the Wald
+        covariance's draws); None for a fit with neither (a point estimate)."""
+        from archfit.laws.provenance import FITTED, record
+
+        k = len(self.bootstrap_params())
+        src = self.source or (", ".join(i.get("path", "") for i in self.inputs) or None)
+        if k:
+            b = self.bootstrap or {}
+            of = (f" of its {b['n_units']} {b['unit']}s" if b.get("n_units") and b.get("unit")
+                  else "")
+            return record(FITTED, f"percentiles over {k} bootstrap resamples{of}", source=src)
+        if self.cov:
+            return record(FITTED, "percentiles over 1,000 draws from the normal of the fit's "
+                                  "covariance (Wald)", source=src)
+        return None
+
+    def parameter_provenance(self) -> dict[str, Any] | None:
+        """Where the parameters' intervals (:meth:`conf_int`) come from: the fit's draws, else
+        the source's stated intervals (``published``), else None."""
+        from archfit.laws.provenance import PUBLISHED, record
+
+        own = self.interval_provenance()
+        if own is not None or not any(self.ci.values()):
+            return own
+        return record(PUBLISHED, (PUBLISHED.get(self.name or "", {})
+                                  .get("ci_method") or "the source's stated 95% intervals"),
+                      source=self.source)
+
     def conf_int(self, alpha: float = 0.05) -> dict[str, tuple[float, float] | None]:
         """Two-sided (1 - ``alpha``) intervals for the parameters: bootstrap percentiles, else
         Wald from the covariance; a published fit without samples gives its stated 95% CI."""

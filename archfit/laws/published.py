@@ -17,19 +17,22 @@ CHINCHILLA_SPAN = {"params_min": 7e7, "params_max": 1.6e10,
 # Loss over depth at fixed N, from Kaplan et al. 2020, Fig. 5's caption: "an (n_layer, d_model)
 # = (6, 4288) reaches a loss within 3% of the (48, 1600) model" (1.5B non-embedding). Read as
 # the penalty of a depth a factor 8 from the optimum, the relative curvature in ln depth is
-# 0.03 / ln(8)^2; the paper states a bound, not a fit, so the range (a factor 2 either way) is
-# archfit's reading of it, not a published interval.
+# 0.03 / ln(8)^2. The paper states a bound, not a fit: the range is archfit's assumption.
 KAPLAN_CURVATURE = {
     "value": 0.03 / math.log(8) ** 2,
     "range": [0.5 * 0.03 / math.log(8) ** 2, 2 * 0.03 / math.log(8) ** 2],
     "unit": "fraction of the loss per (ln n_layer - ln n_layer*)^2",
+    "provenance": "assumed",
+    "why": "a factor 2 either way of the curvature read from Kaplan et al. 2020's Fig. 5 bound "
+           "((6, 4288) within 3% of (48, 1600) at 1.5B); the paper states no interval",
     "source": "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', Fig. 5: (6, 4288) "
-              "within 3% of (48, 1600) at 1.5B; the range, a factor 2 either way, is "
-              "archfit's reading of a bound, not a published interval",
+              "within 3% of (48, 1600) at 1.5B",
+    "link": "https://arxiv.org/abs/2001.08361",
 }
 
 PUBLISHED: dict[str, dict[str, Any]] = {
     "levine2020": {
+        "link": "https://arxiv.org/abs/2006.12467",
         "law": "levine",
         "params": {"a": 5.039, "b": 0.0555},
         "source": "Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention' "
@@ -38,6 +41,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "extra": {"curvature_rel": KAPLAN_CURVATURE},
     },
     "gemstones2025": {
+        "link": "https://arxiv.org/abs/2502.06857",
         "law": "depth-width",
         # ln L = logsumexp(a_w - alpha ln w, a_d - beta ln d, a_D - gamma ln D, e): A = e^a_w,
         # B = e^a_d, C = e^a_D, E = e^e (e = -155.5: no floor)
@@ -56,6 +60,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                                  "note": "Gemstones: about 50 million to 2 billion parameters"}},
     },
     "kaplan2020": {
+        "link": "https://arxiv.org/abs/2001.08361",
         "law": "kaplan-n",
         "params": {"N_c": 8.8e13, "alpha_N": 0.076},
         "source": "Kaplan et al. 2020, 'Scaling Laws for Neural Language Models', eq. 1.1; "
@@ -65,6 +70,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "diagnostics": {"span": KAPLAN_SPAN},
     },
     "kaplan2020-nd": {
+        "link": "https://arxiv.org/abs/2001.08361",
         "law": "kaplan-nd",
         "params": {"N_c": 6.4e13, "D_c": 1.8e13, "alpha_N": 0.076, "alpha_D": 0.103},
         "source": "Kaplan et al. 2020, eq. 1.5 / Table 2 (the L(N, D) fit)",
@@ -72,6 +78,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "conventions": {"params": "non-embedding parameters", "tokens": "training tokens"},
     },
     "hoffmann2022": {
+        "link": "https://arxiv.org/abs/2203.15556",
         "law": "chinchilla",
         "params": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
         "source": "Hoffmann et al. 2022, 'Training Compute-Optimal Large Language Models', "
@@ -81,6 +88,7 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                         "tokens": "training tokens", "compute": "C = 6 N D"},
     },
     "epoch2024": {
+        "link": "https://arxiv.org/abs/2404.10102",
         "law": "chinchilla",
         "params": {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
         "ci": {"E": [1.8172 - 1.96 * 0.03, 1.8172 + 1.96 * 0.03],
@@ -89,8 +97,8 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                "alpha": [0.3478 - 1.96 * 0.02, 0.3478 + 1.96 * 0.02],
                "beta": [0.3658 - 1.96 * 0.02, 0.3658 + 1.96 * 0.02]},
         "source": "Besiroglu et al. 2024, 'Chinchilla Scaling: A replication attempt' "
-                  "(arXiv 2404.10102), refit of Hoffmann et al.'s approach 3 on 240 points; "
-                  "CIs are ±1.96 of the paper's standard errors",
+                  "(arXiv 2404.10102), refit of Hoffmann et al.'s approach 3 on 240 points",
+        "ci_method": "±1.96 x the paper's standard errors",
         "diagnostics": {"span": CHINCHILLA_SPAN},
         "conventions": {"params": "total parameters (embeddings included)",
                         "tokens": "training tokens", "compute": "C = 6 N D"},
@@ -99,3 +107,28 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 
 DEFAULT_SHAPE_LAW = "levine2020"
 DEFAULT_COMPUTE_LAW = "epoch2024"
+
+
+def constants() -> list[dict[str, Any]]:
+    """Every published constant archfit ships, one row each: the fit, the constant, its value,
+    its 95% interval where there is one, where the value and the interval come from
+    (``published``, or ``assumed`` for archfit's reading of a bound), the citation and the link.
+    What ``archfit laws`` lists."""
+    rows = []
+    for name, e in PUBLISHED.items():
+        ci = e.get("ci") or {}
+        for k, v in e["params"].items():
+            rows.append({"fit": name, "constant": k, "value": v, "interval": ci.get(k),
+                         "provenance": "published",
+                         "interval_provenance": "published" if ci.get(k) else None,
+                         "interval_method": e.get("ci_method") if ci.get(k) else None,
+                         "source": e["source"], "link": e.get("link")})
+        rel = (e.get("extra") or {}).get("curvature_rel")
+        if rel:
+            rows.append({"fit": name, "constant": "curvature_rel", "value": rel["value"],
+                         "interval": rel["range"],
+                         "provenance": rel.get("provenance", "published"),
+                         "interval_provenance": rel.get("provenance", "published"),
+                         "interval_method": rel.get("why"), "source": rel["source"],
+                         "link": rel.get("link")})
+    return rows

@@ -22,6 +22,7 @@ import math
 from typing import Any, Callable
 
 from archfit.laws import Fit, load_fit
+from archfit.laws.provenance import ASSUMED, FITTED, record
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.numbers import percentile
 from archfit.shapes import kaplan_width
@@ -149,15 +150,17 @@ def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] |
 
 
 def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, Any]:
-    """Each end's 95% CI: the set recomputed on every bootstrap draw (about ``centre``, when
-    the fit's own centre is not identified), or, for a published relative curvature, at the
-    ends of its stated range."""
+    """Each end's interval and its provenance (:mod:`archfit.laws.provenance`): the set
+    recomputed on every bootstrap draw (about ``centre``, when the fit's own centre is not
+    identified), a ``fitted`` 95% CI; or, for a published relative curvature, the ends at the
+    ends of its stated range, with that range's provenance (``assumed`` for Kaplan et al.'s
+    bound)."""
     law = f.law_obj
     draws = f.bootstrap_params()[:MAX_DRAWS]
     rel = (f.extra or {}).get("curvature_rel")
     if not draws and not rel:
-        return {"n_layer_low": None, "n_layer_high": None,
-                "method": None}  # a point estimate: nothing to take an interval over
+        return {"n_layer_low": None, "n_layer_high": None, "method": None,
+                "provenance": None}  # a point estimate: nothing to take an interval over
     if not draws and rel:  # a published curvature: its range
         draws = [dict(f.params)] * 2
         extras = [{"curvature_rel": {"value": v}} for v in rel["range"]]
@@ -173,11 +176,21 @@ def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, An
         los.append(None if w[1] is None else max(1.0, c * math.exp(-w[1])))
         his.append(None if w[2] is None else c * math.exp(w[2]))
     if rel and not f.bootstrap_params():
+        method = "the ends at the curvature's stated range"
         return {"n_layer_low": sorted(v for v in los if v is not None),
-                "n_layer_high": sorted(v for v in his if v is not None),
-                "method": "the ends at the published curvature's range"}
-    return {"n_layer_low": _ci(los, True), "n_layer_high": _ci(his, False),
-            "method": f"percentiles over {len(los)} bootstrap draws"}
+                "n_layer_high": sorted(v for v in his if v is not None), "method": method,
+                "provenance": curvature_provenance(rel, method)}
+    method = f"percentiles over {len(los)} bootstrap draws"
+    return {"n_layer_low": _ci(los, True), "n_layer_high": _ci(his, False), "method": method,
+            "provenance": record(FITTED, method, source=f.label)}
+
+
+def curvature_provenance(rel: dict[str, Any], method: str) -> dict[str, Any]:
+    """The provenance of a published curvature's range: its own (``assumed`` where archfit read
+    a bound, ``published`` where the source states the range)."""
+    kind = rel.get("provenance", ASSUMED)
+    return record(kind, method, source=rel.get("source"),
+                  why=rel.get("why") if kind == ASSUMED else None)
 
 
 def pricing(fit: Fit, near: dict[str, Any]) -> Fit:

@@ -113,6 +113,7 @@ def resolve_target(params: float | None, compute: float | None, fits: dict[str, 
     opt = cf.optimum(compute)  # 95% intervals over the fit's parameter draws (None without)
     for k in ("N_opt", "D_opt", "tokens_per_param"):
         info[f"{k}_ci"] = opt[f"{k}_ci"]
+    info["provenance"] = cf.interval_provenance() if opt["N_opt_ci"] else None
     return Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
                    "total" in info["convention"], info)
 

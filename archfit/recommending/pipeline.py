@@ -68,6 +68,7 @@ def recommend(
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
               position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
     opts = check_options(params, compute, kw)
+    check_tolerance(tolerance)
     given = [load_fit(f) for f in given_fits(fit)]
     fits = fits_by_role(given)
     if params is not None and "compute" in fits and not any(
@@ -86,10 +87,7 @@ def recommend(
         L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
     cands = candidates(N_ne, L_opt, ff, opts, depth_span, rule)
     law = shape_fit.law_obj
-    ci = shape_fit.optimum_ci(N_ne)
-    if ci is None:
-        notes.append(f"{shape_fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
-                     "optimum (fit your own with --bootstrap to get one)")
+    ci = _optimum_ci(shape_fit, N_ne, notes)
     best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
@@ -104,6 +102,48 @@ def recommend(
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
     )
+
+
+SHAPE_OPTIONS = ("vocab_size", "n_ctx", "head_dim", "multiple_of", "mlp", "n_kv_head", "tp", "top",
+                 "tied_embeddings", "position", "bias", "norm", "ff_multiple")
+
+
+def check_tolerance(tolerance: Any) -> None:
+    """The near-optimal set's tolerance: a fraction of the loss, in (0, 1)."""
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
+            0 < tolerance < 1):
+        raise RecommendError(f"tolerance must be a fraction of the optimum's predicted loss, "
+                             f"in (0, 1) (0.005 is half a percent); got {tolerance!r}")
+
+
+def check_recommend_options(**options: Any) -> None:
+    """Check what :func:`recommend` would be given, before any fit exists (a campaign spec's
+    ``[recommend]``): the option names, the shape options (vocabulary, context, head_dim and
+    width multiple, heads and tensor parallelism), the ff ratio and the tolerance.
+    :class:`RecommendError` names the first that is wrong."""
+    import inspect
+
+    params = inspect.signature(recommend).parameters
+    unknown = sorted(set(options) - set(params) - {"params", "compute", "fit"})
+    if unknown:
+        raise RecommendError(f"recommend takes no option {', '.join(unknown)}")
+    check_options(1.0, None, {k: options.get(k, params[k].default) for k in SHAPE_OPTIONS})
+    check_tolerance(options.get("tolerance", params["tolerance"].default))
+    ff = options.get("ff_ratio", params["ff_ratio"].default)
+    if ff not in ("auto", "llama") and (isinstance(ff, bool) or not isinstance(ff, (int, float))
+                                        or not ff > 0):
+        raise RecommendError(f"ff_ratio must be a positive number, 'auto' or 'llama'; got {ff!r}")
+
+
+def _optimum_ci(fit: Fit, N: float, notes: list[str]) -> dict[str, Any] | None:
+    """The optimum's interval over the fit's draws, with its provenance; a note without one."""
+    ci: dict[str, Any] | None = fit.optimum_ci(N)
+    if ci is None:
+        notes.append(f"{fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
+                     "optimum (fit your own with --bootstrap to get one)")
+        return None
+    ci["provenance"] = fit.interval_provenance()
+    return ci
 
 
 def _near(fit: Fit, N: float, tol: float, notes: list[str]
@@ -140,8 +180,10 @@ def _penalty_cis(rows: list[dict[str, Any]], near: dict[str, Any] | None, fit: F
 
     src = pricing(fit, near)
     scale = src.law_obj.optimum(src.params, N)[0] / near["centre"]
+    kind = (near["ci"].get("provenance") or {}).get("provenance")
     for r in rows:
         r["loss_penalty_ci"] = penalty_ci(src, N, r["n_layer"] * scale, best.n_layer * scale)
+        r["loss_penalty_ci_provenance"] = kind if r["loss_penalty_ci"] else None
 
 
 def _below_data(fit: Fit, N: float) -> str | None:

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from archfit.laws.provenance import describe
 from archfit.numbers import fmt_range
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
 
@@ -110,18 +111,21 @@ class Recommendation:
                              ("tokens_per_param", "tokens per parameter")):
                 kci = c.get(f"{k}_ci")
                 lines.append(f"  {label:<22}{c[k]:.4g}" + (
-                    f"  [{kci[0]:.4g}, {kci[1]:.4g}] (95% CI)" if kci else
-                    "  (no CI: the fit has no parameter draws)"))
+                    f"  [{kci[0]:.4g}, {kci[1]:.4g}]" if kci else
+                    "  (no interval: the fit has no parameter draws)"))
+            if c.get("provenance"):
+                lines.append(f"  (each interval: {describe(c['provenance'])})")
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
         wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
         moved = (self.near_optimal or {}).get("centre_from") not in (None, self.law)
-        lines += [(f"optimum: not located by this fit (its 95% bootstrap CI{dci}); the answer "
+        how = f" ({describe(ci.get('provenance'))})" if dci else ""
+        lines += [(f"optimum: not located by this fit (its interval{dci}{how}); the answer "
                    f"is the near-optimal set, centred at depth {self.n_layer_opt:.1f}, width "
                    f"{self.d_model_opt:,.0f}") if moved else
                   (f"optimum (real-valued): depth {self.n_layer_opt:.1f}{dci}, "
-                   f"width {self.d_model_opt:,.0f}{wci}" + ("  (95% bootstrap CI)" if ci else "")),
+                   f"width {self.d_model_opt:,.0f}{wci}{how}"),
                   *_near_lines(self.near_optimal), "", _verdict_line(self.trust), "",
                   f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
                   f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
@@ -189,8 +193,8 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
     return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
             f"{lo:.3g}{end('n_layer_low')} to {hi:.3g}{end('n_layer_high')}, width "
             f"{n['d_model'][1]:,.0f} to {n['d_model'][0]:,.0f}"
-            + (f" (95% CI of each end: {ci['method']})" if ci.get("method") else
-               " (no CI: the fit carries no parameter draws)"),
+            + (f" (each end: {describe(ci.get('provenance'))})" if ci.get("provenance") else
+               " (no interval on the ends: the fit carries no parameter draws)"),
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
 
 

@@ -342,7 +342,13 @@ def load_spec(path: str, max_runs: int = MAX_RUNS, check_data: bool = False) -> 
     A spec that could expand to more than ``max_runs`` runs is refused before expanding it.
     ``check_data``: the data it names must exist now (``sweep run``; ``plan`` warns instead,
     and ``status`` and ``collect`` of a finished sweep do not need it)."""
-    raw = _read(path)
+    return spec_from_raw(_read(path), path, max_runs, check_data)
+
+
+def spec_from_raw(raw: dict[str, Any], path: str, max_runs: int = MAX_RUNS,
+                  check_data: bool = False) -> Spec:
+    """:func:`load_spec` of a spec already read (``path`` names it in errors, and names the
+    sweep when ``raw`` has no name): every problem at once (:class:`SpecError`)."""
     problems: list[str] = []
     check(raw, SPEC, "spec", problems)
     problems[:] = [_with_help(p) for p in problems]

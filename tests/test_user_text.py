@@ -1,0 +1,87 @@
+"""What a user reads says what a thing does today: no --help option text over 300 characters,
+and no docstring, --help or user page names a commit hash (history lives in docs/benchmarks/
+and docs/develop.md)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_OPTION_HELP = 300
+# a commit: "commit 1a2b3c4", or a bare 7-9 (short) or 40 (full) character hex word holding both
+# letters and digits; run ids (12 characters) and SHA-256 digests (64) are not commits
+COMMIT = re.compile(r"\bcommits? [0-9a-f]{7,40}\b|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])"
+                    r"(?:[0-9a-f]{7,9}|[0-9a-f]{40})\b")
+
+
+def commits(text: str) -> list[str]:
+    return [m.group() for m in COMMIT.finditer(text)]
+
+
+def test_the_commit_pattern_finds_commits_and_not_run_ids_or_digests():
+    assert commits("fixed in 68c6c23, see commit 1f3708c0a12d") == ["68c6c23",
+                                                                  "commit 1f3708c0a12d"]
+    assert commits("run a1ebb9b04bc2; sha256 " + "ab12" * 16 + "; colour faebdd; 2026-11-26") == []
+
+
+def options() -> list[tuple[str, str, str]]:
+    from archfit.cli import main
+
+    ctx = click.Context(main)
+    out = []
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if isinstance(cmd, click.Group):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                assert sub is not None, name
+                walk(sub, path + [name])
+        else:
+            out.extend([(" ".join(path), p.name or "", getattr(p, "help", None) or "")
+                        for p in cmd.params])
+            out.append((" ".join(path), "(command)", cmd.help or ""))
+
+    walk(main, [])
+    return out
+
+
+def test_no_option_help_is_over_300_characters():
+    opts = options()
+    assert len(opts) > 100  # every command's options were walked
+    long = [(c, o, len(h)) for c, o, h in opts if o != "(command)" and len(h) > MAX_OPTION_HELP]
+    assert not long, long
+
+
+def docstrings() -> list[tuple[str, str]]:
+    out = []
+    for p in sorted((ROOT / "archfit").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    out.append((f"{p.relative_to(ROOT)}:{getattr(node, 'name', '')}", doc))
+    return out
+
+
+def user_pages() -> list[Path]:
+    """The README and the docs site's pages for users (not the benchmark pages and not the
+    developers' page, where dated history belongs)."""
+    pages = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
+    return [p for p in pages if "benchmarks" not in p.parts and p.name != "develop.md"]
+
+
+@pytest.mark.parametrize("where", ["docstrings", "help", "pages"])
+def test_no_docstring_help_or_user_page_names_a_commit(where):
+    if where == "docstrings":
+        found = [(w, c) for w, d in docstrings() for c in commits(d)]
+    elif where == "help":
+        found = [(f"{c} {o}", x) for c, o, h in options() for x in commits(h)]
+    else:
+        found = [(p.name, c) for p in user_pages() for c in commits(p.read_text())]
+    assert not found, found
