@@ -59,7 +59,44 @@ def _ff_ratio(seed: int) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+# Muennighoff et al. 2023's C4 fit (the published muennighoff2023)
+DATA_CONSTRAINED = dict(E=math.exp(0.6254804), A=math.exp(6.255414), B=math.exp(7.3049974),
+                        alpha=0.3526596, beta=0.3526596, R_D=15.4, R_N=5.3)
+
+
+def _data_constrained(seed: int, truth: dict[str, float] = DATA_CONSTRAINED,
+                      n: int = 90) -> pl.DataFrame:
+    """Runs of 1e7-3e9 parameters on 1e8-3e10 unique tokens repeated 1-40 times."""
+    from archfit.laws.data_constrained import loss
+
+    rng = np.random.default_rng(seed)
+    N = 10 ** rng.uniform(7, 9.5, n)
+    U = 10 ** rng.uniform(8, 10.5, n)
+    D = U * rng.choice([1, 1, 2, 4, 8, 16, 40], n)
+    L = np.array([loss(truth, a, b, c) for a, b, c in zip(N, D, U)])
+    return pl.DataFrame({"params": N, "tokens": D, "unique_tokens": U,
+                         "loss": L * np.exp(rng.normal(0, 0.003, n))})
+
+
+# a floor falling with size, a data exponent rising with it (0.29 at 1e9, 0.31 at 1e11)
+FARSEER = dict(a1=0.05, b1=-1.3, alpha=0.2, a2=0.2, b2=5.5, beta=0.2, a3=0.5, b3=0.4,
+               gamma=-0.3)
+
+
+def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
+             ) -> pl.DataFrame:
+    """A dense grid: 8 sizes from 1e8 to 1e10, each at 8 token counts from 1e9 to 3e11."""
+    from archfit.laws.farseer import loss
+
+    rng = np.random.default_rng(seed)
+    rows = [dict(params=N, tokens=D, loss=loss(truth, N, D) * math.exp(rng.normal(0, noise)))
+            for N in np.logspace(8, 10, 8) for D in np.logspace(9, 11.5, 8)]
+    return pl.DataFrame(rows)
+
+
 EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
+    "data-constrained": _data_constrained,
+    "farseer": _farseer,
     "kaplan-n": _kaplan_n,
     "kaplan-nd": _kaplan_nd,
     "chinchilla": lambda seed: pl.from_pandas(_chinchilla(seed)[0]),

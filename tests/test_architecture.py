@@ -176,7 +176,10 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 
 # cycles through imports inside functions, each with its reason; a new one fails
-KNOWN_LAZY_CYCLES: list[set[str]] = []
+KNOWN_LAZY_CYCLES: list[set[str]] = [
+    # fit(law="auto") asks selection to compare the laws, and each comparison fits a law
+    {"archfit.laws.fitting", "archfit.laws.selection"},
+]
 
 
 def test_every_module_has_a_layer():

@@ -164,7 +164,7 @@ def test_compute_recommendation_and_compare_give_cis_and_verdicts(tmp_path, cli)
                           "--json").output)["rows"]
     compute_rows = [x for x in rows if x["role"] == "compute"]
     assert [x["law"] for x in compute_rows] == ["chinchilla (ch.json)", "hoffmann2022",
-                                                "epoch2024"]
+                                                "epoch2024", "muennighoff2023"]
     assert compute_rows[0]["N_opt_ci"] and compute_rows[1]["N_opt_ci"] is None
     assert all(x["verdict"] in ("informative", "weak", "uninformative") for x in compute_rows)
     assert any(x["role"] == "shape" for x in rows)

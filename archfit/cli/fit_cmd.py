@@ -69,7 +69,9 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.command()
 @click.argument("files", nargs=-1, required=True)
 @click.option("--law", default="levine", show_default=True,
-              help="Law to fit (see 'archfit laws').")
+              help="Law to fit (see 'archfit laws'), or auto: every law the columns allow, "
+                   "scored on the costliest runs held out; the best is fitted and the table "
+                   "printed.")
 @map_option
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the fit artifact (JSON) here, atomically.")
@@ -124,6 +126,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
       archfit fit llama-sweep.csv --law depth-joint --mlp swiglu --untied --group run
       archfit fit grid.csv --law chinchilla --tie alpha=beta
       archfit fit mixed.csv --law chinchilla --by dataset
+      archfit fit datasets/chinchilla_epoch2024.csv --law auto
 
     When the table has depth and width, N is counted by the shape core for the architecture
     the flags state (--mlp, --vocab, --untied, --ff-ratio), and a params column that disagrees
@@ -133,7 +136,12 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     from archfit.laws.fitting import fit as fit_law
     from archfit.sweep.store import read_runs
 
-    fix, tie = parse_fix(get_law(law), fixes, ties)  # an unknown law fails before any read
+    from archfit.laws.selection import AUTO
+
+    if law == AUTO and (fixes or ties):
+        raise click.UsageError("--fix and --tie name one law's parameters; choose the law "
+                               "instead of --law auto")
+    fix, tie = parse_fix(get_law(law), fixes, ties) if law != AUTO else ({}, {})
     prior_src, widths = parse_prior(prior)
     if by and pool_groups:
         raise click.UsageError("--by fits one law per group and --pool-groups one across them; "
@@ -176,12 +184,22 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
             prog.stop()
     if out:
         result.to_json(out)
+    _show(result, out, as_json)
+
+
+def _show(result: Any, out: str | None, as_json: bool) -> None:
+    """The fit as JSON, or as text (after the laws' comparison, for --law auto)."""
     if as_json:
         emit_json(result.to_dict())
-    else:
-        click.echo(result.summary())
-        if out:
-            click.echo(f"\nwrote {out}")
+        return
+    sel = result.diagnostics.get("selection")
+    if sel:
+        from archfit.laws.selection import Selection
+
+        click.echo(Selection(**sel).text() + "\n")
+    click.echo(result.summary())
+    if out:
+        click.echo(f"\nwrote {out}")
 
 
 def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:

@@ -14,6 +14,10 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               help="Target size: non-embedding parameters (Kaplan's N), e.g. 1e12 or 175B.")
 @click.option("--compute", type=NUMBER, default=None,
               help="Instead of --params: a training budget in FLOPs (C = 6 N D).")
+@click.option("--unique-tokens", type=NUMBER, default=None,
+              help="With --compute: the unique tokens the data may repeat; the budget is split "
+                   "by a data-constrained law (default muennighoff2023) into size, tokens and "
+                   "epochs.")
 @click.option("--fit", "fits", multiple=True, metavar="FILE|NAME",
               help="Fit artifact or published fit name (repeatable: shape, compute, ff-ratio).")
 @click.option("--law", "laws", multiple=True, metavar="NAME",
@@ -58,7 +62,7 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objective, gpu,
+def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare, strict, objective, gpu,
               perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour,
               pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
@@ -68,6 +72,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
       archfit recommend --params 1e12
       archfit recommend --params 7.2e5 --fit demo-out/demo-depth-joint.json
       archfit recommend --compute 1e24 --law hoffmann2022
+      archfit recommend --compute 1e22 --unique-tokens 1e10
       archfit recommend --params 7e9 --emit hf-llama -o out/
     """
     from archfit.recommending import recommend as rec
@@ -98,7 +103,7 @@ def recommend(ctx, params, compute, fits, laws, ff_ratio, compare, strict, objec
                       objective_opts, strict, as_json)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
-            strict=strict, **kw)
+            strict=strict, unique_tokens=unique_tokens, **kw)
     if as_json:
         emit_json(r.to_dict())
         return

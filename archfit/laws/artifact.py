@@ -113,12 +113,12 @@ class Fit:
     def parameter_provenance(self) -> dict[str, Any] | None:
         """Where the parameters' intervals (:meth:`conf_int`) come from: the fit's draws, else
         the source's stated intervals (``published``), else None."""
-        from archfit.laws.provenance import PUBLISHED, record
+        from archfit.laws.provenance import PUBLISHED as STATED, record
 
         own = self.interval_provenance()
         if own is not None or not any(self.ci.values()):
             return own
-        return record(PUBLISHED, (PUBLISHED.get(self.name or "", {})
+        return record(STATED, (PUBLISHED.get(self.name or "", {})
                                   .get("ci_method") or "the source's stated 95% intervals"),
                       source=self.source)
 
@@ -231,21 +231,24 @@ class Fit:
             out["actual"] = arrays["loss"]
         return pl.DataFrame(out)
 
-    def optimum(self, N: float, alpha: float = 0.05, values: bool = False) -> dict[str, Any]:
+    def optimum(self, N: float, alpha: float = 0.05, values: bool = False,
+                conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The law's answer at ``N`` with (1 - ``alpha``) intervals over the parameter draws:
         shape laws the optimal ``n_layer`` and ``d_model`` at N parameters; compute laws
-        ``N_opt``, ``D_opt`` and tokens per parameter for a budget of N FLOPs. This is the one
-        computation of those intervals: ``recommend``, the verdict (:meth:`Law.spread`) and
-        every JSON read it. ``values`` adds ``_values``: each quantity's draws."""
+        ``N_opt``, ``D_opt`` and tokens per parameter for a budget of N FLOPs (under the law's
+        ``conditions``, e.g. ``{"unique_tokens": U}``). This is the one computation of those
+        intervals: ``recommend``, the verdict (:meth:`Law.spread`) and every JSON read it.
+        ``values`` adds ``_values``: each quantity's draws."""
         from archfit.numbers import percentile
 
         law = self.law_obj
-        if law.role == "shape":
-            fn, names = law.optimum, ("n_layer", "d_model")
-        elif law.role == "compute":
-            fn, names = law.compute_optimal, ("N_opt", "D_opt")
-        else:
+        cond = dict(conditions or {})
+        if law.role not in ("shape", "compute"):
             raise FitError(f"{law.name} has no optimum (role {law.role})")
+        names = ("n_layer", "d_model") if law.role == "shape" else ("N_opt", "D_opt")
+
+        def fn(p: Mapping[str, float], x: float) -> tuple[float, float]:
+            return law.optimum(p, x) if law.role == "shape" else law.compute_optimal(p, x, **cond)
 
         def with_ratio(v: tuple[float, float]) -> tuple[float, ...]:
             return (*v, v[1] / v[0]) if law.role == "compute" else v
@@ -289,13 +292,14 @@ class Fit:
             f" to {max(vals):.3g}" if max(vals) > min(vals) else "") + f", {where}: outside "
             f"its data by more than {factor:g}x, its predictions there are extrapolations")
 
-    def verdict(self, target: float | None = None) -> Trust:
+    def verdict(self, target: float | None = None,
+                conditions: Mapping[str, Any] | None = None) -> Trust:
         """The verdict: on the fit (``target`` None: its evidence within the data, the same
         whatever targets were asked), or on answering at ``target`` (extrapolation, the CI of
         the answer there). The reasons and thresholds are :mod:`archfit.laws.trust`'s."""
         from archfit.laws.trust import verdict
 
-        return verdict(self.law_obj, self, target)
+        return verdict(self.law_obj, self, target, conditions)
 
     def bootstrap_params(self, limit: int | None = None) -> list[dict[str, float]]:
         """The bootstrap's resamples as parameter dicts (none when the fit carries no samples)."""

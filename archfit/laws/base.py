@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 Data = dict[str, Any]  # column name -> numpy array
 
 ROLES = ("loss", "shape", "compute", "ff")
+AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
 HUBER_DELTA = 1e-3
@@ -114,6 +115,9 @@ class Law:
     predicts_loss: ClassVar[bool] = False
     # what the target of a shape law counts (recommend sizes shapes in this convention)
     target_convention: ClassVar[str] = "non-embedding parameters (Kaplan's N)"
+    # what a compute law's split also depends on, given as keywords of compute_optimal (the
+    # data-constrained law: unique_tokens); a law that names none takes none
+    conditions: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -175,9 +179,18 @@ class Law:
         """Shape laws: the real-valued optimal (n_layer, d_model) at N parameters."""
         raise NotImplementedError(f"{self.name} is not a shape law")
 
-    def compute_optimal(self, params: Mapping[str, float], C: float) -> tuple[float, float]:
-        """Compute laws: (N_opt, D_opt) for a budget of C FLOPs."""
+    def compute_optimal(self, params: Mapping[str, float], C: float, **conditions: Any
+                        ) -> tuple[float, float]:
+        """Compute laws: (N_opt, D_opt) for a budget of C FLOPs (and the law's
+        :attr:`conditions`, e.g. ``unique_tokens``)."""
         raise NotImplementedError(f"{self.name} is not a compute law")
+
+    def condition_report(self, params: Mapping[str, float], D: float, **conditions: Any
+                         ) -> dict[str, Any]:
+        """Compute laws with :attr:`conditions`: what training on ``D`` tokens under them
+        means, for the recommendation (the data-constrained law: epochs and what the last is
+        worth). Empty for a law without conditions."""
+        return {}
 
     def ff_ratio(self, params: Mapping[str, float], N: float) -> float:
         """ff laws: the best d_ff / d_model at N."""
@@ -259,7 +272,8 @@ def derived_name(quantity: str, target: float) -> str:
 # module, not all of them; listing the registry loads them all. tests/test_contracts.py checks
 # this table against what the modules register.
 SHIPPED: dict[str, str] = {
-    "chinchilla": "chinchilla", "chinchilla-varpro": "chinchilla", "depth-joint": "depth_joint",
+    "chinchilla": "chinchilla", "chinchilla-varpro": "chinchilla",
+    "data-constrained": "data_constrained", "depth-joint": "depth_joint", "farseer": "farseer",
     "depth-width": "depth_width", "ff-ratio": "ff_ratio", "kaplan-n": "kaplan",
     "kaplan-nd": "kaplan", "levine": "levine",
 }

@@ -13,7 +13,7 @@ import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
-from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
+from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, run_scatter,
                                   subset)
@@ -48,15 +48,13 @@ def fit(
     pool_groups: bool = False,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
-    files in ``paths``).
-
+    files in ``paths``); ``law="auto"`` fits the law :mod:`archfit.laws.selection` picks.
     Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over training runs:
     the rows of one run at several token counts are resampled together, see ``group``; Wald
     intervals from the covariance when ``bootstrap=0`` and the law has one), derived quantities
     at ``targets``, and diagnostics (RMSE and R² in log space, the scatter of runs about the
     law, a held-out check on the largest ~20% of sizes with 95% prediction intervals, the data's
-    span). The :class:`Fit` answers the questions: ``conf_int``, ``predict(frame,
-    interval=0.95)``, ``optimum``, ``verdict``, ``summary``.
+    span): ``conf_int``, ``predict(frame, interval=0.95)``, ``optimum``, ``verdict``.
 
     ``group`` names the columns whose rows form one bootstrap unit (default: ``run_id``, else
     one shape and seed at several token counts, else every row alone). ``arch`` states the
@@ -87,6 +85,8 @@ def fit(
         raise FitInputError("give a frame or paths to fit")
     table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
                                                                  frame=frame, keep=group)
+    if law == AUTO:
+        return _auto(table, locals())
     lw = get_law(law)
     if not 0 <= bootstrap <= MAX_BOOTSTRAP:
         raise FitInputError(f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} resamples, got "
@@ -105,6 +105,23 @@ def fit(
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
+    return f
+
+
+def _auto(table: RunTable, kw: dict[str, Any]) -> Fit:
+    """``law="auto"``: the law :func:`archfit.laws.selection.compare` picks, fitted as asked,
+    with the comparison in its diagnostics (``selection``) and a note."""
+    from archfit.laws.selection import compare
+
+    opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
+                               "size_tolerance", "pool_groups") if kw.get(k) is not None}
+    sel = compare(table, seed=kw["seed"], fit_kw=opts)
+    f = fit(table, law=sel.pick, bootstrap=kw["bootstrap"], seed=kw["seed"],
+            targets=kw["targets"], heldout=kw["heldout"], progress=kw["progress"], **opts)
+    f.diagnostics["selection"] = sel.to_dict()
+    f.notes.append(f"law chosen by --law auto: {sel.pick}, the least error on the "
+                   f"{sel.heldout['n_test_runs']} costliest runs among "
+                   f"{sum(1 for r in sel.rows if 'error' not in r)} laws")
     return f
 
 

@@ -103,10 +103,30 @@ PUBLISHED: dict[str, dict[str, Any]] = {
         "conventions": {"params": "total parameters (embeddings included)",
                         "tokens": "training tokens", "compute": "C = 6 N D"},
     },
+    "muennighoff2023": {
+        "link": "https://arxiv.org/abs/2305.16264",
+        "law": "data-constrained",
+        # Chinchilla's form fitted to C4 (their isoFLOP points), then the decays on their runs
+        # with those held: A = e^6.255414, B = e^7.3049974, E = e^0.6254804, alpha = beta
+        "params": {"E": math.exp(0.6254804), "A": math.exp(6.255414), "B": math.exp(7.3049974),
+                   "alpha": 0.3526596, "beta": 0.3526596, "R_D": 15.4, "R_N": 5.3},
+        "source": "Muennighoff et al. 2023, 'Scaling Data-Constrained Language Models' "
+                  "(NeurIPS 2023), the C4 fit: R_D* = 15.4, R_N* = 5.3 with alpha = beta = "
+                  "0.353, A = 521, B = 1488, E = 1.87 (to full precision from the authors' "
+                  "repository huggingface/datablations); no interval published",
+        "conventions": {"params": "parameters as the paper counts them",
+                        "tokens": "training tokens", "unique_tokens": "unique tokens",
+                        "loss": "nats/token, C4 validation", "compute": "C = 6 N D"},
+        "diagnostics": {"span": {"params_min": 7e6, "params_max": 8.7e9,
+                                 "note": "Muennighoff et al. 2023: 7 million to 8.7 billion "
+                                         "parameters, up to 900 billion tokens"}},
+    },
 }
 
 DEFAULT_SHAPE_LAW = "levine2020"
 DEFAULT_COMPUTE_LAW = "epoch2024"
+# the compute law of a budget on repeated data (recommend --compute C --unique-tokens U)
+DEFAULT_DATA_LAW = "muennighoff2023"
 
 
 def constants() -> list[dict[str, Any]]:

@@ -81,15 +81,17 @@ class Trust:
 
 
 # ------------------------------------------------------------------ the reasons
-def verdict(law: Any, fit: Any, target: float | None = None) -> Trust:
-    """``law``'s verdict on ``fit`` (and on answering at ``target``): each check below adds its
-    reason with the thresholds above."""
+def verdict(law: Any, fit: Any, target: float | None = None,
+            conditions: Mapping[str, Any] | None = None) -> Trust:
+    """``law``'s verdict on ``fit`` (and on answering at ``target``, under the law's
+    ``conditions`` such as unique tokens): each check below adds its reason with the thresholds
+    above."""
     t = Trust(checks={"span": dict(fit.diagnostics.get("span") or {})})
     span_reasons(law, t, target, (fit.prior or {}).get("source") if (
-        fit.prior or {}).get("prior") else None, fit.params)
+        fit.prior or {}).get("prior") else None, fit.params, conditions)
     for r in bound_reasons(law, fit):
         t.weak(r)
-    sp = spread(law, fit, target)
+    sp = spread(law, fit, target, conditions)
     if sp is not None:
         t.checks.update(optimum_ci_ratio=sp["ratio"], optimum_ci=sp["ci"],
                         optimum_ci_ratio_band=sp["ratio_band"])
@@ -148,7 +150,8 @@ def bound_reasons(law: Any, fit: Any) -> list[str]:
     return out
 
 
-def spread(law: Any, fit: Any, target: float | None) -> dict[str, Any] | None:
+def spread(law: Any, fit: Any, target: float | None,
+           conditions: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """How wide the law's answer is: the optimal depth for shape laws, N_opt for compute
     laws, at ``target`` or, for the fit-level verdict, at a reference inside the data (the
     largest run's N, or its compute 6 N D), so the fit's verdict does not depend on the
@@ -169,7 +172,7 @@ def spread(law: Any, fit: Any, target: float | None) -> dict[str, Any] | None:
         return None
     if at is None:
         return None
-    opt = fit.optimum(at, values=True)
+    opt = fit.optimum(at, values=True, conditions=conditions if target is not None else None)
     ci, vals = opt.get(f"{key}_ci"), opt.get("_values", {}).get(key) or []
     if ci is None or not ci[0] > 0:
         return None
@@ -181,7 +184,8 @@ def spread(law: Any, fit: Any, target: float | None) -> dict[str, Any] | None:
 
 
 def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
-                 params: Mapping[str, float]) -> None:
+                 params: Mapping[str, float], conditions: Mapping[str, Any] | None = None
+                 ) -> None:
     span = t.checks["span"]
     top, bottom = span.get("params_max"), span.get("params_min")
     if not top:
@@ -201,7 +205,7 @@ def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
             line = (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
                     f"({top:.3g}, C = 6 N D)")
         elif law.role == "compute":  # no record of the runs' compute: compare N_opt with N
-            n_opt = law.compute_optimal(params, target)[0]
+            n_opt = law.compute_optimal(params, target, **(conditions or {}))[0]
             t.extrapolation_factor = f = n_opt / top
             line = (f"N_opt {n_opt:.3g} at {target:.3g} FLOPs is {f:.3g}x beyond the largest "
                     f"run ({top:.3g})")

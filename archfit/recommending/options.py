@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
+from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW, DEFAULT_SHAPE_LAW
 from archfit.shapes import ARCH_FIELDS
 
 
@@ -97,25 +97,44 @@ def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
     return by_role
 
 
-def resolve_target(params: float | None, compute: float | None, fits: dict[str, Fit]) -> Target:
+def resolve_target(params: float | None, compute: float | None, fits: dict[str, Fit],
+                   unique_tokens: float | None = None) -> Target:
+    """The size to build: ``params`` (the shape law's convention), or the compute law's N_opt
+    for ``compute`` FLOPs (on ``unique_tokens`` unique tokens, when given: the data-constrained
+    law's split, by default Muennighoff et al. 2023's)."""
     from archfit.numbers import check_params_domain
 
+    if unique_tokens is not None:
+        if compute is None:
+            raise RecommendError("--unique-tokens splits a FLOP budget between size and epochs: "
+                                 "give --compute C with it")
+        if not (isinstance(unique_tokens, (int, float)) and math.isfinite(unique_tokens)
+                and unique_tokens > 0):
+            raise RecommendError(f"unique_tokens must be a positive number, got {unique_tokens!r}")
     if compute is None:
         check_params_domain(float(params))  # type: ignore[arg-type]
         return Target(float(params), fits["shape"].law_obj.target_convention,  # type: ignore[arg-type]
-                       False, None)
-    cf = fits.setdefault("compute", load_fit(DEFAULT_COMPUTE_LAW))
-    n_opt, d_opt = cf.law_obj.compute_optimal(cf.params, compute)
+                      False, None)
+    cf = fits.setdefault("compute", load_fit(DEFAULT_DATA_LAW if unique_tokens is not None
+                                             else DEFAULT_COMPUTE_LAW))
+    cond = {"unique_tokens": unique_tokens} if unique_tokens is not None else {}
+    if cond and "unique_tokens" not in cf.law_obj.conditions:
+        raise RecommendError(f"{cf.label} ({cf.law}) has no term for repeated data, so it "
+                             "cannot use --unique-tokens; give a data-constrained fit "
+                             f"('archfit fit ... --law data-constrained', or {DEFAULT_DATA_LAW})")
+    n_opt, d_opt = cf.law_obj.compute_optimal(cf.params, compute, **cond)
     check_params_domain(float(n_opt), f"N_opt at {compute:.3g} FLOPs")
-    info = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt), "law": cf.label,
-            "convention": cf.conventions.get("params", "as fitted"),
-            "tokens_per_param": float(d_opt) / float(n_opt)}
-    opt = cf.optimum(compute)  # 95% intervals over the fit's parameter draws (None without)
+    info: dict[str, Any] = {"C": compute, "N_opt": float(n_opt), "D_opt": float(d_opt),
+                            "law": cf.label,
+                            "convention": cf.conventions.get("params", "as fitted"),
+                            "tokens_per_param": float(d_opt) / float(n_opt)}
+    opt = cf.optimum(compute, conditions=cond)  # 95% intervals over the fit's draws
     for k in ("N_opt", "D_opt", "tokens_per_param"):
         info[f"{k}_ci"] = opt[f"{k}_ci"]
     info["provenance"] = cf.interval_provenance() if opt["N_opt_ci"] else None
+    info.update(cf.law_obj.condition_report(cf.params, float(d_opt), **cond))
     return Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
-                   "total" in info["convention"], info)
+                  "total" in info["convention"], info)
 
 
 def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str]) -> float:

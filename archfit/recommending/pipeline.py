@@ -47,19 +47,20 @@ def recommend(
     strict: bool = False,
     d_ff_rule: Callable[[int], int] | None = None,
     tolerance: float = 0.005,
+    unique_tokens: float | None = None,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
-    budget ``compute`` in FLOPs, via a compute law's N_opt).
+    budget ``compute`` in FLOPs, via a compute law's N_opt; with ``unique_tokens``, on that many
+    unique tokens, split by a data-constrained law into size, tokens and epochs).
 
     ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
-    a shape law (default levine2020), a compute law for ``compute`` (default epoch2024) and an
-    ff-ratio fit when ``ff_ratio="auto"``. Shape fields use :class:`Shape`'s names.
-    ``d_ff`` is a multiple of ``ff_multiple`` (default: ``multiple_of``). ``depth_span``:
-    candidate depths as multiples of the optimal depth (wider for :mod:`archfit.recommending.objectives`).
-    ``d_ff_rule``: d_ff as a function of d_model where a framework fixes it (nanoGPT's 4 d).
-    ``tolerance``: the near-optimal set holds the depths whose predicted loss is within this
-    fraction of the optimum's (:mod:`archfit.recommending.near_optimal`); the pick is its centre in log
-    depth.
+    a shape law (default levine2020), a compute law for ``compute`` (default epoch2024, or
+    muennighoff2023 with ``unique_tokens``) and an ff-ratio fit when ``ff_ratio="auto"``. Shape
+    fields use :class:`Shape`'s names; ``d_ff`` is a multiple of ``ff_multiple`` (default:
+    ``multiple_of``), or ``d_ff_rule(d_model)`` where a framework fixes it. ``depth_span``:
+    candidate depths as multiples of the optimal depth. ``tolerance``: the near-optimal set
+    holds the depths whose predicted loss is within this fraction of the optimum's
+    (:mod:`archfit.recommending.near_optimal`); the pick is its centre in log depth.
 
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
     ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
@@ -77,7 +78,7 @@ def recommend(
             f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
             "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
             f"use {DEFAULT_SHAPE_LAW}")
-    target = resolve_target(params, compute, fits)
+    target = resolve_target(params, compute, fits, unique_tokens)
     notes: list[str] = []
     ff, rule = ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
     shape_fit = fits["shape"]
@@ -91,7 +92,8 @@ def recommend(
     best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
-    verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict)
+    verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict,
+                       {"unique_tokens": unique_tokens} if unique_tokens is not None else None)
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
@@ -213,13 +215,13 @@ def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
 
 
 def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,
-             strict: bool) -> Any:
-    """The shape law's verdict at N, merged with the compute law's at the budget; an
-    uninformative one warns (or, ``strict``, raises)."""
+             strict: bool, conditions: dict[str, Any] | None = None) -> Any:
+    """The shape law's verdict at N, merged with the compute law's at the budget (under its
+    ``conditions``); an uninformative one warns (or, ``strict``, raises)."""
     verdict = shape_fit.verdict(N)
     if compute is not None:
         cf = fits["compute"]
-        verdict.merge(cf.verdict(compute), f"compute law {cf.label}")
+        verdict.merge(cf.verdict(compute, conditions), f"compute law {cf.label}")
     if verdict.verdict == "uninformative":
         why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"
         if strict:

@@ -25,7 +25,7 @@ class Recommendation:
     n_layer_opt: float
     d_model_opt: float
     rel_error: float
-    ci: dict[str, list[float]] | None
+    ci: dict[str, Any] | None
     alternatives_records: list[dict[str, Any]]
     compute: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
@@ -115,6 +115,11 @@ class Recommendation:
                     "  (no interval: the fit has no parameter draws)"))
             if c.get("provenance"):
                 lines.append(f"  (each interval: {describe(c['provenance'])})")
+            if c.get("unique_tokens"):
+                lines += [f"  {'unique tokens':<22}{c['unique_tokens']:.4g}: {c['epochs']:.3g} "
+                          f"epochs; the last epoch's tokens are worth {c['last_epoch_value']:.0%} "
+                          "of fresh ones",
+                          f"  epochs: {c['epochs_pay']}"]
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
