@@ -10,14 +10,17 @@ For every vendored sweep that records depth and width (``datasets/``, sources in
 - a backtest: the fit of the runs at or below ``--cut`` predicting every larger run, with the
   95% coverage, the mean error and the mean interval half-width.
 
-Sweeps:
+Sweeps (read by ``benchmarks/public_sweeps.py``):
 - ``chinchilla-shapes``: Epoch AI's 245 Chinchilla points joined to Hoffmann et al.'s Table A9
   shapes (43 shapes, several depths per width around 1-3B; N = non-embedding, one 32k
-  embedding taken off);
+  embedding taken off), cut at 1.2e9;
 - ``marin-{dclm,comma,nemotron}``: Marin's isoFLOP sweeps, one depth per width (depth grows with
-  width), N as Marin reports it (embeddings included).
+  width), N as Marin reports it (embeddings included), cut at 1.2e9;
+- ``gemstones-hot`` and ``gemstones-cool``: Gemstones' 22 width x depth shapes to 1.8e9 (N
+  non-embedding), their constant-learning-rate checkpoints and their cooldown finals, cut at
+  5e8. A run's checkpoints are one bootstrap unit (``run_id``).
 
-    python benchmarks/bench_shapes.py [--bootstrap 60] [--cut 1.2e9] [--json out.json]
+    python benchmarks/bench_shapes.py [--bootstrap 60] [--sweeps a,b] [--json out.json]
 """
 
 from __future__ import annotations
@@ -34,27 +37,20 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 SIZES = (1e9, 7e9, 7e10)
-SWEEPS = ("chinchilla-shapes", "marin-dclm", "marin-comma", "marin-nemotron")
+SWEEPS = ("chinchilla-shapes", "marin-dclm", "marin-comma", "marin-nemotron", "gemstones-hot",
+          "gemstones-cool")
 LAWS = {"chinchilla-shapes": ("depth-joint", "depth-width"),
         "marin-dclm": ("depth-joint",), "marin-comma": ("depth-joint",),
-        "marin-nemotron": ("depth-joint",)}
+        "marin-nemotron": ("depth-joint",), "gemstones-hot": ("depth-joint", "depth-width"),
+        "gemstones-cool": ("depth-joint", "depth-width")}
+CUTS = {"gemstones-hot": 5e8, "gemstones-cool": 5e8}  # the others: 1.2e9
 
 
 def load(name: str):  # type: ignore[no-untyped-def]
-    """The sweep as archfit's columns: params, tokens, loss, n_layer, d_model."""
-    import polars as pl
+    """The sweep as archfit's columns: params, tokens, loss, n_layer, d_model (run_id)."""
+    from public_sweeps import load as load_sweep
 
-    if name == "chinchilla-shapes":
-        df = pl.read_csv(os.path.join(ROOT, "datasets", "chinchilla_epoch2024_shapes.csv"))
-        return df.select(pl.col("params_non_embedding").alias("params"), "tokens", "loss",
-                         "n_layer", "d_model")
-    raw = pl.read_csv(os.path.join(ROOT, "datasets", "marin",
-                                   f"isoflop-{name.removeprefix('marin-')}.csv"))
-    return raw.select(pl.col("parameter_count").cast(pl.Float64).alias("params"),
-                      pl.col("throughput/total_tokens").cast(pl.Float64).alias("tokens"),
-                      pl.col("eval/paloma/macro_loss").cast(pl.Float64).alias("loss"),
-                      pl.col("model.num_layers").alias("n_layer"),
-                      pl.col("model.hidden_dim").alias("d_model")).drop_nulls()
+    return load_sweep(name)
 
 
 def one(sweep: str, law: str, bootstrap: int, cut: float) -> dict:  # type: ignore[type-arg]
@@ -64,7 +60,7 @@ def one(sweep: str, law: str, bootstrap: int, cut: float) -> dict:  # type: igno
     from archfit.recommending import recommend
 
     df = load(sweep)
-    row: dict = {"sweep": sweep, "law": law, "runs": df.height,  # type: ignore[type-arg]
+    row: dict = {"sweep": sweep, "law": law, "runs": df.height, "cut": cut,  # type: ignore[type-arg]
                  "params": [float(df["params"].min()), float(df["params"].max())]}
     t0 = time.time()
     try:
@@ -97,8 +93,8 @@ def one(sweep: str, law: str, bootstrap: int, cut: float) -> dict:  # type: igno
     return row
 
 
-def table(rows: list[dict], cut: float) -> str:  # type: ignore[type-arg]
-    out = [f"| sweep (runs; N) | law | verdict | backtest from <= {cut:.2g}: coverage, mean "
+def table(rows: list[dict]) -> str:  # type: ignore[type-arg]
+    out = ["| sweep (runs; N) | law | verdict | backtest from <= cut: coverage, mean "
            "error, interval | " + " | ".join(f"{N:.0e}: pick [near-optimal set]" for N in SIZES)
            + " |", "|---|---|---|---|" + "---|" * len(SIZES)]
     for r in rows:
@@ -108,8 +104,8 @@ def table(rows: list[dict], cut: float) -> str:  # type: ignore[type-arg]
             continue
         b = r["backtest"]
         bt = (b["error"] if "error" in b else
-              f"{b['coverage']:.0%} of {b['n_test']}, {b['mean_rel_error']:+.1%}, "
-              f"±{b['mean_halfwidth_rel']:.1%}")
+              f"cut {r['cut']:.2g}: {b['coverage']:.0%} of {b['n_test']}, "
+              f"{b['mean_rel_error']:+.1%}, ±{b['mean_halfwidth_rel']:.1%}")
         cells = []
         for a in r["answers"]:
             if "error" in a:
@@ -154,9 +150,9 @@ def main() -> None:
         if s not in LAWS:
             raise SystemExit(f"bench_shapes: unknown sweep {s!r}; choose from {', '.join(SWEEPS)}")
         for law in LAWS[s]:
-            rows.append(one(s, law, a.bootstrap, a.cut))
+            rows.append(one(s, law, a.bootstrap, CUTS.get(s, a.cut)))
             print(f"  {s} / {law}: {rows[-1].get('seconds', 0):.0f} s", file=sys.stderr)
-    print(table(rows, a.cut))
+    print(table(rows))
     if "chinchilla-shapes" in a.sweeps.split(","):
         print(inner(a.bootstrap, a.cut))
     if a.json:

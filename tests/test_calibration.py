@@ -288,3 +288,28 @@ def test_an_informative_answer_covers_what_comes_next(correlated_sweep):
     assert len(informative) >= 2, informative  # the claim is not vacuous
     forced = [r for name, r in cases if "['row']" in name]
     assert all(r["verdict_at_largest"] != "informative" for r in forced)
+
+
+def test_the_conformal_unit_is_a_run_scored_by_its_worst_checkpoint():
+    """Split conformal calibration over runs: each run's score is the largest |miss| /
+    half-width of its checkpoints, and the factor is the ceil((n + 1) 0.95)-th smallest of the
+    runs' scores (here, with 3 runs, the largest); over rows, one run's many checkpoints would
+    outvote the others."""
+    import numpy as np
+
+    from archfit.laws.numeric import conformal_factor
+
+    pred = np.ones(9)
+    lo, hi = pred * np.exp(-0.1), pred * np.exp(0.1)  # half-width 0.1 in log space
+    miss = np.array([0.02, 0.05, 0.15, 0.01, 0.01, 0.01, 0.01, 0.02, 0.18])  # |log a - log p|
+    actual = pred * np.exp(miss)
+    groups = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    assert conformal_factor(pred, lo, hi, actual, 0.95, groups) == pytest.approx(1.8)
+    # with 60 quiet rows of a fourth run added, the row quantile (rank 67 of 69) falls below
+    # the two misses, to 1; the run quantile (rank 4 of 4) still sees the run that missed
+    quiet = np.full(60, 0.01)
+    p2, a2 = np.ones(69), np.exp(np.concatenate([miss, quiet]))
+    lo2, hi2 = p2 * np.exp(-0.1), p2 * np.exp(0.1)
+    g2 = np.concatenate([groups, np.full(60, 3)])
+    assert conformal_factor(p2, lo2, hi2, a2, 0.95) == pytest.approx(1.0)
+    assert conformal_factor(p2, lo2, hi2, a2, 0.95, g2) == pytest.approx(1.8)

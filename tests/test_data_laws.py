@@ -184,3 +184,28 @@ def test_stacking_weights_are_least_squares_on_the_simplex():
     assert w["high"] == pytest.approx(0.5, abs=1e-6) and w["low"] == pytest.approx(0.5, abs=1e-6)
     w = _stack({"exact": y, "biased": y * 1.05}, y)
     assert w["exact"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_design_and_campaign_accept_auto(cli, tmp_path):
+    """design --law auto compares the laws on the results and says which it took; a campaign
+    spec with law = "auto" passes every check (its first batch is what the hungriest shape law
+    needs); recommend --law auto is the published law of the question."""
+    import archfit.campaign as cp
+    from archfit import designing as dz
+
+    res = pl.read_parquet(ROOT / "datasets" / "demo_sweep.parquet")
+    pool = dz.pool_from_grid([3e4, 6e4, 1.2e5, 2.4e5], [1, 2, 3, 4, 6, 8], [3e5], [4.0],
+                             base={"vocab_size": 256, "n_ctx": 128}, head_dim=8, multiple=8,
+                             tolerance=0.12)
+    d = dz.design(pool, law="auto", target=dz.Target("params", 7.2e5), results=res, batch=4,
+                  bootstrap=30, budget_frac=0.3)
+    assert d.law in ("depth-joint", "depth-width") and d.notes[0].startswith("--law auto:")
+    spec = tmp_path / "auto.toml"
+    spec.write_text((ROOT / "sweeps" / "campaign-demo.toml").read_text()
+                    .replace('law = "depth-joint"', 'law = "auto"'))
+    s = cp.load(spec)
+    assert s.law == "auto" and s.min_runs == max(archfit.laws.get_law(n).min_points
+                                                 for n in ("depth-joint", "depth-width"))
+    assert cp.prepare(s).budget > 0
+    auto = json.loads(cli("recommend", "--params", "7e9", "--law", "auto", "--json").stdout)
+    assert auto["law"] == "levine2020"

@@ -116,7 +116,7 @@ def prepare(spec: Spec) -> Prepared:
 
     try:
         pool, base, tps = pool_of(spec)
-        dz.check_pool(pool, get_law(spec.law), f"{where}: [pool]")
+        dz.check_pool(pool, get_law(_standing(spec)), f"{where}: [pool]")
         cost, unit = dz.costs(pool, spec.gpu, base=base, tokens_per_step=tps,
                               n_counts="non-embedding")  # recipe_grid's shapes count so
     except CampaignError:
@@ -132,7 +132,7 @@ def prepare(spec: Spec) -> Prepared:
     if budget < float(cost.min()):
         raise CampaignError(f"the budget {budget:.4g} {unit} is below the cheapest run in the "
                             f"pool ({float(cost.min()):.4g}); raise it or add cheaper candidates")
-    need = get_law(spec.law).min_points
+    need = spec.min_runs
     cheapest = sorted(float(c) for c in cost)[:need]
     if len(cheapest) < need or sum(cheapest) > budget:
         buys = sum(1 for i in range(len(cheapest)) if sum(cheapest[:i + 1]) <= budget)
@@ -156,9 +156,18 @@ def _check_prior(spec: Spec) -> None:
         f = load_fit(spec.prior)
     except ArchfitError as e:
         raise CampaignError(f"{spec.path}: prior = {spec.prior!r}: {e}") from None
-    if f.law != spec.law:
+    if spec.law != "auto" and f.law != spec.law:
         raise CampaignError(f"{spec.path}: prior = {spec.prior!r} is a {f.law} fit; a prior for "
                             f"this campaign must be a {spec.law} fit")
+
+
+def _standing(spec: Spec) -> str:
+    """The law that prices the pool: the spec's, or for auto the first choice of its role."""
+    from archfit.laws.selection import AUTO, FIRST_CHOICE
+
+    if spec.law != AUTO:
+        return spec.law
+    return FIRST_CHOICE["shape" if spec.target_kind == "params" else "compute"]
 
 
 def _check_recipe(spec: Spec, pool: Any) -> None:

@@ -97,6 +97,7 @@ class Spec:
     seed: int
     bootstrap: int
     validate: bool
+    min_runs: int  # the fewest runs the law (every law, for auto) can be fitted to
     shape_args: dict[str, Any] = field(default_factory=dict)  # recommend's shape options
 
 
@@ -172,7 +173,8 @@ def load(path: str | os.PathLike[str]) -> Spec:
                           ci_ratio=ci_ratio),
                 executor=ex.get("kind", "local"), batch=batch, first_batch=first,
                 seed=raw.get("seed", 0), bootstrap=raw.get("bootstrap", 100),
-                validate=raw.get("validate", False), shape_args=dict(raw.get("recommend") or {}))
+                validate=raw.get("validate", False), min_runs=law.min_points,
+                shape_args=dict(raw.get("recommend") or {}))
 
 
 def _one_of(raw: dict[str, Any], section: str, keys: tuple[str, ...], path: str,
@@ -200,7 +202,13 @@ def _check_gpu(gpu: str | None, path: str) -> None:
 def _law(path: str, law_name: str, kind: str) -> Any:
     """The spec's law, if it can run a campaign toward a ``kind`` target."""
     from archfit.laws import LAWS
+    from archfit.laws.selection import AUTO, FIRST_CHOICE, candidates
 
+    if law_name == AUTO:  # every law of the target's role, compared on the runs each round
+        role = "shape" if kind == "params" else "compute"
+        names = [n for n in candidates(_ALL_COLUMNS, role)]
+        law = max((LAWS[n] for n in names), key=lambda lw: lw.min_points)
+        return _Auto(AUTO, law.min_points, LAWS[FIRST_CHOICE[role]])
     if not law_name:
         raise CampaignError(f"{path}: no law; add e.g. law = \"depth-joint\" (see 'archfit laws')")
     names = sorted(LAWS)
@@ -219,6 +227,20 @@ def _law(path: str, law_name: str, kind: str) -> Any:
         raise CampaignError(f"{path}: a [target] compute campaign needs a compute law "
                             f"(chinchilla); {law.name} is a {law.role} law")
     return law
+
+
+# the columns a campaign's runs carry (the sweep engine's run table): what --law auto may use
+_ALL_COLUMNS = ("loss", "params", "tokens", "n_layer", "d_model", "d_ff", "n_head", "lr")
+
+
+@dataclass(frozen=True)
+class _Auto:
+    """``law = "auto"``: its name, the most runs any of its candidates needs, and the law that
+    stands in for it before runs can be compared (its columns price the pool)."""
+
+    name: str
+    min_points: int
+    first: Any
 
 
 # ---------------------------------------------------------------------------- changes

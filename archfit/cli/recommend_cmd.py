@@ -22,7 +22,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               help="Fit artifact or published fit name (repeatable: shape, compute, ff-ratio).")
 @click.option("--law", "laws", multiple=True, metavar="NAME",
               help="Published fit by name (levine2020, epoch2024, hoffmann2022; see 'archfit "
-                   "laws'). Default: levine2020, and epoch2024 for --compute.")
+                   "laws'), or auto. Default: levine2020; epoch2024 for --compute; "
+                   "muennighoff2023 with --unique-tokens.")
 @shape_options("vocab_size", "n_ctx", n_ctx={"default": 2048})
 @click.option("--head-dim", type=INT, default=128, show_default=True,
               help="Attention head size: heads = d_model / head_dim.")

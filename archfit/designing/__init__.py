@@ -247,6 +247,17 @@ def _set_near_share(step: Step, results: Any, law: str, bootstrap: int, seed: in
                      "to the candidates nearest the target first")
 
 
+def _check_request(lw: Any, strategy: str, batch: int, seed: int) -> None:
+    if not lw.predicts_loss:
+        raise DesignError(f"{lw.name} has no loss model, so a run's outcome cannot be predicted; "
+                          "design with depth-joint or depth-width (shape), chinchilla (compute)")
+    if strategy not in STRATEGIES:
+        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    check_seed(seed)
+    if batch < 1:
+        raise DesignError(f"--batch must be 1 or more, got {batch}")
+
+
 def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            budget_frac: float | None = None, results: Any = None, fit: Any = None,
            batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
@@ -264,22 +275,18 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     high/low of ``until_ci``. ``dedupe``: drop duplicate results (as ``fit``). ``n_counts``: what
     the params count, for the cost's unit (``"non-embedding"`` in the ``pool_from_*`` pools)."""
     from archfit.laws import get_law
+    from archfit.laws.selection import resolve
 
-    lw = get_law(law)
-    if not lw.predicts_loss:
-        raise DesignError(f"{law} has no loss model, so a run's outcome cannot be predicted; "
-                          "design with depth-joint or depth-width (shape), chinchilla (compute)")
-    if strategy not in STRATEGIES:
-        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    if batch < 1:
-        raise DesignError(f"--batch must be 1 or more, got {batch}")
-    check_seed(seed)
     pool, results = as_polars(pool), as_runs(results)
+    role = {"params": "shape", "compute": "compute"}.get(target.kind)
+    law, chosen_by = resolve(law, role, pool.columns, results, seed)  # --law auto
+    lw = get_law(law)
+    _check_request(lw, strategy, batch, seed)
     check_pool(pool, lw)
     target.check(lw)
     has_results = results is not None and results.height > 0
     fit, cons = starting_fit(lw, fit, prior, prior_widths, has_results)
-    notes: list[str] = []
+    notes: list[str] = [chosen_by] if chosen_by else []
     res_cols = columns(results) if has_results else None
     target.outside(res_cols)
     cost, unit = costs(pool, gpu, base=base, tokens_per_step=tokens_per_step, n_counts=n_counts)

@@ -255,8 +255,9 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}
     rep = band_report(pred, lo, hi, test["loss"])
-    # intervals that undercover the held-out sizes are widened by what they needed there
-    widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL)
+    # intervals that undercover the held-out runs are widened by what they needed there
+    units, _ = lw.groups(test, group)
+    widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL, units)
     # and how fast the miss grew past the sizes fitted, for predictions beyond the full fit's
     reach = extrapolation_rate(pred, lo, hi, test["loss"], test["params"],  # largest (band)
                                float(np.max(train["params"])), HELDOUT_LEVEL)

@@ -363,19 +363,26 @@ def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual:
 
 
 def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
-                     level: float) -> float:
-    """How much the intervals must widen to cover ``level`` of the held-out rows (split
+                     level: float, groups: np.ndarray | None = None) -> float:
+    """How much the intervals must widen to cover ``level`` of the held-out runs (split
     conformal calibration in log space, on the side each row fell): the ``level`` quantile of
-    |log actual - log predicted| / half-width, at least 1 (intervals are never narrowed)."""
+    |log actual - log predicted| / half-width, at least 1 (intervals are never narrowed). The
+    exchangeable unit is a training run where ``groups`` labels the rows, scored by its worst
+    checkpoint (a run is covered when all of it is; its checkpoints are not independent, and
+    a quantile over them would count one run many times), else a row."""
     c, a = np.log(pred), np.log(np.asarray(actual, float))
     half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
     ok = half > 0
     if not ok.any():
         return 1.0
-    r = np.abs(a - c)[ok] / half[ok]
+    score = np.abs(a - c)[ok] / half[ok]
+    if groups is not None:
+        g = np.asarray(groups)[ok]
+        score = np.array([score[g == u].max() for u in np.unique(g)])
+    r = np.sort(score)
     n = len(r)  # the finite-sample conformal quantile: rank ceil((n + 1) level)
     k = min(n, int(math.ceil((n + 1) * level)))
-    return max(1.0, float(np.sort(r)[k - 1]))
+    return max(1.0, float(r[k - 1]))
 
 
 def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray

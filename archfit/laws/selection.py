@@ -1,7 +1,7 @@
 """Which law a table of runs supports (``archfit fit DATA --law auto``): every law with a loss
 model whose columns the table has is fitted on all but its costliest runs and scored on those
 (the held-out split a user cares about: the runs nearest the target, by compute C = 6 N D, or
-by size without tokens), and by an information criterion on the full data. The law with the
+by size without tokens), and by an information criterion on the runs it was fitted to. The law with the
 least held-out error is picked; where no law beats every other on a paired bootstrap over the
 held-out runs, the laws are also stacked (non-negative weights that sum to 1, fitted to the
 held-out runs' log loss; Breiman 1996, "Stacked regressions"), and the weights are reported.
@@ -29,7 +29,7 @@ SELECTION_BOOTSTRAP = 0  # the candidate fits are point fits: the held-out error
 class Selection:
     """The comparison: one row per candidate law (``law``, ``n_params``, held-out
     ``mean_abs_rel_error`` and ``rms_rel_error`` over the held-out runs, ``aic`` and ``bic`` of
-    the full-data fit in log-loss space, or ``error`` where it could not be fitted), the
+    its fit on the other runs in log-loss space, or ``error`` where it could not be fitted), the
     ``pick``, whether it ``dominates`` every other law on the held-out runs, and the stacking
     ``weights`` (None where the pick dominates)."""
 
@@ -138,8 +138,6 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
             p = np.asarray(law.predict(f_tr.params, test_data), float)
             if not np.all(np.isfinite(p)) or np.any(p <= 0):
                 raise FitError("it predicts no finite loss for some held-out runs")
-            full = fit(table, law=name, bootstrap=SELECTION_BOOTSTRAP, seed=seed,
-                       heldout=False, **fit_kw)
         except (FitError, FitInputError) as e:
             row["error"] = str(e)
             rows.append(row)
@@ -148,7 +146,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
         run_err = _per_run(rel, test_groups)
         row.update(mean_abs_rel_error=float(run_err.mean()),
                    rms_rel_error=float(math.sqrt(np.mean(_per_run(rel ** 2, test_groups)))),
-                   **_criteria(law, full, data))
+                   **_criteria(law, f_tr, subset(data, ~test)))
         preds[name] = p
         rows.append(row)
     ok = [r for r in rows if "error" not in r]
@@ -166,8 +164,9 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
 
 
 def _criteria(law: Law, f: Any, data: dict[str, np.ndarray]) -> dict[str, float]:
-    """AIC and BIC of the full-data fit, Gaussian in log loss (rows as the sample: rows of one
-    run are correlated, so both favour larger laws; the held-out error is the score)."""
+    """AIC and BIC of the fit on the cheaper runs, Gaussian in log loss (rows as the sample:
+    rows of one run are correlated, so both favour larger laws; the held-out error is the
+    score)."""
     r = np.log(np.asarray(law.predict(f.params, data), float)) - np.log(data["loss"])
     n, k = len(r), len(law.param_names)
     rss = float(np.sum(r * r)) or 1e-300
@@ -200,3 +199,37 @@ def _stack(preds: dict[str, np.ndarray], actual: np.ndarray) -> dict[str, float]
     w = np.clip(res.x, 0.0, None)
     w = w / w.sum()
     return {n: float(v) for n, v in zip(names, w)}
+
+
+# what --law auto starts from before any run can be compared (a role's first choice)
+FIRST_CHOICE = {"shape": "depth-joint", "compute": "chinchilla"}
+MIN_RUNS_TO_COMPARE = 12  # below this, a held-out fifth is a run or two: no comparison
+
+
+def resolve(law: str, role: str | None, columns: Sequence[str], results: Any = None,
+            seed: int = 0) -> tuple[str, str | None]:
+    """``law``, or for ``auto`` the law the runs so far support: among the laws with a loss
+    model of ``role`` (any role where None) whose columns ``columns`` hold, the one
+    :func:`compare` picks on ``results`` (a polars frame of runs), or the role's first choice
+    while there are too few runs to compare. Returns (the law, a note saying why, for auto)."""
+    if law != AUTO:
+        return law, None
+    names = candidates([*columns, "loss"], role)  # a pool has no loss yet
+    if not names:
+        raise FitInputError(f"--law auto: no law with a loss model{' of role ' + role if role else ''}"
+                            f" fits these columns ({', '.join(columns)})")
+    first = FIRST_CHOICE.get(role or "", names[0])
+    first = first if first in names else names[0]
+    if results is None or results.height < MIN_RUNS_TO_COMPARE or len(names) == 1:
+        n = 0 if results is None else results.height
+        return first, (f"--law auto: {first} ({n} runs are too few to compare laws on held-out "
+                       f"runs; from {MIN_RUNS_TO_COMPARE} on they are compared)"
+                       if len(names) > 1 else None)
+    from archfit.sweep.store import read_runs
+
+    try:
+        sel = compare(read_runs([], frame=results), names, seed=seed)
+    except (FitError, FitInputError) as e:
+        return first, f"--law auto: {first} (the laws could not be compared: {e})"
+    return sel.pick, (f"--law auto: {sel.pick}, the least error on the "
+                      f"{sel.heldout['n_test_runs']} costliest runs so far")

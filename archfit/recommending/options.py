@@ -10,6 +10,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.laws.base import AUTO
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW, DEFAULT_SHAPE_LAW
 from archfit.shapes import ARCH_FIELDS
 
@@ -80,7 +81,10 @@ def check_options(params: float | None, compute: float | None, kw: dict[str, Any
 
 
 def given_fits(fit: Fit | str | Sequence[Fit | str] | None) -> list[Fit | str]:
-    return [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+    """The fits given, one or several; ``"auto"`` stands for the published law of each role
+    (recommend reads fits, not runs: ``archfit fit RUNS --law auto`` chooses among laws)."""
+    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+    return [f for f in given if not (isinstance(f, str) and f == AUTO)]
 
 
 def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
