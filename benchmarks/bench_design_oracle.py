@@ -3,7 +3,7 @@
 `bench_design.py` asks archfit's design to beat every baseline at 10% of the pool's cost. This
 script asks how much room there is. On each planted truth it builds designs *at the true
 parameters* (no fitting in the loop, so no design here is misled by an early fit), from the same
-space-filling start that `archfit.designing.replay` uses:
+spread start that `archfit.designing.replay` uses:
 
 - `cheapest`: the `cheapest` baseline itself (`archfit.designing.strategies.cheapest`);
 - `oracle per-cost`: greedy shrink of the target's variance per unit cost over the whole budget;
@@ -119,11 +119,11 @@ def _designs(truth: str, frac: float
              ) -> tuple[dict[str, list[int]], dict[str, float], tuple[float, float]]:
     """Each design's pool rows, and the target's predicted sd after it: the law linearized at
     the true parameters (log scale where positive), the covariance the exact inverse of the
-    rows' Fisher information at the truth's noise (no ridge: the space-filling start already
+    rows' Fisher information at the truth's noise (no ridge: the spread start already
     informs every parameter)."""
     from archfit.designing import columns, costs
     from archfit.designing.pool import Target
-    from archfit.designing.strategies import COST_EXPONENT, Step, cheapest, shrink, space_filling
+    from archfit.designing.strategies import COST_EXPONENT, Step, cheapest, shrink, spread
     from archfit.laws import get_law
 
     pool, target, law, sd, p0 = _truth(truth)
@@ -167,7 +167,7 @@ def _designs(truth: str, frac: float
 
     step = Step(lw, None, columns(pool), cost, np.ones(len(cost), bool),
                 Target("table", rows=columns(target)), np.random.default_rng(0))
-    start = space_filling(step, max(lw.min_points, 2 * len(lw.param_names)), budget)
+    start = spread(step, max(lw.min_points, 2 * len(lw.param_names)), budget)
     step.open[start] = False
     everything, left = len(cost), budget - float(cost[start].sum())
     designs = {"cheapest": start + cheapest(step, everything, left),

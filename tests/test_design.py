@@ -1,8 +1,9 @@
-"""archfit design: the next runs by expected shrink of the target's uncertainty per square root of cost,
-its baselines, the replay on a finished sweep, and its errors."""
+"""archfit design: the next runs (the default rule and the variance criterion), the baselines,
+the replay on a finished sweep, and its errors."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -46,6 +47,7 @@ def test_a_batch_holds_no_near_duplicates(joint):
                          pool.with_columns(pl.col("params") * 1.0001)])
     d = design(tripled, law="depth-joint", target=Target("params", 3e10), fit=f,
                budget_frac=0.5, batch=4)
+    assert d.strategy == "archfit"
     keys = {(c["params"], c["n_layer"]) for c in d.chosen}
     assert len(d.chosen) == 4 and len(keys) == 4, d.chosen
     # each pick shrinks the target's sd further, and says by how much per unit cost
@@ -56,8 +58,8 @@ def test_a_batch_holds_no_near_duplicates(joint):
 
 
 def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
-    """archfit ranks a candidate by the target's expected shrink over cost^0.5 (README: the
-    exponent measured on bench_design), and reports that shrink per unit cost."""
+    """variance ranks a candidate by the target's expected shrink over cost^0.5 (cost-cooled
+    acquisition), and reports that shrink per unit cost."""
     from archfit.designing import columns, costs
     from archfit.designing.strategies import COST_EXPONENT, Ensemble, Step, draws
     from archfit.laws import get_law
@@ -65,13 +67,14 @@ def test_the_first_pick_has_the_most_shrink_per_square_root_of_cost(joint):
     df, f = joint
     pool = _joint_pool(float(df["params"].max()))
     target = Target("params", 3e10)
-    d = design(pool, law="depth-joint", target=target, fit=f, budget_frac=1.0, batch=1)
+    d = design(pool, law="depth-joint", target=target, fit=f, budget_frac=1.0, batch=1,
+               strategy="variance")
     cost, _ = costs(pool)
     step = Step(get_law("depth-joint"), f, columns(pool), cost, np.ones(pool.height, bool),
                 target, np.random.default_rng(0))
     ens = Ensemble(step, draws(f))
     g = ens.gain()
-    j = int(np.argmax(g / cost ** COST_EXPONENT))
+    j = int(np.argmax(g / cost ** 0.5))
     assert COST_EXPONENT == 0.5
     assert (d.chosen[0]["params"], d.chosen[0]["n_layer"]) == (pool["params"][j],
                                                                pool["n_layer"][j])
@@ -86,7 +89,7 @@ def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
     against the rows' whole covariance matrix. Where every row is its own run (no shape
     columns, as a chinchilla grid), there are no runs to share."""
     from archfit.designing import columns, costs
-    from archfit.designing.ensemble import WITHIN_FLOOR, Ensemble, run_units, scatter2
+    from archfit.designing.ensemble import WITHIN_FLOOR, Ensemble, gradients, run_units, scatter2
     from archfit.designing.strategies import Step, draws
     from archfit.laws import get_law
 
@@ -107,9 +110,7 @@ def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
     w2 = max(w2, WITHIN_FLOOR * (b2 + w2))
     assert (ens.noise2, ens.between2) == pytest.approx((w2, b2))
     # the rows' gradients, as the ensemble takes them
-    p0 = dict(f.params)
-    th0 = np.array([math.log(p0[m]) if lg else p0[m] for m, lg in zip(ens.names, ens.logs)])
-    _, G, Jd = ens._gradients(step, p0, th0)
+    _, G, Jd = gradients(step, ens.names, ens.logs)
 
     def sandwich(rows: np.ndarray, runs: np.ndarray) -> float:
         """The target's variance of a fit weighing ``rows`` alike, from their covariance."""
@@ -137,6 +138,13 @@ def test_rows_of_one_training_run_share_its_offset_in_the_design(joint):
                 cost, np.ones(pool.height, bool), Target("params", 3e10),
                 np.random.default_rng(0))
     assert run_units(flat) is None
+    # a fit with no within-run scatter: a row's own noise is floored at 1% of its whole
+    g = copy.deepcopy(f)
+    g.diagnostics["scatter"] = {**g.diagnostics["scatter"], "within": 0.0}
+    import dataclasses
+
+    floored = Ensemble(dataclasses.replace(step, fit=g), draws(g))
+    assert floored.noise2 == pytest.approx(0.01 * scatter2(g)[0])
 
 
 def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
@@ -160,6 +168,22 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
         S = np.linalg.pinv(information(step, J, J))
         v = np.trace(Gs @ S @ Gs.T)
         assert v == pytest.approx(exact, rel=1e-4), (scale, v, exact)
+
+
+def test_gpu_hours_assume_half_a_million_tokens_per_step_without_a_spec():
+    """Priced on a GPU without a spec's batch: each run's modelled step time at 524,288 tokens
+    per step (a common pretraining batch), times its steps."""
+    from archfit.designing import costs
+    from archfit.shapes import Shape
+    from archfit.train.perf import modelled
+
+    pool = pl.DataFrame([{"params": 1.2e8, "n_layer": 12, "d_model": 768, "n_head": 12,
+                          "d_ff": 3072, "tokens": 2.4e9}])
+    hours, unit = costs(pool, "h100")
+    step = modelled("h100").step_time(Shape(n_layer=12, d_model=768, n_head=12, d_ff=3072),
+                                      524288)
+    assert hours[0] == pytest.approx(step * 2.4e9 / 524288 / 3600, rel=1e-9)
+    assert "524,288 tokens per step" in unit
 
 
 def test_every_strategy_spends_within_the_budget(joint):
@@ -304,6 +328,24 @@ def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
     assert r.text().splitlines()[-1] == f"next: {r.next_runs}"
 
 
+def test_a_weak_recommend_says_when_its_law_does_not_fit_its_runs(joint):
+    """The fit carries its own lack-of-fit test; where the law fails it, recommend's 'next:'
+    line says so and predicts no interval after the batch (the law's variance is not the
+    target's uncertainty then); the same fit passing the test predicts one."""
+    from archfit.recommending import recommend
+
+    _, f = joint
+    assert f.diagnostics["lack_of_fit"]["p"] is not None
+    for p, fits in ((0.001, False), (0.5, True)):
+        g = copy.deepcopy(f)
+        g.diagnostics["lack_of_fit"] = {**f.diagnostics["lack_of_fit"], "p": p}
+        with pytest.warns(Warning):
+            r = recommend(3e11, fit=[g])
+        said = r.next_runs.startswith(f"the law does not fit the runs so far (F test p = {p:.2g})")
+        assert said is (not fits), r.next_runs
+        assert ("predicts the 95% CI" in r.next_runs) is fits
+
+
 # ------------------------------------------------------------------ the figure
 def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target(joint):
     from archfit.plots.design import design_figure
@@ -331,7 +373,7 @@ def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target
 def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
     """recommend's 'next:' batch (and the demo's plots/design.png) comes from a fit alone; the
     figure takes the runs that fit was made on."""
-    from archfit.designing import suggest
+    from archfit.recommending.pipeline import suggest
     from archfit.plots.design import design_figure
 
     df, f = joint
@@ -441,12 +483,20 @@ def test_a_prior_weighs_the_fit_of_few_runs_and_narrows_the_target():
     assert prior.chosen and not any("prior" in n for n in plain.notes)
 
 
-def test_a_fit_without_draws_says_its_batch_is_space_filling():
+def test_a_fit_without_draws_says_the_variance_criterion_spreads_its_batch():
     pool = pl.DataFrame([{"params": n, "tokens": 20 * n} for n in (1e8, 3e8, 1e9, 3e9)])
     d = design(pool, law="chinchilla", target=Target("compute", 1e24), fit="epoch2024",
-               budget_frac=0.5)
+               budget_frac=0.5, strategy="variance")
     assert d.chosen and d.spent <= d.budget
-    assert any("carries no parameter draws" in n and "space-filling" in n for n in d.notes)
+    assert any("carries no parameter draws" in n and "spread over the pool" in n
+               for n in d.notes)
+    # the default rule needs no draws to pick: the candidates nearest the fit's optimum at
+    # 1e24 (N_opt ~ 3e11): the largest the budget buys (3e9 costs more than half the pool);
+    # no interval after them without draws
+    d = design(pool, law="chinchilla", target=Target("compute", 1e24), fit="epoch2024",
+               budget_frac=0.5)
+    assert d.chosen[0]["params"] == 1e9 and d.ci_after is None
+    assert not any("carries no parameter draws" in n for n in d.notes)
 
 
 def test_a_size_and_tokens_grid_needs_no_depths_for_chinchilla(cli, tmp_path):

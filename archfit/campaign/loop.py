@@ -173,14 +173,13 @@ def _standing(spec: Spec) -> str:
 def _check_recipe(spec: Spec, pool: Any) -> None:
     """The sweep spec a round would write for the pool's first candidate, checked by the sweep
     engine (schema, data, shapes, budget, executor options) in memory."""
-    from archfit import designing as dz
     from archfit.errors import ArchfitError
-    from archfit.sweep.spec import spec_from_raw
+    from archfit.sweep.spec import spec_for_runs, spec_from_raw
 
     first = pool.row(0, named=True)
     try:
-        spec_from_raw(dz.sweep_spec([first], recipe(spec), "the preflight check"), spec.path,
-                      check_data=True)
+        spec_from_raw(spec_for_runs([first], recipe(spec), "archfit campaign: the preflight "
+                                                          "check"), spec.path, check_data=True)
     except ArchfitError as e:
         raise CampaignError(f"{spec.path}: the training recipe ([model], [train], [executor], "
                             f"data): {e}") from None

@@ -73,8 +73,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
 @click.option("--batch", type=COUNT, default=4, show_default=True,
               help="Runs per batch.")
 @click.option("--strategy", default="archfit", show_default=True,
-              help="archfit (the default rule, see 'archfit design --help'), variance (the "
-                   "target's expected shrink per cost), nearest, random, cheapest, "
+              help="archfit (the default rule above), variance (its variance half every "
+                   "round), spread (its other half), nearest, random, cheapest, "
                    "cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
@@ -103,6 +103,10 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
            seed, bootstrap, dedupe, replay_file, out, plot_path, force, as_json):
     """Choose the next runs: the most information about a target for their cost.
 
+    The default rule: after a first batch spread over the cheaper half of the candidates,
+    the affordable candidates nearest the target. Each round also tests the law on the runs
+    so far (an F test); where the law fails it, no interval after the batch is predicted.
+
     \b
     Examples:
       archfit design --law depth-joint --results sweeps/demo.parquet --params 7.2e5 \\
@@ -117,24 +121,8 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     from archfit import designing as dz
 
     if replay_file:
-        if not target_file or budget_frac is None:
-            raise click.UsageError("--replay needs --target TABLE (the runs to score) and "
-                                   "--budget-frac")
-        _check_outputs(None, plot_path, [replay_file, target_file], force)
-        done, rows = _table([replay_file], "replay"), _table([target_file], "target")
-        r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
-                      seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap)
-        if plot_path:
-            from archfit.plots.design import draw_replay
-
-            draw_replay(r, dz.columns(done), dz.columns(rows), plot_path)
-        if as_json:
-            emit_json({**r, "figure": plot_path})
-            return
-        _print_replay(r)
-        if plot_path:
-            click.echo(f"wrote {plot_path}")
-        return
+        return _replay(replay_file, target_file, law, budget_frac, strategy, seed, batch,
+                       bootstrap, plot_path, force, as_json)
     given = [x for x in (params, compute, target_file) if x is not None]
     if len(given) != 1:
         raise click.UsageError("give one target: --params N, --compute C or --target TABLE")
@@ -180,10 +168,34 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
         click.echo(f"wrote {plot_path}")
 
 
+def _replay(replay_file: str, target_file: str | None, law: str, budget_frac: float | None,
+            strategy: str, seed: int, batch: int, bootstrap: int | None,
+            plot_path: str | None, force: bool, as_json: bool) -> None:
+    """``--replay``: the design's loop on a finished sweep, scored on the target runs."""
+    from archfit import designing as dz
+
+    if not target_file or budget_frac is None:
+        raise click.UsageError("--replay needs --target TABLE (the runs to score) and "
+                               "--budget-frac")
+    _check_outputs(None, plot_path, [replay_file, target_file], force)
+    done, rows = _table([replay_file], "replay"), _table([target_file], "target")
+    r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
+                  seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap)
+    if plot_path:
+        from archfit.plots.design import draw_replay
+
+        draw_replay(r, dz.columns(done), dz.columns(rows), plot_path)
+    if as_json:
+        emit_json({**r, "figure": plot_path})
+        return
+    _print_replay(r)
+    if plot_path:
+        click.echo(f"wrote {plot_path}")
+
+
 def _check_outputs(out: str | None, plot_path: str | None, inputs: list[str],
                    force: bool) -> None:
     """Refuse, before any work, an -o or --plot path that is an input or a file not ours."""
-    from archfit.designing import is_batch
     from archfit.io import check_output
 
     if out:
@@ -245,11 +257,28 @@ def _print_replay(r: dict) -> None:  # type: ignore[type-arg]
     for n in r.get("notes", []):
         click.echo(f"  note: {n}")
     for fb in r.get("fallbacks", []):
-        click.echo(f"  note: round {fb['round']} fell back to a space-filling pick ({fb['why']})")
-    shares = [x for x in r.get("near_shares", []) if x > 0]
-    if shares:
-        span = (f"{min(shares):.0%}" if round(min(shares), 2) == round(max(shares), 2)
-                else f"{min(shares):.0%}-{max(shares):.0%}")
-        click.echo(f"  note: {len(shares)} of {len(r['near_shares'])} rounds spent {span} of "
-                   "their budget nearest the target first (a target table's share: a law is "
-                   "only approximately true of a real sweep; see the design how-to)")
+        click.echo(f"  note: round {fb['round']} fell back to a spread pick ({fb['why']})")
+    for t in r.get("tests", []):
+        click.echo(f"  round {t['round']}: {t['why']}")
+
+
+BATCH_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
+
+
+def is_batch(path: str) -> bool:
+    """A file ``Design.write`` wrote (what ``-o`` may replace without --force): a spec whose
+    description says so, or a table with the batch's columns."""
+    if not path.endswith((".toml", ".csv", ".parquet")):
+        return False
+    try:
+        if path.endswith(".parquet"):
+            import polars as pl
+
+            return BATCH_COLUMNS <= set(pl.read_parquet_schema(path))
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except Exception:  # unreadable: not recognisably ours
+        return False
+    if path.endswith(".csv"):
+        return bool(head) and BATCH_COLUMNS <= set(head.splitlines()[0].split(","))
+    return "archfit design:" in head

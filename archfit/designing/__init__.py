@@ -1,13 +1,12 @@
 """``archfit design``: which runs to train next for an informative answer at least cost.
 
 Given a law, the runs so far (or a prior fit), a pool of runnable candidates with costs and a
-target beyond the data, :func:`design` picks the next batch: where the law missed its own
-costliest runs, a share of the budget on the candidates nearest the target, the rest by the
-expected shrink of the target's uncertainty per square root of its cost
-(:mod:`archfit.designing.strategies`); it says what the batch costs and the interval it predicts
-at the target after it. Run it again with
-the new results for the next batch, until a stop rule holds (``until_ci``) or the budget is
-spent.
+target beyond the data, :func:`design` picks the next batch by the rule of
+:mod:`archfit.designing.strategies` (a first batch spread over the cheaper half of the pool,
+then the candidates nearest the target), tests the law on the runs so far, and says what the
+batch costs and, where the law passes the test, the interval it predicts at the target after
+it. Run it again with the new results for the next batch, until a stop rule holds
+(``until_ci``) or the budget is spent.
 
 :func:`replay` runs that loop on a finished sweep, revealing each chosen run's loss from the
 table, then fits the chosen runs and scores them on a target table against the fit on every
@@ -22,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from archfit.designing.pool import (DesignError, Target, as_polars, as_runs, check_budget, check_pool,
-                                 columns, costs, pool_from_grid, pool_from_sizes, pool_from_spec,
-                                 check_seed, not_among, starting_fit)
-from archfit.designing.replays import (archfit_share, calibrated_fit, fit_runs, metrics, replay,
-                                    split_most_expensive)
-from archfit.designing.strategies import (CRITERIA, CRITERION, MIN_DRAWS, STRATEGIES, Step, draws,
-                                       TRUST_REGION, space_filling)
-from archfit.errors import FitError, FitInputError
+from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
+                                   check_seed, costs, not_among, starting_fit)
+from archfit.designing.replays import fit_runs, replay
+from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
+from archfit.laws.numeric import columns
+from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step, draws,
+                                          predicted, spread)
+from archfit.errors import SpecError
+from archfit.sweep.plan import pool_from_grid, pool_from_sizes, pool_from_spec
 
 __all__ = ["Design", "DesignError", "Target", "design", "replay", "calibrated_fit", "metrics",
            "pool_from_grid", "pool_from_sizes", "pool_from_spec", "columns",
@@ -40,9 +40,9 @@ SHOWN = ("run_id", "params", "n_layer", "d_model", "d_ff", "tokens")
 
 @dataclass
 class Design:
-    """The next batch: ``chosen`` rows of the pool in order (each with its ``cost``, the
-    ``gain_per_cost`` and the target's predicted ``sd_after`` as a share of today's), what they
-    cost, and the target's interval now and predicted after the batch."""
+    """The next batch: ``chosen`` rows of the pool in order (each with its ``cost`` and, where
+    predicted, ``gain_per_cost`` and ``sd_after``), its cost, the fit test, and the target's
+    interval now and predicted after the batch."""
 
     law: str
     strategy: str
@@ -53,8 +53,8 @@ class Design:
     spent: float
     ci_now: list[float] | None = None
     ci_after: list[float] | None = None
-    criterion: str = CRITERION
-    near_share: float = 0.0  # of the budget spent nearest the target first (archfit)
+    criterion: str = RULE
+    test: dict[str, Any] | None = None  # the lack-of-fit test and what the rule did (archfit)
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
     # what the figure draws (archfit.plots.design): the pool's columns and which rows are
@@ -65,8 +65,7 @@ class Design:
         from archfit.io import jsonable
 
         return jsonable({k: getattr(self, k) for k in (
-            "law", "strategy", "target", "criterion", "near_share", "cost_unit", "budget",
-            "spent",
+            "law", "strategy", "target", "criterion", "test", "cost_unit", "budget", "spent",
             "ci_now", "ci_after", "stop", "notes", "chosen")})
 
     def to_frame(self) -> Any:
@@ -85,9 +84,12 @@ class Design:
         after = (f"; the batch of {len(self.chosen)} predicts the 95% CI "
                  f"[{self.ci_after[0]:.3g}, {self.ci_after[1]:.3g}] (now [{self.ci_now[0]:.3g}, "
                  f"{self.ci_now[1]:.3g}])" if self.ci_after and self.ci_now else "")
-        return (f"to narrow this, 'archfit design' would run first {shape}N {c['params']:.3g}, "
-                f"{c.get('tokens', float('nan')):.3g} tokens ({c['cost']:.3g} {_unit(self)})"
-                + after)
+        t = self.test or {}
+        why = (f"the law does not fit the runs so far (F test p = {t['p']:.2g}), so no interval "
+               "after the batch is predicted; " if t.get("fits") is False else "")
+        return (f"{why}to narrow this, 'archfit design' would run first {shape}N "
+                f"{c['params']:.3g}, {c.get('tokens', float('nan')):.3g} tokens ({c['cost']:.3g} "
+                f"{_unit(self)})" + after)
 
     def summary(self) -> str:
         lines = [f"archfit design: {self.law}, strategy {self.strategy}",
@@ -125,64 +127,15 @@ class Design:
             return path
         import tomli_w
 
-        atomic_write(path, tomli_w.dumps(sweep_spec(self.chosen, spec, str(self.target))))
+        from archfit.sweep.spec import spec_for_runs
+
+        try:
+            raw = spec_for_runs(self.chosen, spec, f"archfit design: {len(self.chosen)} runs "
+                                                   f"toward {self.target}")
+        except SpecError as e:
+            raise DesignError(str(e)) from None
+        atomic_write(path, tomli_w.dumps(raw))
         return path
-
-
-def sweep_spec(chosen: list[dict[str, Any]], spec: Any = None, toward: str = "") -> dict[str, Any]:
-    """The sweep spec (as a dict, what ``archfit sweep run`` reads from TOML) that trains the
-    ``chosen`` runs with the recipe of ``spec`` (a sweep spec's ``raw`` sections: data, model,
-    train, executor; its seeds and learning rates)."""
-    if not chosen or "n_layer" not in chosen[0]:
-        raise DesignError("a sweep spec needs shapes (n_layer, d_model); write the chosen "
-                          "runs as a table instead (-o next.csv)")
-    raw: dict[str, Any] = {k: dict(spec.raw[k]) for k in ("model", "train", "executor")
-                           if spec is not None and k in spec.raw}
-    if spec is not None and "data" in spec.raw:
-        raw["data"] = spec.raw["data"]
-    toks = {round(c["tokens"]) for c in chosen}
-    tpp = {round(c["tokens"] / c["params"], 2) for c in chosen}
-    if len(toks) == 1:
-        budget = {"tokens": float(toks.pop())}
-    elif len(tpp) == 1:
-        budget = {"tokens_per_param": float(tpp.pop())}
-    else:
-        raise DesignError(f"the chosen runs train on {len(toks)} different token counts; a "
-                          "sweep spec holds one budget: write them as a table (-o next.csv)")
-    model = raw.setdefault("model", {})
-    model.pop("n_head", None)
-    shapes = [_spec_shape(c) for c in chosen]
-    default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
-    runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
-            for sh, c in zip(shapes, chosen)}
-    lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
-    uniq = {r[0] for r in runs}
-    if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
-        raise DesignError(f"the chosen runs are not every shape at every one of their "
-                          f"{len(lrs)} learning rate(s) and {len(seeds)} seed(s), which is "
-                          "what a sweep spec trains: write them as a table (-o next.csv)")
-    shapes = [dict(t) for t in dict.fromkeys(tuple((k, tuple(v) if isinstance(v, list)
-                                                     else v) for k, v in sh.items())
-                                               for sh in shapes)]
-    shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
-              for sh in shapes]
-    raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
-               description=f"archfit design: {len(shapes)} runs toward {toward}",
-               seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
-    return raw
-
-
-def _spec_shape(c: dict[str, Any]) -> dict[str, Any]:
-    """A chosen run as a grid.shapes entry: its dimensions and its per-layer plan (a layer
-    variant written as a uniform shape would train a different model)."""
-    from archfit.shapes import parse_plan
-
-    out: dict[str, Any] = {k: int(c[k]) for k in ("n_layer", "d_model", "n_head", "d_ff")
-                           if c.get(k)}
-    plan = c.get("plan")
-    if plan and plan != "uniform":
-        out.update({k: list(v) for k, v in parse_plan(plan, out["n_layer"]).items()})
-    return out
 
 
 def _unit(d: Design) -> str:
@@ -190,11 +143,7 @@ def _unit(d: Design) -> str:
 
 
 def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+    return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def _interval(fit: Any, target: Target) -> list[float] | None:
@@ -221,30 +170,14 @@ def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[flo
 
 def _pick(step: Step, strategy: str, batch: int, budget: float,
           trace: list[tuple[float, float]]) -> list[int]:
-    """The batch: space-filling without a fit; the criteria fill ``trace``."""
+    """The batch: spread without a fit; otherwise the strategy's, with ``trace`` holding what
+    the ensemble expects of each pick (none where the law fails the default rule's test)."""
     if step.fit is None:
-        return space_filling(step, batch, budget)
-    if strategy in CRITERIA:
-        return STRATEGIES[strategy](step, batch, budget, trace)
-    return STRATEGIES[strategy](step, batch, budget)
-
-
-def _set_near_share(step: Step, results: Any, law: str, bootstrap: int, seed: int,
-                    notes: list[str]) -> None:
-    """archfit's near-target share, with a note: fixed for a target table
-    (:func:`table_share`), otherwise as far as the results' extrapolation check found the law
-    missing (no results: none)."""
-    step.near_share, w = archfit_share(step.target, results, law, bootstrap, seed)
-    if step.target.kind == "table":
-        notes.append(f"a target table: {step.near_share:.0%} of the batch's budget goes to the "
-                     "candidates nearest the target first, the rest by the criterion among "
-                     f"the nearer {TRUST_REGION:.0%} of the pool, and what none there can use "
-                     "nearest the target (a law is only approximately true of a real sweep; "
-                     "see the design how-to)")
-    elif w is not None and step.near_share > 0:
-        notes.append(f"the law missed its own costliest runs by {w:.3g}x its 95% intervals "
-                     f"(refit without them): {step.near_share:.0%} of the batch's budget goes "
-                     "to the candidates nearest the target first")
+        return spread(step, batch, budget)
+    picks = STRATEGIES[strategy](step, batch, budget)
+    if (step.test or {}).get("fits") is not False:
+        trace += predicted(step, picks)
+    return picks
 
 
 def _check_request(lw: Any, strategy: str, batch: int, seed: int) -> None:
@@ -265,19 +198,18 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            tokens_per_step: float | None = None, until_ci: float | None = None,
            prior: Any = None, prior_widths: dict[str, float] | None = None,
            dedupe: bool = False, n_counts: str | None = None) -> Design:
-    """The next batch of at most ``batch`` runs from ``pool`` (a polars frame of candidates: the
-    law's columns, optionally ``cost``) toward ``target``, within ``budget`` (in the cost's unit)
-    or ``budget_frac`` of the pool's cost. ``results`` (finished runs) are fitted, or ``fit`` (a
-    :class:`~archfit.laws.Fit` of the same law, or a published name or fit file) is used as it
-    is; with neither, a space-filling first batch. ``prior`` (a published name, fit file or Fit;
-    widths from its CIs or ``prior_widths``) puts a Gaussian prior on the parameters it shares
-    with the law when ``results`` are fitted, else is the starting fit. Stop at a target 95% CI
-    high/low of ``until_ci``. ``dedupe``: drop duplicate results (as ``fit``). ``n_counts``: what
-    the params count, for the cost's unit (``"non-embedding"`` in the ``pool_from_*`` pools)."""
+    """The next batch of at most ``batch`` runs from ``pool`` (the law's columns, optionally
+    ``cost``) toward ``target``, within ``budget`` (the cost's unit) or ``budget_frac`` of the
+    pool's cost. ``results`` are fitted (with ``prior``, a Gaussian prior as ``fit --prior``;
+    without results the prior is the starting fit), or ``fit`` (a Fit, published name or fit
+    file) is used as it is. Nothing to run once the target's 95% CI high/low is ``until_ci``
+    or less. ``n_counts``: what the params count, named in the cost's unit."""
     from archfit.laws import get_law
     from archfit.laws.selection import resolve
 
-    pool, results = as_polars(pool), as_runs(results)
+    from archfit.sweep.store import to_polars
+
+    pool, results = to_polars(pool), as_runs(results)
     role = {"params": "shape", "compute": "compute"}.get(target.kind)
     law, chosen_by = resolve(law, role, pool.columns, results, seed)  # --law auto
     lw = get_law(law)
@@ -300,14 +232,14 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         fit, why = fit_runs(results, law, bootstrap, seed, prior, prior_widths, strict=True,
                             dedupe=dedupe)
         if fit is None:
-            notes.append(f"no fit yet ({why}): a space-filling first batch")
+            notes.append(f"no fit yet ({why}): a first batch spread over the pool")
         elif prior is not None:
             notes.append(f"the results are fitted with a Gaussian prior from {cons.source} on "
                          + ", ".join(f"{k} ({m:.4g} ± {sd:.2g})"
                                      for k, (m, sd) in cons.prior.items()))
     elif strategy in CRITERIA and len(draws(fit)) < MIN_DRAWS:
         notes.append(f"the fit {fit.label} carries no parameter draws (bootstrap or covariance) "
-                     "to weigh runs by: a space-filling first batch; start from a fit with a "
+                     "to weigh runs by: a batch spread over the pool; start from a fit with a "
                      "bootstrap, or give --results")
     ci_now = _interval(fit, target) if fit is not None else None
     point = fit.optimum(target.need_value())["n_layer" if target.kind == "params" else "N_opt"] \
@@ -320,8 +252,6 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
                            f"--until-ci {until_ci:g}x", notes=notes, context=ctx)
     step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
-    if strategy == "archfit" and fit is not None:
-        _set_near_share(step, results, law, min(bootstrap, 32), seed, notes)
     trace: list[tuple[float, float]] = []
     picks = _pick(step, strategy, batch, budget, trace)
     chosen = _chosen(pool, picks, cost, trace)
@@ -332,63 +262,5 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     notes += [] if picks else ["no candidate fits the budget"]
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after,
-                  notes=notes + step.notes,
-                  near_share=step.near_share, context=ctx)
-
-
-def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
-            ) -> tuple[Design | None, str | None]:
-    """What ``recommend`` prints under a weak or uninformative answer at ``N``: the design's
-    first batch from a default pool (2x, 4x and 8x the largest run, capped at N; depths from
-    half to twice the law's optimum there; the data's tokens per parameter), costed in FLOPs.
-    Returns (the design, None), or (None, why no runs could be planned): no loss model, no
-    draws, N inside the data, or the design's own refusal."""
-    from archfit.shapes import kaplan_width
-    import polars as pl
-
-    law = fit.law_obj
-    span = (fit.diagnostics or {}).get("span") or {}
-    top = span.get("params_max")
-    if law.role != "shape" or not law.predicts_loss:
-        return None, f"{law.name} has no loss model over shapes to plan runs with"
-    if not top or N <= top:
-        return None, "the target is inside the data: no runs beyond it to plan"
-    if not (fit.bootstrap or {}).get("samples"):
-        return None, "the fit carries no bootstrap draws to weigh runs by"
-    tpp = (span["tokens_max"] / top) if span.get("tokens_max") else 20.0
-    rows = []
-    for n in sorted({min(top * f, N) for f in (2.0, 4.0, 8.0)}):
-        L0 = law.optimum(fit.params, n)[0]
-        for L in sorted({max(1, int(round(L0 * f))) for f in (0.5, 0.71, 1.0, 1.41, 2.0)}):
-            rows.append({"params": float(n), "n_layer": L,
-                         "d_model": round(kaplan_width(n, L)), "tokens": tpp * n})
-    try:
-        d = design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
-                   budget_frac=budget_frac, batch=batch, n_counts="non-embedding")
-    except (DesignError, FitError, FitInputError) as e:
-        return None, f"the design could not run ({e})"
-    if not d.chosen:
-        return None, d.stop or "no candidate fits the budget"
-    return d, None
-
-
-BATCH_COLUMNS = {"cost", "strategy"}  # a table 'archfit design -o' wrote has these
-
-
-def is_batch(path: str) -> bool:
-    """A file ``Design.write`` wrote (what ``-o`` may replace without --force): a spec whose
-    description says so, or a table with the batch's columns."""
-    if not path.endswith((".toml", ".csv", ".parquet")):
-        return False
-    try:
-        if path.endswith(".parquet"):
-            import polars as pl
-
-            return BATCH_COLUMNS <= set(pl.read_parquet_schema(path))
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(4096)
-    except Exception:  # unreadable: not recognisably ours
-        return False
-    if path.endswith(".csv"):
-        return bool(head) and BATCH_COLUMNS <= set(head.splitlines()[0].split(","))
-    return "archfit design:" in head
+                  test=step.test, notes=notes + ([step.test["why"]] if step.test else [])
+                  + step.notes, context=ctx)

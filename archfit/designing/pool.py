@@ -1,17 +1,11 @@
-"""What ``archfit design`` chooses from and toward: the candidate pool (a table, a sweep spec or
-grid flags), each candidate's cost and the budget, the target whose uncertainty the design
-shrinks, and the fit it starts from.
-
-Costs, in the unit the budget is stated in: a ``cost`` column of the pool wins (in the
-budget's unit); else, with a GPU, GPU-hours from the throughput model (:mod:`archfit.train.perf`'s
-modelled step time for the shape, or C / (``MATMUL_EFFICIENCY`` × peak) without one); else
-training FLOPs, C = 6 N D with N the pool's ``params`` column (Kaplan's non-embedding N)."""
+"""What ``archfit design`` chooses from and toward: the candidate pool and its checks, each
+candidate's cost (:func:`costs`) and the budget, the target, and the fit it starts from."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -102,23 +96,6 @@ class Target:
                               f"{top:.3g}): design plans toward configurations beyond them")
 
 
-def columns(frame: Any) -> dict[str, np.ndarray]:
-    """A polars frame's numeric columns as float arrays (text columns as they are)."""
-    out = {}
-    for c in frame.columns:
-        arr = frame[c].to_numpy()
-        out[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
-    return out
-
-
-def as_polars(table: Any) -> Any:
-    """A table of runs as polars (a pandas frame, a dict of columns or a list of rows is
-    converted, as :func:`archfit.fit` takes them); None stays None."""
-    from archfit.sweep.store import to_polars
-
-    return None if table is None else to_polars(table)
-
-
 def as_runs(table: Any, what: str = "--results") -> Any:
     """Finished runs as ``fit`` reads them: a polars frame whose columns have archfit's names
     (``final_val_loss`` -> ``loss``, ``num_params`` -> ``params``, ...), other columns kept;
@@ -161,61 +138,6 @@ def check_pool(frame: Any, law: Any, where: str = "the candidate pool") -> None:
                                   f"value(s) of {frame.height}; drop or fix those rows")
 
 
-def pool_from_spec(spec: Any) -> Any:
-    """One candidate per run of a sweep spec: its shape, size and tokens."""
-    import polars as pl
-
-    rows = []
-    for r in spec.runs:
-        s, cfg = r.shape, r.train_config
-        rows.append({"run_id": r.run_id, "params": float(s.params_non_embedding),
-                     "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
-                     "n_kv_head": s.n_kv_head, "d_ff": s.d_ff,
-                     "tokens": _budget_tokens(cfg, s),
-                     "target_params": r.meta.get("target_params"),
-                     "lr": cfg.lr, "seed": cfg.seed, "plan": s.plan})
-    return pl.DataFrame(rows)
-
-
-def _budget_tokens(cfg: Any, s: Any) -> float:
-    """The tokens a run of the spec trains on (its budget's steps at its tokens per step)."""
-    tps = cfg.batch_size * s.n_ctx * cfg.grad_accum
-    return float(cfg.budget.steps_for(s, tps) * tps)
-
-
-def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequence[float],
-                   ff_ratios: Sequence[float] = (4.0,), *, base: dict[str, Any] | None = None,
-                   head_dim: int = 64, multiple: int = 64, tolerance: float = 0.12) -> Any:
-    """Candidates from grid flags: each size × depth × ff ratio that fits its size within
-    ``tolerance`` (the iso-parameter family), trained to each token count."""
-    import polars as pl
-
-    from archfit.shapes.families import iso_param_family
-
-    rows = []
-    for N in sizes:
-        for m in iso_param_family(float(N), list(depths), list(ff_ratios), head_dim=head_dim,
-                                  multiple=multiple, tolerance=tolerance, ff_multiple=multiple,
-                                  **(base or {})):
-            if m.shape is None or not m.within_tolerance:
-                continue
-            s = m.shape
-            for D in tokens:
-                rows.append({"params": float(s.params_non_embedding), "n_layer": s.n_layer,
-                             "d_model": s.d_model, "n_head": s.n_head, "n_kv_head": s.n_kv_head,
-                             "d_ff": s.d_ff, "tokens": float(D), "target_params": float(N)})
-    return pl.DataFrame(rows)
-
-
-def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
-    """Candidates for a law of size and tokens alone (chinchilla): each size trained to each
-    token count, without shapes (cost in FLOPs, C = 6 N D, or GPU-hours from those FLOPs)."""
-    import polars as pl
-
-    return pl.DataFrame([{"params": float(N), "tokens": float(D)} for N in sizes
-                         for D in tokens])
-
-
 def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = None,
           tokens_per_step: float | None = None, n_counts: str | None = None
           ) -> tuple[np.ndarray, str]:
@@ -236,27 +158,10 @@ def costs(frame: Any, gpu: str | None = None, *, base: dict[str, Any] | None = N
     if gpu is None:
         return flops, "FLOPs (C = 6 N D, N " + (n_counts or "as the pool's params column "
                                                 "counts it") + ")"
-    from archfit.train.perf import MATMUL_EFFICIENCY, modelled
+    from archfit.train.perf import gpu_hours
 
-    model = modelled(gpu)  # an unknown GPU: one line naming the known ones
-    if not {"n_layer", "d_model"} <= set(frame.columns):
-        hours = flops * model.flop_s / 3600.0
-        return hours, (f"GPU-hours on {model.device} (C = 6 N D at {MATMUL_EFFICIENCY:.0%} of "
-                       "peak; no shape columns for the step-time model)")
-    from archfit.shapes import Shape
-
-    tps = float(tokens_per_step or DEFAULT_TOKENS_PER_STEP)
-    out = np.empty(frame.height)
-    b = dict(base or {})
-    for i, row in enumerate(frame.iter_rows(named=True)):
-        d, L = int(row["d_model"]), int(row["n_layer"])
-        heads = int(row.get("n_head") or max(1, d // 64))
-        kw = {k: b[k] for k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings") if k in b}
-        s = Shape(n_layer=L, d_model=d, n_head=heads if d % heads == 0 else 1,
-                  d_ff=int(row["d_ff"]) if row.get("d_ff") else None, **kw)
-        out[i] = model.step_time(s, tps) * (float(row["tokens"]) / tps) / 3600.0
-    return out, (f"GPU-hours on {model.device} (modelled step time, {tps:,.0f} tokens per step; "
-                 f"{model.source})")
+    return gpu_hours(frame.to_dicts(), gpu, base=base,
+                     tokens_per_step=float(tokens_per_step or DEFAULT_TOKENS_PER_STEP))
 
 
 def starting_fit(lw: Any, fit: Any, prior: Any, widths: dict[str, float] | None,
@@ -283,8 +188,7 @@ def starting_fit(lw: Any, fit: Any, prior: Any, widths: dict[str, float] | None,
         if fit.law != lw.name:
             from archfit.laws import get_law
 
-            able = fit.law_obj.predicts_loss if hasattr(fit, "law_obj") else get_law(
-                fit.law).predicts_loss
+            able = get_law(fit.law).predicts_loss
             raise DesignError(
                 f"the fit {fit.label} is a {fit.law} fit, but the design's law is {lw.name}: "
                 + (f"pass --law {fit.law}, or start from a {lw.name} fit" if able else

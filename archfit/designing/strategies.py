@@ -1,28 +1,6 @@
-"""How ``archfit design`` picks the next runs: its own criterion and the baselines it is judged
-against (Li et al. 2026, "Spend Less, Fit Better", arXiv 2604.22753, compare the same five).
-
-**archfit** (the default): the expected shrink of the target's variance per square root of
-cost. The parameters' uncertainty at the runs so far is the variance the fit will have: the
-inverse Fisher information (the runs' scatter about the law as noise) where every row is its
-own run, and where the rows of one training run (one shape at several token counts, as the fit
-groups them) share that run's offset, the sandwich covariance of a fit that weighs rows alike;
-the bootstrap draws' covariance where the fit carries no runs, e.g. a published prior. It is
-carried to the target and to each candidate's log loss by the law's gradients (a linear
-Gaussian shortcut, :class:`archfit.designing.ensemble.Ensemble`), which says how much running a
-candidate would shrink the target's variance. A batch is picked greedily, updating the
-variance on each pick before the next (fantasized outcomes), so a near-duplicate of a chosen
-run gains little, and one within 2% of it (size and tokens, same depth) is not taken into the
-same batch at all. Why the square root of cost and not cost itself: :func:`archfit_criterion`.
-For a target table (held-out runs to predict) 80% of each batch goes nearest the target, the
-criterion picks among the nearer half only, and a budget nothing there can use goes nearest the
-target too; why: :func:`archfit_criterion`.
-
-Baselines: ``random``; ``cheapest`` (ascending cost); ``cost-weighted`` (random, probability
-∝ 1/cost); ``nearest`` (closest to the target first, in log size, tokens and depth);
-``d-optimal`` (greedy log-determinant of the Fisher information of the law's parameters,
-linearized at the point estimate); ``v-optimal`` (greedy shrink of the target's linearized
-variance, cost ignored); ``variance`` (archfit's criterion as it was before the public-sweep
-replays: the parameters' variance alone, no near-target share, no discrepancy term). Each adds
+"""How ``archfit design`` picks the next runs: the default rule, :data:`RULE`, with its fit test
+(:func:`check_fit`), and the baselines it is judged against (:data:`STRATEGIES`; Li et al.
+2026, "Spend Less, Fit Better", arXiv 2604.22753, compare the first five). Each strategy adds
 runs while the budget allows."""
 
 from __future__ import annotations
@@ -33,41 +11,24 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.designing.ensemble import Ensemble, finite, information, noise_var, shrink
+from archfit.designing.ensemble import Ensemble, gradients, information, noise_var, shrink
 
-# for a target table: this share of a batch's budget nearest the target first (None: the
-# cost check sets it, as until 2026-11-26; only scripts/design_variants.py sets None)
-TABLE_SHARE: float | None = 0.8
-TRUST_REGION = 0.5  # for a target table: the criterion picks among this nearest share
-# for a target table: from this many runs, a round whose residuals show no lack of fit (the
-# F test of :func:`lack_of_fit` at p >= LACK_OF_FIT_LEVEL) is picked as ``variance`` picks
-LACK_OF_FIT_RUNS = 16
-LACK_OF_FIT_LEVEL = 0.1
-
-
-CRITERION = ("a share of the budget on the candidates nearest the target first: for a target "
-             f"table {TABLE_SHARE:g}, otherwise as far as the law missed its own costliest runs "
-             "(refit without them; 1 - 1/widen^2); the rest (for a target table among the nearer "
-             f"{TRUST_REGION:.0%} of the candidates, and once none there is affordable, "
-             f"nearest the target first; from {LACK_OF_FIT_RUNS} runs, a round whose residuals "
-             f"show no lack of fit, F test p >= {LACK_OF_FIT_LEVEL:g}, as the variance criterion "
-             "alone, paced) by "
-             "the expected shrink of the target's error variance per square root of cost "
-             "(picks ranked by shrink / cost^0.5, a batch updated on each pick in turn: "
-             "fantasized outcomes, so it holds no near-duplicates), the variance being the "
-             "parameters' (inverse Fisher information; the sandwich of a fit weighing rows "
-             "alike where a training run's rows share its offset; the bootstrap draws' "
-             "covariance without runs) carried by the law's gradients (a linear Gaussian "
-             "shortcut), plus for a target table the law's discrepancy (a smooth residual over "
-             "the log features)")
+LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.numeric.lack_of_fit): 5%
+# the variance criterion ranks picks by shrink per cost**COST_EXPONENT: cost-cooled acquisition
+# (Lee et al. 2020, arXiv 2003.10870), since a fit of few runs overstates what a cheap run teaches
+COST_EXPONENT = 0.5
+RULE = ("after a first batch spread over the cheaper half of the candidates, each batch is "
+        "the affordable candidates nearest the target (in the law's log size, tokens and depth; "
+        "for an optimal depth or N_opt, nearest the fit's optimum). A law is only approximately "
+        "true of a real sweep and its error grows with how far it extrapolates, so under model "
+        "bias the runs belong where the prediction is needed (Box and Draper 1959)")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
-MIN_DRAWS = 10  # fewer: no ensemble, a space-filling batch
+MIN_DRAWS = 10  # fewer: no ensemble, a spread batch
 
 
 @dataclass
 class Step:
-    """What a strategy sees: the law, the current fit (None before the first), the pool's
-    columns, each candidate's cost, which are still open, the target and the randomness."""
+    """What a strategy sees: the law, the fit (None before the first), the pool and more."""
 
     law: Any
     fit: Any
@@ -77,20 +38,16 @@ class Step:
     target: Any
     rng: np.random.Generator
     data: dict[str, np.ndarray] | None = None  # the runs the fit was made on
-    near_share: float = 0.0  # of archfit's batch budget, nearest the target first
     notes: list[str] = field(default_factory=list)  # what the criterion had to paper over
-
-
-def _affordable(step: Step, left: float) -> np.ndarray:
-    return step.open & (step.cost <= left * (1 + 1e-12))
+    test: dict[str, Any] | None = None  # the round's lack-of-fit test and what it decided
 
 
 def _greedy(step: Step, k: int, left: float, score: Callable[[np.ndarray], np.ndarray],
-            update: Callable[[int], None] | None = None, taken: list[int] | None = None
-            ) -> list[int]:
+            update: Callable[[int], None] | None = None) -> list[int]:
+    """Up to ``k`` open candidates within ``left``, each the best by ``score`` (-inf: never),
+    ``update`` told of each pick before the next."""
     picks: list[int] = []
     mask = step.open.copy()
-    mask[taken or []] = False
     for _ in range(k):
         ok = mask & (step.cost <= left * (1 + 1e-12))
         if not ok.any():
@@ -107,7 +64,6 @@ def _greedy(step: Step, k: int, left: float, score: Callable[[np.ndarray], np.nd
     return picks
 
 
-# ------------------------------------------------------------------ baselines without a fit
 def random(step: Step, k: int, left: float) -> list[int]:
     return _greedy(step, k, left, lambda ok: step.rng.random(len(ok)))
 
@@ -122,20 +78,32 @@ def cost_weighted(step: Step, k: int, left: float) -> list[int]:
 
 
 def distance_to_target(step: Step) -> np.ndarray:
-    """Each candidate's distance to the target: in the standardized log features (size,
-    tokens, depth) to the nearest target row; for an optimal-depth target, in log size to its
-    N; for an N_opt target, in log compute (C = 6 N D) to its budget."""
-    t = step.target
+    """Each candidate's distance to the target, in standardized log features (those the law
+    reads): to the nearest target row in size, tokens and depth; for an optimal-depth target, to the fit's optimal
+    depth at its N in size and depth (in size alone without a fit); for an N_opt target, to
+    the fit's (N_opt, D_opt) at its budget (in log compute, C = 6 N D, without a fit)."""
+    t, pool, fit = step.target, step.pool, step.fit
     if t.kind == "params":
-        return np.abs(np.log(step.pool["params"] / t.value))
+        if fit is None or "n_layer" not in pool:
+            return np.abs(np.log(pool["params"] / t.value))
+        L = float(step.law.optimum(fit.params, t.value)[0])
+        return _distance(pool, {"params": np.array([t.value]), "n_layer": np.array([L])})
     if t.kind == "compute":
-        return np.abs(np.log(6.0 * step.pool["params"] * step.pool["tokens"] / t.value))
-    cols = [c for c in ("params", "tokens", "n_layer") if c in step.pool and c in t.rows]
-    X = np.stack([np.log(np.asarray(step.pool[c], float)) for c in cols], axis=1)
-    T = np.stack([np.log(np.asarray(t.rows[c], float)) for c in cols], axis=1)
+        if fit is None or "tokens" not in pool:
+            return np.abs(np.log(6.0 * pool["params"] * pool["tokens"] / t.value))
+        N, D = step.law.compute_optimal(fit.params, t.value)
+        return _distance(pool, {"params": np.array([N]), "tokens": np.array([D])})
+    return _distance(pool, {c: v for c, v in t.rows.items() if c in step.law.columns})
+
+
+def _distance(pool: dict[str, np.ndarray], rows: dict[str, np.ndarray]) -> np.ndarray:
+    """Each candidate's distance to the nearest of ``rows`` in the log features both have,
+    scaled by their spread over the pool."""
+    cols = [c for c in ("params", "tokens", "n_layer") if c in pool and c in rows]
+    X = np.stack([np.log(np.asarray(pool[c], float)) for c in cols], axis=1)
+    T = np.stack([np.log(np.asarray(rows[c], float)) for c in cols], axis=1)
     sd = np.where(X.std(0) > 0, X.std(0), 1.0)
-    d = np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2)
-    return d.min(1)
+    return np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2).min(1)
 
 
 def nearest(step: Step, k: int, left: float) -> list[int]:
@@ -144,14 +112,27 @@ def nearest(step: Step, k: int, left: float) -> list[int]:
     return _greedy(step, k, left, lambda ok: -d)
 
 
-def space_filling(step: Step, k: int, left: float) -> list[int]:
-    """A first batch with no fit: greedy maximin distance in the standardized log features
-    (size, tokens, depth) among the cheaper half of the pool, from its cheapest run."""
-    feats = [np.log(step.pool[c]) for c in ("params", "tokens", "n_layer") if c in step.pool]
-    X = np.stack(feats, axis=1)
-    X = (X - X.mean(0)) / np.where(X.std(0) > 0, X.std(0), 1.0)
-    cheap = step.cost <= np.median(step.cost[step.open]) if step.open.any() else step.open
-    dist = np.full(len(X), np.inf)
+def _features(step: Step) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pool's and the runs' log size, log tokens and depth (those the law reads),
+    standardized on the pool."""
+    cols = [c for c in ("params", "tokens", "n_layer") if c in step.pool and c in step.law.columns]
+    X = np.stack([np.log(np.asarray(step.pool[c], float)) for c in cols], axis=1)
+    mu, sd = X.mean(0), np.where(X.std(0) > 0, X.std(0), 1.0)
+    data = step.data or {}
+    R = (np.stack([np.log(np.asarray(data[c], float)) for c in cols], axis=1)
+         if data and all(c in data for c in cols) else None)
+    return (X - mu) / sd, None if R is None else (R - mu) / sd
+
+
+def spread(step: Step, k: int, left: float) -> list[int]:
+    """Greedy maximin over the pool in the law's standardized log features, from the runs so
+    far and the batch's picks; without runs, from the cheapest, among the cheaper half (a
+    first batch leaves the budget to the rounds that can learn from it)."""
+    X, R = _features(step)
+    dist = (np.full(len(X), np.inf) if R is None else
+            np.min(np.linalg.norm(X[:, None, :] - R[None, :, :], axis=2), axis=1))
+    cheap = (step.cost <= np.median(step.cost[step.open]) if R is None and step.open.any()
+             else np.ones(len(X), bool))
 
     def score(ok: np.ndarray) -> np.ndarray:
         if np.isinf(dist).all():
@@ -164,7 +145,6 @@ def space_filling(step: Step, k: int, left: float) -> list[int]:
     return _greedy(step, k, left, score, update)
 
 
-# ------------------------------------------------------------------ the ensemble criterion
 def draws(fit: Any) -> list[dict[str, float]]:
     d = fit.draws() if fit is not None else []
     if len(d) > MAX_DRAWS:
@@ -186,199 +166,85 @@ def near_duplicates(pool: dict[str, np.ndarray], j: int) -> np.ndarray:
     return m
 
 
-COST_EXPONENT = 0.5  # picks rank by shrink / cost**COST_EXPONENT: see archfit_criterion
+def check_fit(step: Step) -> dict[str, Any]:
+    """The round's fit test and what it means: where the law fails, no interval is predicted
+    after the batch (its variance is not the target's uncertainty when its form misses)."""
+    test = ((step.fit.diagnostics or {}).get("lack_of_fit") or {}) if step.fit else {}
+    p, n = test.get("p"), test.get("runs", 0)
+    if p is None:
+        return {"runs": n, "p": None, "fits": None,
+                "why": "no test: " + ("no fit of the runs so far" if step.fit is None else
+                                      "too few runs to test the law, or a fit without them")}
+    if p < LACK_OF_FIT_LEVEL:
+        return {"runs": n, "p": p, "fits": False,
+                "why": f"the law does not fit the {n} runs so far (F test of the log residuals, "
+                       f"p = {p:.2g} < {LACK_OF_FIT_LEVEL:g}): the runs nearest the target still "
+                       "go first, but no interval after them is predicted; try --law auto"}
+    return {"runs": n, "p": p, "fits": True,
+            "why": f"no lack of fit in the {n} runs so far (F test p = {p:.2g} >= "
+                   f"{LACK_OF_FIT_LEVEL:g})"}
 
 
-def table_share(target: Any) -> float | None:
-    """The near-target share for ``target`` where it is fixed: ``TABLE_SHARE`` for a target
-    table (held-out runs to predict), whatever the law's own extrapolation check says; None for
-    an optimal-depth or N_opt target, whose share :func:`near_share` sets from that check. Why
-    fixed, and why 0.8: :func:`archfit_criterion`."""
-    return TABLE_SHARE if target.kind == "table" else None
+def archfit_criterion(step: Step, k: int, left: float) -> list[int]:
+    """The default rule past its first batch: the affordable candidates nearest the target, no
+    two near-duplicates; ``step.test`` records the round's fit test."""
+    step.test = check_fit(step)
+    d = distance_to_target(step)
+    near = np.zeros(len(d), bool)
+
+    def update(j: int) -> None:
+        near[near_duplicates(step.pool, j)] = True
+
+    return _greedy(step, k, left, lambda ok: np.where(near, -np.inf, -d), update)
 
 
-def near_share(widen: float | None) -> float:
-    """The share of a batch's budget spent on the candidates nearest an optimal-depth or N_opt
-    target first, from how far the law missed when it extrapolated in the runs so far:
-    ``widen``, the factor its 95% intervals needed to cover its own costliest runs held out
-    (``design.calibrated_fit``). A law that holds there (1) leaves the whole batch to the
-    variance criterion; one that missed by twice its intervals sends 3/4 of it near the
-    target: 1 - 1/widen². Without the check (too few runs to hold any out), none."""
-    if widen is None or not math.isfinite(widen):
-        return 0.0
-    return float(min(max(1.0 - 1.0 / widen ** 2, 0.0), 1.0))
-
-
-def paced(open_: np.ndarray, cost: np.ndarray, left: float) -> float:
-    """What a paced round may spend of the ``left`` budget: half of it while an open candidate
-    costs that little, all of it once none does (so later rounds see what earlier ones
-    taught)."""
-    return left / 2 if bool((open_ & (cost <= left / 2)).any()) else left
-
-
-def lack_of_fit(fit: Any, data: dict[str, np.ndarray] | None,
-                min_runs: int | None = None) -> float | None:
-    """The p-value of an F test of the runs' log residuals under ``fit`` (centred) on the
-    standardized log features (size, tokens, depth: those that vary), their squares and their
-    products: small where the residuals trend over the features the law is fitted on (a law
-    that misses smoothly), about uniform where they are noise. None with fewer than
-    ``min_runs`` runs (``LACK_OF_FIT_RUNS``), or too few for the test (3 residual degrees of
-    freedom)."""
-    least = LACK_OF_FIT_RUNS if min_runs is None else min_runs
-    if fit is None or data is None or len(data["loss"]) < least:
-        return None
-    from itertools import combinations_with_replacement
-
-    from scipy import stats
-
-    with np.errstate(all="ignore"):
-        r = np.log(np.asarray(data["loss"], float)) - np.log(
-            np.asarray(fit.law_obj.predict(fit.params, data), float))
-    if not np.isfinite(r).all():
-        return None
-    r = r - r.mean()
-    logs = [np.log(np.asarray(data[c], float)) for c in ("params", "tokens", "n_layer")
-            if c in data]
-    varying = [x for x in logs if np.ptp(x) > 0]
-    if not varying:  # every run at one size, token count and depth: nothing to trend over
-        return None
-    X = np.stack(varying, axis=1)
-    X = (X - X.mean(0)) / X.std(0)
-    m = X.shape[1]
-    A = np.column_stack([np.ones(len(r))] + [X[:, i] for i in range(m)]
-                        + [X[:, i] * X[:, j]
-                           for i, j in combinations_with_replacement(range(m), 2)])
-    n, q = len(r), A.shape[1] - 1
-    if n - q - 1 < 3:
-        return None
-    beta = np.linalg.lstsq(A, r, rcond=None)[0]
-    rss, tss = float(((r - A @ beta) ** 2).sum()), float((r ** 2).sum())
-    if rss <= 0:
-        return 0.0 if tss > 0 else 1.0
-    return float(stats.f.sf(((tss - rss) / q) / (rss / (n - q - 1)), q, n - q - 1))
-
-
-def archfit_criterion(step: Step, k: int, left: float, trace: list | None = None
-                      ) -> list[int]:
-    """One greedy batch on the ensemble, ranked by the target's expected shrink per square
-    root of cost (``COST_EXPONENT``), each pick conditioning the next. ``trace`` receives (gain
-    per unit cost, the target's remaining sd as a share of today's) per pick. The exponent 1/2
-    tempers the cost, as cost-cooled acquisition does (Lee et al. 2020, arXiv 2003.10870).
-
-    For a target table, ``TABLE_SHARE`` of each batch's budget goes to the candidates nearest
-    the target first, and the rest is picked by the criterion among the nearer
-    ``TRUST_REGION`` of the open candidates; once nothing affordable is left there, the rest
-    goes to the nearest affordable candidates. From ``LACK_OF_FIT_RUNS`` runs on, a round whose
-    residuals show no lack of fit (:func:`lack_of_fit` at p >= ``LACK_OF_FIT_LEVEL``) is
-    picked as ``variance`` picks it, paced to half of what is left. How these constants were
-    chosen is in docs/benchmarks/design.md."""
-    if step.target.kind != "table":
-        return _criterion(step, k, left, trace, step.near_share, discrepancy=True)
-    p = lack_of_fit(step.fit, step.data)
-    if p is not None and p >= LACK_OF_FIT_LEVEL:
-        step.notes.append(f"the law shows no lack of fit in the {len(step.data['loss'])} runs "  # type: ignore[index]
-                          f"so far (F test of the residuals on the log features, p = {p:.2g}):"
-                          " the batch is picked by the variance criterion alone, paced to half"
-                          " of what is left")
-        return variance_criterion(step, k, paced(step.open, step.cost, left), trace)
-    dist = distance_to_target(step)
-    everything = step.open
-    if not everything.any():
-        return []
-    step.open = everything & (dist <= np.quantile(dist[everything], TRUST_REGION))
-    try:
-        picks = _criterion(step, k, left, trace, step.near_share, discrepancy=True)
-    finally:
-        step.open = everything
-    # nothing affordable inside the trust region: what is left goes nearest the target first,
-    # never to the criterion over the whole pool (see the docstring)
-    return picks or nearest(step, k, left)
-
-
-def _criterion(step: Step, k: int, left: float, trace: list | None, share: float,
-               discrepancy: bool) -> list[int]:
+def variance_criterion(step: Step, k: int, left: float) -> list[int]:
+    """The greedy variance criterion: each pick the largest shrink of the target's variance per
+    cost**``COST_EXPONENT``, the ensemble conditioned on it before the next."""
     ds = draws(step.fit)
     if len(ds) < MIN_DRAWS:
-        return space_filling(step, k, left)
-    ens = Ensemble(step, ds, discrepancy)
+        return spread(step, k, left)
+    ens = Ensemble(step, ds)
     near = np.zeros(len(step.cost), bool)
-    tr: list = []
     gains = np.zeros(len(step.cost))  # this pick's, from score to update: computed once
 
     def score(ok: np.ndarray) -> np.ndarray:
         gains[:] = ens.gain()
         # a candidate expected to shrink nothing ranks after every one that helps, cheapest
         # first (with the rows of runs so far, the fit's variance can grow, Ensemble)
-        score = np.where(gains > 0, gains / step.cost ** COST_EXPONENT, -step.cost)
-        return np.where(near, -np.inf, score)
+        s = np.where(gains > 0, gains / step.cost ** COST_EXPONENT, -step.cost)
+        return np.where(near, -np.inf, s)
 
     def update(j: int) -> None:
-        g = float(gains[j]) / ens.var0 if ens.var0 > 0 else 0.0
         ens.condition(j)
         near[near_duplicates(step.pool, j)] = True
-        tr.append((g / step.cost[j], math.sqrt(ens.var / ens.var0) if ens.var0 else 1.0))
 
-    # where the law missed its own costliest runs, a share of the budget goes to the
-    # candidates nearest the target first (near_share; each still conditions the ensemble)
-    dist = distance_to_target(step)
-
-    def by_distance(ok: np.ndarray) -> np.ndarray:
-        gains[:] = ens.gain()
-        return np.where(near, -np.inf, -dist)
-
-    picks = _greedy(step, k, share * left, by_distance, update) if share > 0 else []
-    left -= float(step.cost[picks].sum())
-    picks += _greedy(step, k - len(picks), left, score, update, taken=picks)
-    if trace is not None:
-        trace.extend(tr)
-    return picks
+    return _greedy(step, k, left, score, update)
 
 
-def variance_criterion(step: Step, k: int, left: float, trace: list | None = None
-                       ) -> list[int]:
-    """archfit's criterion as it was before the public-sweep replays, kept as a baseline: the
-    expected shrink of the parameters' part of the target's variance per square root of cost,
-    without the near-target share or the discrepancy term."""
-    return _criterion(step, k, left, trace, 0.0, discrepancy=False)
-
-
-# ------------------------------------------------------------------ linearized optimal designs
-def _jacobians(step: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(J_pool, J_data, G): d log-loss / d θ at the pool and at the fit's data, and d target /
-    d θ, by central differences in the law's parameters at the point estimate."""
-    if step.fit is None:
-        return None
-    law, p0 = step.law, dict(step.fit.params)
-    data = step.data
-    names = [n for n in law.param_names if abs(p0[n]) > 0]
-
-    def at(p: dict[str, float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return (np.log(np.asarray(law.predict(p, step.pool), float)),
-                np.log(np.asarray(law.predict(p, data), float)) if data else np.zeros(0),
-                step.target.values(law, p))
-
-    cols: list[list[np.ndarray]] = [[], [], []]
-    with np.errstate(all="ignore"):
-        for n in names:
-            h = 1e-4 * max(abs(p0[n]), 1e-3)
-            up, dn = at({**p0, n: p0[n] + h}), at({**p0, n: p0[n] - h})
-            for i in range(3):
-                cols[i].append((up[i] - dn[i]) / (2 * h))
-    J, Jd, G = (finite(step, np.stack(c, axis=1), "derivatives of the prediction")
-                for c in cols)
-    return J, Jd, G
+def predicted(step: Step, picks: list[int]) -> list[tuple[float, float]]:
+    """Each of ``picks``, run in order: (its shrink of the target's variance per cost, the
+    target's sd after it), both as shares of today's; empty without parameter draws."""
+    ds = draws(step.fit)
+    if len(ds) < MIN_DRAWS or not picks:
+        return []
+    ens, out = Ensemble(step, ds), []
+    for j in picks:
+        g = float(ens.gain()[j]) / ens.var0 if ens.var0 > 0 else 0.0
+        ens.condition(j)
+        out.append((g / step.cost[j], math.sqrt(ens.var / ens.var0) if ens.var0 else 1.0))
+    return out
 
 
 def _linearized(step: Step, k: int, left: float,
                 score: Callable[[np.ndarray, np.ndarray, np.ndarray, float], np.ndarray]
                 ) -> list[int]:
-    """The classical optimal designs: the law linearized at the point estimate, the parameters'
-    covariance the inverse of the data's Fisher information, updated by each pick
-    (Sherman-Morrison); ``score(J, G, cov, noise²)`` ranks the candidates."""
-    jac = _jacobians(step)
-    if jac is None:
-        return space_filling(step, k, left)
-    J, Jd, G = jac
+    """The classical optimal designs, the law linearized at the point estimate (covariance:
+    the inverse Fisher information, updated per pick); ``score(J, G, cov, noise²)`` ranks."""
+    if step.fit is None:
+        return spread(step, k, left)
+    names = [n for n in step.law.param_names if abs(step.fit.params[n]) > 0]
+    J, G, Jd = gradients(step, names, np.zeros(len(names), bool))
     s2 = noise_var(step.fit)
     cov = np.linalg.pinv(information(step, J, Jd))
 
@@ -404,8 +270,8 @@ def v_optimal(step: Step, k: int, left: float) -> list[int]:
 STRATEGIES: dict[str, Callable[..., list[int]]] = {
     "archfit": archfit_criterion, "random": random, "cheapest": cheapest,
     "cost-weighted": cost_weighted, "d-optimal": d_optimal, "v-optimal": v_optimal,
-    "nearest": nearest, "variance": variance_criterion,
+    "nearest": nearest, "variance": variance_criterion, "spread": spread,
 }
 # the strategies that read a fit (the others pick without one)
 ADAPTIVE = ("archfit", "variance", "d-optimal", "v-optimal")
-CRITERIA = ("archfit", "variance")  # the ensemble's criterion: they trace their picks
+CRITERIA = ("variance",)  # the ensemble's criterion: it needs the fit's parameter draws

@@ -1,5 +1,6 @@
-"""Backtests: fit a law on the runs up to a size, predict every run above it with prediction
-intervals, and report how the predictions did (the check an interval is only as good as).
+"""Backtests: fit a law on the runs up to a size (or without its costliest runs), predict the
+runs held out with prediction intervals, and report how the predictions did (the check an
+interval is only as good as).
 
 For each cut: the coverage of the intervals, the mean and RMS relative error, per held-out size
 class the shape the fit would have picked against the shape that won (and the regret: the loss
@@ -189,3 +190,86 @@ class Predictions:
         if self.actual is not None:  # None where the run has no loss (yet)
             r["actual"] = float(self.actual[i]) if self.has[i] else None
         return r
+
+
+def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
+    """How a fit predicts the target rows: mean and max |relative error|, R² of loss, and the
+    coverage of its ``level`` prediction intervals; with a ``true_loss`` column (a planted
+    truth's noiseless loss) also the mean |relative error| against it. ``predicted`` holds
+    each row's predicted loss and ``interval`` its prediction interval, in the rows' order."""
+    pred, lo, hi = fit.band(rows, level)
+    a = np.asarray(rows["loss"], float)
+    rel = np.abs(pred / a - 1)
+    ss = float(np.sum((a - a.mean()) ** 2))
+    out = {"mean_abs_rel_error": float(rel.mean()), "max_abs_rel_error": float(rel.max()),
+           "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
+           "coverage": float(np.mean((lo <= a) & (a <= hi))),
+           "predicted": [float(v) for v in pred],
+           "interval": [[float(x), float(y)] for x, y in zip(lo, hi)]}
+    if "true_loss" in rows:  # a planted truth: the law's own miss, without the rows' noise
+        out["mean_abs_rel_error_vs_truth"] = float(np.mean(np.abs(pred / rows["true_loss"] - 1)))
+    return out
+
+
+EXTRAPOLATION_SHARE = 0.2  # the costliest share of the runs held out to calibrate intervals
+
+
+def calibrated_fit(frame: Any, law: str, bootstrap: int, seed: int) -> Any:
+    """A fit of ``frame`` whose prediction intervals are widened by what extrapolating in cost
+    needed (:func:`cost_check`), recorded as the fit's ``diagnostics["heldout"]`` with
+    ``split = "cost"``, which :meth:`Fit.band` reads. A design's target lies beyond its runs in
+    cost, so this is the check that resembles the use; the fit's own held-out check holds out
+    the largest sizes instead."""
+    from archfit.laws.fitting import fit as fit_law
+
+    f = fit_law(frame, law, bootstrap=bootstrap, seed=seed, heldout=False)
+    f.diagnostics["heldout"] = cost_check(frame, law, bootstrap, seed)
+    return f
+
+
+def cost_check(frame: Any, law: str, bootstrap: int, seed: int) -> dict[str, Any]:
+    """Refit ``frame`` without its costliest ``EXTRAPOLATION_SHARE`` of runs (at least 2),
+    predict them, and report the split-conformal factor by which the 95% intervals must widen
+    to cover them (``widen``, :func:`archfit.laws.numeric.conformal_factor`; never below 1),
+    with the coverage and errors (``ok`` False, and why, where it cannot be made)."""
+    from archfit.laws.fitting import fit as fit_law
+    from archfit.laws.numeric import conformal_factor
+
+    try:
+        c = run_costs(frame)
+    except FitInputError as e:
+        return {"ok": False, "split": "cost", "reason": str(e)}
+    k = max(2, int(round(EXTRAPOLATION_SHARE * frame.height)))
+    order = np.argsort(c, kind="stable")
+    if frame.height - k < get_law(law).min_points:
+        return {"ok": False, "split": "cost",
+                "reason": f"{frame.height} runs: too few to hold the costliest out"}
+    train, test = frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]
+    try:
+        tf = fit_law(train, law, bootstrap=bootstrap, seed=seed, heldout=False)
+        cols = {name: test[name].to_numpy() for name in test.columns}
+        pred, lo, hi = tf.band(cols, 0.95)
+    except (FitError, FitInputError) as e:
+        return {"ok": False, "split": "cost", "reason": str(e)}
+    return {"ok": True, "split": "cost", "n_train": train.height, "n_test": k, "level": 0.95,
+            **band_report(pred, lo, hi, cols["loss"]),
+            "widen": conformal_factor(pred, lo, hi, cols["loss"], 0.95)}
+
+
+def split_most_expensive(frame: Any, share: float = 0.1) -> tuple[Any, Any]:
+    """(pool, target): the most expensive ``share`` of a table's runs held out as the target
+    (:func:`run_costs`)."""
+    c = run_costs(frame)
+    order = np.argsort(c)
+    k = max(1, int(round(share * frame.height)))
+    return frame[np.sort(order[:-k])], frame[np.sort(order[-k:])]
+
+
+def run_costs(frame: Any) -> np.ndarray:
+    """Each run's cost: the table's ``cost`` column, else its training FLOPs, C = 6 N D."""
+    if "cost" not in frame.columns and "tokens" not in frame.columns:
+        raise FitInputError("the table has no tokens column and no cost column: a run's cost "
+                            "needs its token count (or give a cost column)")
+    if "cost" in frame.columns:
+        return frame["cost"].cast(float).to_numpy()
+    return 6.0 * frame["params"].cast(float).to_numpy() * frame["tokens"].cast(float).to_numpy()

@@ -15,8 +15,8 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
-from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, run_scatter,
-                                  subset)
+from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, lack_of_fit,
+                                  run_scatter, subset)
 from archfit.sweep.store import RunTable, read_runs
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
@@ -323,6 +323,11 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
     }
     if lw.predicts_loss and len(resid) == len(groups):
         d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
+    if lw.predicts_loss and d["residual_space"] == "log loss" and len(resid) == len(data["loss"]):
+        d["lack_of_fit"] = {"p": lack_of_fit(resid, {c: data[c] for c in lw.columns}),
+                            "runs": int(len(resid)),
+                            "test": "F test of the log residuals on the standardized log size, "
+                                    "tokens and depth the law reads, squares and products"}
     return d
 
 

@@ -27,6 +27,15 @@ def finite_positive(name: str, values: Any) -> None:
                             "non-positive value(s); drop or fix those rows")
 
 
+def columns(frame: Any) -> Data:
+    """A polars frame's columns as numpy arrays: numbers as floats, text as it is."""
+    out: Data = {}
+    for c in frame.columns:
+        arr = frame[c].to_numpy()
+        out[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
+    return out
+
+
 def prepare(law: Any, frame: Any) -> Data:
     """The frame's columns as numpy arrays, checked for what ``law`` needs."""
     missing = [c for c in law.columns if c not in frame.columns]
@@ -34,10 +43,7 @@ def prepare(law: Any, frame: Any) -> Data:
         raise FitInputError(
             f"law {law.name!r} needs column(s) {', '.join(missing)}; have "
             f"{', '.join(frame.columns)}; map foreign names with --map {missing[0]}=COLUMN")
-    data: Data = {}
-    for c in frame.columns:
-        arr = frame[c].to_numpy()
-        data[c] = arr if arr.dtype.kind in "OUS" else arr.astype(float)
+    data = columns(frame)
     for c in law.columns:
         finite_positive(c, data[c])
     n = len(data["loss"])
@@ -399,3 +405,37 @@ def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.nda
             "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
             "mean_halfwidth_rel": math.expm1(half),
             "within_interval": bool(abs(log_err) <= half)}
+
+
+def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
+    """The p-value of an F test of a fit's log residuals (centred) on its rows' standardized
+    log size, tokens and depth (those that vary), their squares and products (Ramsey's RESET
+    test in spirit): small where the residuals trend over the features, about uniform where
+    they are noise. None with fewer than 3 residual degrees of freedom or nothing that varies."""
+    from itertools import combinations_with_replacement
+
+    from scipy import stats
+
+    r = np.asarray(resid, float)
+    if not len(r) or not np.isfinite(r).all():
+        return None
+    r = r - r.mean()
+    logs = [np.log(np.asarray(data[c], float)) for c in ("params", "tokens", "n_layer")
+            if c in data]
+    varying = [x for x in logs if np.ptp(x) > 0]
+    if not varying:
+        return None
+    X = np.stack(varying, axis=1)
+    X = (X - X.mean(0)) / X.std(0)
+    m = X.shape[1]
+    A = np.column_stack([np.ones(len(r))] + [X[:, i] for i in range(m)]
+                        + [X[:, i] * X[:, j]
+                           for i, j in combinations_with_replacement(range(m), 2)])
+    n, q = len(r), A.shape[1] - 1
+    if n - q - 1 < 3:
+        return None
+    beta = np.linalg.lstsq(A, r, rcond=None)[0]
+    rss, tss = float(((r - A @ beta) ** 2).sum()), float((r ** 2).sum())
+    if rss <= 0:
+        return 0.0 if tss > 0 else 1.0
+    return float(stats.f.sf(((tss - rss) / q) / (rss / (n - q - 1)), q, n - q - 1))

@@ -72,6 +72,11 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     elif sc:
         lines.append(f"  scatter of runs about the law (log loss): {sc['between']:.3g} "
                      f"({sc['n_units']} runs)")
+    lof = d.get("lack_of_fit") or {}
+    if lof.get("p") is not None:
+        lines.append(f"  lack of fit: F test of the log residuals on log size, tokens and depth "
+                     f"(squares, products), p = {lof['p']:.2g} over {lof['runs']} rows"
+                     + (": the law's form misses these runs" if lof["p"] < 0.05 else ""))
     h = d.get("heldout")
     if h and h.get("ok") and "coverage" in h:
         hs = h.get("held_out_sizes") or [0.0]

@@ -184,7 +184,7 @@ def replay_figure(r: dict[str, Any], done: dict[str, np.ndarray],
     dots = ax.scatter(cx, cy, c=rounds, cmap="viridis", vmin=0, vmax=max(rounds.max(), 1),
                       s=34, zorder=3, label=f"chosen runs ({_at_points(cx, cy)})")
     fig.colorbar(dots, ax=ax, pad=0.01).set_label("round that chose the run (0: the "
-                                                  "space-filling start)")
+                                                  "spread start)")
     ax.scatter(target["params"], target[ykey], marker="*", s=110, color="tab:red", zorder=4,
                label=f"target rows ({len(target['params'])})")
     _log_axes(ax, ykey)

@@ -203,15 +203,51 @@ def next_runs(fit: Fit, N: float, verdict: str) -> dict[str, Any]:
     if verdict == "informative":
         return {}
     if not (fit.bootstrap or {}).get("samples"):
-        return {"next_runs": "this fit carries no parameter draws, so no runs can be planned "
-                             "from it: fit your own sweep ('archfit fit ... --law depth-joint') "
+        return {"next_runs": "this fit carries no parameter draws, so no interval after new runs "
+                             "can be predicted from it: fit your own sweep ('archfit fit ... --law depth-joint') "
                              "and run 'archfit design'"}
-    from archfit.designing import suggest
-
     d, why = suggest(fit, N)
     if d is None:
         return {"next_runs": f"no runs planned: {why}"}
     return {"next_runs": d.first_line(), "next_design": d}
+
+
+def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
+            ) -> tuple[Any, str | None]:
+    """What ``recommend`` prints under a weak or uninformative answer at ``N``: the design's
+    first batch from a default pool (2x, 4x and 8x the largest run, capped at N; depths from
+    half to twice the law's optimum there; the data's tokens per parameter), costed in FLOPs.
+    Returns (the design, None), or (None, why no runs could be planned): no loss model, no
+    draws, N inside the data, or the design's own refusal."""
+    import polars as pl
+
+    from archfit.designing import DesignError, Target, design
+    from archfit.errors import FitError, FitInputError
+
+    law = fit.law_obj
+    span = (fit.diagnostics or {}).get("span") or {}
+    top = span.get("params_max")
+    if law.role != "shape" or not law.predicts_loss:
+        return None, f"{law.name} has no loss model over shapes to plan runs with"
+    if not top or N <= top:
+        return None, "the target is inside the data: no runs beyond it to plan"
+    if not (fit.bootstrap or {}).get("samples"):
+        return None, "the fit carries no bootstrap draws to predict an interval after new runs"
+    tpp = (span["tokens_max"] / top) if span.get("tokens_max") else 20.0
+    rows = []
+    for n in sorted({min(top * f, N) for f in (2.0, 4.0, 8.0)}):
+        L0 = law.optimum(fit.params, n)[0]
+        for L in sorted({max(1, int(round(L0 * f))) for f in (0.5, 0.71, 1.0, 1.41, 2.0)}):
+            rows.append({"params": float(n), "n_layer": L,
+                         "d_model": round(kaplan_width(n, L)), "tokens": tpp * n})
+    try:
+        d = design(pl.DataFrame(rows), law=law.name, target=Target("params", N), fit=fit,
+                   budget_frac=budget_frac, batch=batch, n_counts="non-embedding")
+    except (DesignError, FitError, FitInputError) as e:
+        return None, f"the design could not run ({e})"
+    if not d.chosen:
+        return None, d.stop or "no candidate fits the budget"
+    return d, None
 
 
 def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,

@@ -1,9 +1,11 @@
-"""What a sweep will cost before it runs: one row per run with its tokens, FLOPs and time."""
+"""What a sweep will cost before it runs: one row per run with its tokens, FLOPs and time; and
+the runs a spec or a grid describes as a table of candidates (what ``archfit design`` chooses
+from)."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from archfit.train import memory
 from archfit.train.accelerators import DEVICES
@@ -109,3 +111,58 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
             "rows": rows, "total_flops": sum(r["flops"] for r in rows),
             "total_gpu_hours": sum(hours) if hours else None,
             "fits": all(r["fits"] for r in rows)}
+
+
+def pool_from_spec(spec: Any) -> Any:
+    """One candidate per run of a sweep spec: its shape, size and tokens."""
+    import polars as pl
+
+    rows = []
+    for r in spec.runs:
+        s, cfg = r.shape, r.train_config
+        rows.append({"run_id": r.run_id, "params": float(s.params_non_embedding),
+                     "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
+                     "n_kv_head": s.n_kv_head, "d_ff": s.d_ff,
+                     "tokens": _budget_tokens(cfg, s),
+                     "target_params": r.meta.get("target_params"),
+                     "lr": cfg.lr, "seed": cfg.seed, "plan": s.plan})
+    return pl.DataFrame(rows)
+
+
+def _budget_tokens(cfg: Any, s: Any) -> float:
+    """The tokens a run of the spec trains on (its budget's steps at its tokens per step)."""
+    tps = cfg.batch_size * s.n_ctx * cfg.grad_accum
+    return float(cfg.budget.steps_for(s, tps) * tps)
+
+
+def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequence[float],
+                   ff_ratios: Sequence[float] = (4.0,), *, base: dict[str, Any] | None = None,
+                   head_dim: int = 64, multiple: int = 64, tolerance: float = 0.12) -> Any:
+    """Candidates from grid flags: each size × depth × ff ratio that fits its size within
+    ``tolerance`` (the iso-parameter family), trained to each token count."""
+    import polars as pl
+
+    from archfit.shapes.families import iso_param_family
+
+    rows = []
+    for N in sizes:
+        for m in iso_param_family(float(N), list(depths), list(ff_ratios), head_dim=head_dim,
+                                  multiple=multiple, tolerance=tolerance, ff_multiple=multiple,
+                                  **(base or {})):
+            if m.shape is None or not m.within_tolerance:
+                continue
+            s = m.shape
+            for D in tokens:
+                rows.append({"params": float(s.params_non_embedding), "n_layer": s.n_layer,
+                             "d_model": s.d_model, "n_head": s.n_head, "n_kv_head": s.n_kv_head,
+                             "d_ff": s.d_ff, "tokens": float(D), "target_params": float(N)})
+    return pl.DataFrame(rows)
+
+
+def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
+    """Candidates for a law of size and tokens alone (chinchilla): each size trained to each
+    token count, without shapes (cost in FLOPs, C = 6 N D, or GPU-hours from those FLOPs)."""
+    import polars as pl
+
+    return pl.DataFrame([{"params": float(N), "tokens": float(D)} for N in sizes
+                         for D in tokens])

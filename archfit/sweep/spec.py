@@ -17,7 +17,7 @@ from typing import Any
 from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.shapes.families import REINVEST, aspect_ratio_family, iso_param_family, plan_variant
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
-                            Shape)
+                            Shape, parse_plan)
 from archfit.sweep.schema import Key, check, number
 from archfit.train.trackers import TRACKERS
 from archfit.train.config import (FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS,
@@ -394,3 +394,58 @@ def _assign_micro_batches(spec: Spec) -> None:
         except ArchfitError:  # not one sequence fits: sweep plan --gpu says so
             continue
         r.config["micro_batch"] = m
+
+
+def spec_for_runs(chosen: list[dict[str, Any]], spec: Any = None, description: str = ""
+                  ) -> dict[str, Any]:
+    """The sweep spec (as a dict, what ``archfit sweep run`` reads from TOML) that trains the
+    ``chosen`` runs with the recipe of ``spec`` (a sweep spec's ``raw`` sections: data, model,
+    train, executor; its seeds and learning rates)."""
+    if not chosen or "n_layer" not in chosen[0]:
+        raise SpecError("a sweep spec needs shapes (n_layer, d_model); write the chosen "
+                        "runs as a table instead (-o next.csv)")
+    raw: dict[str, Any] = {k: dict(spec.raw[k]) for k in ("model", "train", "executor")
+                           if spec is not None and k in spec.raw}
+    if spec is not None and "data" in spec.raw:
+        raw["data"] = spec.raw["data"]
+    toks = {round(c["tokens"]) for c in chosen}
+    tpp = {round(c["tokens"] / c["params"], 2) for c in chosen}
+    if len(toks) == 1:
+        budget = {"tokens": float(toks.pop())}
+    elif len(tpp) == 1:
+        budget = {"tokens_per_param": float(tpp.pop())}
+    else:
+        raise SpecError(f"the chosen runs train on {len(toks)} different token counts; a "
+                        "sweep spec holds one budget: write them as a table (-o next.csv)")
+    model = raw.setdefault("model", {})
+    model.pop("n_head", None)
+    shapes = [_spec_shape(c) for c in chosen]
+    default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
+    runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
+            for sh, c in zip(shapes, chosen)}
+    lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
+    uniq = {r[0] for r in runs}
+    if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
+        raise SpecError(f"the chosen runs are not every shape at every one of their "
+                        f"{len(lrs)} learning rate(s) and {len(seeds)} seed(s), which is "
+                        "what a sweep spec trains: write them as a table (-o next.csv)")
+    shapes = [dict(t) for t in dict.fromkeys(tuple((k, tuple(v) if isinstance(v, list)
+                                                     else v) for k, v in sh.items())
+                                               for sh in shapes)]
+    shapes = [{k: list(v) if isinstance(v, tuple) else v for k, v in sh.items()}
+              for sh in shapes]
+    raw.update(name=(spec.name + "-next") if spec is not None else "design-next",
+               description=description,
+               seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
+    return raw
+
+
+def _spec_shape(c: dict[str, Any]) -> dict[str, Any]:
+    """A chosen run as a grid.shapes entry: its dimensions and its per-layer plan (a layer
+    variant written as a uniform shape would train a different model)."""
+    out: dict[str, Any] = {k: int(c[k]) for k in ("n_layer", "d_model", "n_head", "d_ff")
+                           if c.get(k)}
+    plan = c.get("plan")
+    if plan and plan != "uniform":
+        out.update({k: list(v) for k, v in parse_plan(plan, out["n_layer"]).items()})
+    return out

@@ -159,6 +159,34 @@ def modelled(dev: str | Device) -> StepModel:
                      source=f"{d.source}; {ASSUMPTIONS}")
 
 
+def gpu_hours(rows: list[dict[str, Any]], gpu: str, *, base: dict[str, Any] | None = None,
+              tokens_per_step: float) -> tuple[Any, str]:
+    """(GPU-hours of each run on ``gpu``, the unit's description): each row's shape (n_layer,
+    d_model, optionally n_head and d_ff, the rest from ``base``) at its step time for
+    ``tokens_per_step`` tokens, times its steps; without shape columns, its training FLOPs
+    (C = 6 N D) at ``MATMUL_EFFICIENCY`` of peak."""
+    import numpy as np
+
+    model = modelled(gpu)  # an unknown GPU: one line naming the known ones
+    if not rows or not {"n_layer", "d_model"} <= set(rows[0]):
+        flops = np.array([6.0 * float(r["params"]) * float(r["tokens"]) for r in rows])
+        return flops * model.flop_s / 3600.0, (
+            f"GPU-hours on {model.device} (C = 6 N D at {MATMUL_EFFICIENCY:.0%} of peak; no "
+            "shape columns for the step-time model)")
+    b = {k: v for k, v in (base or {}).items()
+         if k in ("vocab_size", "n_ctx", "mlp", "tied_embeddings")}
+    out = np.empty(len(rows))
+    for i, row in enumerate(rows):
+        d, L = int(row["d_model"]), int(row["n_layer"])
+        heads = int(row.get("n_head") or max(1, d // 64))
+        s = Shape(n_layer=L, d_model=d, n_head=heads if d % heads == 0 else 1,
+                  d_ff=int(row["d_ff"]) if row.get("d_ff") else None, **b)
+        out[i] = model.step_time(s, tokens_per_step) * (float(row["tokens"]) / tokens_per_step) \
+            / 3600.0
+    return out, (f"GPU-hours on {model.device} (modelled step time, {tokens_per_step:,.0f} "
+                 f"tokens per step; {model.source})")
+
+
 def is_step_model(path: str) -> bool:
     """Whether ``path`` is a step model archfit wrote (archfit throughput --out)."""
     import json
