@@ -94,6 +94,12 @@ def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
     return pl.DataFrame(rows)
 
 
+def _lr_sweep(seed: int) -> pl.DataFrame:
+    from archfit.laws.planted import lr_sweep
+
+    return lr_sweep(seed=seed)
+
+
 EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "data-constrained": _data_constrained,
     "farseer": _farseer,
@@ -105,6 +111,7 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "depth-width": _depth_width,
     "depth-joint": lambda seed: _joint(n_shapes=20, n_tokens=8, seed=seed)[0],
     "ff-ratio": _ff_ratio,
+    "lr-batch": lambda seed: _lr_sweep(seed=seed).drop("lr_opt_true"),
 }
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -139,6 +146,9 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
     elif law.role == "ff":
         r = recommend(params=1e8, fit=["levine2020", f], ff_ratio="auto")
         assert r.shape.ff_ratio > 0 and any("ff-ratio fit" in n for n in r.notes), name
+    elif law.role == "hparam":
+        r = recommend(params=1e8, fit=["levine2020", f], tokens=2e9)
+        assert r.recipe and r.recipe["lr"]["provenance"] == "fitted", name
     else:
         at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares
         assert all(math.isfinite(v) for v in f.predict(

@@ -43,6 +43,18 @@ class NumberType(click.ParamType):
         return v
 
 
+class LearningRateType(NumberType):
+    """A positive learning rate, or ``auto`` (the published recipe's at the run's size and
+    tokens, :mod:`archfit.train.recipe`)."""
+
+    name = "LR|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return super().convert(value, param, ctx)
+
+
 class NumberListType(click.ParamType):
     """A comma-separated list of numbers: 1,2,4,8 or 25M,50M."""
 
@@ -64,6 +76,7 @@ class NumberListType(click.ParamType):
 
 
 NUMBER = NumberType()
+LR = LearningRateType()
 
 
 class FfRatioType(click.ParamType):

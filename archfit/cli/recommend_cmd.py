@@ -52,7 +52,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @perf_options
 @click.option("--gpu-hours", type=NUMBER, default=None, help="--objective time/cost: budget.")
 @click.option("--tokens", type=NUMBER, default=None,
-              help="--objective time/cost: the run length whose loss to reach soonest; "
+              help="Training tokens of the recipe (default: compute-optimal for the size); "
+                   "--objective time/cost: the run length whose loss to reach soonest; "
                    "latency: the tokens the loss is predicted at.")
 @click.option("--max-latency-ms", type=NUMBER, default=None,
               help="--objective latency: decode ms per token at batch 1.")
@@ -66,7 +67,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare, strict, objective, gpu,
               perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour,
               pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
-    """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget.
+    """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget,
+    with a recipe to train it (peak learning rate, batch, tokens, warmup, decay).
 
     \b
     Examples:
@@ -94,7 +96,8 @@ def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare
     objective_opts = dict(gpu=gpu, perf_file=perf_file, gpu_hours=gpu_hours, tokens=tokens,
                           max_latency_ms=max_latency_ms, gpu_batch_tokens=gpu_batch_tokens,
                           usd_per_gpu_hour=usd_per_gpu_hour, pareto=pareto)
-    if objective != "loss" or any(v is not None for v in objective_opts.values()):
+    if objective != "loss" or any(v is not None for k, v in objective_opts.items()
+                                  if k != "tokens"):
         from archfit.cli.objective_view import run_objective
 
         if emit is not None:
@@ -104,7 +107,7 @@ def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare
                       objective_opts, strict, as_json)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
-            strict=strict, unique_tokens=unique_tokens, **kw)
+            strict=strict, unique_tokens=unique_tokens, tokens=tokens, **kw)
     if as_json:
         emit_json(r.to_dict())
         return
@@ -118,13 +121,13 @@ def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare
             for n in r.notes:
                 if n.startswith(CONSTRAINT_NOTE):
                     click.echo(f"note: {n}", err=True)
-            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by)
+            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by, r.recipe)
             return
         click.echo(design)
     click.echo(r.text())
     if emit is not None:
         click.echo("")
-        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by)
+        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by, r.recipe)
         return
     click.echo("")
     click.echo(r.alternatives_text())

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
+from archfit.cli.common import LR, SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
 from archfit.train.config import FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
 from archfit.train.trackers import TRACKERS
@@ -34,8 +34,9 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
               help=FIELD_HELP["batch_size"])
 @click.option("--grad-accum", type=INT, default=1, show_default=True,
               help=FIELD_HELP["grad_accum"])
-@click.option("--lr", type=NUMBER, default=3e-3, show_default=True,
-              help=FIELD_HELP["lr"])
+@click.option("--lr", type=LR, default=3e-3, show_default=True,
+              help=FIELD_HELP["lr"] + " 'auto': the published recipe's (Step Law) at this "
+                   "size and budget.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="cosine",
               show_default=True, help=FIELD_HELP["schedule"])
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw",
@@ -81,9 +82,17 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
         raise click.UsageError("give --ff-ratio or --d-ff, not both")
     # validate the shape and the budget before loading data or torch
     shape = Shape(**pick(kw, SHAPE_FLAGS), vocab_size=256)
+    auto = kw["lr"] == "auto"
     cfg = TrainConfig(shape=shape, budget=Budget(tokens, tokens_per_param, steps),
                       vocab_from_data=True, compile=compile_,
-                      **{k: v for k, v in kw.items() if k not in SHAPE_FLAGS})
+                      **{k: (1.0 if auto and k == "lr" else v) for k, v in kw.items()
+                         if k not in SHAPE_FLAGS})
+    lr_source = None
+    if auto:
+        from archfit.train.recipe import resolve_lr
+
+        cfg, lr_source = resolve_lr(cfg)
+        click.echo(lr_source, err=True)
     if run_dir:
         from archfit.io import check_output
 
@@ -104,7 +113,8 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
     d = result.to_dict()
     if as_json:
         out = {k: d[k] for k in RESULT_KEYS}
-        out.update(shape=d["shape"], resumed_from_step=d["resumed_from_step"])
+        out.update(shape=d["shape"], resumed_from_step=d["resumed_from_step"], lr=cfg.lr,
+                   lr_source=lr_source or "given")
         if curve:
             out["curve"] = d["curve"]
         emit_json(out)

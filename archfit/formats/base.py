@@ -61,11 +61,14 @@ def family_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ExportOptions:
-    """What a file needs beyond the shape: the tensor-parallel degree and Megatron's vocab
-    multiple (Megatron pads the vocabulary to ``vocab_divisible_by * tp``)."""
+    """What a file needs beyond the shape: the tensor-parallel degree, Megatron's vocab
+    multiple (Megatron pads the vocabulary to ``vocab_divisible_by * tp``) and the recipe."""
 
     tp: int = 1
     vocab_divisible_by: int = 128
+    # the recommendation's recipe (archfit.recommending.recipe), written as the framework's
+    # training arguments where it has them (nanoGPT's globals, Megatron's TRAIN_ARGS)
+    recipe: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.vocab_divisible_by < 1:
@@ -233,3 +236,14 @@ def register(*formats: Format) -> None:
     add its own: ``--emit``, ``--from``, the limits and the contract test then serve it)."""
     for f in formats:
         REGISTRY[f.name] = f
+
+
+def recipe_steps(recipe: dict[str, Any], n_ctx: int) -> dict[str, Any]:
+    """The recipe in a framework's step units: sequences per optimizer step (at least 1),
+    total steps, warmup steps, peak and final learning rates."""
+    seqs = max(1, round(recipe["batch_tokens"]["value"] / n_ctx))
+    steps = max(1, round(recipe["tokens"]["value"] / (seqs * n_ctx)))
+    lr = recipe["lr"]["value"]
+    return {"sequences": seqs, "steps": steps,
+            "warmup": min(steps, round(recipe["warmup"]["steps"])),
+            "lr": lr, "min_lr": lr * recipe["decay"]["min_lr_ratio"]}

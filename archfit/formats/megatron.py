@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from archfit.formats.base import (ExportOptions, Format, FormatError, Imported, count_note, need,
-                                  register)
+                                  recipe_steps, register)
 from archfit.shapes import Shape
 
 
@@ -79,7 +79,16 @@ def _render_megatron(s: Shape, o: ExportOptions) -> str:
                      "tanh approximation. The counts are the same; the activations differ.")
     lines += [f"VOCAB_SIZE={s.vocab_size}", "MODEL_ARGS=("]
     lines += [f"  {a}" for a in args]
-    lines += [")", ""]
+    lines += [")"]
+    if o.recipe:
+        r = recipe_steps(o.recipe, s.n_ctx)
+        lines += [f"# the recipe: {o.recipe['lr']['law']} ({o.recipe['lr']['provenance']}), "
+                  f"{o.recipe['tokens']['value']:.3g} tokens; pass \"${{TRAIN_ARGS[@]}}\" too",
+                  "TRAIN_ARGS=(", f"  --lr {r['lr']:.6g}", f"  --min-lr {r['min_lr']:.6g}",
+                  "  --lr-decay-style cosine", f"  --lr-warmup-iters {r['warmup']}",
+                  f"  --lr-decay-iters {r['steps']}", f"  --train-iters {r['steps']}",
+                  f"  --global-batch-size {r['sequences']}", ")"]
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 from archfit.formats.base import (ExportOptions, Format, FormatError, Imported, count_note,
-                                  gpt2_limits, need, python_literals, register, whole)
+                                  gpt2_limits, need, python_literals, recipe_steps, register,
+                                  whole)
 from archfit.shapes import Shape
 
 
@@ -47,8 +48,24 @@ def render_nanogpt(s: Shape, o: ExportOptions) -> str:
         f"bias = {s.bias}",
         "dropout = 0.0",
         f"archfit_vocab_size = {s.vocab_size}",
+        *_recipe_globals(s, o),
         "",
     ])
+
+
+def _recipe_globals(s: Shape, o: ExportOptions) -> list[str]:
+    """The recipe as the globals nanoGPT's train.py reads (one process; raise
+    gradient_accumulation_steps and lower batch_size to fit memory, keeping their product)."""
+    if not o.recipe:
+        return []
+    r = recipe_steps(o.recipe, s.n_ctx)
+    return [f"# the recipe: {o.recipe['lr']['law']} ({o.recipe['lr']['provenance']}), "
+            f"{o.recipe['tokens']['value']:.3g} tokens; batch_size x block_size x "
+            "gradient_accumulation_steps is the batch in tokens",
+            f"learning_rate = {r['lr']:.6g}", f"min_lr = {r['min_lr']:.6g}", "decay_lr = True",
+            f"warmup_iters = {r['warmup']}", f"lr_decay_iters = {r['steps']}",
+            f"max_iters = {r['steps']}", f"batch_size = {r['sequences']}",
+            "gradient_accumulation_steps = 1"]
 
 
 _NANOGPT_KEYS = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "bias", "dropout"}

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Data = dict[str, Any]  # column name -> numpy array
 
-ROLES = ("loss", "shape", "compute", "ff")
+ROLES = ("loss", "shape", "compute", "ff", "hparam")
 AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
@@ -275,7 +275,7 @@ SHIPPED: dict[str, str] = {
     "chinchilla": "chinchilla", "chinchilla-varpro": "chinchilla",
     "data-constrained": "data_constrained", "depth-joint": "depth_joint", "farseer": "farseer",
     "depth-width": "depth_width", "ff-ratio": "ff_ratio", "kaplan-n": "kaplan",
-    "kaplan-nd": "kaplan", "levine": "levine",
+    "kaplan-nd": "kaplan", "levine": "levine", "lr-batch": "lr_batch",
 }
 
 

@@ -81,3 +81,33 @@ def dense_grid(seed: int = 0, n_sizes: int = 25, n_min: float = 1e8, step: float
             rows.append({"params": float(N), "tokens": float(D),
                          "loss": float(loss * math.exp(rng.normal(0, row_sd)))})
     return pl.DataFrame(rows)
+
+
+# the planted learning-rate law: Step Law's published constants (Li et al. 2025)
+LR_LAW = {"a": math.log(1.79), "b": -0.713, "c": 0.307}
+LR_CURVATURE = 0.02  # loss rise per (ln lr - ln lr*)^2, in nats (a factor e off costs 0.02)
+
+
+def lr_sweep(seed: int = 0, sizes: tuple[float, ...] = (1e7, 3e7, 1e8, 3e8),
+             tokens_per_param: tuple[float, ...] = (20.0, 80.0),
+             rates: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0), seeds: int = 2,
+             noise: float = 0.003) -> Any:
+    """A learning-rate sweep with a known optimal-rate law (:data:`LR_LAW`): each (N, D) cell
+    trained at ``rates`` times its optimal rate, ``seeds`` times, the loss a Chinchilla-form
+    floor plus :data:`LR_CURVATURE` x (ln lr - ln lr*)^2 plus Gaussian noise (nats)."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in sizes:
+        for tpp in tokens_per_param:
+            D = N * tpp
+            best = math.exp(LR_LAW["a"] + LR_LAW["b"] * math.log(N) + LR_LAW["c"] * math.log(D))
+            floor = 1.8 + 400 / N ** 0.34 + 2000 / D ** 0.36
+            for m in rates:
+                for s in range(seeds):
+                    loss = floor + LR_CURVATURE * math.log(m) ** 2 + rng.normal(0, noise)
+                    rows.append({"params": N, "tokens": D, "lr": best * m, "seed": s,
+                                 "loss": loss, "lr_opt_true": best})
+    return pl.DataFrame(rows)

@@ -123,6 +123,24 @@ PUBLISHED: dict[str, dict[str, Any]] = {
     },
 }
 
+def _hyper(name: str) -> dict[str, Any]:
+    """A published hyperparameter law (archfit.train.recipe) as a fit of the lr-batch law: its
+    learning-rate power law; the batch law rides along in ``extra``."""
+    from archfit.train.recipe import HYPER_LAWS
+
+    h = HYPER_LAWS[name]
+    c, n, d = h.lr
+    return {"link": h.link, "law": "lr-batch",
+            "params": {"a": math.log(c), "b": n, "c": d},
+            "source": h.citation + "; no interval published",
+            "conventions": {**h.conventions, "tokens": "training tokens",
+                            "lr": "peak learning rate"},
+            "extra": {"batch_tokens": {"coef": h.batch[0], "n": h.batch[1], "d": h.batch[2]}}}
+
+
+PUBLISHED["steplaw2025"] = _hyper("steplaw2025")
+PUBLISHED["deepseek2024"] = _hyper("deepseek2024")
+
 DEFAULT_SHAPE_LAW = "levine2020"
 DEFAULT_COMPUTE_LAW = "epoch2024"
 # the compute law of a budget on repeated data (recommend --compute C --unique-tokens U)

@@ -91,11 +91,12 @@ def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
     by_role: dict[str, Fit] = {}
     for f in map(load_fit, given_fits(fit)):
         role = f.law_obj.role
-        if role not in ("shape", "compute", "ff"):
+        if role not in ("shape", "compute", "ff", "hparam"):
             raise RecommendError(
                 f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
                 "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
-                "--compute) or an ff-ratio fit (--ff-ratio auto)")
+                "--compute), an ff-ratio fit (--ff-ratio auto) or a learning-rate fit "
+                "(lr-batch, for the recipe)")
         by_role[role] = f
     by_role.setdefault("shape", load_fit(DEFAULT_SHAPE_LAW))
     return by_role

@@ -20,6 +20,7 @@ from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import DEPTH_SPAN, candidates, optimum, rank
 from archfit.recommending.options import (check_options, ff_rule, fits_by_role, given_fits,
                                           resolve_target)
+from archfit.recommending.recipe import recipe_for
 from archfit.recommending.result import Recommendation
 from archfit.shapes import Shape, kaplan_width
 
@@ -48,6 +49,7 @@ def recommend(
     d_ff_rule: Callable[[int], int] | None = None,
     tolerance: float = 0.005,
     unique_tokens: float | None = None,
+    tokens: float | None = None,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt; with ``unique_tokens``, on that many
@@ -55,12 +57,14 @@ def recommend(
 
     ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024, or
-    muennighoff2023 with ``unique_tokens``) and an ff-ratio fit when ``ff_ratio="auto"``. Shape
-    fields use :class:`Shape`'s names; ``d_ff`` is a multiple of ``ff_multiple`` (default:
-    ``multiple_of``), or ``d_ff_rule(d_model)`` where a framework fixes it. ``depth_span``:
-    candidate depths as multiples of the optimal depth. ``tolerance``: the near-optimal set
-    holds the depths whose predicted loss is within this fraction of the optimum's
-    (:mod:`archfit.recommending.near_optimal`); the pick is its centre in log depth.
+    muennighoff2023 with ``unique_tokens``), an ff-ratio fit when ``ff_ratio="auto"`` and an
+    lr-batch fit for the recipe. Shape fields use :class:`Shape`'s names; ``d_ff`` is a
+    multiple of ``ff_multiple`` (default ``multiple_of``), or ``d_ff_rule(d_model)``.
+    ``depth_span``: candidate depths as multiples of the optimal depth. ``tolerance``: the
+    near-optimal set's (:mod:`archfit.recommending.near_optimal`) fraction of the optimum's
+    loss; the pick is its centre in log depth. ``tokens``: the recipe's training tokens
+    (default: compute-optimal for the size, or the budget's D_opt). Long because the signature
+    names every option a caller may set, one a line.
 
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
     ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
@@ -103,6 +107,7 @@ def recommend(
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
+        recipe=recipe_for(best, fits, tokens, target.compute),
     )
 
 

@@ -43,6 +43,8 @@ class Recommendation:
     # (archfit.recommending.near_optimal), and what prices the alternatives
     near_optimal: dict[str, Any] | None = None
     loss_model: dict[str, Any] | None = None
+    # how to train it: peak lr, batch (tokens), tokens, warmup, decay (archfit.recommending.recipe)
+    recipe: dict[str, Any] | None = None
 
     @property
     def alternatives(self) -> Any:
@@ -78,6 +80,7 @@ class Recommendation:
         out["next_runs"] = self.next_runs
         out["near_optimal"] = self.near_optimal
         out["loss_model"] = self.loss_model
+        out["recipe"] = self.recipe
         return out
 
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
@@ -144,6 +147,10 @@ class Recommendation:
                   f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
                   f"({TRAIN_FLOPS_CONVENTION})"]
         lines += [f"note: {n}" for n in self.notes]
+        if self.recipe:
+            from archfit.recommending.recipe import recipe_lines
+
+            lines += ["", *recipe_lines(self.recipe)]
         if self.next_runs:
             lines.append(f"next: {self.next_runs}")
         return "\n".join(lines)

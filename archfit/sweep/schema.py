@@ -24,6 +24,8 @@ class Key:
 
 
 def _is(kind: str, v: Any) -> bool:
+    if kind == "lr":  # a learning rate, or "auto" (the published recipe's, archfit.train.recipe)
+        return v == "auto" or _is("number", v)
     if kind == "int":
         return isinstance(v, int) and not isinstance(v, bool)
     if kind == "number":
@@ -43,7 +45,7 @@ def number(v: Any) -> float:
 
 
 _NAMES = {"int": "int", "number": "float", "str": "str", "bool": "bool", "list": "list",
-          "table": "a table"}
+          "table": "a table", "lr": 'a float or "auto"'}
 
 
 def _check_value(key: Key, v: Any, where: str, problems: list[str]) -> None:
@@ -52,7 +54,7 @@ def _check_value(key: Key, v: Any, where: str, problems: list[str]) -> None:
         return
     if key.choices and v not in key.choices:
         problems.append(f"{where}: must be {', '.join(key.choices)}, got {v!r}")
-    if key.positive and key.kind in ("int", "number") and not number(v) > 0:
+    if key.positive and key.kind in ("int", "number", "lr") and v != "auto" and not number(v) > 0:
         problems.append(f"{where}: must be greater than zero, got {v!r}")
     if key.kind == "list":
         if key.nonempty and not v:

@@ -19,6 +19,7 @@ from archfit.shapes.families import REINVEST, aspect_ratio_family, iso_param_fam
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
                             Shape, parse_plan)
 from archfit.sweep.schema import Key, check, number
+from archfit.train.recipe import resolve_lr
 from archfit.train.trackers import TRACKERS
 from archfit.train.config import (FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS,
                                   SCHEDULES, Budget, TrainConfig)
@@ -68,7 +69,7 @@ EXECUTOR = {"kind": Key("str", choices=("local", "slurm", "ray")), "concurrency"
             "slurm": Key("table", table=SLURM), "ray": Key("table", table=RAY)}
 SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
         "seeds": Key("list", item="int", nonempty=True),
-        "lrs": Key("list", item="number", positive=True, nonempty=True),
+        "lrs": Key("list", item="lr", positive=True, nonempty=True),
         "model": Key("table", table=MODEL), "grid": Key("table", table=GRID),
         "budget": Key("table", table=BUDGET), "train": Key("table", table=TRAIN),
         "executor": Key("table", table=EXECUTOR)}
@@ -233,14 +234,17 @@ def _runs(raw: dict[str, Any], name: str,
     runs = []
     data_sha = _manifest_sha(raw.get("data"))
     for s, target, variant in shapes:
-        for lr in (number(x) for x in raw.get("lrs") or [3e-3]):
+        for lr in raw.get("lrs") or [3e-3]:
             for seed in raw.get("seeds") or [0]:
                 cfg = TrainConfig(shape=s, budget=budget,
                                   vocab_from_data=model.get("vocab_size") is None,
                                   parametrization=model.get("parametrization", "standard"),
-                                  data=raw.get("data"), data_sha256=data_sha, lr=lr,
-                                  seed=seed, **train_kw)
-                c, meta = cfg.to_dict(), {"target_params": target, "sweep": name}
+                                  data=raw.get("data"), data_sha256=data_sha,
+                                  lr=1.0 if lr == "auto" else number(lr), seed=seed, **train_kw)
+                meta: dict[str, Any] = {"target_params": target, "sweep": name}
+                if lr == "auto":
+                    cfg, meta["lr_source"] = resolve_lr(cfg)
+                c = cfg.to_dict()
                 if variant is not None:
                     meta["variant"] = variant
                 runs.append(Run(run_id_of(c, meta), c, meta))

@@ -1,0 +1,123 @@
+"""The recipe beside a recommended shape: the peak learning rate, the batch size in tokens, the
+training tokens, the warmup and the decay, each with its range and its provenance (which law;
+published, fitted, given or assumed). The published hyperparameter laws are
+:mod:`archfit.train.recipe`'s; a learning-rate law fitted to the user's own sweep (``archfit fit
+SWEEP --law lr-batch``, passed with ``--fit``) sets the rate instead. Plain ``math`` on the
+published path, so ``archfit recommend`` stays numpy-free."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from archfit.errors import RecommendError
+from archfit.laws import Fit, load_fit
+from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
+from archfit.shapes import Shape
+from archfit.train.recipe import RecipeError, recipe as published_recipe
+
+# Bergsma et al. 2025, "Straight to Zero: Why Linearly Decaying the Learning Rate to Zero Works
+# Best for LLMs" (arXiv 2502.15938): decaying to zero beats a tenth of the peak
+DECAY_RANGE = [0.0, 0.1]
+
+
+def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
+               compute: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The recipe for ``shape`` trained on ``tokens`` (given), on the compute law's D_opt
+    (``compute``, a FLOP-budget target), or on the compute-optimal tokens for its size (the
+    published Chinchilla-form laws: their value and spread)."""
+    N = float(shape.params_non_embedding)
+    if tokens is not None:
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
+                math.isfinite(tokens) and tokens > 0):
+            raise RecommendError(f"--tokens must be a positive token count, got {tokens!r}")
+        toks = {"value": float(tokens), "range": [float(tokens)] * 2, "provenance": "given"}
+    elif compute is not None:
+        toks = {"value": compute["D_opt"], "range": compute.get("D_opt_ci") or
+                [compute["D_opt"]] * 2, "provenance": compute.get("provenance") or "published",
+                "source": f"D_opt of {compute['law']} at {compute['C']:.3g} FLOPs"}
+    else:
+        toks = optimal_tokens(float(shape.params_total))
+    try:
+        r = published_recipe(N, toks["value"])
+    except RecipeError as e:
+        raise RecommendError(str(e)) from None
+    r["decay"].update(range=DECAY_RANGE,
+                      range_provenance="published: to a tenth (Hoffmann et al. 2022) or to zero "
+                                       "(Bergsma et al. 2025, arXiv 2502.15938)")
+    r["warmup"].update(range=[r["warmup"]["steps"]] * 2,
+                       range_provenance="assumed: no published range")
+    if "hparam" in fits:
+        r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
+    return {"tokens": {**toks, "convention": "training tokens"}, **r}
+
+
+def optimal_tokens(N_total: float) -> dict[str, Any]:
+    """The compute-optimal training tokens for ``N_total`` parameters (total, as the Chinchilla
+    fits count them): the default compute law's, with the spread of every published
+    Chinchilla-form law."""
+    each = {}
+    for name, entry in PUBLISHED.items():
+        if entry["law"] != "chinchilla":
+            continue
+        f = load_fit(name)
+        each[name] = _tokens_at(f, N_total)
+    value = each[DEFAULT_COMPUTE_LAW]
+    return {"value": value, "range": [min(each.values()), max(each.values())],
+            "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
+            "range_provenance": f"published: the spread of {len(each)} Chinchilla-form fits",
+            "each": each, "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this "
+                                     "size (total parameters)"}
+
+
+def _tokens_at(fit: Fit, N: float) -> float:
+    """D such that the compute law's N_opt(6 N D) = N, by bisection in log C."""
+    law = fit.law_obj
+    lo, hi = math.log(6 * N * 1e-2 * N), math.log(6 * N * 1e4 * N)  # 0.01 to 10^4 tokens/param
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if law.compute_optimal(fit.params, math.exp(mid))[0] < N:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2) / (6 * N)
+
+
+def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[str, Any]:
+    """The rate of the user's lr-batch fit at (N, D), its 95% interval over the fit's draws, the
+    published laws' values beside it."""
+    law = fit.law_obj
+    value = law.lr_at(fit.params, N, D)
+    draws = sorted(law.lr_at(d, N, D) for d in fit.draws())
+    rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
+           if len(draws) >= 20 else None)
+    return {"value": value, "range": rng, "law": fit.label,
+            "provenance": "fitted", "range_provenance": fit.interval_provenance() if rng else None,
+            "each": published["each"], "convention": published["convention"],
+            "note": ("fitted to your sweep; the published laws give "
+                     + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
+
+
+def recipe_lines(r: dict[str, Any]) -> list[str]:
+    """The recipe in one block of text."""
+    def rng(e: dict[str, Any], fmt: str) -> str:
+        lo_hi = e.get("range")
+        return f" [{format(lo_hi[0], fmt)}, {format(lo_hi[1], fmt)}]" if lo_hi else ""
+
+    lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
+    lines = [f"recipe (N {r['params']:.3g} non-embedding, AdamW; ranges: "
+             f"{lr.get('range_provenance') or 'none'}):",
+             f"  peak lr     {lr['value']:.3g}{rng(lr, '.3g')} ({lr['law']}, {lr['provenance']})",
+             f"  batch       {b['value']:.3g} tokens{rng(b, '.3g')} ({b['law']}, "
+             f"{b['provenance']})",
+             f"  tokens      {t['value']:.3g}{rng(t, '.3g')} ({t.get('law', t['provenance'])}"
+             + (f", {t['provenance']}" if "law" in t else "") + ")",
+             f"  warmup      {w['steps']:,.0f} steps ({w['source']}, {w['provenance']})",
+             f"  decay       {d['schedule']} to {d['min_lr_ratio']:.0%} of the peak "
+             f"({d['provenance']}; {d['range'][0]:.0%}-{d['range'][1]:.0%} published)"]
+    lines += [f"  note: {e['disagree']}: " + ", ".join(f"{k} {v:.3g}" for k, v in
+                                                       e["each"].items())
+              for e in (lr, b) if e.get("disagree")]
+    if lr.get("note"):
+        lines.append(f"  note: {lr['note']}")
+    return lines

@@ -1,0 +1,188 @@
+"""The recipe beside a shape: published hyperparameter laws against their papers' formulas, the
+recipe in recommend's JSON and text, the lr-batch law recovering a planted learning-rate sweep,
+and lr = "auto" in train and sweep specs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from archfit.train.recipe import HYPER_LAWS, RecipeError, auto_lr, recipe
+
+
+def step_law(N: float, D: float) -> tuple[float, float]:
+    """Li et al. 2025, eqs. as printed: lr = 1.79 N^-0.713 D^0.307, B = 0.58 D^0.571."""
+    return 1.79 * N ** -0.713 * D ** 0.307, 0.58 * D ** 0.571
+
+
+def deepseek(N: float, D: float) -> tuple[float, float]:
+    """DeepSeek-AI 2024: eta = 0.3118 C^-0.1250, B = 0.2920 C^0.3271, C = M D, M = 6 N."""
+    C = 6 * N * D
+    return 0.3118 * C ** -0.1250, 0.2920 * C ** 0.3271
+
+
+@pytest.mark.parametrize("N,D", [(1e8, 2e9), (7e9, 1.4e11), (7e10, 2e12)])
+def test_published_laws_are_their_papers_formulas(N, D):
+    for name, formula in (("steplaw2025", step_law), ("deepseek2024", deepseek)):
+        lr, b = formula(N, D)
+        assert HYPER_LAWS[name].lr_at(N, D) == pytest.approx(lr, rel=1e-12)
+        assert HYPER_LAWS[name].batch_at(N, D) == pytest.approx(b, rel=1e-12)
+    r = recipe(N, D)
+    assert r["lr"]["value"] == pytest.approx(step_law(N, D)[0])
+    lo, hi = sorted([step_law(N, D)[0], deepseek(N, D)[0]])
+    assert r["lr"]["range"] == pytest.approx([lo, hi])
+    assert r["lr"]["provenance"] == "published"
+
+
+def test_the_recipe_says_where_the_published_laws_disagree():
+    # at 7e9 and 1.4e11 tokens the batch laws differ by ~2.9x, the rate laws by ~1.3x
+    r = recipe(7e9, 1.4e11)
+    assert "disagree" in r["batch_tokens"] and "2.9x" in r["batch_tokens"]["disagree"]
+    assert "disagree" not in r["lr"]
+    assert r["warmup"]["steps"] == 2000 and r["decay"]["min_lr_ratio"] == 0.1
+    # a short run: the warmup is capped at 5% of its steps
+    short = recipe(1e6, 1e8)
+    steps = 1e8 / short["batch_tokens"]["value"]
+    assert short["warmup"]["steps"] == pytest.approx(0.05 * steps)
+    assert short["warmup"]["provenance"] == "assumed"
+    with pytest.raises(RecipeError, match="positive, finite"):
+        recipe(float("nan"), 1e9)
+    with pytest.raises(RecipeError, match="unknown hyperparameter law"):
+        recipe(1e8, 1e9, law="nope")
+
+
+@pytest.mark.parametrize("extra", [[], ["--tokens", "1.4e11"]])
+def test_recommend_gives_a_recipe_with_ranges_and_provenance(cli, extra):
+    r = cli("recommend", "--params", "7e9", "--json", *extra)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    rec = d["recipe"]
+    for k in ("lr", "batch_tokens", "tokens", "warmup", "decay"):
+        assert "range" in rec[k] and rec[k]["provenance"] in ("published", "given", "assumed",
+                                                               "fitted"), (k, rec[k])
+    N = d["params_non_embedding"]
+    D = 1.4e11 if extra else rec["tokens"]["value"]
+    assert rec["lr"]["value"] == pytest.approx(step_law(N, D)[0])
+    assert rec["batch_tokens"]["value"] == pytest.approx(step_law(N, D)[1])
+    if extra:
+        assert rec["tokens"] == {"value": 1.4e11, "range": [1.4e11, 1.4e11],
+                                 "provenance": "given", "convention": "training tokens"}
+    else:  # the compute-optimal tokens of epoch2024 for this total size: N_opt(6 N D) = N
+        from archfit.laws import load_fit
+
+        f = load_fit("epoch2024")
+        n_opt, _ = f.law_obj.compute_optimal(f.params, 6 * d["params_total"] * D)
+        assert n_opt == pytest.approx(d["params_total"], rel=1e-6)
+    text = cli("recommend", "--params", "7e9", *extra).stdout
+    block = text[text.index("recipe ("):].splitlines()
+    assert [ln.split()[0] for ln in block[1:6]] == ["peak", "batch", "tokens", "warmup", "decay"]
+
+
+def test_the_lr_batch_law_recovers_a_planted_sweep():
+    """A sweep planted with Step Law's constants (4 sizes x 2 token counts x 5 rates x 2
+    seeds): the cells' 95% intervals on their best rate (the parabola's minimum) hold the planted
+    ones as often as 95% intervals should, the law's constants lie within theirs, and the
+    largest size's best rates are predicted from the others inside their intervals."""
+    from archfit.laws.fitting import fit
+    from archfit.laws.lr_batch import cell_optima
+    from archfit.laws.numeric import columns
+    from archfit.laws.planted import LR_LAW, lr_sweep
+
+    def cover(seed: int) -> list[bool]:
+        df = lr_sweep(seed=seed)
+        truth = {(round(math.log(n), 3), round(math.log(t), 3)): lr for n, t, lr in
+                 df.select("params", "tokens", "lr_opt_true").unique().iter_rows()}
+        cells, notes = cell_optima(columns(df))
+        assert len(cells) == 8 and not notes
+        return [c["opt_ci"][0] <= truth[c["key"]] <= c["opt_ci"][1] for c in cells]
+
+    # 95% intervals: 7 or 8 of 8 here, and 95% of 320 cells over 40 noise draws (a binomial
+    # 95% range of 91.9-97.5%)
+    assert sum(cover(0)) >= 7
+    pooled = [x for seed in range(40) for x in cover(seed)]
+    assert 0.919 <= sum(pooled) / len(pooled) <= 0.975, sum(pooled) / len(pooled)
+    df = lr_sweep(seed=0)
+    f = fit(df.drop("lr_opt_true"), "lr-batch", bootstrap=200, seed=0)
+    for k, v in LR_LAW.items():
+        lo, hi = f.ci[k]
+        assert lo <= v <= hi, (k, v, f.ci[k])
+    held = f.diagnostics["heldout"]
+    assert held["ok"] and held["n_test"] == 2 and held["coverage"] == 1.0
+    assert abs(held["mean_rel_error"]) < 0.1
+    assert f.verdict().verdict != "uninformative"
+
+
+def test_a_fitted_rate_law_sets_the_recipe(tmp_path):
+    from archfit.laws.fitting import fit
+    from archfit.laws.planted import lr_sweep
+    from archfit.recommending import recommend
+
+    f = fit(lr_sweep(seed=1).drop("lr_opt_true"), "lr-batch", bootstrap=100, seed=0)
+    path = tmp_path / "lr.json"
+    f.to_json(path)
+    r = recommend(1e9, fit=[str(path)], tokens=2e10)
+    lr = r.recipe["lr"]
+    N = r.shape.params_non_embedding
+    assert lr["provenance"] == "fitted" and lr["value"] == pytest.approx(
+        math.exp(f.params["a"] + f.params["b"] * math.log(N) + f.params["c"] * math.log(2e10)))
+    assert lr["range"][0] < lr["value"] < lr["range"][1]
+    assert set(lr["each"]) == {"steplaw2025", "deepseek2024"}
+
+
+def test_train_with_lr_auto_uses_the_recipe_and_says_which(cli):
+    r = cli("train", "--layers", "2", "--width", "64", "--heads", "2", "--tokens", "4e4",
+            "--lr", "auto", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    N = out["params_non_embedding"]
+    want = step_law(N, out["tokens"])[0]
+    assert out["lr"] == pytest.approx(want, rel=1e-9)
+    assert out["lr_source"].startswith(f"lr auto: {want:.3g} (steplaw2025")
+    assert "lr auto:" in r.stderr
+    bad = cli("train", "--layers", "2", "--width", "64", "--heads", "2", "--tokens", "4e4",
+              "--lr", "fast")
+    assert bad.exit_code == 2 and "fast" in bad.stderr
+
+
+def test_a_spec_with_lrs_auto_resolves_each_run(tmp_path):
+    from archfit.sweep import load_spec
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "auto"\nlrs = ["auto", 1e-3]\nseeds = [0]\n'
+                    '[grid]\nparams = [1e5, 4e5]\ndepths = [2]\n'
+                    '[budget]\ntokens_per_param = 20\n'
+                    '[train]\nbatch_size = 8\nctx = 64\n[model]\nhead_dim = 8\nmultiple = 8\n')
+    s = load_spec(str(spec))
+    autos = [r for r in s.runs if r.meta.get("lr_source")]
+    assert len(autos) == 2 and len(s.runs) == 4
+    for r in autos:
+        N, cfg = r.shape.params_non_embedding, r.train_config
+        tps = cfg.batch_size * r.shape.n_ctx * cfg.grad_accum
+        D = cfg.budget.steps_for(r.shape, tps) * tps
+        assert cfg.lr == pytest.approx(step_law(N, D)[0], rel=1e-9)
+    bad = tmp_path / "b.toml"
+    bad.write_text(spec.read_text().replace('"auto"', '"fast"'))
+    from archfit.errors import SpecError
+
+    with pytest.raises(SpecError, match='expected a float or "auto"'):
+        load_spec(str(bad))
+
+
+def test_an_export_carries_the_recipe_where_the_framework_has_fields(cli):
+    from archfit.formats.base import python_literals
+
+    from archfit.formats import get_format
+
+    r = cli("recommend", "--params", "1.2e8", "--tokens", "2.4e9", "--emit", "nanogpt")
+    assert r.exit_code == 0, r.output
+    lit = python_literals(r.stdout, "export")
+    N = get_format("nanogpt").read(r.stdout, "export").shape.params_non_embedding
+    lr, batch = step_law(N, 2.4e9)
+    assert lit["learning_rate"] == pytest.approx(lr, rel=1e-5)
+    assert lit["min_lr"] == pytest.approx(0.1 * lr, rel=1e-5)
+    seq = lit["batch_size"] * lit["block_size"]
+    assert seq == pytest.approx(batch, rel=0.01) and lit["gradient_accumulation_steps"] == 1
+    assert lit["max_iters"] * seq == pytest.approx(2.4e9, rel=0.01)
+    assert auto_lr(1e8, 2e9)[0] == pytest.approx(step_law(1e8, 2e9)[0])
