@@ -62,9 +62,9 @@ def _register() -> None:
 
     def switch(level: float):  # type: ignore[no-untyped-def]
         def pick(step, k, left):  # type: ignore[no-untyped-def]
-            p = S.lack_of_fit(step.fit, step.data)
-            step.test = {"runs": len(step.data["loss"]) if step.data else 0, "p": p,
-                         "fits": None if p is None else p >= level}
+            test = S.check_fit(step)  # the fit's own F test (fit.diagnostics)
+            p = test["p"]
+            step.test = {**test, "fits": None if p is None else p >= level}
             if p is not None and p >= level:
                 return S.variance_criterion(step, k, left)
             return S.nearest(step, k, left)

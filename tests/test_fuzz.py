@@ -66,7 +66,25 @@ def inputs(tmp_path_factory):
     good.with_columns(zero).write_csv(d / "tok0.csv")  # round four: zero tokens in 3 rows
     good.with_columns(pl.lit(0.0).alias("tokens")).write_csv(d / "tokall0.csv")
     (d / "negpool.csv").write_text("params,tokens\n-1e9,2e10\n2e9,2e10\n")
+    _round5_inputs(d, good)
     return d
+
+
+def _round5_inputs(d: Path, good: pl.DataFrame) -> None:
+    """Inputs for the fifth catalogue (issue 76): a fit whose constants are strings, a replay
+    table with duplicate rows, a trade whose plan names a layer the runs lack, a file where a
+    sweep's folder is due."""
+    f = json.loads((d / "chin.json").read_text())
+    (d / "strconst.json").write_text(json.dumps({**f, "params": {k: str(v) for k, v in
+                                                                  f["params"].items()}}))
+    big = good.sort("params")
+    pl.concat([big.head(50), big.head(50)]).write_csv(d / "dupreplay.csv")
+    big.tail(10).write_csv(d / "replaytarget.csv")
+    rows = [{"run_id": f"{v}-{s}", "variant": v, "plan": v, "seed": s, "lr": 4e-3,
+             "target_params": 2e5, "status": "ok", "final_val_loss": 3.0 + 0.01 * s,
+             "n_layer": 3, "d_model": 64, "n_head": 4, "steps": 10, "train_s": 1.0}
+            for v in ("uniform", "no-mlp:9") for s in range(3)]
+    pl.DataFrame(rows).write_parquet(d / "plan9.parquet")
 
 
 def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
@@ -312,6 +330,7 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
           "--batch-size", "16", "--steps", "1"], "needs about"),
         *round3_catalogue(d),
         *round4_catalogue(d),
+        *round5_catalogue(d),
     ]
 
 
@@ -391,6 +410,32 @@ def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["design", "--law", "depth-joint", "--fit", "levine2020", "--params", "1e9", "--sizes",
           "1e9", "--depths", "4,8", "--tokens", "1e10", "--budget-frac", "0.5"],
          "levine has no loss model to design with"),
+    ]
+
+
+def round5_catalogue(d: Path) -> list[tuple[list[str], str]]:
+    """Round five (issue 76): the gaps of round four, and a fit read from a damaged file."""
+    grid = ["design", "--law", "depth-joint", "--params", "1e10", "--budget-frac", "0.5"]
+    return [
+        (["recommend", "--params", "7e9", "--fit", str(d / "strconst.json")],
+         "params.E is str '"),
+        (["design", "--replay", str(d / "dupreplay.csv"), "--target",
+          str(d / "replaytarget.csv"), "--law", "chinchilla", "--budget-frac", "0.3"],
+         "50 of 100 rows of the replay table are exact duplicates"),
+        (["backtest", str(d / "dup.csv"), "--law", "chinchilla", "--cut", "1e9"],
+         "pass --dedupe"),
+        (["trade", str(d / "plan9.parquet")],
+         "variant plan 'no-mlp:9' on 3-layer runs: no_mlp layer 9 is outside the 3 layers"),
+        (grid + ["--sizes", "1e300", "--depths", "2,4", "--tokens", "1e10"],
+         "no depth of 2, 4 gives a shape within 12% of a size in 1e+300"),
+        (grid + ["--sizes", "1e9", "--depths", "100000", "--tokens", "1e10"],
+         "no depth of 100000 gives a shape"),
+        (grid + ["--sizes", "1e9", "--depths", "2,4", "--tokens", "1e300"],
+         "costs more FLOPs (C = 6 N D) than a float holds"),
+        (["sweep", "collect", str(d / "good.toml"), "--out", str(d / "notes.txt")],
+         "is a file; give the sweep's folder"),
+        (["sweep", "status", str(d / "good.toml"), "--out", str(d / "notes.txt")],
+         "is a file; give the sweep's folder"),
     ]
 
 

@@ -103,7 +103,8 @@ def write_report(out: str, path: str, *, force: bool = False) -> str:
                   f"<b>{html.escape(str(rec['trust']['verdict']))}</b>.</p>"]
         if near.get("n_layer"):
             lo, hi = near["n_layer"]
-            parts.append(f"<p>Near-optimal set: any depth from {lo:.3g} to {hi:.3g} within "
+            top = "no upper end" if hi is None else f"{hi:.3g}"
+            parts.append(f"<p>Near-optimal set: any depth from {lo:.3g} to {top} within "
                          f"{near['tolerance']:.1%} of the optimum's predicted loss "
                          f"({html.escape(near.get('basis', ''))}).</p>")
         parts.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>"

@@ -100,10 +100,11 @@ def loss_laws() -> list[str]:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Draw predicted vs actual with the intervals here (PNG).")
 @click.option("--force", is_flag=True, help="Replace a --plot file archfit did not draw.")
+@click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: coverage, mean_rel_error, rms_rel_error, rows, classes, verdict.")
 def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot_path, force,
-             as_json):
+             dedupe, as_json):
     """Fit a law on the smaller runs and predict the larger ones.
 
     Each cut stands alone: one that cannot be fitted prints its reason and the others run
@@ -141,7 +142,7 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
 
     results = backtests(uniq, frame=table, law=law, bootstrap=bootstrap, seed=seed,
                         interval=_interval(interval), group=list(group) or None,
-                        on_split=progress)
+                        on_split=progress, dedupe=dedupe)
     ran = [r for r in results if not r["error"]]
     if plot_path:
         from archfit.plots import draw_backtest

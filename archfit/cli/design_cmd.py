@@ -85,7 +85,8 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
               help="Bootstrap resamples of the fit of --results (the criterion's draws; "
                    "default 200), or with --replay of each round's refit (default 64).")
 @click.option("--dedupe", is_flag=True,
-              help="Drop --results rows that are exact duplicates of others (as 'fit --dedupe').")
+              help="Drop --results (or --replay) rows that are exact duplicates of others (as "
+                   "'fit --dedupe').")
 @click.option("--replay", "replay_file", default=None, metavar="DONE_TABLE",
               help="Replay the design on a finished sweep (needs --target and --budget-frac).")
 @click.option("-o", "out", default=None, metavar="FILE",
@@ -104,8 +105,10 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
     """Choose the next runs: the most information about a target for their cost.
 
     The default rule: after a first batch spread over the cheaper half of the candidates,
-    the affordable candidates nearest the target. Each round also tests the law on the runs
-    so far (an F test); where the law fails it, no interval after the batch is predicted.
+    the affordable candidates nearest the target (for an optimal depth, nearest the target
+    size at the ends and middle of the optimum's 95% CI, in turn). Each round also tests the
+    law on the runs so far (an F test); where the law fails it, no interval after the batch is
+    predicted.
 
     \b
     Examples:
@@ -122,7 +125,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
 
     if replay_file:
         return _replay(replay_file, target_file, law, budget_frac, strategy, seed, batch,
-                       bootstrap, plot_path, force, as_json)
+                       bootstrap, dedupe, plot_path, force, as_json)
     given = [x for x in (params, compute, target_file) if x is not None]
     if len(given) != 1:
         raise click.UsageError("give one target: --params N, --compute C or --target TABLE")
@@ -169,7 +172,7 @@ def design(law, params, compute, target_file, fit_file, prior, results, spec_fil
 
 
 def _replay(replay_file: str, target_file: str | None, law: str, budget_frac: float | None,
-            strategy: str, seed: int, batch: int, bootstrap: int | None,
+            strategy: str, seed: int, batch: int, bootstrap: int | None, dedupe: bool,
             plot_path: str | None, force: bool, as_json: bool) -> None:
     """``--replay``: the design's loop on a finished sweep, scored on the target runs."""
     from archfit import designing as dz
@@ -180,7 +183,8 @@ def _replay(replay_file: str, target_file: str | None, law: str, budget_frac: fl
     _check_outputs(None, plot_path, [replay_file, target_file], force)
     done, rows = _table([replay_file], "replay"), _table([target_file], "target")
     r = dz.replay(done, rows, law=law, budget_frac=budget_frac, strategy=strategy,
-                  seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap)
+                  seed=seed, batch=batch, bootstrap=64 if bootstrap is None else bootstrap,
+                  dedupe=dedupe)
     if plot_path:
         from archfit.plots.design import draw_replay
 

@@ -179,7 +179,8 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
             continue
         ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
         near = r.get("near_optimal")
-        near = f"{near[0]:.0f}-{near[1]:.0f}" if near else "-"
+        near = (f"{near[0]:.0f}-" + ("any" if near[1] is None else f"{near[1]:.0f}")
+                if near else "-")
         click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
                    f"{ci:>20}{near:>16}  {_mark(r['verdict'])}")
     if any(r.get("near_optimal") for r in rows):

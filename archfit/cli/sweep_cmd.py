@@ -14,7 +14,11 @@ from archfit.shapes import TRAIN_FLOPS_CONVENTION
 
 
 def _out(spec: Any, out: str | None) -> str:
-    return out or spec.default_out()
+    """The sweep's folder: --out, or the spec's default; a file there is refused."""
+    path = out or spec.default_out()
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise click.BadParameter(f"{path}: is a file; give the sweep's folder", param_hint="--out")
+    return path
 
 
 MAX_RUNS_OPTION = click.option("--max-runs", type=INT, default=100_000, show_default=True,

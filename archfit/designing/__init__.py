@@ -209,6 +209,10 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
 
     from archfit.sweep.store import to_polars
 
+    if not isinstance(target, Target):
+        raise DesignError(f"target={target!r}: give a Target, e.g. Target('params', 7.2e5) for "
+                          "the optimal depth at that size, Target('compute', 1e21) for N_opt, "
+                          "or Target('table', rows={column: values}) for the rows to predict")
     pool, results = to_polars(pool), as_runs(results)
     role = {"params": "shape", "compute": "compute"}.get(target.kind)
     law, chosen_by = resolve(law, role, pool.columns, results, seed)  # --law auto

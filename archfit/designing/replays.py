@@ -41,14 +41,16 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
 
 def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
            strategy: str = "archfit", seed: int = 0, batch: int = 5, bootstrap: int = 64,
-           final_bootstrap: int = 60, all_rows: dict[str, Any] | None = None
-           ) -> dict[str, Any]:
+           final_bootstrap: int = 60, all_rows: dict[str, Any] | None = None,
+           dedupe: bool = False) -> dict[str, Any]:
     """The sequential design on a finished sweep: a spread first batch, then rounds of
     ``batch`` runs (or half the runs in hand, if more) picked by ``strategy``, their losses
     revealed from ``done``, until ``budget_frac`` of the pool's cost is spent; the chosen runs'
     fit scored on ``target_rows`` beside the fit on every row (``all_rows``, if computed).
     Returns what ``--json`` prints: each chosen row with its ``round``, ``fallbacks`` (rounds
-    that fell back to a spread pick, and why) and ``tests`` (the default rule's fit tests)."""
+    that fell back to a spread pick, and why) and ``tests`` (the default rule's fit tests).
+    ``dedupe``: drop the replay table's exact duplicate rows (as ``fit --dedupe``); without it
+    they are refused."""
     from archfit.laws import get_law
 
     lw = get_law(law)
@@ -62,6 +64,14 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
         check_pool(frame, lw, name)
     check_seed(seed)
     notes = []
+    n_dup = done.height - done.unique(maintain_order=True).height
+    if n_dup and not dedupe:
+        raise DesignError(f"{n_dup} of {done.height} rows of the replay table are exact "
+                          "duplicates of other rows: each would be a candidate twice; pass "
+                          "--dedupe to drop them")
+    if n_dup:
+        done = done.unique(maintain_order=True)
+        notes.append(f"dropped {n_dup} duplicate row(s) of the replay table (--dedupe)")
     outside = not_among(done, target_rows)
     if not outside.all():  # a target row in the pool would be scored in sample
         done = done.filter(outside)

@@ -19,9 +19,11 @@ LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.numeric.lack_of_f
 COST_EXPONENT = 0.5
 RULE = ("after a first batch spread over the cheaper half of the candidates, each batch is "
         "the affordable candidates nearest the target (in the law's log size, tokens and depth; "
-        "for an optimal depth or N_opt, nearest the fit's optimum). A law is only approximately "
+        "for N_opt, nearest the fit's optimum; for an optimal depth, nearest the target size "
+        "at the ends and middle of the optimum's 95% CI, in turn). A law is only approximately "
         "true of a real sweep and its error grows with how far it extrapolates, so under model "
-        "bias the runs belong where the prediction is needed (Box and Draper 1959)")
+        "bias the runs belong where the prediction is needed (Box and Draper 1959); a minimum "
+        "is placed by runs on both sides of it (de la Garza 1954)")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
 MIN_DRAWS = 10  # fewer: no ensemble, a spread batch
 
@@ -77,33 +79,68 @@ def cost_weighted(step: Step, k: int, left: float) -> list[int]:
     return _greedy(step, k, left, lambda ok: np.log(step.rng.random(len(ok))) * step.cost)
 
 
-def distance_to_target(step: Step) -> np.ndarray:
-    """Each candidate's distance to the target, in standardized log features (those the law
-    reads): to the nearest target row in size, tokens and depth; for an optimal-depth target, to the fit's optimal
-    depth at its N in size and depth (in size alone without a fit); for an N_opt target, to
-    the fit's (N_opt, D_opt) at its budget (in log compute, C = 6 N D, without a fit)."""
+def target_points(step: Step) -> dict[str, np.ndarray] | None:
+    """Where the prediction is needed, in the law's columns: the target rows; for an N_opt
+    target, the fit's (N_opt, D_opt) at its budget (None without a fit: log compute alone);
+    for an optimal-depth target, the target size at the ends and middle of the optimal depth's
+    95% CI (:func:`depth_bracket`; the target size alone without a fit)."""
     t, pool, fit = step.target, step.pool, step.fit
     if t.kind == "params":
         if fit is None or "n_layer" not in pool:
-            return np.abs(np.log(pool["params"] / t.value))
-        L = float(step.law.optimum(fit.params, t.value)[0])
-        return _distance(pool, {"params": np.array([t.value]), "n_layer": np.array([L])})
+            return {"params": np.array([t.value], float)}
+        depths = np.array(depth_bracket(step), float)
+        return {"params": np.full(len(depths), float(t.value)), "n_layer": depths}
     if t.kind == "compute":
         if fit is None or "tokens" not in pool:
-            return np.abs(np.log(6.0 * pool["params"] * pool["tokens"] / t.value))
+            return None
         N, D = step.law.compute_optimal(fit.params, t.value)
-        return _distance(pool, {"params": np.array([N]), "tokens": np.array([D])})
-    return _distance(pool, {c: v for c, v in t.rows.items() if c in step.law.columns})
+        return {"params": np.array([N]), "tokens": np.array([D])}
+    return {c: v for c, v in t.rows.items() if c in step.law.columns}
 
 
-def _distance(pool: dict[str, np.ndarray], rows: dict[str, np.ndarray]) -> np.ndarray:
-    """Each candidate's distance to the nearest of ``rows`` in the log features both have,
-    scaled by their spread over the pool."""
-    cols = [c for c in ("params", "tokens", "n_layer") if c in pool and c in rows]
+def depth_bracket(step: Step) -> tuple[float, float, float]:
+    """(low end, estimate, high end) of the optimal depth at the target size: its 95% CI over
+    the fit's parameter draws (the pool's depth range without draws), within the pool's depths.
+    A quadratic in log depth (the depth-joint law at one size) is placed best by runs at the
+    two ends and the middle of the interval it may lie in: the D-optimal design for a quadratic
+    on an interval (de la Garza 1954; Kiefer 1959)."""
+    N, pool = float(step.target.value), step.pool["n_layer"]
+    lo_pool, hi_pool = float(np.min(pool)), float(np.max(pool))
+    best = float(step.law.optimum(step.fit.params, N)[0])
+    ends = []
+    for d in draws(step.fit):
+        try:
+            L = float(step.law.optimum(d, N)[0])
+        except (ArithmeticError, ValueError):
+            continue
+        if math.isfinite(L) and L > 0:
+            ends.append(L)
+    lo, hi = ((float(np.percentile(ends, 2.5)), float(np.percentile(ends, 97.5)))
+              if len(ends) >= MIN_DRAWS else (lo_pool, hi_pool))
+    lo, hi = min(max(lo, lo_pool), hi_pool), min(max(hi, lo_pool), hi_pool)
+    mid = (min(max(best, lo_pool), hi_pool) if math.isfinite(best) and best > 0
+           else math.sqrt(lo * hi))
+    return lo, mid, hi
+
+
+def target_distances(step: Step) -> np.ndarray:
+    """Each candidate's distance (rows) to each of :func:`target_points` (columns), in the log
+    features both have, each scaled by its spread over the pool; a feature the pool varies by
+    less than :data:`NEAR` (within which candidates are one run) is not scaled up. Without
+    points, the distance in log compute (C = 6 N D) to the target's budget."""
+    pts, pool, t = target_points(step), step.pool, step.target
+    if pts is None:
+        return np.abs(np.log(6.0 * pool["params"] * pool["tokens"] / t.value))[:, None]
+    cols = [c for c in ("params", "tokens", "n_layer") if c in pool and c in pts]
     X = np.stack([np.log(np.asarray(pool[c], float)) for c in cols], axis=1)
-    T = np.stack([np.log(np.asarray(rows[c], float)) for c in cols], axis=1)
-    sd = np.where(X.std(0) > 0, X.std(0), 1.0)
-    return np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2).min(1)
+    T = np.stack([np.log(np.asarray(pts[c], float)) for c in cols], axis=1)
+    sd = np.where(X.std(0) > math.log1p(NEAR), X.std(0), 1.0)
+    return np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2)
+
+
+def distance_to_target(step: Step) -> np.ndarray:
+    """Each candidate's distance to the nearest of :func:`target_points`."""
+    return target_distances(step).min(1)
 
 
 def nearest(step: Step, k: int, left: float) -> list[int]:
@@ -187,15 +224,25 @@ def check_fit(step: Step) -> dict[str, Any]:
 
 def archfit_criterion(step: Step, k: int, left: float) -> list[int]:
     """The default rule past its first batch: the affordable candidates nearest the target, no
-    two near-duplicates; ``step.test`` records the round's fit test."""
+    two near-duplicates; for an optimal depth each pick takes the nearest point of the depth
+    bracket not yet taken (all taken: all open again). ``step.test`` records the fit test."""
     step.test = check_fit(step)
-    d = distance_to_target(step)
-    near = np.zeros(len(d), bool)
+    D = target_distances(step)
+    in_turn = step.target.kind == "params" and step.fit is not None
+    taken = np.zeros(D.shape[1], bool)
+    near = np.zeros(len(D), bool)
+
+    def score(ok: np.ndarray) -> np.ndarray:
+        return np.where(near, -np.inf, -D[:, ~taken].min(1))
 
     def update(j: int) -> None:
         near[near_duplicates(step.pool, j)] = True
+        if in_turn:
+            taken[np.flatnonzero(~taken)[np.argmin(D[j, ~taken])]] = True
+            if taken.all():
+                taken[:] = False
 
-    return _greedy(step, k, left, lambda ok: np.where(near, -np.inf, -d), update)
+    return _greedy(step, k, left, score, update)
 
 
 def variance_criterion(step: Step, k: int, left: float) -> list[int]:

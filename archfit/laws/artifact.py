@@ -417,12 +417,25 @@ class Fit:
                                 f"({FIT_SCHEMA}); refit with this version ('archfit fit')")
         law = get_law(str(d["law"]))
         params = d["params"]
+        if not isinstance(params, Mapping):
+            raise FitInputError(f"{where}: 'params' must be a table of numbers, got "
+                                f"{type(params).__name__}")
         missing = [p for p in law.param_names if p not in params or params[p] is None]
         if missing:
             raise FitInputError(f"{where}: law {law.name!r} needs params {', '.join(missing)}")
+        for k, v in params.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise FitInputError(f"{where}: params.{k} is {type(v).__name__} {v!r}; a fit's "
+                                    "constants are finite numbers (refit with 'archfit fit')")
+        ci = d.get("ci") or {}
+        for k, v in (ci.items() if isinstance(ci, Mapping) else [("", ci)]):
+            if v is not None and not (isinstance(v, (list, tuple)) and len(v) == 2 and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+                raise FitInputError(f"{where}: ci{'.' + k if k else ''} is {v!r}; an interval "
+                                    "is a pair of numbers [low, high]")
         return cls(
             law=law.name, params={k: float(v) for k, v in params.items()},
-            ci=dict(d.get("ci") or {}), cov=d.get("cov"), bootstrap=dict(d.get("bootstrap") or {}),
+            ci=dict(ci), cov=d.get("cov"), bootstrap=dict(d.get("bootstrap") or {}),
             derived=dict(d.get("derived") or {}), derived_ci=dict(d.get("derived_ci") or {}),
             n_points=d.get("n_points"), diagnostics=dict(d.get("diagnostics") or {}),
             inputs=list(d.get("inputs") or []), notes=list(d.get("notes") or []),
@@ -467,10 +480,16 @@ def is_fit_artifact(path: str) -> bool:
     return isinstance(d, dict) and str(d.get("schema", "")).startswith("archfit.fit/")
 
 
-def load_fit(name_or_path: str | os.PathLike[str] | Fit) -> Fit:
-    """A :class:`Fit` from a published name (``levine2020``, ``epoch2024``, ...) or a JSON file."""
+def load_fit(name_or_path: str | os.PathLike[str] | Fit | Mapping[str, Any]) -> Fit:
+    """A :class:`Fit` from a published name (``levine2020``, ``epoch2024``, ...), a JSON file,
+    or the mapping a fit's JSON holds (``Fit.to_dict()``)."""
     if isinstance(name_or_path, Fit):
         return name_or_path
+    if isinstance(name_or_path, Mapping):
+        return Fit.from_dict(dict(name_or_path), "the fit given as a mapping")
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise FitInputError(f"a fit is a Fit, a published name, a fit file or a fit's mapping, "
+                            f"not {type(name_or_path).__name__}")
     s = os.fspath(name_or_path)
     if s in PUBLISHED:
         import archfit

@@ -23,10 +23,12 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
              paths: Sequence[str] | None = None, mapping: dict[str, str] | None = None,
              bootstrap: int = 200, seed: int = 0, interval: float = 0.95,
              group: Sequence[str] | None = None, arch: dict[str, Any] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[int, int], None] | None = None,
+             dedupe: bool = False) -> dict[str, Any]:
     """Fit ``law`` on the runs with params <= ``cut``; predict the rest. Returns a dict with
     ``coverage``, ``mean_rel_error``, ``rms_rel_error``, ``rows`` (``predicted``, ``low``,
-    ``high``, ``actual`` and the run's columns), ``classes`` and ``verdict``."""
+    ``high``, ``actual`` and the run's columns), ``classes`` and ``verdict``. ``dedupe``: drop
+    exact duplicate rows first (as ``fit --dedupe``); without it they are refused."""
     from archfit.laws.fitting import fit
 
     lw = get_law(law)
@@ -45,6 +47,11 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     import polars as pl
 
     df = table.frame
+    if dedupe and df.height > df.unique().height:
+        n_dup = df.height - df.unique().height
+        df = df.unique(maintain_order=True)
+        table = replace(table, frame=df, notes=[*table.notes,
+                                                f"dropped {n_dup} duplicate row(s) (--dedupe)"])
     train = df.filter(pl.col("params") <= cut)
     test = df.filter(pl.col("params") > cut)
     if test.height == 0:

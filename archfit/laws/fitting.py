@@ -24,6 +24,10 @@ from archfit.sweep.store import RunTable, read_runs
 HELDOUT_BOOTSTRAP, HELDOUT_SEED, HELDOUT_LEVEL = 100, 0, 0.95
 # resamples are drawn up front: beyond this a count is a typo, not a wish for precision
 MAX_BOOTSTRAP = 100_000
+# every step of the optimizer and of each resample reads every row: a table of more rows than
+# this (each a trained run or checkpoint; the public sweeps archfit ships hold at most a few
+# thousand) would take many minutes, so it is refused with what to do instead
+MAX_FIT_ROWS = 100_000
 
 
 def fit(
@@ -280,6 +284,16 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
                                 "--dedupe to drop them")
         df = df.unique(maintain_order=True)
         notes.append(f"dropped {n_dup} duplicate row(s) (--dedupe)")
+    if df.height > MAX_FIT_ROWS:
+        cols = [c for c in dict.fromkeys([*lw.columns, "tokens"]) if c != "loss" and c in df.columns]
+        k = df.select(cols).n_unique() if cols else df.height
+        how = (f"they repeat {k:,} configurations of {', '.join(cols)}: average each one's rows "
+               f"first (polars: df.group_by({cols}).agg(pl.col('loss').mean()))"
+               if 10 * k <= df.height else
+               "fit a sample of them (one row per run and token count) or split the table")
+        raise FitInputError(f"{df.height:,} rows are more than a fit reads in minutes "
+                            f"({MAX_FIT_ROWS:,}: each step of the fit and of each resample reads "
+                            f"every row); {how}")
     if "params" in df.columns and df["params"].min() < 1e3:
         raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
                             f"values as small as {df['params'].min():.3g}: not a parameter "

@@ -17,6 +17,10 @@ VERDICTS = ("informative", "weak", "uninformative")
 
 # thresholds: (weak above, uninformative above)
 EXTRAPOLATION = (10.0, 1000.0)  # target N / largest N seen
+# a fit without parameter draws (most published fits) has no interval at the target to grade, so
+# its reach is graded alone: assumed, the published laws were checked about one decade past their
+# runs (Hoffmann et al. 2022: Chinchilla, 70B, after runs to 16B); two decades out, uninformative
+POINT_ESTIMATE_REACH = 100.0
 OPTIMUM_CI_RATIO = (2.0, 10.0)  # 95% range high / low of the optimal depth (shape laws)
 COMPUTE_CI_RATIO = (3.0, 10.0)  # 95% range high / low of N_opt (compute laws)
 HELDOUT_COVERAGE = 0.8  # share of held-out runs inside their 95% intervals: weak below
@@ -98,7 +102,13 @@ def verdict(law: Any, fit: Any, target: float | None = None,
         t.grade_band(sp["ratio"], sp["ratio_band"], COMPUTE_CI_RATIO if law.role == "compute"
                      else OPTIMUM_CI_RATIO, f"{sp['what']} spans {sp['ratio']:.3g}x")
     elif law.role in ("shape", "compute"):
-        t.weak("no CI on the optimum (no bootstrap samples)")
+        f = t.extrapolation_factor
+        if f is not None and f > POINT_ESTIMATE_REACH:
+            t.bad(f"no CI on the optimum (no bootstrap samples), {f:.3g}x beyond the largest "
+                  "run: nothing bounds a point estimate's error that far out "
+                  f"(more than {POINT_ESTIMATE_REACH:g}x)")
+        else:
+            t.weak("no CI on the optimum (no bootstrap samples)")
     heldout_reason(law, t, fit)
     bootstrap_reason(t, fit)
     unit_reason(t, fit)

@@ -97,7 +97,9 @@ def _ci(values: list[float | None], flip: bool) -> list[float | None] | None:
     inf = float("inf") if not flip else 0.0
     allv = sorted(finite + [inf] * unb)
     ends = [percentile(allv, 2.5), percentile(allv, 97.5)]
-    return [None if unb and v in (float("inf"), 0.0) else v for v in ends]
+    # an unbounded draw reached by the percentile (inf, or 0.0 below; an interpolation
+    # between a finite end and inf is not a number): that side is unbounded
+    return [None if unb and (not math.isfinite(v) or (flip and v == 0.0)) else v for v in ends]
 
 
 def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] | None:
@@ -135,10 +137,16 @@ def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] |
         centre, centre_from = prior.law_obj.optimum(prior.params, N)[0], prior.label
         basis = (f"{'the fit' if source is fit else prior.label}'s curvature around "
                  f"{prior.label}'s optimum: the fit cannot locate the optimum ({unidentified})")
-    lo, hi = centre * math.exp(-own[1]), centre * math.exp(own[2])  # type: ignore[operator]
+    # an end the scan never reaches (a tolerance so wide that depths 1000x from the optimum
+    # stay within it): 1 layer below, unbounded (None) above
+    lo = 1.0 if own[1] is None else max(1.0, centre * math.exp(-own[1]))
+    hi = None if own[2] is None else centre * math.exp(own[2])
+    if hi is None:
+        basis += (f"; above the optimum the loss stays within {tol:.3g} of it beyond "
+                  f"{math.exp(REACH):,.0f}x its depth: the set has no upper end")
     return {
-        "tolerance": tol, "n_layer": [max(1.0, lo), hi],
-        "d_model": [kaplan_width(N, max(1.0, lo)), kaplan_width(N, hi)],
+        "tolerance": tol, "n_layer": [lo, hi],
+        "d_model": [kaplan_width(N, lo), None if hi is None else kaplan_width(N, hi)],
         "centre": centre, "centre_from": centre_from,
         "rule": RULE if unidentified or source is not fit else OWN_RULE,
         "basis": basis if basis != "fit" else (

@@ -6,9 +6,11 @@ fit's own convention)."""
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, Sequence
 
-from archfit.errors import RecommendError
+from archfit.errors import FitInputError, RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.laws.base import AUTO
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW, DEFAULT_SHAPE_LAW
@@ -80,10 +82,17 @@ def check_options(params: float | None, compute: float | None, kw: dict[str, Any
                     ff_multiple)
 
 
-def given_fits(fit: Fit | str | Sequence[Fit | str] | None) -> list[Fit | str]:
+def given_fits(fit: Any) -> list[Any]:
     """The fits given, one or several; ``"auto"`` stands for the published law of each role
     (recommend reads fits, not runs: ``archfit fit RUNS --law auto`` chooses among laws)."""
-    given = [] if fit is None else ([fit] if isinstance(fit, (str, Fit)) else list(fit))
+    if fit is None:
+        return []
+    if isinstance(fit, (str, os.PathLike, Fit, Mapping)):
+        return [fit]
+    if not isinstance(fit, Sequence):
+        raise FitInputError(f"fit: a Fit, a published name, a fit file, a fit's mapping or a "
+                            f"list of them, not {type(fit).__name__}")
+    given = list(fit)
     return [f for f in given if not (isinstance(f, str) and f == AUTO)]
 
 

@@ -202,9 +202,11 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
             return ""
         return " [" + ", ".join("unbounded" if v is None else f"{v:.3g}" for v in c) + "]"
 
+    top = "unbounded" if hi is None else f"{hi:.3g}"
+    narrow = "any" if n["d_model"][1] is None else f"{n['d_model'][1]:,.0f}"
     return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
-            f"{lo:.3g}{end('n_layer_low')} to {hi:.3g}{end('n_layer_high')}, width "
-            f"{n['d_model'][1]:,.0f} to {n['d_model'][0]:,.0f}"
+            f"{lo:.3g}{end('n_layer_low')} to {top}{end('n_layer_high')}, width "
+            f"{narrow} to {n['d_model'][0]:,.0f}"
             + (f" (each end: {describe(ci.get('provenance'))})" if ci.get("provenance") else
                " (no interval on the ends: the fit carries no parameter draws)"),
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]

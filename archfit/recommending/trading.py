@@ -232,6 +232,7 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
             report.notes.append(f"{v}: no run shares {', '.join(keys)} with a {baseline} run; "
                                 "left out")
             continue
+        _check_plans(pairs)
         one = _one(v, pairs, loss, curve_of, target_loss, gpu)
         report.variants.append(one)
         if target_loss is not None and curve_of and one.steps_to_loss is None:
@@ -242,6 +243,25 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
         raise FitInputError(f"no {by} has a run paired with a {baseline} run (same "
                             f"{', '.join(keys)}); a trade needs both at the same seeds")
     return report
+
+
+def _check_plans(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Refuse a variant whose plan names a layer its runs do not have (``no-mlp:9`` on 3
+    layers), read from the run's ``plan`` text and its ``n_layer``."""
+    from archfit.errors import ShapeError
+    from archfit.shapes import Shape
+    from archfit.shapes.layer_plan import parse_plan
+
+    for run, _ in pairs:
+        plan = run.get("plan")
+        if not plan or any(run.get(k) is None for k in ("n_layer", "d_model", "n_head")):
+            continue
+        n_layer = int(run["n_layer"])
+        try:
+            Shape.from_config({"n_layer": n_layer, "d_model": int(run["d_model"]),
+                               "n_head": int(run["n_head"]), **parse_plan(str(plan), n_layer)})
+        except ShapeError as e:
+            raise FitInputError(f"variant plan {plan!r} on {n_layer}-layer runs: {e}") from None
 
 
 def _curves(cdf: Any) -> dict[str, list[tuple[int, float]]]:

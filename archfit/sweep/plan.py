@@ -4,12 +4,13 @@ from)."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Sequence
 
 from archfit.train import memory
 from archfit.train.accelerators import DEVICES
-from archfit.errors import ArchfitError
+from archfit.errors import ArchfitError, SpecError
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.sweep.rundir import read_result
 from archfit.sweep.spec import Run, Spec
@@ -156,7 +157,23 @@ def pool_from_grid(sizes: Sequence[float], depths: Sequence[int], tokens: Sequen
                 rows.append({"params": float(s.params_non_embedding), "n_layer": s.n_layer,
                              "d_model": s.d_model, "n_head": s.n_head, "n_kv_head": s.n_kv_head,
                              "d_ff": s.d_ff, "tokens": float(D), "target_params": float(N)})
+    if not rows:
+        raise SpecError(f"no depth of {', '.join(map(str, depths))} gives a shape within "
+                        f"{tolerance:.0%} of a size in {', '.join(f'{float(n):.3g}' for n in sizes)}"
+                        f" (head_dim {head_dim}, widths a multiple of {multiple}): change --sizes "
+                        "or --depths ('archfit grid --params N --depths ...' shows each depth's "
+                        "width)")
+    _check_cost(rows)
     return pl.DataFrame(rows)
+
+
+def _check_cost(rows: list[dict[str, Any]]) -> None:
+    """Refuse candidates whose training FLOPs (C = 6 N D) are not a finite number."""
+    for r in rows:
+        if not math.isfinite(6.0 * r["params"] * r["tokens"]):
+            raise SpecError(f"a candidate of {r['params']:.3g} parameters and {r['tokens']:.3g} "
+                            "tokens costs more FLOPs (C = 6 N D) than a float holds: give "
+                            "realistic --sizes and --tokens")
 
 
 def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
@@ -164,5 +181,6 @@ def pool_from_sizes(sizes: Sequence[float], tokens: Sequence[float]) -> Any:
     token count, without shapes (cost in FLOPs, C = 6 N D, or GPU-hours from those FLOPs)."""
     import polars as pl
 
-    return pl.DataFrame([{"params": float(N), "tokens": float(D)} for N in sizes
-                         for D in tokens])
+    rows = [{"params": float(N), "tokens": float(D)} for N in sizes for D in tokens]
+    _check_cost(rows)
+    return pl.DataFrame(rows)
