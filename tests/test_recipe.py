@@ -114,6 +114,30 @@ def test_the_lr_batch_law_recovers_a_planted_sweep():
     assert f.verdict().verdict != "uninformative"
 
 
+def test_the_lr_batch_law_on_a_real_cpu_learning_rate_sweep():
+    """datasets/lr_sweep_cpu.parquet (sweeps/lr-small.toml: 4 sizes x 6 rates a factor of 2
+    apart, trained here): each size's fitted best rate lies among the rates tried and within
+    one step (2x) of the run that measured lowest, and the fit of the three smaller sizes
+    predicts the largest size's best rate within its 95% interval."""
+    from pathlib import Path
+
+    import polars as pl
+
+    from archfit.laws.fitting import fit
+
+    runs = pl.read_parquet(Path(__file__).parents[1] / "datasets" / "lr_sweep_cpu.parquet")
+    f = fit(runs, "lr-batch", bootstrap=200, seed=0)
+    cells = f.extra["cells"]
+    assert len(cells) == 4
+    for c in cells:
+        size = runs.filter(pl.col("params_non_embedding") == int(c["params"]))
+        best = size.sort("final_val_loss")["lr"][0]
+        assert size["lr"].min() <= c["opt"] <= size["lr"].max()
+        assert best / 2 <= c["opt"] <= best * 2, (c["params"], best, c["opt"])
+    held = f.diagnostics["heldout"]
+    assert held["ok"] and held["held_out_sizes"] == [249120.0] and held["within_interval"]
+
+
 def test_a_fitted_rate_law_sets_the_recipe(tmp_path):
     from archfit.laws.fitting import fit
     from archfit.laws.planted import lr_sweep
