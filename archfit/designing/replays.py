@@ -15,6 +15,7 @@ from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEG
 from archfit.errors import FitError, FitInputError
 from archfit.laws.backtest import calibrated_fit, metrics
 from archfit.laws.numeric import columns
+from archfit.sweep.store import without_duplicates
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
 
@@ -64,13 +65,13 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
         check_pool(frame, lw, name)
     check_seed(seed)
     notes = []
-    n_dup = done.height - done.unique(maintain_order=True).height
+    unique, n_dup = without_duplicates(done)
     if n_dup and not dedupe:
         raise DesignError(f"{n_dup} of {done.height} rows of the replay table are exact "
                           "duplicates of other rows: each would be a candidate twice; pass "
                           "--dedupe to drop them")
     if n_dup:
-        done = done.unique(maintain_order=True)
+        done = unique
         notes.append(f"dropped {n_dup} duplicate row(s) of the replay table (--dedupe)")
     outside = not_among(done, target_rows)
     if not outside.all():  # a target row in the pool would be scored in sample

@@ -16,7 +16,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import get_law
 from archfit.laws.numeric import band_report, size_classes
-from archfit.sweep.store import RunTable, read_runs
+from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 
 def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
@@ -47,11 +47,11 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     import polars as pl
 
     df = table.frame
-    if dedupe and df.height > df.unique().height:
-        n_dup = df.height - df.unique().height
-        df = df.unique(maintain_order=True)
-        table = replace(table, frame=df, notes=[*table.notes,
-                                                f"dropped {n_dup} duplicate row(s) (--dedupe)"])
+    if dedupe:
+        df, n_dup = without_duplicates(df)
+        if n_dup:
+            table = replace(table, frame=df, notes=[
+                *table.notes, f"dropped {n_dup} duplicate row(s) (--dedupe)"])
     train = df.filter(pl.col("params") <= cut)
     test = df.filter(pl.col("params") > cut)
     if test.height == 0:

@@ -17,7 +17,7 @@ from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, lack_of_fit,
                                   run_scatter, subset)
-from archfit.sweep.store import RunTable, read_runs
+from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
@@ -276,13 +276,13 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
     df, src = table.frame, table.sources
     for c in ("params", "tokens"):  # before duplicates: all-zero tokens make rows look alike
         _ = c in df.columns and df[c].dtype.is_numeric() and finite_positive(src.get(c, c), df[c])
-    n_dup = df.height - df.unique(maintain_order=True).height
+    unique, n_dup = without_duplicates(df)
     if n_dup:
         if not dedupe:
             raise FitInputError(f"{n_dup} of {df.height} rows are exact duplicates of other rows; "
                                 "they would narrow the CIs without adding evidence; pass "
                                 "--dedupe to drop them")
-        df = df.unique(maintain_order=True)
+        df = unique
         notes.append(f"dropped {n_dup} duplicate row(s) (--dedupe)")
     if df.height > MAX_FIT_ROWS:
         cols = [c for c in dict.fromkeys([*lw.columns, "tokens"]) if c != "loss" and c in df.columns]

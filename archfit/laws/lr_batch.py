@@ -140,7 +140,7 @@ def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
     import numpy as np
     from scipy import stats
 
-    from archfit.laws.numeric import quadratic_optimum
+    from archfit.laws.numeric import log_minimum
 
     by_cell: dict[tuple[float, float], dict[float, list[float]]] = {}
     sizes: dict[tuple[float, float], tuple[float, float]] = {}
@@ -158,18 +158,18 @@ def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         x = np.log(rates)
         y = np.array([np.mean(by_cell[key][r]) for r in rates])
-        xs, se, c2, _ = quadratic_optimum(x, y)
-        # the 95% half-width from Student's t at the parabola's residual degrees of freedom
-        # (a few rates: the normal quantile would be far too narrow)
-        half = float(stats.t.ppf(0.975, len(x) - 3)) * se if len(x) > 3 else math.nan
-        if not math.isfinite(xs):
+        (xs, se, c2, _), why = log_minimum(x, y, MARGIN)
+        if why == "none":
             notes.append(f"{where}: the loss has no interior minimum over the rates tried: "
                          "skipped")
             continue
-        if xs < x.min() - MARGIN or xs > x.max() + MARGIN:
+        if why == "beyond":
             notes.append(f"{where}: the best rate {math.exp(xs):.3g} lies beyond the rates "
                          f"tried ({rates[0]:.3g}-{rates[-1]:.3g}): skipped; widen the sweep")
             continue
+        # the 95% half-width from Student's t at the parabola's residual degrees of freedom
+        # (a few rates: the normal quantile would be far too narrow)
+        half = float(stats.t.ppf(0.975, len(x) - 3)) * se if len(x) > 3 else math.nan
         cells.append({"key": key, "params": N, "tokens": D, "log_opt": xs, "log_opt_se": se,
                       "log_opt_half95": half, "opt": math.exp(xs),
                       "opt_ci": ([math.exp(xs - half), math.exp(xs + half)]

@@ -148,6 +148,20 @@ def quadratic_optimum(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float
     return float(xs), se, float(c2), coef
 
 
+def log_minimum(x: np.ndarray, y: np.ndarray, margin: float
+                ) -> tuple[tuple[float, float, float, np.ndarray], str | None]:
+    """(:func:`quadratic_optimum` of ``y`` against the log values ``x``, why it is not a
+    usable minimum: ``"none"`` where the parabola has no interior minimum, ``"beyond"`` where
+    its minimum lies more than ``margin`` outside the values tried, None where it is)."""
+    fitted = quadratic_optimum(x, y)
+    xs = fitted[0]
+    if not math.isfinite(xs):
+        return fitted, "none"
+    if xs < x.min() - margin or xs > x.max() + margin:
+        return fitted, "beyond"
+    return fitted, None
+
+
 def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.log(2)
                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per size class: the optimum of loss vs log(``key``) from a quadratic fit."""
@@ -163,12 +177,12 @@ def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.lo
         if len(np.unique(np.round(x, 9))) < 3:
             notes.append(f"size class N≈{N:.3g}: fewer than 3 distinct {key} values, skipped")
             continue
-        xs, se, c2, coef = quadratic_optimum(x, y)
-        if not math.isfinite(xs):
+        (xs, se, c2, coef), why = log_minimum(x, y, margin)
+        if why == "none":
             notes.append(f"size class N≈{N:.3g}: loss has no interior minimum in {key} "
                          "(not convex), skipped")
             continue
-        if xs < x.min() - margin or xs > x.max() + margin:
+        if why == "beyond":
             notes.append(f"size class N≈{N:.3g}: the optimum {key} {math.exp(xs):.3g} lies far "
                          "outside the values tried, skipped; widen the grid")
             continue

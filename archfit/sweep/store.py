@@ -490,6 +490,13 @@ def _is_curves(path: str, df: Any) -> bool:
             and {"run_id", "step", "train_loss"} <= set(df.columns) and "params" not in df.columns)
 
 
+def without_duplicates(frame: Any) -> tuple[Any, int]:
+    """A polars ``frame`` without its exact duplicate rows (the first of each kept), and how
+    many rows were dropped."""
+    unique = frame.unique(maintain_order=True)
+    return unique, frame.height - unique.height
+
+
 def to_polars(frame: Any) -> Any:
     import polars as pl
 
