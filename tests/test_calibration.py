@@ -156,6 +156,7 @@ def test_fit_verdict_does_not_depend_on_targets(chinchilla_synthetic):
     assert a.verdict(1e27).extrapolation_factor > 1e5  # the per-target verdict is separate
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_five_seeds_give_one_verdict_inside_the_data():
     df = _epoch()
     target = 1e21  # below the largest run's compute

@@ -586,6 +586,7 @@ def test_a_planted_checkpoint_never_runs_under_train(tmp_path):
     assert json.loads(r.stdout)["status"] == "ok" and not marker.exists()
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_a_planted_checkpoint_never_runs_under_sweep_run(tmp_path):
     spec, out, marker = tmp_path / "s.toml", tmp_path / "runs", tmp_path / "ran"
     spec.write_text(re.sub(r"(?m)^steps = .*$", "steps = 2", SMOKE))

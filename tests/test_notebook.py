@@ -46,6 +46,7 @@ def test_the_committed_notebook_is_the_builders():
     assert all(c.outputs for c in code), "the committed notebook is executed"
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_the_notebook_runs_in_a_real_kernel_and_plans_a_7b():
     nb = _builder().execute(nbformat.read(NOTEBOOK, as_version=4), str(ROOT), timeout=180)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -176,6 +176,7 @@ def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, c
 
 
 # ------------------------------------------------------------------ seed-stable verdicts
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_five_seeds_give_one_verdict_at_a_threshold(monkeypatch):
     import archfit.laws.trust as trust
 

@@ -37,6 +37,7 @@ def runs(finished, tmp_path):
     return out
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_corrupt_and_foreign_results_are_reported_set_aside_and_redone(runs, cli):
     spec = sw.load_spec(SMOKE)
     a, b, c = (runs / r.run_id for r in spec.runs[:3])
