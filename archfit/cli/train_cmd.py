@@ -83,10 +83,11 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
     # validate the shape and the budget before loading data or torch
     shape = Shape(**pick(kw, SHAPE_FLAGS), vocab_size=256)
     auto = kw["lr"] == "auto"
+    settings: dict[str, Any] = {k: v for k, v in kw.items() if k not in SHAPE_FLAGS}
+    if auto:
+        settings["lr"] = 1.0  # a placeholder: resolve_lr sets the rate once the budget is known
     cfg = TrainConfig(shape=shape, budget=Budget(tokens, tokens_per_param, steps),
-                      vocab_from_data=True, compile=compile_,
-                      **{k: (1.0 if auto and k == "lr" else v) for k, v in kw.items()
-                         if k not in SHAPE_FLAGS})
+                      vocab_from_data=True, compile=compile_, **settings)
     lr_source = None
     if auto:
         from archfit.train.recipe import resolve_lr

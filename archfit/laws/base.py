@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Sequence, TypeVar
 
 from archfit.errors import FitError
 from archfit.numbers import fmt_sci
@@ -316,7 +316,10 @@ class LawRegistry(MutableMapping[str, "Law"]):
 LAWS = LawRegistry()
 
 
-def register(cls: type[Law]) -> type[Law]:
+L = TypeVar("L", bound=Law)
+
+
+def register(cls: type[L]) -> type[L]:
     """Class decorator: make a law available to ``fit``, ``archfit fit --law`` and every layer
     above (recommend, plots, the CLI)."""
     if getattr(cls, "role", None) not in ROLES:

@@ -12,6 +12,7 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.laws.lr_batch import LRBatch
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.shapes import Shape
 from archfit.train.recipe import RecipeError, recipe as published_recipe
@@ -87,6 +88,9 @@ def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[
     """The rate of the user's lr-batch fit at (N, D), its 95% interval over the fit's draws, the
     published laws' values beside it."""
     law = fit.law_obj
+    if not isinstance(law, LRBatch):
+        raise RecommendError(f"the learning-rate fit must be an lr-batch fit, got {fit.label}; "
+                             "fit a learning-rate sweep with --law lr-batch")
     value = law.lr_at(fit.params, N, D)
     draws = sorted(law.lr_at(d, N, D) for d in fit.draws())
     rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
