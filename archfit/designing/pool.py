@@ -79,21 +79,19 @@ class Target:
         """Refuse a target inside the data: ``recommend`` answers that without new runs."""
         if not data or "params" not in data or not len(data["params"]):
             return
-        top = float(np.max(data["params"]))
-        if self.kind == "params" and self.need_value() <= top:
-            raise DesignError(f"the target N = {self.need_value():.3g} is inside the data (largest run "
-                              f"{top:.3g}): 'archfit recommend' answers it; design plans runs "
-                              "toward a target beyond them")
-        if self.kind == "compute" and "tokens" in data:
-            c = float(np.max(6.0 * data["params"] * data["tokens"]))
-            if self.need_value() <= c:
-                raise DesignError(f"the target C = {self.need_value():.3g} FLOPs is inside the data "
-                                  f"(largest run {c:.3g} FLOPs): design plans toward a budget "
-                                  "beyond them")
-        if self.kind == "table" and float(np.max(self.need_rows()["params"])) <= top:
-            raise DesignError(f"every target configuration is inside the data (largest target "
-                              f"N {float(np.max(self.need_rows()['params'])):.3g}, largest run "
-                              f"{top:.3g}): design plans toward configurations beyond them")
+        if self.kind == "compute":  # compare budgets: C = 6 N D
+            if "tokens" not in data:
+                return
+            reach, top, what = self.need_value(), float(np.max(6.0 * data["params"] *
+                                                                 data["tokens"])), "FLOPs"
+        else:  # compare sizes: the target's largest
+            reach = (self.need_value() if self.kind == "params"
+                     else float(np.max(self.need_rows()["params"])))
+            top, what = float(np.max(data["params"])), "parameters"
+        if reach <= top:
+            raise DesignError(f"the target is inside the data ({reach:.3g} {what}, the largest "
+                              f"run {top:.3g}): 'archfit recommend' answers it; design plans "
+                              "runs toward a target beyond them")
 
 
 def as_runs(table: Any, what: str = "--results") -> Any:
