@@ -412,6 +412,9 @@ def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     events = [json.loads(ln) for ln in r.stdout.splitlines()]
     assert {"designed", "run", "fitted", "stopped"} <= {e["event"] for e in events}
+    # a verdict below informative says why, in the JSON line and so in the progress line
+    assert all(e.get("reasons") or e.get("error") for e in events
+               if e["event"] == "fitted" and e["verdict"] != "informative"), events
     st = subprocess.run(campaign_cmd("status", out, "--json"), capture_output=True, text=True)
     d = json.loads(st.stdout)
     assert {"rounds", "budget", "spent", "unit", "verdict", "target_ci", "runs",
@@ -499,3 +502,18 @@ def test_the_pool_holds_the_shapes_the_sweep_engine_trains_with_the_recipes_defa
     assert base["n_ctx"] == 256 and len(got) >= 4
     assert got == runs
     assert tps == 16 * 256  # batch_size x ctx, as the engine steps
+
+
+def test_a_fitted_round_says_why_its_verdict_is_not_better():
+    """The progress line of a fitted round carries the verdict's reasons (or the fit's error),
+    so a campaign that stops with a narrow interval and an uninformative verdict says why."""
+    from archfit.campaign import describe
+
+    e = {"event": "fitted", "round": 1, "verdict": "uninformative", "target_ci": [2.0, 5.0],
+         "reasons": ["q sits on a bound in 40% of the bootstrap resamples", "few sizes"]}
+    assert describe(e) == ("round 1: fitted: verdict uninformative, target 95% CI [2, 5] (2.5x) "
+                           "(q sits on a bound in 40% of the bootstrap resamples; few sizes)")
+    assert describe({**e, "reasons": [], "verdict": "informative"}) == (
+        "round 1: fitted: verdict informative, target 95% CI [2, 5] (2.5x)")
+    assert describe({**e, "reasons": None, "target_ci": None, "error": "too few runs"}) == (
+        "round 1: fitted: verdict uninformative, target 95% CI none (too few runs)")

@@ -439,15 +439,16 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
     f.to_json(os.path.join(out, r.dir, "fit.json"))
     opt = f.optimum(spec.target)  # the target's 95% interval over the fit's draws
     ci = opt.get("n_layer_ci" if spec.target_kind == "params" else "N_opt_ci")
-    r.verdict = f.verdict(spec.target).verdict
+    trust = f.verdict(spec.target)
+    r.verdict = trust.verdict
     r.target_ci = list(ci) if ci else None
     r.point = opt.get("n_layer" if spec.target_kind == "params" else "N_opt")
     if spec.target_kind == "params":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UninformativeWarning)
             r.recommendation = recommend(spec.target, fit=f, **spec.shape_args).to_dict()
-    say({"event": "fitted", "round": r.round, "verdict": r.verdict, "target_ci": ci,
-         "spent": led.spent, "budget": led.budget, "unit": led.unit})
+    say({"event": "fitted", "round": r.round, "verdict": r.verdict, "reasons": trust.reasons,
+         "target_ci": ci, "spent": led.spent, "budget": led.budget, "unit": led.unit})
 
 
 def _validate(spec: Spec, out: str, led: Ledger, say: Progress) -> dict[str, Any]:

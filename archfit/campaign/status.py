@@ -79,9 +79,10 @@ def describe(e: dict[str, Any]) -> str:
         return f"round {k}: {e['done']}/{e['of']} runs done ({e['run']} {e['state']})"
     if e["event"] == "fitting":
         return f"round {k}: fitting every run so far"
-    if e["event"] == "fitted":
+    if e["event"] == "fitted":  # why the verdict is not better: the fit's error or reasons
+        why = e.get("error") or "; ".join(e.get("reasons") or [])
         return (f"round {k}: fitted: verdict {e['verdict']}, target 95% CI {_ci(e['target_ci'])}"
-                + (f" ({e['error']})" if e.get("error") else ""))
+                + (f" ({why})" if why else ""))
     if e["event"] == "stopped":
         return f"stopped: {e['because']}"
     return f"{e['event']}: round {k}"
