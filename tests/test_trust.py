@@ -207,3 +207,25 @@ def test_notebook_frames_and_json(tmp_path, levine_synthetic):
     rf = r.to_frame()
     assert rf.height == len(r.alternatives_records) and rf["recommended"][0]
     assert rf["n_layer"][0] == r.shape.n_layer and set(rf["verdict"]) == {r.trust["verdict"]}
+
+
+def test_a_band_across_a_threshold_reads_in_the_values_own_unit():
+    """A share is read in percent, a ratio as a factor. No resample failed of 15: a binomial sd
+    of 1/15 at the rate's floor, so another seed could read up to 4 sd = 4/15 = 27%, across the
+    10% threshold (weak, the cautious side); a 2.58x interval that could read 1.59x to 12x is
+    across 10x (uninformative)."""
+    from types import SimpleNamespace
+
+    from archfit.laws.trust import Trust, bootstrap_reason
+    from archfit.numbers import MC_BAND_Z
+
+    assert MC_BAND_Z == 4.0
+    t = Trust()
+    bootstrap_reason(t, SimpleNamespace(bootstrap={"n": 15, "n_failed": 0}))
+    assert t.verdict == "weak"
+    assert t.reasons == ["0% of the bootstrap resamples failed (over the draws it could read 0% "
+                         "to 27%, across the 10% threshold: the cautious side is taken; more "
+                         "--bootstrap resamples settle it)"]
+    r = Trust()
+    r.grade_band(2.58, (1.59, 12.0), (3.0, 10.0), "spans 2.58x")
+    assert r.verdict == "uninformative" and "could read 1.59x to 12x, across the 10x" in r.reasons[0]

@@ -53,18 +53,22 @@ class Trust:
             self.weak(reason)
 
     def grade_band(self, value: float, band: tuple[float, float] | None,
-                   limits: tuple[float, float], reason: str) -> None:
+                   limits: tuple[float, float], reason: str, share: bool = False) -> None:
         """:meth:`grade` for a value that another bootstrap seed could move within ``band``
         (its Monte-Carlo range): a threshold inside the band is not settled by this seed, so the
         verdict takes the cautious side and says so. The verdict then reads the same at (nearly)
-        every seed."""
+        every seed. ``share``: the value is a share (read in %), not a ratio (read as 3x)."""
         lo, hi = (min(value, band[0]), max(value, band[1])) if band else (value, value)
+
+        def read(v: float) -> str:
+            return f"{v:.0%}" if share else f"{v:.3g}x"
+
         for limit, act in ((limits[1], self.bad), (limits[0], self.weak)):
             if hi > limit:
                 if lo <= limit:
-                    reason += (f" (over the draws it could read {lo:.3g}x to {hi:.3g}x, across "
-                               f"the {limit:g}x threshold: the cautious side is taken; more "
-                               "--bootstrap resamples settle it)")
+                    reason += (f" (over the draws it could read {read(lo)} to {read(hi)}, "
+                               f"across the {read(limit)} threshold: the cautious side is taken; "
+                               "more --bootstrap resamples settle it)")
                 act(reason)
                 return
 
@@ -262,7 +266,8 @@ def bootstrap_reason(t: Trust, fit: Any) -> None:
         t.checks["bootstrap_failure_rate"] = rate
         sd = math.sqrt(max(rate * (1 - rate), 1.0 / n) / n)  # binomial: another seed's rate
         t.grade_band(rate, (max(0.0, rate - MC_BAND_Z * sd), rate + MC_BAND_Z * sd),
-                     BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed")
+                     BOOTSTRAP_FAILURES, f"{rate:.0%} of the bootstrap resamples failed",
+                     share=True)
 
 
 def unit_reason(t: Trust, fit: Any) -> None:
