@@ -124,7 +124,8 @@ def test_every_link_between_the_docs_pages_reaches_its_page_and_heading():
     # seconds, and of the README and the datasets' and benchmarks' pages too
     pages = [ROOT / "README.md"] + sorted(p for d in ("docs", "datasets", "benchmarks")
                                           for p in (ROOT / d).rglob("*.md"))
-    assert not broken_links(pages), broken_links(pages)
+    broken = broken_links(pages)
+    assert not broken, broken
 
 
 def test_a_link_to_a_missing_heading_or_page_is_found(tmp_path):

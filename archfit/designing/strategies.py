@@ -99,24 +99,16 @@ def target_points(step: Step) -> dict[str, np.ndarray] | None:
 
 
 def depth_bracket(step: Step) -> tuple[float, float, float]:
-    """(low end, estimate, high end) of the optimal depth at the target size: its 95% CI over
-    the fit's parameter draws (the pool's depth range without draws), within the pool's depths.
-    A quadratic in log depth (the depth-joint law at one size) is placed best by runs at the
-    two ends and the middle of the interval it may lie in: the D-optimal design for a quadratic
-    on an interval (de la Garza 1954; Kiefer 1959)."""
-    N, pool = float(step.target.value), step.pool["n_layer"]
+    """(low end, estimate, high end) of the optimal depth at the target size: its 95% CI as
+    :meth:`archfit.laws.Fit.optimum` gives it (the pool's depth range without one), within the
+    pool's depths. A quadratic in log depth (the depth-joint law at one size) is placed best by
+    runs at the two ends and the middle of the interval it may lie in: the D-optimal design for
+    a quadratic on an interval (de la Garza 1954; Kiefer 1959)."""
+    pool = step.pool["n_layer"]
     lo_pool, hi_pool = float(np.min(pool)), float(np.max(pool))
-    best = float(step.law.optimum(step.fit.params, N)[0])
-    ends = []
-    for d in draws(step.fit):
-        try:
-            L = float(step.law.optimum(d, N)[0])
-        except (ArithmeticError, ValueError):
-            continue
-        if math.isfinite(L) and L > 0:
-            ends.append(L)
-    lo, hi = ((float(np.percentile(ends, 2.5)), float(np.percentile(ends, 97.5)))
-              if len(ends) >= MIN_DRAWS else (lo_pool, hi_pool))
+    opt = step.fit.optimum(float(step.target.value))
+    best = float(opt["n_layer"])
+    lo, hi = opt.get("n_layer_ci") or (lo_pool, hi_pool)
     lo, hi = min(max(lo, lo_pool), hi_pool), min(max(hi, lo_pool), hi_pool)
     mid = (min(max(best, lo_pool), hi_pool) if math.isfinite(best) and best > 0
            else math.sqrt(lo * hi))

@@ -12,7 +12,6 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.laws.lr_batch import LRBatch
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.shapes import Shape
 from archfit.train.recipe import RecipeError, recipe as published_recipe
@@ -87,6 +86,8 @@ def _tokens_at(fit: Fit, N: float) -> float:
 def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[str, Any]:
     """The rate of the user's lr-batch fit at (N, D), its 95% interval over the fit's draws, the
     published laws' values beside it."""
+    from archfit.laws.lr_batch import LRBatch  # only when a learning-rate fit is given
+
     law = fit.law_obj
     if not isinstance(law, LRBatch):
         raise RecommendError(f"the learning-rate fit must be an lr-batch fit, got {fit.label}; "

@@ -142,9 +142,6 @@ def resolve_lr(cfg: TrainConfig, law: str = DEFAULT_HYPER_LAW) -> tuple[TrainCon
     """``cfg`` with its peak learning rate set by the published ``law`` at its shape's
     non-embedding parameters and its budget's tokens (what ``lr = "auto"`` means), and a line
     saying which."""
-    if cfg.budget is None:
-        raise RecipeError("give exactly one budget: tokens, tokens_per_param or steps")
-    tps = cfg.batch_size * cfg.shape.n_ctx * cfg.grad_accum
-    tokens = float(cfg.budget.steps_for(cfg.shape, tps) * tps)
+    tokens = float(cfg.steps() * cfg.tokens_per_step)  # steps() checks the config first
     lr, why = auto_lr(float(cfg.shape.params_non_embedding), tokens, law)
     return dataclasses.replace(cfg, lr=lr), why
