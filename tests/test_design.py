@@ -176,20 +176,17 @@ def test_the_linearized_variance_does_not_depend_on_a_parameters_units():
     orders of magnitude (Chinchilla's A ~ 400, its exponents ~ 0.3). The target's variance
     must not change when one parameter is counted in other units: the information's ridge is
     per parameter, not a share of its trace (which acted as a prior on A and B)."""
-    from types import SimpleNamespace
-
     from archfit.designing.ensemble import information
 
     rng = np.random.default_rng(0)
     Jd = rng.normal(size=(40, 3))
     Jd[:, 1] = Jd[:, 0] + 0.01 * Jd[:, 1]  # nearly collinear, as a coefficient and its exponent
     G = rng.normal(size=(2, 3))
-    step = SimpleNamespace(fit=SimpleNamespace(diagnostics={"rmse_log": 0.005}))
     exact = np.trace(G @ np.linalg.inv(Jd.T @ Jd / 0.005 ** 2) @ G.T)
     for scale in (1.0, 1e3, 1e5):  # parameter 0 counted in units `scale` times smaller
         c = np.array([scale, 1.0, 1.0])
         J, Gs = Jd / c, G / c  # d/dθ' = (d/dθ) / c for θ' = c θ
-        S = np.linalg.pinv(information(step, J, J))
+        S = np.linalg.pinv(information(J, 0.005 ** 2))
         v = np.trace(Gs @ S @ Gs.T)
         assert v == pytest.approx(exact, rel=1e-4), (scale, v, exact)
 
@@ -475,6 +472,8 @@ def files(tmp_path, joint):
      "a grid pool needs --sizes, --depths and --tokens"),
     (["--replay", "{d}/runs.csv", "--target", "{d}/pool.csv", "--budget-frac", "0.1",
       "--plot", "{d}/runs.csv"], "is also an input of this command"),
+    (["--replay", "{d}/runs.csv", "--target", "{d}/runs.csv", "--budget-frac", "0.1",
+      "--law", "levine"], "levine has no loss model"),
 ])
 def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
     args = [a.format(d=files) for a in args]

@@ -18,7 +18,7 @@ from archfit.designing import calibrated_fit, replay, split_most_expensive
 from archfit.laws.backtest import cost_check
 from archfit.designing.pool import Target
 from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, archfit_criterion,
-                                          check_fit, distance_to_target, nearest)
+                                          check_fit, nearest, target_distances)
 from archfit.laws.numeric import lack_of_fit
 from archfit.laws import get_law
 from archfit.laws.planted import dense_grid
@@ -93,7 +93,7 @@ def test_nearest_takes_the_candidates_closest_to_the_target_first():
     X = np.log(np.stack([N, 20 * N], 1))
     sd = X.std(0)
     want = np.linalg.norm((X - np.log([2e9, 4e10])) / sd, axis=1)
-    np.testing.assert_allclose(distance_to_target(step), want)
+    np.testing.assert_allclose(target_distances(step).min(1), want)
 
 
 # ------------------------------------------------------------------ the extrapolation check
@@ -358,7 +358,7 @@ def test_the_default_rule_takes_the_nearest_candidates_and_skips_near_duplicates
     distance to the target (a plain loop over them), a candidate within 2% of a pick in size
     and tokens counted as that pick."""
     step = _table_step(misfit=0.0)
-    dist = distance_to_target(step)
+    dist = target_distances(step).min(1)
     j0 = int(np.argmin(dist))
     # a near-duplicate of the nearest candidate, 1% larger (skipped once either is picked),
     # and a distinct run 3% larger (not a duplicate: it may be picked beside them)
@@ -368,7 +368,7 @@ def test_the_default_rule_takes_the_nearest_candidates_and_skips_near_duplicates
     cost = np.append(step.cost, [step.cost[j0], step.cost[j0]])
     dup = Step(step.law, step.fit, pool, cost, np.ones(len(cost), bool), step.target,
                np.random.default_rng(0), step.data)
-    d = distance_to_target(dup)
+    d = target_distances(dup).min(1)
     left = 0.3 * float(cost.sum())
     expected, rest = [], left
     for j in np.argsort(d, kind="stable"):

@@ -232,11 +232,11 @@ def test_non_finite_derivatives_are_zeroed_with_a_note():
 
     step = Step(None, None, {}, np.ones(2), np.ones(2, bool), None, np.random.default_rng(0))
     a = np.array([[1.0, np.nan], [np.inf, 2.0]])
-    out = finite(step, a, "derivatives")
+    out = finite(step, a)
     assert out.tolist() == [[1.0, 0.0], [0.0, 2.0]]
-    finite(step, a, "derivatives")  # the same note once
-    assert len(step.notes) == 1 and "2 of 4 derivatives were not finite" in step.notes[0]
-    finite(step, np.ones(3), "derivatives")
+    finite(step, a)  # the same note once
+    assert len(step.notes) == 1 and "2 of 4 derivatives of the prediction were not finite" in step.notes[0]
+    finite(step, np.ones(3))
     assert len(step.notes) == 1
 
 

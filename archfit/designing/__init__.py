@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
-                                   check_seed, costs, not_among, starting_fit)
+                                   costs, not_among, starting_fit)
 from archfit.designing.replays import fit_runs, replay
 from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
 from archfit.laws.numeric import columns
-from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step, draws,
-                                          predicted, spread)
+from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step,
+                                          check_request, draws, predicted, spread)
 from archfit.errors import SpecError
 from archfit.sweep.plan import pool_from_grid, pool_from_sizes, pool_from_spec
 
@@ -146,11 +146,14 @@ def _cell(v: Any) -> str:
     return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def _interval(fit: Any, target: Target) -> list[float] | None:
+def _optimum(fit: Any, target: Target) -> tuple[float | None, list[float] | None]:
+    """(the fit's estimate of the target, its 95% CI); (None, None) for a table target, or
+    without a fit or an interval."""
     if fit is None or target.kind == "table":
-        return None
+        return None, None
     key = "n_layer" if target.kind == "params" else "N_opt"
-    return fit.optimum(target.value).get(f"{key}_ci")
+    opt = fit.optimum(target.need_value())
+    return (opt[key], opt[f"{key}_ci"]) if opt.get(f"{key}_ci") else (None, None)
 
 
 def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[float, float]]
@@ -180,17 +183,6 @@ def _pick(step: Step, strategy: str, batch: int, budget: float,
     return picks
 
 
-def _check_request(lw: Any, strategy: str, batch: int, seed: int) -> None:
-    if not lw.predicts_loss:
-        raise DesignError(f"{lw.name} has no loss model, so a run's outcome cannot be predicted; "
-                          "design with depth-joint or depth-width (shape), chinchilla (compute)")
-    if strategy not in STRATEGIES:
-        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
-    check_seed(seed)
-    if batch < 1:
-        raise DesignError(f"--batch must be 1 or more, got {batch}")
-
-
 def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            budget_frac: float | None = None, results: Any = None, fit: Any = None,
            batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
@@ -217,7 +209,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     role = {"params": "shape", "compute": "compute"}.get(target.kind)
     law, chosen_by = resolve(law, role, pool.columns, results, seed)  # --law auto
     lw = get_law(law)
-    _check_request(lw, strategy, batch, seed)
+    check_request(lw, strategy, batch, seed)
     check_pool(pool, lw)
     target.check(lw)
     has_results = results is not None and results.height > 0
@@ -245,9 +237,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
         notes.append(f"the fit {fit.label} carries no parameter draws (bootstrap or covariance) "
                      "to weigh runs by: a batch spread over the pool; start from a fit with a "
                      "bootstrap, or give --results")
-    ci_now = _interval(fit, target) if fit is not None else None
-    point = fit.optimum(target.need_value())["n_layer" if target.kind == "params" else "N_opt"] \
-        if ci_now and fit is not None else None
+    point, ci_now = _optimum(fit, target)
     ctx = {"pool": columns(pool), "open": is_open, "results": res_cols, "target": target,
            "point": point, "params": fit.conventions.get("params") if fit else None}
     if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
@@ -260,9 +250,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     picks = _pick(step, strategy, batch, budget, trace)
     chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
-    if ci_now and trace and point is not None and target.kind != "table":
-        r = trace[-1][1]
-        ci_after = [point * (ci_now[0] / point) ** r, point * (ci_now[1] / point) ** r]
+    if ci_now and trace and point is not None:  # each end moves toward the estimate
+        ci_after = [point * (end / point) ** trace[-1][1] for end in ci_now]
     notes += [] if picks else ["no candidate fits the budget"]
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after,

@@ -22,11 +22,6 @@ def scatter2(fit: Any) -> tuple[float, float]:
     return max(float((fit.diagnostics or {}).get("rmse_log") or 0.01) ** 2, 1e-8), 0.0
 
 
-def noise_var(fit: Any) -> float:
-    """A new run's scatter about the law (log loss): between runs and within one."""
-    return sum(scatter2(fit))
-
-
 WITHIN_FLOOR = 0.01  # within-run variance, at least this share of a row's whole scatter
 # more runs than this in the pool and the data: each row its own run (the covariance of the
 # runs' offsets, (parameters + runs)², would pass 32 MB)
@@ -81,7 +76,7 @@ class Ensemble:
             units, between2, within2 = None, 0.0, between2 + within2
         else:  # a floor on the within part: a run's rows never pin the law exactly
             within2 = max(within2, WITHIN_FLOOR * (between2 + within2))
-        u_pool, u_data, n_units = units if units else (None, None, 0)
+        u_pool, _, n_units = units if units else (None, None, 0)
         # a row's log loss is J θ + b[its run] + noise, b the run's shared offset (sd: the
         # between-run scatter); J and G hold the law's part, self.unit each row's run
         self.J, self.G, self.unit, self.noise2 = J, G, u_pool, within2
@@ -92,10 +87,9 @@ class Ensemble:
             # offset (the sandwich A⁻¹ B A⁻¹, :meth:`_meat` its B)
             self.between2, self.A = between2, _ridged(Jd.T @ Jd)
             self.sums = np.zeros((n_units, P))  # each run's summed gradient
-            assert u_data is not None  # units were given
-            np.add.at(self.sums, u_data, Jd)
+            np.add.at(self.sums, units[1], Jd)  # the data rows' runs
         elif len(Jd) >= P:  # the Laplace approximation at the runs so far
-            self.S = np.linalg.pinv(information(step, J, Jd, within2))
+            self.S = np.linalg.pinv(information(Jd, within2))
         else:
             Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
             lo, hi = np.percentile(Th, [5, 95], axis=0)
@@ -193,17 +187,15 @@ def gradients(step: Step, names: list[str], logs: np.ndarray
             e[i] = h
             for c, up, dn in zip(cols, at(th0 + e), at(th0 - e)):
                 c.append((up - dn) / (2 * h))
-    what = "derivatives of the prediction"
-    return tuple(finite(step, np.array(c).T, what) for c in cols)  # type: ignore[return-value]
+    return tuple(finite(step, np.array(c).T) for c in cols)  # type: ignore[return-value]
 
 
-def information(step: Step, J: np.ndarray, Jd: np.ndarray, s2: float | None = None
-                 ) -> np.ndarray:
-    """The Fisher information of the runs so far (Jd: d log-loss / dθ at them), with a ridge of
-    1e-9 of each parameter's own information (not of the trace, so it does not depend on the
-    parameters' units), so that its inverse exists where the runs leave a direction free."""
-    s2 = noise_var(step.fit) if s2 is None else s2
-    return _ridged(Jd.T @ Jd / s2 if len(Jd) else np.zeros((J.shape[1], J.shape[1])))
+def information(Jd: np.ndarray, s2: float) -> np.ndarray:
+    """The Fisher information of the runs so far (Jd: d log-loss / dθ at them, no rows without
+    runs; s2: a run's noise variance), with a ridge of 1e-9 of each parameter's own information
+    (not of the trace, so it does not depend on the parameters' units), so that its inverse
+    exists where the runs leave a direction free."""
+    return _ridged(Jd.T @ Jd / s2)
 
 
 def shrink(J: np.ndarray, G: np.ndarray, cov: np.ndarray, s2: float) -> np.ndarray:
@@ -220,15 +212,15 @@ def _ridged(info: np.ndarray) -> np.ndarray:
     return info + 1e-9 * np.diag(own)
 
 
-def finite(step: Any, a: np.ndarray, what: str) -> np.ndarray:
+def finite(step: Any, a: np.ndarray) -> np.ndarray:
     """``a`` with its non-finite entries set to 0, and a note on ``step`` when there were
     any: a derivative that overflowed near the fit makes its candidates count as uninformative,
     which the reader should know."""
     bad = int(np.size(a) - np.count_nonzero(np.isfinite(a)))
     if bad:
-        note = (f"{bad} of {np.size(a)} {what} were not finite at the fit (a prediction "
-                "overflowed near the point estimate); set to 0, so those candidates count as "
-                "uninformative")
+        note = (f"{bad} of {np.size(a)} derivatives of the prediction were not finite at the "
+                "fit (a prediction overflowed near the point estimate); set to 0, so those "
+                "candidates count as uninformative")
         if note not in step.notes:
             step.notes.append(note)
     return np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)

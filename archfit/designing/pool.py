@@ -230,10 +230,3 @@ def not_among(pool: Any, results: Any) -> np.ndarray:
     done = {tuple(round(float(v), 6) for v in r) for r in results.select(cols).iter_rows()}
     return np.array([tuple(round(float(v), 6) for v in r) not in done
                      for r in pool.select(cols).iter_rows()])
-
-
-def check_seed(seed: int) -> int:
-    """A seed numpy accepts: a whole number, 0 or more."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise DesignError(f"--seed must be a whole number, 0 or more, got {seed!r}")
-    return int(seed)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
-                                   check_seed, costs, not_among)
+                                   costs, not_among)
 from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step,
-                                          draws, spread)
+                                          check_request, draws, spread)
 from archfit.errors import FitError, FitInputError
 from archfit.laws.backtest import calibrated_fit, metrics
 from archfit.laws.numeric import columns
@@ -55,15 +55,13 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
     from archfit.laws import get_law
 
     lw = get_law(law)
-    if strategy not in STRATEGIES:
-        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    check_request(lw, strategy, batch, seed)
     done, target_rows = as_runs(done, "the replay table"), as_runs(target_rows, "the target table")
     for name, frame in (("the replay table", done), ("the target table", target_rows)):
         if frame is None or "loss" not in frame.columns:
             raise DesignError(f"{name} has no loss column: a replay reveals the losses of runs "
                               "already trained (map one with --map loss=COLUMN)")
         check_pool(frame, lw, name)
-    check_seed(seed)
     notes = []
     unique, n_dup = without_duplicates(done)
     if n_dup and not dedupe:
@@ -99,8 +97,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
         k = max(batch, len(chosen) // 2)  # batches grow with the runs in hand: ~log rounds
         pace = round_budget(strategy, step.open, cost, left)
         step.test = None
-        picks = (spread(step, k, pace) if step.fit is None and strategy in ADAPTIVE
-                 and strategy != "archfit" else STRATEGIES[strategy](step, k, pace))
+        picks = STRATEGIES[strategy](step, k, pace)  # without a fit, each spreads
         if not picks:
             break
         if step.test is not None:

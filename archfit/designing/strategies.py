@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.designing.ensemble import Ensemble, gradients, information, noise_var, shrink
+from archfit.designing.ensemble import Ensemble, gradients, information, scatter2, shrink
+from archfit.designing.pool import DesignError
 
 LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.numeric.lack_of_fit): 5%
 # the variance criterion ranks picks by shrink per cost**COST_EXPONENT: cost-cooled acquisition
@@ -124,20 +125,14 @@ def target_distances(step: Step) -> np.ndarray:
     if pts is None:
         return np.abs(np.log(6.0 * pool["params"] * pool["tokens"] / t.value))[:, None]
     cols = [c for c in ("params", "tokens", "n_layer") if c in pool and c in pts]
-    X = np.stack([np.log(np.asarray(pool[c], float)) for c in cols], axis=1)
-    T = np.stack([np.log(np.asarray(pts[c], float)) for c in cols], axis=1)
+    X, T = _logs(pool, cols), _logs(pts, cols)
     sd = np.where(X.std(0) > math.log1p(NEAR), X.std(0), 1.0)
     return np.linalg.norm((X[:, None, :] - T[None, :, :]) / sd, axis=2)
 
 
-def distance_to_target(step: Step) -> np.ndarray:
-    """Each candidate's distance to the nearest of :func:`target_points`."""
-    return target_distances(step).min(1)
-
-
 def nearest(step: Step, k: int, left: float) -> list[int]:
     """The trivial rule a design must beat: the candidates closest to the target first."""
-    d = distance_to_target(step)
+    d = target_distances(step).min(1)
     return _greedy(step, k, left, lambda ok: -d)
 
 
@@ -145,12 +140,16 @@ def _features(step: Step) -> tuple[np.ndarray, np.ndarray | None]:
     """The pool's and the runs' log size, log tokens and depth (those the law reads),
     standardized on the pool."""
     cols = [c for c in ("params", "tokens", "n_layer") if c in step.pool and c in step.law.columns]
-    X = np.stack([np.log(np.asarray(step.pool[c], float)) for c in cols], axis=1)
+    X = _logs(step.pool, cols)
     mu, sd = X.mean(0), np.where(X.std(0) > 0, X.std(0), 1.0)
     data = step.data or {}
-    R = (np.stack([np.log(np.asarray(data[c], float)) for c in cols], axis=1)
-         if data and all(c in data for c in cols) else None)
+    R = _logs(data, cols) if data and all(c in data for c in cols) else None
     return (X - mu) / sd, None if R is None else (R - mu) / sd
+
+
+def _logs(table: dict[str, np.ndarray], cols: list[str]) -> np.ndarray:
+    """The log of ``table``'s columns ``cols``, one row per entry."""
+    return np.stack([np.log(np.asarray(table[c], float)) for c in cols], axis=1)
 
 
 def spread(step: Step, k: int, left: float) -> list[int]:
@@ -284,8 +283,8 @@ def _linearized(step: Step, k: int, left: float,
         return spread(step, k, left)
     names = [n for n in step.law.param_names if abs(step.fit.params[n]) > 0]
     J, G, Jd = gradients(step, names, np.zeros(len(names), bool))
-    s2 = noise_var(step.fit)
-    cov = np.linalg.pinv(information(step, J, Jd))
+    s2 = sum(scatter2(step.fit))  # a new run's noise: between runs and within one
+    cov = np.linalg.pinv(information(Jd, s2))
 
     def update(j: int) -> None:
         nonlocal cov
@@ -314,3 +313,18 @@ STRATEGIES: dict[str, Callable[..., list[int]]] = {
 # the strategies that read a fit (the others pick without one)
 ADAPTIVE = ("archfit", "variance", "d-optimal", "v-optimal")
 CRITERIA = ("variance",)  # the ensemble's criterion: it needs the fit's parameter draws
+
+
+def check_request(law: Any, strategy: str, batch: int, seed: int) -> None:
+    """Refuse, in one line each, a law without a loss model, an unknown strategy, a seed numpy
+    does not take (a whole number, 0 or more) and a batch below 1."""
+    if not law.predicts_loss:
+        raise DesignError(f"{law.name} has no loss model, so a run's outcome cannot be "
+                          "predicted; design with depth-joint or depth-width (shape), chinchilla "
+                          "(compute)")
+    if strategy not in STRATEGIES:
+        raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DesignError(f"--seed must be a whole number, 0 or more, got {seed!r}")
+    if batch < 1:
+        raise DesignError(f"--batch must be 1 or more, got {batch}")
