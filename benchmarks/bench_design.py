@@ -164,23 +164,23 @@ def one_repeat(args: tuple) -> list[dict]:  # type: ignore[type-arg]
     pool = pool.drop("true_loss")  # the design sees observed losses only
     out, all_rows = [], None
     for frac in fracs:
-        runs = [(s, k) for s in strategies for k in range(random_draws if s == "random" else 1)]
-        for s, k in runs:
+        runs = [(s, draw) for s in strategies
+                for draw in range(random_draws if s == "random" else 1)]
+        for s, draw in runs:
             t0 = time.time()
             try:
                 r = replay(pool, target, law=law, budget_frac=frac, strategy=s,
-                           seed=seed + k * RANDOM_SEED_STEP, bootstrap=bootstrap,
+                           seed=seed + draw * RANDOM_SEED_STEP, bootstrap=bootstrap,
                            final_bootstrap=60, all_rows=all_rows)
             except ArchfitError as e:
-                out.append({"truth": truth, "seed": seed, "draw": k, "frac": frac,
+                out.append({"truth": truth, "seed": seed, "draw": draw, "frac": frac,
                             "strategy": s, "error": str(e)})
                 continue
             all_rows = r["target"]["all_rows"]
-            out.append({"truth": truth, "seed": seed, "draw": k, "frac": frac, "strategy": s,
-                        "noise": sd,
-                        "n": r["n_chosen"], "spent": r["budget_frac_spent"],
-                        "secs": time.time() - t0, **{f"design_{k}": v for k, v in
-                                                     r["target"]["design"].items()},
+            out.append({"truth": truth, "seed": seed, "draw": draw, "frac": frac, "strategy": s,
+                        "noise": sd, "n": r["n_chosen"], "spent": r["budget_frac_spent"],
+                        "secs": time.time() - t0,
+                        **{f"design_{k}": v for k, v in r["target"]["design"].items()},
                         **{f"all_{k}": v for k, v in all_rows.items()}})
     return out
 

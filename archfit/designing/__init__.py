@@ -147,13 +147,13 @@ def _cell(v: Any) -> str:
 
 
 def _optimum(fit: Any, target: Target) -> tuple[float | None, list[float] | None]:
-    """(the fit's estimate of the target, its 95% CI); (None, None) for a table target, or
-    without a fit or an interval."""
+    """(the fit's estimate of the target, its 95% CI), or (None, None) where there is none."""
     if fit is None or target.kind == "table":
         return None, None
     key = "n_layer" if target.kind == "params" else "N_opt"
     opt = fit.optimum(target.need_value())
-    return (opt[key], opt[f"{key}_ci"]) if opt.get(f"{key}_ci") else (None, None)
+    ci = opt.get(f"{key}_ci")
+    return (opt[key], ci) if ci else (None, None)
 
 
 def _chosen(pool: Any, picks: list[int], cost: np.ndarray, trace: list[tuple[float, float]]
