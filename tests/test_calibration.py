@@ -314,3 +314,15 @@ def test_the_conformal_unit_is_a_run_scored_by_its_worst_checkpoint():
     g2 = np.concatenate([groups, np.full(60, 3)])
     assert conformal_factor(p2, lo2, hi2, a2, 0.95) == pytest.approx(1.0)
     assert conformal_factor(p2, lo2, hi2, a2, 0.95, g2) == pytest.approx(1.8)
+
+
+def test_the_interval_caption_counts_its_bootstrap_units_in_the_plural(correlated_sweep):
+    """The caption names the resampled units with the noun in the plural and the
+    parenthesis kept: "17 training runs (run_id)", not "17 training run (run_id)s"."""
+    from archfit.laws.fitting import fit
+
+    df = correlated_sweep(seed=9, n_shapes=14, n_tokens=4)
+    how = fit(df, "depth-joint", bootstrap=20, seed=0, heldout=False).interval_provenance()
+    assert how is not None and "of its 14 training runs (run_id)" in str(how), how
+    grouped = fit(df, "depth-joint", bootstrap=20, seed=0, heldout=False, group=["n_layer"])
+    assert "groups (rows sharing n_layer)" in str(grouped.interval_provenance())

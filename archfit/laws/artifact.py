@@ -102,8 +102,8 @@ class Fit:
         src = self.source or (", ".join(i.get("path", "") for i in self.inputs) or None)
         if k:
             b = self.bootstrap or {}
-            of = (f" of its {b['n_units']} {b['unit']}s" if b.get("n_units") and b.get("unit")
-                  else "")
+            of = (f" of its {b['n_units']} {_plural(b['unit'])}"
+                  if b.get("n_units") and b.get("unit") else "")
             return record(FITTED, f"percentiles over {k} bootstrap resamples{of}", source=src)
         if self.cov:
             return record(FITTED, "percentiles over 1,000 draws from the normal of the fit's "
@@ -502,3 +502,10 @@ def load_fit(name_or_path: str | os.PathLike[str] | Fit | Mapping[str, Any]) -> 
         raise FitInputError(f"{s!r} is neither a published law ({', '.join(PUBLISHED)}) nor a "
                             "fit file")
     return Fit.from_json(s)
+
+
+def _plural(unit: str) -> str:
+    """A bootstrap unit's name in the plural: its noun takes the s, not its parenthesis
+    ("training run (run_id)" -> "training runs (run_id)")."""
+    noun, paren, rest = unit.partition(" (")
+    return f"{noun}s{paren}{rest}"

@@ -262,7 +262,7 @@ def run_groups(data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray,
         if missing:
             raise FitInputError(f"--group {missing[0]}: no such column; columns are "
                                 f"{', '.join(sorted(data))}")
-        cols, unit = list(by), "rows sharing " + ", ".join(by)
+        cols, unit = list(by), "group (rows sharing " + ", ".join(by) + ")"
     elif "run_id" in data:
         cols, unit = ["run_id"], "training run (run_id)"
     elif "n_layer" in data and ("d_model" in data or "params" in data):

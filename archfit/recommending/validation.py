@@ -372,18 +372,22 @@ def verdict(rows: list[dict[str, Any]], noise: Mapping[str, Any]) -> tuple[str, 
                                 f"within the seed noise (sd {sd:.4f}, {noise['dof']} dof)")
     gap = rec["measured"] - best["measured"]
     if best is rec:
-        return "held", (f"the recommended shape ({rec['n_layer']} layers) has the lowest loss, "
+        return "held", (f"the recommended shape ({_layers(rec)}) has the lowest loss, "
                         f"{rec['measured']:.4f}; the next best is "
                         f"{sorted(r['measured'] for r in done)[1] - rec['measured']:.4f} higher "
                         f"(seed sd {sd:.4f})")
     if gap <= _beyond(rec, best, noise):
-        return "held", (f"the recommended shape ({rec['n_layer']} layers) is within the seed "
-                        f"noise of the best ({best['n_layer']} layers): {gap:.4f} higher, less "
+        return "held", (f"the recommended shape ({_layers(rec)}) is within the seed noise of "
+                        f"the best ({_layers(best)}): {gap:.4f} higher, less "
                         f"than {_beyond(rec, best, noise):.4f} (seed sd {sd:.4f})")
     return "missed", (f"{best['role']} {best['n_layer']} x {best['d_model']:,} beats the "
                       f"recommended {rec['n_layer']} x {rec['d_model']:,} by {gap:.4f} nats "
                       f"({gap / rec['measured']:.1%}), beyond the seed noise "
                       f"({_beyond(rec, best, noise):.4f}; sd {sd:.4f}, {noise['dof']} dof)")
+
+
+def _layers(row: dict[str, Any]) -> str:
+    return f"{row['n_layer']} layer" + ("" if row["n_layer"] == 1 else "s")
 
 
 def judge(p: Plan, table: str) -> Validation:

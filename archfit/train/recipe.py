@@ -120,8 +120,9 @@ def recipe(N: float, D: float, law: str = DEFAULT_HYPER_LAW) -> dict[str, Any]:
                       "provenance": "published" if warm == WARMUP_STEPS else "assumed",
                       "source": ("as DeepSeek-AI 2024" if
                                  warm == WARMUP_STEPS else
-                                 f"{WARMUP_CAP:.0%} of the {steps:,.0f} steps (assumed: "
-                                 f"{WARMUP_STEPS:,} would be more)")},
+                                 f"{WARMUP_CAP:.0%} of the {steps:,.0f} steps, since "
+                                 f"DeepSeek-AI 2024's {WARMUP_STEPS:,} would be "
+                                 f"{WARMUP_STEPS / steps:.0%} of this run")},
            "decay": {"schedule": "cosine", "min_lr_ratio": MIN_LR_RATIO,
                      "provenance": "published",
                      "source": "cosine to a tenth of the peak over the run, as Hoffmann et "
