@@ -99,18 +99,25 @@ def test_wandb_offline_run_holds_the_losses(cli, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)  # offline unless asked otherwise
     monkeypatch.setenv("WANDB_SILENT", "true")
     out, tdir = _run(cli, tmp_path, "wandb")
+    # the CLI ran in this process, whose exit would shut W&B's service down and flush its
+    # files (wandb's atexit hook); do here what that exit does before reading the run file
+    import wandb
+
+    wandb.teardown()
     (path,) = (tdir / "wandb").glob("offline-run-*-run-a/run-run-a.wandb")
     hist: dict[int, dict] = {}
+    kinds: list[str | None] = []
     for raw in wandb_records(path):
         rec = wandb_internal_pb2.Record()
         rec.ParseFromString(raw)
-        if rec.WhichOneof("record_type") == "history":
+        kinds.append(rec.WhichOneof("record_type"))
+        if kinds[-1] == "history":
             items = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json)
                      for i in rec.history.item}
             hist[items["_step"]] = items
     train, val = _expect(out)
     steps = sorted(s for s in hist if "train/loss" in hist[s])
-    assert steps == list(range(1, 21))
+    assert steps == list(range(1, 21)), (path.stat().st_size, kinds)
     assert [hist[s]["train/loss"] for s in steps] == pytest.approx(train, rel=1e-6)
     assert [hist[s]["val/loss"] for s in steps if "val/loss" in hist[s]] == \
         pytest.approx(val, rel=1e-6)
