@@ -40,15 +40,32 @@ def _plan(kind: int, L: int, h: int, g: int) -> dict:
     return {}
 
 
+def _moe(moe: tuple[int, ...] | None, L: int, ff: int) -> dict:
+    """A mixture of experts (or none): E experts, top-k, shared experts, granularity G (d_ff is
+    then G x ff, so each expert is ff wide), dense first layers and the sparse step."""
+    if moe is None:
+        return {"d_ff": ff}
+    E, k, shared, G, first, every = moe
+    first = min(first, L - 1)
+    if (L // every) - (first // every) <= 0:
+        every = 1
+    return {"d_ff": G * ff, "n_experts": E, "top_k": min(k, E), "n_shared_experts": shared,
+            "granularity": G, "dense_first": first, "moe_every": every}
+
+
 st.register_type_strategy(Shape, st.builds(
-    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk, plan: Shape(
-        n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, d_ff=ff, mlp=mlp,
+    lambda L, hd, h, g, ff, mlp, tied, rope, bias, rms, qk, plan, moe, wide: Shape(
+        n_layer=L, d_model=hd * h * g, n_head=h * g, n_kv_head=h, mlp=mlp,
         tied_embeddings=tied, position="rope" if rope else "learned", bias=bias,
         norm="rmsnorm" if rms else "layernorm", qk_norm=qk, vocab_size=257, n_ctx=64,
+        d_head=2 * hd if wide else None, **_moe(moe if plan != 1 or L > 1 else None, L, ff),
         **_plan(plan, L, h, g)),
     st.integers(1, 12), st.sampled_from([2, 4, 8, 16]), st.integers(1, 4), st.integers(1, 3),
     st.integers(1, 512), st.sampled_from(["gelu", "relu2", "swiglu"]), st.booleans(),
     st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.integers(0, 3),
+    st.none() | st.tuples(st.integers(1, 8), st.integers(1, 4), st.integers(0, 2),
+                          st.sampled_from([1, 2, 4]), st.integers(0, 2), st.integers(1, 2)),
+    st.booleans(),
 ))
 
 

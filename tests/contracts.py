@@ -100,7 +100,28 @@ def _lr_sweep(seed: int) -> pl.DataFrame:
     return lr_sweep(seed=seed)
 
 
+def _moe(law_name: str, sparsity: str, values: tuple[int, ...], params: dict) -> Callable:
+    def draw(seed: int) -> pl.DataFrame:
+        from archfit.laws import get_law
+
+        law, rng, rows = get_law(law_name), np.random.default_rng(seed), []
+        for N in (1e7, 4e7, 1.6e8, 6.4e8):
+            for D in (1e9, 1e10, 1e11):
+                for v in values:
+                    rows.append({"params_active": N, "tokens": D, sparsity: float(v),
+                                 "loss": law.loss(params, N, D, v)
+                                 * math.exp(rng.normal(0, 0.002))})
+        return pl.DataFrame(rows)
+    return draw
+
+
 EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
+    "moe-granularity": _moe("moe-granularity", "granularity", (1, 2, 4, 8, 16),
+                            {"a": 18.1, "alpha": 0.115, "b": 30.8, "beta": 0.147, "g": 2.1,
+                             "gamma": 0.58, "c": 0.47}),
+    "moe-experts": _moe("moe-experts", "n_experts", (1, 2, 4, 8, 16, 32, 64),
+                        {"a": 30.0, "delta": 0.2, "alpha": 0.2, "gamma": -0.01, "b": 40.0,
+                         "omega": -0.4, "beta": 0.18, "zeta": 0.02, "c": 1.4}),
     "data-constrained": _data_constrained,
     "farseer": _farseer,
     "kaplan-n": _kaplan_n,
@@ -149,6 +170,12 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
     elif law.role == "hparam":
         r = recommend(params=1e8, fit=["levine2020", f], tokens=2e9)
         assert r.recipe and r.recipe["lr"]["provenance"] == "fitted", name
+    elif law.role == "moe":
+        target = 1e22
+        at = {"params_active": 1e9, "tokens": 2e10, "granularity": 8.0, "n_experts": 8.0}
+        assert all(math.isfinite(v) for v in f.predict(
+            **{c: at[c] for c in law.columns if c != "loss"})), name
+        assert any(k.startswith(("G_opt@", "E_opt@")) for k in law.derived(f.params, [1e22]))
     else:
         at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares
         assert all(math.isfinite(v) for v in f.predict(

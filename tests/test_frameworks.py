@@ -408,7 +408,8 @@ def test_bad_inputs_exit_2_with_one_line(cli, tmp_path):
          "missing field hidden_size"),
         (("shape", "--from", cfg_file("nomt.json", {k: v for k, v in base.items()
                                                     if k != "model_type"})), "model_type"),
-        (("shape", "--from", cfg_file("hd.json", {**base, "head_dim": 32})), "head_dim"),
+        (("shape", "--from", cfg_file("hd.json", {**base, "model_type": "gpt_neox",
+                                                   "head_dim": 32})), "head_dim"),
         (("shape", "--from", cfg_file("act.json", {**base, "hidden_act": "gelu"})),
          "hidden_act"),
         (("shape", "--from", cfg_file("bad.json", "{not json")), "not valid JSON"),

@@ -81,7 +81,7 @@ def test_counts_are_additive(s):
     blocks = [s.layer_breakdown(i) for i in range(s.n_layer)]
     assert b["attention"] == sum(x["attention"] for x in blocks)
     assert b["mlp"] == sum(x["mlp"] for x in blocks)
-    if s.uniform:
+    if s.uniform and s.n_sparse_layers in (0, s.n_layer):
         assert all(x == blocks[0] for x in blocks)
         block, rest = s.depth_line()  # linear in depth: what families score candidates with
         assert s.n_layer * block + rest == s.params_non_embedding
@@ -91,9 +91,15 @@ def test_counts_are_additive(s):
             s.depth_line()
     assert all(v >= 0 for v in b.values())
     assert Shape.from_config(s.config()) == s
-    # the count is linear in d_ff, with the slope the shape core states
-    assert (s.with_(d_ff=s.d_ff + 7).params_non_embedding - s.params_non_embedding
-            == 7 * s.params_per_d_ff)
+    # the count is linear in d_ff, with the slope the shape core states (a mixture of experts'
+    # experts are d_ff / granularity wide: a step of granularity x 7 widens each by 7)
+    step = 7 * round(s.granularity or 1)
+    assert (s.with_(d_ff=s.d_ff + step).params_non_embedding - s.params_non_embedding
+            == step * s.params_per_d_ff)
+    # a token uses top_k of the routed experts of every sparse layer, and the rest are idle
+    idle = s.n_sparse_layers * (s.n_experts - s.top_k) * s.expert_params
+    assert s.params_total - s.params_active == idle >= 0
+    assert s.params_non_embedding - s.params_active_non_embedding == idle
 
 
 @given(target=st.floats(1e6, 1e10), depths=st.lists(st.integers(1, 48), min_size=1, max_size=5),

@@ -135,6 +135,22 @@ SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "heads_per_layer": ("--heads-per-layer", dict(default="", metavar="H0,H1,...",
                                                   help="Query heads of each layer at the fixed "
                                                        "head_dim width/heads (an hourglass).")),
+    "d_head": ("--head-dim", dict(type=INT, default=None, help="Head width, where it is not "
+                                  "width / heads (Qwen3, Gemma).")),
+    # a mixture of experts (Shape's class docstring)
+    "n_experts": ("--experts", dict(type=COUNT, default=0, help="Routed experts per sparse "
+                                    "layer: a mixture of experts (0: a dense MLP).")),
+    "top_k": ("--top-k", dict(type=COUNT, default=0, help="Routed experts each token uses.")),
+    "n_shared_experts": ("--shared-experts", dict(type=COUNT, default=0,
+                                                  help="Experts every token uses.")),
+    "d_expert": ("--expert-d-ff", dict(type=INT, default=None, help="One expert's MLP width "
+                                       "(default: d_ff / --granularity).")),
+    "granularity": ("--granularity", dict(type=NUMBER, default=None, help="d_ff over one "
+                                          "expert's width (Krajewski et al. 2024; default 1).")),
+    "moe_every": ("--moe-every", dict(type=INT, default=1, help="Every k-th layer is sparse "
+                                      "(layer i when (i + 1) % k == 0).")),
+    "dense_first": ("--dense-first", dict(type=COUNT, default=0, help="The first n layers "
+                                          "keep a dense MLP (DeepSeek).")),
 }
 # the per-layer plan's flags (shapes.PLAN_FIELDS), for the commands that build a shape
 PLAN_FLAGS = ("no_mlp", "no_attn", "heads_per_layer")

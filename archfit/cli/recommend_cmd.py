@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json, perf_options, shape_options
+from archfit.cli.common import COUNT, INT, NUMBER, emit_json, perf_options, shape_options
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refuse_inexpressible,
                               write_export)
 
@@ -14,6 +14,21 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
               help="Target size: non-embedding parameters (Kaplan's N), e.g. 1e12 or 175B.")
 @click.option("--compute", type=NUMBER, default=None,
               help="Instead of --params: a training budget in FLOPs (C = 6 N D).")
+@click.option("--active-params", type=NUMBER, default=None,
+              help="With --params (then the total): a mixture of experts of this many active "
+                   "non-embedding parameters per token; its experts, top-k and granularity by "
+                   "--moe-law.")
+@click.option("--moe-law", default=None, metavar="FILE|NAME",
+              help="With --active-params: the law that picks the granularity (default "
+                   "krajewski2024, or a moe-granularity fit of your own).")
+@click.option("--experts", "n_experts", type=INT, default=None,
+              help="With --active-params: fix the number of routed experts.")
+@click.option("--top-k", "top_k", type=INT, default=None,
+              help="With --active-params: fix the experts each token uses.")
+@click.option("--granularity", type=NUMBER, default=None,
+              help="With --active-params: fix the dense MLP's width over one expert's.")
+@click.option("--shared-experts", "n_shared_experts", type=COUNT, default=None,
+              help="With --active-params: experts every token uses (DeepSeek).")
 @click.option("--unique-tokens", type=NUMBER, default=None,
               help="With --compute: the unique tokens the data may repeat; the budget is split "
                    "by a data-constrained law (default muennighoff2023) into size, tokens and "
@@ -64,9 +79,10 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refus
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare, strict, objective, gpu,
-              perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour,
-              pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
+def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, granularity,
+              n_shared_experts, unique_tokens, fits, laws, ff_ratio, compare, strict, objective,
+              gpu, perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens,
+              usd_per_gpu_hour, pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget,
     with a recipe to train it (peak learning rate, batch, tokens, warmup, decay).
 
@@ -77,12 +93,24 @@ def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare
       archfit recommend --compute 1e24 --law hoffmann2022
       archfit recommend --compute 1e22 --unique-tokens 1e10
       archfit recommend --params 7e9 --emit hf-llama -o out/
+      archfit recommend --params 1e12 --active-params 3.2e10 --compare
     """
     from archfit.recommending import recommend as rec
 
     if (params is None) == (compute is None):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
     check_emit_args(emit, out_dir, force, as_json)
+    moe = dict(moe_law=moe_law, n_experts=n_experts, top_k=top_k, granularity=granularity,
+               n_shared_experts=n_shared_experts)
+    if active_params is not None:
+        _sparse(ctx, params, active_params, moe, list(fits) + list(laws), tokens, compare, strict,
+                emit, out_dir, force, vocab_divisible_by, as_json, kw)
+        return
+    given = [f"--{k.replace('n_', '', 1).replace('_', '-')}" for k, v in moe.items()
+             if v is not None]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} go with --active-params (a mixture of "
+                               "experts)")
     if emit is not None and compare:
         raise click.UsageError("--emit exports one shape; drop --compare")
     kw["ff_ratio"] = ff_ratio
@@ -131,6 +159,43 @@ def recommend(ctx, params, compute, unique_tokens, fits, laws, ff_ratio, compare
         return
     click.echo("")
     click.echo(r.alternatives_text())
+
+
+def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_dir, force,  # type: ignore[no-untyped-def]
+            vocab_divisible_by, as_json, kw):
+    """recommend --params TOTAL --active-params ACTIVE: a mixture of experts."""
+    from archfit.recommending.sparse import DEFAULT_MOE_LAW, recommend_sparse
+
+    if params is None:
+        raise click.UsageError("--active-params goes with --params (the total non-embedding "
+                               "parameters); a FLOP budget for a mixture of experts is not "
+                               "supported yet")
+    set_here = [k for k in ("mlp", "position", "norm", "bias", "tied_embeddings", "n_kv_head")
+                if ctx.get_parameter_source(k).name in ("COMMANDLINE", "ENVIRONMENT")]
+    if set_here:
+        raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
+                               f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
+                               f"{', '.join(set_here)}")
+    r = recommend_sparse(
+        params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
+        n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
+        n_shared_experts=moe["n_shared_experts"] or 0, vocab_size=kw["vocab_size"],
+        n_ctx=kw["n_ctx"], head_dim=kw["head_dim"], multiple_of=kw["multiple_of"],
+        tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
+        strict=strict)
+    if as_json:
+        emit_json(r.to_dict())
+        return
+    if emit is not None:
+        refuse_inexpressible(ctx, r.shape, emit)
+        if out_dir is None:
+            click.echo(r.summary_line(), err=True)
+            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by, r.recipe)
+            return
+    click.echo(r.text())
+    if emit is not None:
+        click.echo("")
+        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by, r.recipe)
 
 
 def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ignore[no-untyped-def]

@@ -17,8 +17,8 @@ from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
 
 
 @click.command()
-@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", *ARCH_FIELDS,
-               *PLAN_FLAGS, ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "d_head",
+               "d_expert", *ARCH_FIELDS, *PLAN_FLAGS, ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
                          "(Meta's rule: 8/3 d_model rounded up to a multiple of 256)."})
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from any file --emit writes (HF config.json or its folder, "
@@ -44,6 +44,8 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
       archfit shape --layers 12 --width 768 --heads 12 --emit megatron -o out/
       archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --mlp swiglu --rope \\
         --rmsnorm --no-bias --untied --ff-ratio llama --emit hf-llama -o out/
+      archfit shape --layers 32 --width 4096 --heads 32 --kv-heads 8 --mlp swiglu --rope \\
+        --rmsnorm --no-bias --untied --d-ff 14336 --experts 8 --top-k 2 --vocab 32000
 
     --emit writes the shape as given (flags or --from) and exits 2 naming the field a
     format cannot express; it never swaps the MLP, norm or positions for the format's family.
@@ -138,6 +140,16 @@ def _print_shape(s: Shape) -> None:
     click.echo(f"params_non_embedding  {fmt(s.params_non_embedding)}  "
                "(Kaplan's N: excludes token/position embeddings and an untied head)")
     click.echo(f"params_embedding      {fmt(s.params_embedding)}")
+    if s.moe:
+        click.echo(f"params_active         {fmt(s.params_active)}  (what one token uses: "
+                   f"{s.top_k} of {s.n_experts} routed experts"
+                   f"{f' and {s.n_shared_experts} shared' if s.n_shared_experts else ''} in "
+                   f"{s.n_sparse_layers} sparse layers)")
+        click.echo(f"params_active_non_embedding {fmt(s.params_active_non_embedding)}  (the N "
+                   "of its FLOPs and of the MoE laws)")
+        click.echo(f"experts: d_expert {s.d_expert:,} (granularity {s.granularity:.3g} = d_ff "
+                   f"{s.d_ff:,} / d_expert), router {s.d_model:,} x {s.n_experts} per sparse "
+                   "layer")
     for conv in FLOP_CONVENTIONS:
         click.echo(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
                    f"({FLOP_CONVENTIONS[conv]})")

@@ -67,8 +67,11 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
         emit_json(rows)
         return
     plans = [("plan", "layer plan")] if any(r["plan"] != "uniform" for r in rows) else []
+    moe = [("n_experts", "experts"), ("top_k", "top-k"),
+           ("params_active_non_embedding", "active non-emb")] if any(
+        r["n_experts"] for r in rows) else []
     print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
-                       ("n_head", "heads"), ("d_ff", "d_ff"), *plans,
+                       ("n_head", "heads"), ("d_ff", "d_ff"), *plans, *moe,
                        ("params_non_embedding", "non-emb params"), ("lr", "lr"), ("seed", "seed"),
                        ("tokens", "tokens"), ("flops", "FLOPs (6N+6LTd)"), ("est_s", "est. s")],
                 title=f"sweep {spec.name}: {len(rows)} runs")

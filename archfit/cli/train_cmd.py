@@ -9,20 +9,27 @@ import click
 
 from archfit.cli.common import LR, SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
-from archfit.train.config import FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, SCHEDULES
+from archfit.train.config import (FIELD_HELP, MOE_BALANCES, OPTIMIZERS, PARALLEL, PRECISIONS,
+                                  SCHEDULES)
 from archfit.train.trackers import TRACKERS
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
                "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
                "params_total", "params_non_embedding", "peak_memory_bytes", "device",
-               "data_hash", "data_name", "world_size", "parallel")
+               "data_hash", "data_name", "world_size", "parallel", "expert_load_max")
 
 
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp",
                "position", "qk_norm", "tied_embeddings", "n_ctx", "no_mlp", "no_attn",
-               "heads_per_layer", n_layer={"required": True}, d_model={"required": True},
+               "heads_per_layer", "d_head", "n_experts", "top_k", "n_shared_experts", "d_expert",
+               "granularity", "moe_every", "dense_first",
+               n_layer={"required": True}, d_model={"required": True},
                n_head={"required": True}, n_ctx={"default": 256})
+@click.option("--moe-balance", type=click.Choice(MOE_BALANCES), default="aux-loss",
+              show_default=True, help=FIELD_HELP["moe_balance"])
+@click.option("--moe-aux-coef", type=click.FloatRange(0, 10, max_open=True), default=0.01,
+              show_default=True, help=FIELD_HELP["moe_aux_coef"])
 @click.option("--parametrization", type=click.Choice(PARAMETRIZATIONS), default="standard",
               show_default=True, help=FIELD_HELP["parametrization"])
 @click.option("--tokens", type=NUMBER, default=None, help="Token budget, e.g. 2e6.")
@@ -114,6 +121,7 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
     d = result.to_dict()
     if as_json:
         out = {k: d[k] for k in RESULT_KEYS}
+        out["expert_load"] = d["expert_load"]
         out.update(shape=d["shape"], resumed_from_step=d["resumed_from_step"], lr=cfg.lr,
                    lr_source=lr_source or "given")
         if curve:
@@ -121,7 +129,12 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
         emit_json(out)
     else:
         for k in RESULT_KEYS:
-            click.echo(f"{k:<22}{fmt(d[k])}")
+            if k != "expert_load_max" or d[k] is not None:
+                click.echo(f"{k:<22}{fmt(d[k])}")
+        for i, layer in enumerate(d["expert_load"] or []):
+            click.echo(f"{'expert_load':<22}sparse layer {i}: "
+                       + " ".join(f"{v:.2f}" for v in layer)
+                       + " (share of routed tokens per expert)")
     if result.status == "preempted":
         from archfit.train import EXIT_PREEMPTED
 

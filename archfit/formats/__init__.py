@@ -1,7 +1,8 @@
 """Shapes to and from the configs people train with, one module per format:
 
-- :mod:`~archfit.formats.hf`: Hugging Face ``config.json`` (``hf-llama``, ``hf-gpt2``; reads
-  gpt2, llama, mistral, qwen2 and gpt_neox);
+- :mod:`~archfit.formats.hf`: Hugging Face ``config.json`` (``hf-llama``, ``hf-gpt2``, and the
+  mixtures of experts ``hf-mixtral`` and ``hf-qwen3-moe``; reads gpt2, llama, mistral, qwen2,
+  qwen3, gpt_neox, mixtral and qwen3_moe);
 - :mod:`~archfit.formats.nanogpt`: nanoGPT's config file and checkpoints' ``model_args``;
 - :mod:`~archfit.formats.megatron`: Megatron-LM's ``pretrain_gpt.py`` arguments;
 - :mod:`~archfit.formats.torchtitan`: a torchtitan llama3 model config;
@@ -27,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from archfit.formats.base import ExportOptions, Format, Imported
     from archfit.shapes import Shape
 
-FORMAT_NAMES = ("hf-llama", "hf-gpt2", "nanogpt", "megatron", "torchtitan", "litgpt")
+FORMAT_NAMES = ("hf-llama", "hf-gpt2", "hf-mixtral", "hf-qwen3-moe", "nanogpt", "megatron",
+                "torchtitan", "litgpt")
 _MODULES = ("hf", "nanogpt", "megatron", "torchtitan", "litgpt")  # in FORMAT_NAMES' order
 
 

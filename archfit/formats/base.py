@@ -96,6 +96,8 @@ class Format:
     suffixes: tuple[str, ...] = ()
     sniff: Callable[[str], bool] = lambda text: True
     read: Callable[[str, str], Imported] | None = None
+    # fields of the format's own family beyond its style's (a mixture of experts' experts)
+    family: dict[str, Any] = field(default_factory=dict)
 
     def count_text(self, s: Shape, o: ExportOptions) -> str:
         """params_total, and the count the framework itself reports where that differs."""
@@ -104,7 +106,7 @@ class Format:
 
     @property
     def defaults(self) -> dict[str, Any]:
-        return dict(LLAMA_STYLE if self.style == "llama" else GPT2_STYLE)
+        return {**(LLAMA_STYLE if self.style == "llama" else GPT2_STYLE), **self.family}
 
 
 def need(cond: bool, reason: str, out: list[str]) -> None:
@@ -147,9 +149,13 @@ def version() -> str:
 
 
 def archfit_block(s: Shape) -> dict[str, Any]:
-    return {"params_total": s.params_total, "params_non_embedding": s.params_non_embedding,
-            "params_embedding": s.params_embedding, "convention": CONVENTION,
-            "archfit_version": version()}
+    out = {"params_total": s.params_total, "params_non_embedding": s.params_non_embedding,
+           "params_embedding": s.params_embedding, "convention": CONVENTION,
+           "archfit_version": version()}
+    if s.moe:
+        out.update(params_active=s.params_active,
+                   params_active_non_embedding=s.params_active_non_embedding)
+    return out
 
 
 def is_archfit_export(path: str) -> bool:
@@ -212,9 +218,23 @@ def python_literals(text: str, where: str) -> dict[str, Any]:
     return out
 
 
+# the formats that hold a mixture of experts, and those that hold a head width of its own
+MOE_FORMATS = ("hf-mixtral", "hf-qwen3-moe", "megatron")
+HEAD_DIM_FORMATS = ("hf-llama", "hf-mixtral", "hf-qwen3-moe", "megatron")
+
+
 def plan_limits(s: Shape, who: str) -> list[str]:
     """No format archfit writes holds a per-layer plan: its loader builds one block n_layer
-    times, so a plan is refused, naming its first non-uniform layer, never uniformized."""
+    times, so a plan is refused, naming its first non-uniform layer, never uniformized. A
+    mixture of experts (or a head width other than d_model / n_head) is refused by the formats
+    that cannot hold one, naming those that can."""
+    if s.moe and who not in MOE_FORMATS:
+        return [f"{who} has no experts (this shape has {s.n_experts}); export a mixture of "
+                f"experts with --emit {' or '.join(MOE_FORMATS)}"]
+    if s.d_head is not None and s.d_head * s.n_head != s.d_model and who not in HEAD_DIM_FORMATS:
+        return [f"{who} has head_dim = width / heads, and this shape's heads are {s.d_head} "
+                f"wide ({s.n_head} x {s.d_head} != {s.d_model}); export it with --emit "
+                f"{' or '.join(HEAD_DIM_FORMATS)}"]
     for lay in s.layers():
         what = [w for w, missing in (("no MLP", not lay.mlp), ("no attention", not lay.attn),
                                      (f"{lay.heads} heads, not {s.n_head}",

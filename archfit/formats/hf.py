@@ -1,5 +1,7 @@
-"""Hugging Face ``config.json``: written as ``hf-llama`` (LlamaConfig) or ``hf-gpt2``
-(GPT2Config); read for the families gpt2, llama, mistral, qwen2 and gpt_neox. Every field read
+"""Hugging Face ``config.json``: written as ``hf-llama`` (LlamaConfig), ``hf-gpt2``
+(GPT2Config), or, for a mixture of experts, ``hf-mixtral`` (MixtralConfig) and
+``hf-qwen3-moe`` (Qwen3MoeConfig); read for the families gpt2, llama, mistral, qwen2, qwen3,
+gpt_neox, mixtral and qwen3_moe. Every field read
 is used, named as not changing the counts, or reported as unknown; a value no Shape can express
 is refused, never guessed at. A test builds each config with transformers and compares its
 parameter count with :attr:`Shape.params_total`."""
@@ -11,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from archfit.formats.base import (LLAMA_FIXED, Format, FormatError, Imported, archfit_block,
-                                  gpt2_limits, llama_limits, plan_limits, register, whole)
+                                  gpt2_limits, llama_limits, need, plan_limits, register,
+                                  whole)
 from archfit.shapes import Shape
 
 
@@ -19,15 +22,43 @@ def hf_llama_limits(s: Shape) -> list[str]:
     return llama_limits(s, "LlamaConfig")
 
 
+def _all_sparse(s: Shape, who: str, out: list[str]) -> None:
+    need(s.moe, f"{who} is a mixture of experts: give --experts and --top-k (recommend: "
+         "--active-params; a dense shape: --emit hf-llama)", out)
+    need(s.n_shared_experts == 0, f"{who} has no shared experts", out)
+
+
+def hf_mixtral_limits(s: Shape) -> list[str]:
+    out = llama_limits(s, "MixtralConfig")
+    _all_sparse(s, "MixtralConfig", out)
+    need(s.n_sparse_layers == s.n_layer, "MixtralConfig makes every layer sparse (no "
+         "--dense-first, --moe-every 1)", out)
+    return out
+
+
+def hf_qwen3_moe_limits(s: Shape) -> list[str]:
+    who = "Qwen3MoeConfig"
+    out = [r for r in llama_limits(s, who) if "QK-norm" not in r]
+    need(s.qk_norm, f"{who} always normalizes queries and keys (give --qk-norm)", out)
+    _all_sparse(s, who, out)
+    return out
+
+
+_MOE_KINDS = {"hf-mixtral": hf_mixtral_limits, "hf-qwen3-moe": hf_qwen3_moe_limits}
+
+
 def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
     """A transformers ``config.json`` dict (``hf-llama``: LlamaConfig, ``hf-gpt2``: GPT2Config),
     with an ``archfit`` entry holding the counts and their convention."""
-    if kind not in ("hf-llama", "hf-gpt2"):
-        raise FormatError(f"unknown HF config kind {kind!r}; use hf-llama or hf-gpt2")
-    why = plan_limits(s, kind) + (hf_llama_limits if kind == "hf-llama" else gpt2_limits)(s)
+    limits = {"hf-llama": hf_llama_limits, "hf-gpt2": gpt2_limits, **_MOE_KINDS}
+    if kind not in limits:
+        raise FormatError(f"unknown HF config kind {kind!r}; use {', '.join(limits)}")
+    why = plan_limits(s, kind) + limits[kind](s)
     if why:
         raise FormatError(f"{kind} cannot express this shape: {'; '.join(why)}")
-    if kind == "hf-llama":
+    if kind in _MOE_KINDS:
+        cfg = _moe_config(s, kind)
+    elif kind == "hf-llama":
         cfg: dict[str, Any] = {
             "architectures": ["LlamaForCausalLM"], "model_type": "llama",
             "vocab_size": s.vocab_size, "hidden_size": s.d_model, "intermediate_size": s.d_ff,
@@ -47,6 +78,25 @@ def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
     return cfg
 
 
+def _moe_config(s: Shape, kind: str) -> dict[str, Any]:
+    """MixtralConfig (every layer sparse, the experts of width intermediate_size) or
+    Qwen3MoeConfig (moe_intermediate_size, dense layers in mlp_only_layers)."""
+    cfg: dict[str, Any] = {
+        "vocab_size": s.vocab_size, "hidden_size": s.d_model,
+        "num_hidden_layers": s.n_layer, "num_attention_heads": s.n_head,
+        "num_key_value_heads": s.n_kv_head, "head_dim": s.head_dim, "hidden_act": "silu",
+        "max_position_embeddings": s.n_ctx, "tie_word_embeddings": s.tied_embeddings,
+        "num_experts_per_tok": s.top_k}
+    if kind == "hf-mixtral":
+        return {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", **cfg,
+                "intermediate_size": s.d_expert, "num_local_experts": s.n_experts}
+    return {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", **cfg,
+            "intermediate_size": s.d_ff, "moe_intermediate_size": s.d_expert,
+            "num_experts": s.n_experts, "decoder_sparse_step": s.moe_every,
+            "mlp_only_layers": list(range(s.dense_first)),
+            "norm_topk_prob": True, "attention_bias": False}
+
+
 # Fields every HF config may carry that do not change the parameter count.
 _HF_NEUTRAL = {
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
@@ -61,6 +111,8 @@ _HF_NEUTRAL = {
     "task_specific_params", "n_ctx", "use_parallel_residual", "rotary_pct", "rotary_emb_base",
     "partial_rotary_factor", "bos_token", "eos_token", "archfit", "id2label", "label2id",
     "problem_type", "tokenizer_class", "prefix", "use_return_dict", "chunk_size_feed_forward",
+    # a mixture of experts' training and routing settings (they change no count)
+    "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
 }
 _SILU = {"silu", "swish"}
 _GELU = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu"}
@@ -77,6 +129,7 @@ class _Family:
     fixed: dict[str, Any]  # architecture the family always has
     act_field: str
     acts: frozenset[str]
+    experts: dict[str, str] | None = None  # a mixture of experts: Shape field <- config field
 
 
 _LLAMA_NAMES = {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
@@ -86,6 +139,10 @@ _LLAMA_NAMES = {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
 _LLAMA_REQ = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
               "vocab_size")
 _LLAMA_FIXED = LLAMA_FIXED
+
+_MIXTRAL_EXPERTS = {"n_experts": "num_local_experts", "top_k": "num_experts_per_tok"}
+_QWEN_MOE_EXPERTS = {"n_experts": "num_experts", "top_k": "num_experts_per_tok",
+                     "d_expert": "moe_intermediate_size", "moe_every": "decoder_sparse_step"}
 
 _FAMILIES: dict[str, _Family] = {f.name: f for f in (
     _Family("llama", _LLAMA_NAMES, _LLAMA_REQ,
@@ -98,6 +155,21 @@ _FAMILIES: dict[str, _Family] = {f.name: f for f in (
             {"tie_word_embeddings": False, "max_position_embeddings": 32768,
              "num_key_value_heads": 32}, {**_LLAMA_FIXED, "qkv_bias": True},
             "hidden_act", frozenset(_SILU)),
+    _Family("qwen3", _LLAMA_NAMES, _LLAMA_REQ,
+            {"tie_word_embeddings": False, "max_position_embeddings": 32768,
+             "num_key_value_heads": 32}, {**_LLAMA_FIXED, "qk_norm": True},
+            "hidden_act", frozenset(_SILU)),
+    _Family("mixtral", _LLAMA_NAMES, _LLAMA_REQ + ("num_local_experts",
+                                                   "num_experts_per_tok"),
+            {"tie_word_embeddings": False, "max_position_embeddings": 4096 * 32,
+             "num_key_value_heads": 8}, _LLAMA_FIXED, "hidden_act", frozenset(_SILU),
+            _MIXTRAL_EXPERTS),
+    _Family("qwen3_moe", _LLAMA_NAMES, _LLAMA_REQ + ("num_experts", "num_experts_per_tok",
+                                                     "moe_intermediate_size"),
+            {"tie_word_embeddings": False, "max_position_embeddings": 32768,
+             "num_key_value_heads": 4, "decoder_sparse_step": 1},
+            {**_LLAMA_FIXED, "qk_norm": True}, "hidden_act", frozenset(_SILU),
+            _QWEN_MOE_EXPERTS),
     _Family("gpt_neox",
             {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
              "n_head": "num_attention_heads", "d_ff": "intermediate_size",
@@ -131,7 +203,7 @@ def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
     if fam.act_field in cfg and act not in fam.acts:
         raise FormatError(f"{fam.act_field} = {cfg[fam.act_field]!r}: archfit counts a {fam.name} "
                           f"MLP with {' or '.join(sorted(fam.acts))} only")
-    if fam.name in ("llama", "mistral"):
+    if fam.name in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe"):
         _must_be(cfg, "attention_bias", (False, None), "attention biases on all four "
                  "projections are not expressible (archfit has all-linear or q/k/v biases)")
         _must_be(cfg, "mlp_bias", (False, None), "MLP-only biases are not expressible")
@@ -143,9 +215,10 @@ def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
                  "decoder-only shape")
     hd = whole(cfg, "head_dim") if "head_dim" in cfg else None
     d, h = cfg.get(fam.names["d_model"]), cfg.get(fam.names["n_head"])
-    if hd is not None and isinstance(d, int) and isinstance(h, int) and h and hd * h != d:
-        raise FormatError(f"head_dim {hd} x {h} heads != hidden size {d}: archfit's shapes have "
-                          "head_dim = d_model / n_head")
+    if hd is not None and isinstance(d, int) and isinstance(h, int) and h and hd * h != d \
+            and fam.name in ("gpt2", "gpt_neox"):
+        raise FormatError(f"head_dim {hd} x {h} heads != hidden size {d}: a {fam.name} model "
+                          "has head_dim = hidden size / heads")
 
 
 def from_hf_config(cfg: dict[str, Any]) -> Imported:
@@ -189,11 +262,47 @@ def from_hf_config(cfg: dict[str, Any]) -> Imported:
             fields_[shape_field] = v
     if mt == "gpt2" and fields_.get("d_ff") is None:
         fields_["d_ff"] = 4 * fields_["d_model"]
+    hd = cfg.get("head_dim")
+    if hd is not None and hd * fields_["n_head"] != fields_["d_model"]:
+        fields_["d_head"] = hd  # Qwen3's 128-wide heads at width 2048 / 32 heads
     used = set(fam.names.values()) | {fam.act_field, "head_dim", "attention_bias", "mlp_bias",
                                       "add_cross_attention"}
+    if fam.experts:
+        used |= _experts(fam, cfg, fields_, notes)
     ignored = sorted(k for k in cfg if k not in used and k in _HF_NEUTRAL)
     unknown = sorted(k for k in cfg if k not in used and k not in _HF_NEUTRAL)
     return Imported(Shape(**fields_), mt, ignored, unknown, notes)
+
+
+def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: list[str]
+             ) -> set[str]:
+    """A mixture of experts' fields: the expert count, top-k, the expert width (Mixtral's
+    experts are intermediate_size wide) and, for Qwen, which layers stay dense. Returns the
+    config fields it read."""
+    assert fam.experts is not None
+    for shape_field, key in fam.experts.items():
+        v = cfg.get(key, fam.defaults.get(key))
+        if v is not None:
+            fields_[shape_field] = whole({key: v}, key)
+    used = set(fam.experts.values())
+    if fam.name == "mixtral":
+        fields_["d_expert"] = fields_["d_ff"]
+    if fam.name == "qwen3_moe":
+        used |= {"mlp_only_layers", "shared_expert_intermediate_size"}
+        if cfg.get("shared_expert_intermediate_size"):
+            raise FormatError("shared_expert_intermediate_size: Qwen3-MoE has no shared expert; "
+                              "a config with one is not expressible")
+        dense = cfg.get("mlp_only_layers") or []
+        if not isinstance(dense, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in dense):
+            raise FormatError(f"mlp_only_layers must be a list of layer indices, got {dense!r}")
+        if set(dense) != set(range(len(set(dense)))):
+            raise FormatError(f"mlp_only_layers {dense}: archfit counts dense layers as the "
+                              "first n (DeepSeek's first_k_dense_replace), not another set")
+        if dense:
+            fields_["dense_first"] = len(set(dense))
+            notes.append(f"mlp_only_layers: the first {len(set(dense))} layers are dense")
+    return used
 
 
 def is_hf_json(text: str) -> bool:
@@ -225,4 +334,14 @@ register(
            _render("hf-gpt2"), gpt2_limits,
            'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
            suffixes=(".json",), sniff=is_hf_json, read=read_hf_json),
+    Format("hf-mixtral", "transformers MixtralConfig config.json (a mixture of experts)",
+           "llama", "config.json", _render("hf-mixtral"), hf_mixtral_limits,
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
+           suffixes=(".json",), sniff=is_hf_json, read=read_hf_json,
+           family={"n_experts": 8, "top_k": 2}),
+    Format("hf-qwen3-moe", "transformers Qwen3MoeConfig config.json (a mixture of experts)",
+           "llama", "config.json", _render("hf-qwen3-moe"), hf_qwen3_moe_limits,
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
+           suffixes=(".json",), sniff=is_hf_json, read=read_hf_json,
+           family={"n_experts": 8, "top_k": 2, "qk_norm": True}),
 )

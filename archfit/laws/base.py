@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 Data = dict[str, Any]  # column name -> numpy array
 
-ROLES = ("loss", "shape", "compute", "ff", "hparam")
+ROLES = ("loss", "shape", "compute", "ff", "hparam", "moe")
 AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
@@ -115,6 +115,9 @@ class Law:
     predicts_loss: ClassVar[bool] = False
     # what the target of a shape law counts (recommend sizes shapes in this convention)
     target_convention: ClassVar[str] = "non-embedding parameters (Kaplan's N)"
+    # the table's column the law reads as its size N (the MoE laws: the active parameters,
+    # params_active); prepare() puts it in data["params"], which every generic check reads
+    params_column: ClassVar[str] = "params"
     # what a compute law's split also depends on, given as keywords of compute_optimal (the
     # data-constrained law: unique_tokens); a law that names none takes none
     conditions: ClassVar[tuple[str, ...]] = ()
@@ -276,6 +279,7 @@ SHIPPED: dict[str, str] = {
     "data-constrained": "data_constrained", "depth-joint": "depth_joint", "farseer": "farseer",
     "depth-width": "depth_width", "ff-ratio": "ff_ratio", "kaplan-n": "kaplan",
     "kaplan-nd": "kaplan", "levine": "levine", "lr-batch": "lr_batch",
+    "moe-granularity": "moe", "moe-experts": "moe",
 }
 
 

@@ -99,7 +99,7 @@ def fit(
         raise FitInputError(f"seed must be a whole number >= 0, got {seed!r}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes) + grouping_notes(table, pool_groups)
-    conventions = _conventions(table)
+    conventions = _conventions(table, lw)
     df = sane_frame(lw, table, dedupe, notes)
     from archfit.laws.conventions import check_params
 
@@ -364,10 +364,13 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
     return span
 
 
-def _conventions(table: RunTable) -> dict[str, str]:
-    conventions = {"params": f"column {table.sources.get('params', 'params')!r}"}
-    if table.sources.get("params") == "params_non_embedding":
+def _conventions(table: RunTable, lw: Law | None = None) -> dict[str, str]:
+    col = lw.params_column if lw is not None else "params"
+    conventions = {"params": f"column {table.sources.get(col, col)!r}"}
+    if table.sources.get(col) == "params_non_embedding":
         conventions["params"] += " (Kaplan's N: non-embedding parameters)"
+    if table.sources.get(col) == "params_active_non_embedding":
+        conventions["params"] += " (active non-embedding parameters of a mixture of experts)"
     if "tokens" in table.sources:
         src = table.sources["tokens"]
         conventions["tokens"] = ("D = FLOPs / (6 N)" if src.startswith("flops") else

@@ -46,6 +46,8 @@ def prepare(law: Any, frame: Any) -> Data:
     data = columns(frame)
     for c in law.columns:
         finite_positive(c, data[c])
+    if law.params_column != "params":  # the size the law reads (the MoE laws: active)
+        data["params"] = data[law.params_column]
     n = len(data["loss"])
     if n < law.min_points:
         raise FitError(f"law {law.name!r} needs at least {law.min_points} runs, got {n}; "

@@ -121,6 +121,21 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                                  "note": "Muennighoff et al. 2023: 7 million to 8.7 billion "
                                          "parameters, up to 900 billion tokens"}},
     },
+    "krajewski2024": {
+        "link": "https://arxiv.org/abs/2402.07871",
+        "law": "moe-granularity",
+        "params": {"a": 18.1, "alpha": 0.115, "b": 30.8, "beta": 0.147, "g": 2.1,
+                   "gamma": 0.58, "c": 0.47},
+        "source": "Krajewski et al. 2024, 'Scaling Laws for Fine-Grained Mixture of Experts' "
+                  "(arXiv 2402.07871), the fit of eq. 5 (Table 2), on C4 at expansion rate 64; "
+                  "no interval published",
+        "conventions": {"params": "active non-embedding parameters (their N)",
+                        "tokens": "training tokens",
+                        "granularity": "the dense MLP's width over one expert's (G); "
+                                       "expansion rate 64, top-k = G",
+                        "loss": "nats/token, their C4 data",
+                        "compute": "(12 c_f d^2 + c_r d E G) n_blocks D, c_f 6, c_r 14"},
+    },
 }
 
 def _hyper(name: str) -> dict[str, Any]:

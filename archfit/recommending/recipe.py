@@ -25,8 +25,10 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
                compute: dict[str, Any] | None = None) -> dict[str, Any]:
     """The recipe for ``shape`` trained on ``tokens`` (given), on the compute law's D_opt
     (``compute``, a FLOP-budget target), or on the compute-optimal tokens for its size (the
-    published Chinchilla-form laws: their value and spread)."""
-    N = float(shape.params_non_embedding)
+    published Chinchilla-form laws: their value and spread). A mixture of experts is read at
+    its active size (the published laws were fitted on dense models: that they carry over at
+    the active count is archfit's assumption, which a sparse recommendation's notes say)."""
+    N = float(shape.params_active_non_embedding)
     if tokens is not None:
         if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
                 math.isfinite(tokens) and tokens > 0):
@@ -37,7 +39,7 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
                 [compute["D_opt"]] * 2, "provenance": compute.get("provenance") or "published",
                 "source": f"D_opt of {compute['law']} at {compute['C']:.3g} FLOPs"}
     else:
-        toks = optimal_tokens(float(shape.params_total))
+        toks = optimal_tokens(float(shape.params_active))
     try:
         r = published_recipe(N, toks["value"])
     except RecipeError as e:

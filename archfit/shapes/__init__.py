@@ -6,13 +6,14 @@ of shapes at one size (:mod:`.families`) and the published shapes of known model
 from archfit.shapes.layer_plan import PLAN_SYNTAX, Layer, parse_plan, plan_indices
 from archfit.shapes.shape import (ARCH_FIELDS, FLOP_CONVENTIONS, KAPLAN_TRAIN_FORMULA,
                                   LOSS_CHUNK_ELEMENTS, MAX_DIM, MAX_PLANNED_LAYERS, MLP_KINDS,
+                                  MOE_FIELDS,
                                   NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS, SHAPE_LAW_N,
                                   SIZE_FIELDS, TRAIN_FLOPS_CONVENTION, MlpKind, NormKind,
                                   Parametrization, PositionKind, Shape, gpt2, kaplan_width,
                                   loss_chunk)
 
 __all__ = ["ARCH_FIELDS", "FLOP_CONVENTIONS", "KAPLAN_TRAIN_FORMULA", "LOSS_CHUNK_ELEMENTS",
-           "MAX_DIM", "MAX_PLANNED_LAYERS", "MLP_KINDS", "NORM_KINDS", "PARAMETRIZATIONS",
+           "MAX_DIM", "MAX_PLANNED_LAYERS", "MLP_KINDS", "MOE_FIELDS", "NORM_KINDS", "PARAMETRIZATIONS",
            "PLAN_SYNTAX", "POSITION_KINDS", "SHAPE_LAW_N", "SIZE_FIELDS",
            "TRAIN_FLOPS_CONVENTION", "Layer", "MlpKind", "NormKind", "Parametrization",
            "PositionKind", "Shape", "gpt2", "kaplan_width", "loss_chunk", "parse_plan",

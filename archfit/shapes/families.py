@@ -65,11 +65,13 @@ def _heads_for(d_model: int, head_dim: int | None, n_head: int | None) -> int | 
 
 
 def _width_candidates(target: float, n_layer: int, ff_ratio: float, multiple: int,
-                      mlp: str, kv_per_d: float = 1.0, kv_dim: int = 0) -> list[int]:
+                      mlp: str, kv_per_d: float = 1.0, kv_dim: int = 0, mlps: float = 1.0
+                      ) -> list[int]:
     """Widths around the one whose count is ``target``: per layer Q and O take 2d², K and V take
-    2d·kv_dim (``kv_per_d``·d when the kv width grows with d, MHA: 1), the MLP mats·ff·d²."""
+    2d·kv_dim (``kv_per_d``·d when the kv width grows with d, MHA: 1), the MLP mats·ff·d²
+    (``mlps`` times: a mixture of experts' counted experts over its granularity)."""
     mats = 3 if mlp == "swiglu" else 2
-    a = n_layer * (2 + 2 * kv_per_d + mats * ff_ratio)
+    a = n_layer * (2 + 2 * kv_per_d + mats * ff_ratio * mlps)
     b = 2 * n_layer * kv_dim
     d0 = (-b + math.sqrt(b * b + 4 * a * target)) / (2 * a)
     k = max(1, round(d0 / multiple))
@@ -108,11 +110,11 @@ def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_mult
     return sorted(out)
 
 
-_Blocks = dict[tuple[int, int], "tuple[Shape, int, int, int] | None"]
+_Blocks = dict[tuple[int, int], "tuple[Shape, int, int, float] | None"]
 
 
-def _one_block(blocks: _Blocks, d: int, h: int, ff: float, n_kv: int, base: dict[str, Any]
-               ) -> tuple[Shape, int, int, int] | None:
+def _one_block(blocks: _Blocks, d: int, h: int, ff: float, n_kv: int, base: dict[str, Any],
+               active: bool = False) -> tuple[Shape, int, int, float] | None:
     """The one-layer shape of width ``d`` with its count's lines, built once per width: a
     uniform count is linear in depth (:meth:`Shape.depth_line`) and in d_ff
     (:attr:`Shape.params_per_d_ff`), so a candidate depth and d_ff are scored without building
@@ -120,10 +122,24 @@ def _one_block(blocks: _Blocks, d: int, h: int, ff: float, n_kv: int, base: dict
     if (d, h) not in blocks:
         try:
             one = Shape(n_layer=1, d_model=d, n_head=h, ff_ratio=ff, n_kv_head=n_kv, **base)
-            blocks[d, h] = (one, *one.depth_line(), one.params_per_d_ff)
+            blocks[d, h] = (one, *one.depth_line(active), one.d_ff_slope(active))
         except ShapeError:
             blocks[d, h] = None
     return blocks[d, h]
+
+
+def _counted_mlps(base: dict[str, Any], count: str) -> tuple[bool, float]:
+    """Whether the family counts active parameters, and how many dense MLPs' worth of
+    parameters a block's counted MLP holds (a mixture of experts: its counted experts over
+    its granularity; 1 for a dense block)."""
+    if count not in ("total", "active"):
+        raise ShapeError(f"count must be total or active, got {count!r}")
+    active, E = count == "active", base.get("n_experts") or 0
+    if not E:
+        return active, 1.0
+    experts = (base.get("top_k") or 0) if active else E
+    return active, (experts + (base.get("n_shared_experts") or 0)) / (
+        base.get("granularity") or 1.0)
 
 
 def iso_param_family(
@@ -140,9 +156,12 @@ def iso_param_family(
     ff_multiple: int = 64,
     ff_slack: float = 0.15,
     d_ff_rule: Callable[[int], int] | None = None,
+    count: str = "total",
     **base: Any,
 ) -> list[FamilyMember]:
     """For each depth (and ff ratio), the width whose non-embedding count lands closest to ``target``.
+    A mixture of experts (``base`` with ``n_experts``) is sized by its total non-embedding
+    count, or with ``count="active"`` by its active one.
 
     Widths are multiples of ``multiple``; heads follow from a fixed ``head_dim`` (default 64) or
     a fixed ``n_head``. ``n_kv_head_ratio`` groups query heads per key/value head (GQA), or
@@ -154,6 +173,7 @@ def iso_param_family(
     fine one. The achieved ``ff_ratio`` is reported; ``ff_slack=0`` keeps the ratio exact.
     ``d_ff_rule`` (Llama's, say) gives d_ff as a function of d_model instead. ``base`` sets the other shape fields (vocab_size, n_ctx, mlp, ...). Members whose relative
     error exceeds ``tolerance`` are returned with ``within_tolerance=False`` and a note.
+    Long because the loops over ff ratio, depth, width and d_ff share one family's state.
     """
     _check_target(target)
     if (head_dim is None) == (n_head is None):
@@ -163,6 +183,7 @@ def iso_param_family(
     unknown = set(base) - set(_BASE_FIELDS)
     if unknown:
         raise ShapeError(f"unknown shape options {sorted(unknown)}; allowed: {', '.join(_BASE_FIELDS)}")
+    active, mlps = _counted_mlps(base, count)
     members: list[FamilyMember] = []
     for ff in ff_ratios:
         if not ff > 0:
@@ -177,12 +198,13 @@ def iso_param_family(
             step = multiple if not (n_kv_head and head_dim) else math.lcm(
                 multiple, head_dim * n_kv_head)
             for d in _width_candidates(target, L, ff, step, base.get("mlp", "gelu"),
-                                       **_kv_terms(head_dim, n_head, n_kv_head_ratio,
-                                                   n_kv_head)):
+                                       mlps=mlps, **_kv_terms(head_dim, n_head, n_kv_head_ratio,
+                                                              n_kv_head)):
                 h = _heads_for(d, head_dim, n_head)
                 if h is None or h % n_kv_head_ratio or (n_kv_head and h % n_kv_head):
                     continue
-                got = _one_block(blocks, d, h, ff, n_kv_head or h // n_kv_head_ratio, base)
+                got = _one_block(blocks, d, h, ff, n_kv_head or h // n_kv_head_ratio, base,
+                                 active)
                 if got is None:
                     continue
                 nominal, block, rest, per_ff = got

@@ -1,4 +1,5 @@
-"""Well-known dense decoder models and their published shapes (``datasets/known_models.csv``).
+"""Well-known decoder models (dense and mixtures of experts) and their published shapes
+(``archfit/published/known_models.csv``).
 
 Each row carries its source; ``params_published`` is the exact count of the released weights
 where one is known (archfit's ``params_total`` reproduces every one of them, a test checks it).
@@ -20,6 +21,9 @@ KNOWN_MODELS_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pu
                                  "known_models.csv")
 
 _INT = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "n_ctx")
+# whole numbers a row may leave blank (then the Shape's default: heads d_model / n_head wide, a
+# dense MLP)
+_OPTIONAL_INT = ("d_head", "n_experts", "top_k", "d_expert")
 _BOOL = ("tied_embeddings", "bias", "qkv_bias", "qk_norm")
 _STR = ("mlp", "position", "norm")
 
@@ -40,6 +44,7 @@ class KnownModel:
         out: dict[str, Any] = {"name": self.name, "family": self.family}
         out.update(s.config())
         out.update(params_total=s.params_total, params_non_embedding=s.params_non_embedding,
+                   params_active=s.params_active,
                    params_published=self.params_published, source=self.source, note=self.note)
         return out
 
@@ -64,6 +69,7 @@ def load_known_models(path: str = KNOWN_MODELS_PATH) -> list[KnownModel]:
         where = f"{os.path.basename(path)} line {i} ({r.get('name', '?')})"
         try:
             fields: dict[str, Any] = {k: int(r[k]) for k in _INT}
+            fields.update({k: int(r[k]) for k in _OPTIONAL_INT if (r.get(k) or "").strip()})
             fields.update({k: _bool(r[k], where) for k in _BOOL})
             fields.update({k: r[k] for k in _STR})
             pub = r.get("params_published") or ""

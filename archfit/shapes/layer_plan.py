@@ -12,13 +12,15 @@ from archfit.errors import ShapeError
 class Layer(NamedTuple):
     """One block of a shape's per-layer plan: its ``index`` (from 0; the field is 'index' in
     the JSON plans, and tuple.index is not used), whether it has ``attn`` and an ``mlp``, and
-    its query ``heads`` and key/value ``kv_heads``."""
+    its query ``heads`` and key/value ``kv_heads``; ``sparse``: its MLP is a mixture of
+    experts (the shape's ``n_experts``, ``top_k`` and shared experts), not one dense MLP."""
 
     index: int  # type: ignore[assignment]  # shadows tuple.index, which plans never use
     attn: bool
     mlp: bool
     heads: int
     kv_heads: int
+    sparse: bool = False
 
 
 def plan_indices(raw: Any, name: str, n_layer: int | None = None) -> list[int]:

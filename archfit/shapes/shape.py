@@ -13,12 +13,17 @@ Parameter conventions (every count archfit prints names one of these):
 ``params_non_embedding``
     ``params_total - params_embedding``: Kaplan et al. (2020)'s *N*, "excluding all
     vocabulary and positional embeddings". Includes block norms, biases and the final norm.
+``params_active`` / ``params_active_non_embedding``
+    A mixture of experts (``n_experts`` > 0): the parameters one token uses, the counts above
+    less the weights of the ``n_experts - top_k`` routed experts it skips in every sparse
+    layer. The router and the shared experts are active. Equal to the counts above for a
+    dense shape. Total parameters set the memory; active ones the FLOPs.
 
 FLOP conventions (per token):
 
 ``kaplan_forward``
     Kaplan et al. (2020) Table 1: ``C_fwd = 2N + 2 n_layer n_ctx d_model`` with N
-    non-embedding. For a per-layer plan the context term sums ``n_ctx`` times each attending
+    non-embedding (for a mixture of experts, the *active* non-embedding parameters). For a per-layer plan the context term sums ``n_ctx`` times each attending
     layer's query width (heads × head_dim): a layer without attention adds none.
 ``kaplan_train``
     ``3 * kaplan_forward`` (backward ≈ 2× forward) = ``6N + 6 n_layer n_ctx d_model``.
@@ -26,7 +31,8 @@ FLOP conventions (per token):
     Exact multiply-accumulate count × 2 of every matrix product in a forward pass:
     Q/K/V/O projections, attention scores ``QKᵀ`` and the weighted sum ``AV`` over the
     full ``n_ctx`` window (dense attention, as Hoffmann et al. 2022, App. F), MLP
-    matrices and the output logits. Norms, softmax and activations are not counted.
+    matrices (a sparse layer: its router and the ``top_k`` routed and the shared experts)
+    and the output logits. Norms, softmax and activations are not counted.
 ``matmul_train``
     ``3 * matmul_forward`` (the backward pass computes two products per forward one).
 
@@ -81,7 +87,7 @@ def kaplan_width(N: Any, n_layer: Any) -> Any:
     return (N / (12 * n_layer)) ** 0.5
 
 FLOP_CONVENTIONS: dict[str, str] = {
-    "kaplan_forward": "Kaplan 2020: 2N + 2*n_layer*n_ctx*d_model (N non-embedding)",
+    "kaplan_forward": "Kaplan 2020: 2N + 2*n_layer*n_ctx*d_model (N non-embedding, active)",
     "kaplan_train": f"Kaplan 2020 training: {KAPLAN_TRAIN_FORMULA}",
     "matmul_forward": "exact matmul FLOPs of a forward pass incl. attention scores and logits",
     "matmul_train": "3x matmul_forward (forward + backward)",
@@ -100,6 +106,13 @@ class Shape:
 
     ``d_ff`` may be left out and given through ``ff_ratio`` (``d_ff = round(ff_ratio * d_model)``);
     ``n_kv_head`` defaults to ``n_head`` (multi-head attention); 1 is MQA, between is GQA.
+    ``d_head`` sets the head width where it is not ``d_model / n_head`` (Qwen3, Gemma).
+    A mixture of experts: ``n_experts`` routed experts (0: dense), ``top_k`` of them per token,
+    ``n_shared_experts`` every token uses, each an MLP of hidden width ``d_expert`` (default
+    ``d_ff / granularity``, granularity 1 by default), with a bias-free router of
+    ``d_model x n_experts``; the sparse layers are every ``moe_every``-th (layer i when
+    ``(i + 1) % moe_every == 0``, Qwen's ``decoder_sparse_step``) after the first
+    ``dense_first`` (DeepSeek's ``first_k_dense_replace``), the rest dense MLPs of ``d_ff``.
     ``bias`` puts biases on every linear layer except the output head, and on the norms;
     ``qkv_bias`` puts them on the query, key and value projections only (Qwen2), and is implied
     by ``bias``.
@@ -129,6 +142,15 @@ class Shape:
     no_mlp: tuple[int, ...] = ()
     no_attn: tuple[int, ...] = ()
     heads_per_layer: tuple[int, ...] = ()
+    d_head: int | None = None
+    # a mixture of experts (n_experts 0: dense); see the class docstring
+    n_experts: int = 0
+    top_k: int = 0
+    n_shared_experts: int = 0
+    d_expert: int | None = None
+    moe_every: int = 1
+    dense_first: int = 0
+    granularity: float | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("n_layer", "d_model", "n_head", "vocab_size", "n_ctx"):
@@ -160,7 +182,13 @@ class Shape:
         if kv <= 0:
             raise ShapeError(f"n_kv_head must be a positive whole number, got {kv!r}")
         object.__setattr__(self, "n_kv_head", kv)
-        if self.d_model % self.n_head:
+        if self.d_head is not None:
+            hd = _whole("d_head", self.d_head)
+            if not 0 < hd <= MAX_DIM:
+                raise ShapeError(f"d_head must be a positive whole number, got {self.d_head!r}")
+            object.__setattr__(self, "d_head", hd)
+        self._check_experts(d_ff)
+        if self.d_head is None and self.d_model % self.n_head:
             raise ShapeError(
                 f"d_model {self.d_model} is not divisible by n_head {self.n_head}; "
                 f"choose heads that divide the width (e.g. {_divisor_hint(self.d_model, self.n_head)})"
@@ -181,6 +209,50 @@ class Shape:
         if self.position == "rope" and self.head_dim % 2:
             raise ShapeError(f"rotary positions need an even head_dim, got {self.head_dim}")
         self._check_plan()
+
+    def _check_experts(self, d_ff: int) -> None:
+        """The mixture-of-experts fields: all at their defaults for a dense shape; for a sparse
+        one, 1 <= top_k <= n_experts, and d_expert from ``granularity`` when not given."""
+        for name in ("n_experts", "top_k", "n_shared_experts", "dense_first"):
+            v = _whole(name, getattr(self, name))
+            if not 0 <= v <= MAX_DIM:
+                raise ShapeError(f"{name} must be a whole number >= 0, got {v!r}")
+            object.__setattr__(self, name, v)
+        every = _whole("moe_every", self.moe_every)
+        if every < 1:
+            raise ShapeError(f"moe_every must be a whole number >= 1, got {every!r}")
+        object.__setattr__(self, "moe_every", every)
+        if self.n_experts == 0:
+            given = [k for k in ("top_k", "n_shared_experts", "dense_first")
+                     if getattr(self, k)] + [k for k in ("d_expert", "granularity")
+                                             if getattr(self, k) is not None]
+            if given:
+                raise ShapeError(f"{', '.join(given)} describe a mixture of experts; give "
+                                 "n_experts (--experts) too, or drop them for a dense shape")
+            return
+        if not 1 <= self.top_k <= self.n_experts:
+            raise ShapeError(f"top_k must be between 1 and n_experts ({self.n_experts}): the "
+                             f"experts each token is routed to, got {self.top_k}")
+        if self.dense_first >= self.n_layer:
+            raise ShapeError(f"dense_first {self.dense_first} leaves none of the "
+                             f"{self.n_layer} layers sparse; give fewer dense layers")
+        if self.d_expert is None:
+            g = 1.0 if self.granularity is None else self.granularity
+            if isinstance(g, bool) or not (isinstance(g, (int, float)) and g > 0
+                                           and math.isfinite(g)):
+                raise ShapeError(f"granularity must be a positive number, got {g!r}")
+            de = max(1, int(round(d_ff / g)))
+        else:
+            de = _whole("d_expert", self.d_expert)
+            if not 0 < de <= MAX_DIM:
+                raise ShapeError(f"d_expert must be a positive whole number, got "
+                                 f"{self.d_expert!r}")
+        object.__setattr__(self, "d_expert", de)
+        object.__setattr__(self, "granularity", d_ff / de)
+        if self.n_sparse_layers == 0:
+            raise ShapeError(f"no layer is sparse: with moe_every {self.moe_every} and "
+                             f"dense_first {self.dense_first}, none of the {self.n_layer} "
+                             "layers holds experts")
 
     def _check_plan(self) -> None:
         if not (self.no_mlp or self.no_attn or self.heads_per_layer):
@@ -223,7 +295,37 @@ class Shape:
     # ---------------------------------------------------------------- derived sizes
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_head
+        return self.d_head if self.d_head is not None else self.d_model // self.n_head
+
+    # ---------------------------------------------------------------- experts
+    @property
+    def moe(self) -> bool:
+        """Whether the shape is a mixture of experts."""
+        return self.n_experts > 0
+
+    def is_sparse(self, i: int) -> bool:
+        """Whether block ``i``'s MLP is a mixture of experts (an MLP-less block has none)."""
+        return (self.n_experts > 0 and i >= self.dense_first and (i + 1) % self.moe_every == 0
+                and i not in self.no_mlp)
+
+    @property
+    def n_sparse_layers(self) -> int:
+        """The blocks whose MLP is a mixture of experts."""
+        if self.n_experts == 0:
+            return 0
+        k = self.moe_every
+        n = self.n_layer // k - self.dense_first // k
+        return n - sum(1 for i in self.no_mlp if self.is_sparse_slot(i))
+
+    def is_sparse_slot(self, i: int) -> bool:
+        """Whether position ``i`` is a sparse slot of the pattern (before the plan's MLP-less
+        blocks are taken out)."""
+        return i >= self.dense_first and (i + 1) % self.moe_every == 0
+
+    @property
+    def expert_params(self) -> int:
+        """One expert's parameters (an MLP of hidden width d_expert)."""
+        return self._mlp_params(self.d_expert or 0)
 
     @property
     def kv_dim(self) -> int:
@@ -248,17 +350,25 @@ class Shape:
         """Block ``i``: whether it has attention and an MLP, and its query / key-value heads."""
         h = self.heads_per_layer[i] if self.heads_per_layer else self.n_head
         return Layer(i, i not in self.no_attn, i not in self.no_mlp, h,
-                     h // (self.n_head // self.n_kv_head))  # type: ignore[operator]
+                     h // (self.n_head // self.n_kv_head),  # type: ignore[operator]
+                     self.is_sparse(i))
 
     def layers(self) -> list[Layer]:
         """Every block (:meth:`layer`), in order."""
         return [self.layer(i) for i in range(self.n_layer)]
 
-    def _layer_counts(self) -> list[tuple[Layer, int]]:
+    def layer_counts(self) -> list[tuple[Layer, int]]:
         """Each block with how many times it repeats: a uniform shape's first block, n_layer
-        times (O(1) at any depth), else every block once."""
-        return [(self.layer(0), self.n_layer)] if self.uniform else [
-            (lay, 1) for lay in self.layers()]
+        times (O(1) at any depth; a mixture of experts with dense layers: a dense block and a
+        sparse one, each as often as it occurs), else every block once."""
+        if not self.uniform:
+            return [(lay, 1) for lay in self.layers()]
+        S = self.n_sparse_layers
+        if S in (0, self.n_layer):
+            return [(self.layer(0), self.n_layer)]
+        k = self.moe_every  # the first sparse block, and block 0 (dense: S < n_layer)
+        first_sparse = self.dense_first + (k - 1 - self.dense_first) % k
+        return [(self.layer(0), self.n_layer - S), (self.layer(first_sparse), S)]
 
     @property
     def notes(self) -> list[str]:
@@ -296,26 +406,26 @@ class Shape:
             norms += self._norm_params(d)
             if self.qk_norm:
                 norms += 2 * self._norm_params(hd)
-        if lay.mlp:
+        out = {"attention": attn, "mlp": 0, "norms": 0}
+        if lay.mlp and lay.sparse:
+            out["router"] = d * self.n_experts
+            mlp = (self.n_experts + self.n_shared_experts) * self.expert_params
+            norms += self._norm_params(d)
+        elif lay.mlp:
             mlp = self._mlp_params(f)
             norms += self._norm_params(d)
-        return {"attention": attn, "mlp": mlp, "norms": norms}
-
-    def _blocks(self) -> list[dict[str, int]]:
-        """Every block's :meth:`layer_breakdown` (one computed for all when uniform)."""
-        if self.uniform:
-            return [self.layer_breakdown()] * self.n_layer
-        return [self.layer_breakdown(i) for i in range(self.n_layer)]
+        out.update(mlp=mlp, norms=norms)
+        return out
 
     def breakdown(self) -> dict[str, int]:
-        """Every parameter of the model, by component (sums to :attr:`params_total`)."""
-        if self.uniform:  # n_layer times one block (the common case, counted in O(1))
-            one = self.layer_breakdown()
-            blocks = {k: self.n_layer * v for k, v in one.items()}
-        else:
-            each = self._blocks()
-            blocks = {k: sum(b[k] for b in each) for k in ("attention", "mlp", "norms")}
-        return {
+        """Every parameter of the model, by component (sums to :attr:`params_total`); a
+        mixture of experts has a ``router`` component, and its ``mlp`` holds every expert."""
+        keys = ("attention", "mlp", "norms") + (("router",) if self.moe else ())
+        blocks = dict.fromkeys(keys, 0)
+        for lay, k in self.layer_counts():  # O(1) for a uniform shape
+            for key, v in self.layer_breakdown(lay.index).items():
+                blocks[key] += k * v
+        out = {
             "token_embedding": self.vocab_size * self.d_model,
             "position_embedding": self.n_ctx * self.d_model if self.position == "learned" else 0,
             "attention": blocks["attention"],
@@ -323,6 +433,9 @@ class Shape:
             "norms": blocks["norms"] + self._norm_params(self.d_model),
             "head": 0 if self.tied_embeddings else self.vocab_size * self.d_model,
         }
+        if self.moe:
+            out["router"] = blocks["router"]
+        return out
 
     @property
     def params_embedding(self) -> int:
@@ -331,41 +444,71 @@ class Shape:
 
     @property
     def params_non_embedding(self) -> int:
-        if self.uniform:  # n_layer blocks and the final norm, without the whole breakdown
+        if self.uniform and not self.moe:  # n_layer blocks and the final norm, in O(1)
             block, rest = self.depth_line()
             return self.n_layer * block + rest
-        b = self.breakdown()
-        return b["attention"] + b["mlp"] + b["norms"]
+        return self.params_total - self.params_embedding
 
     @property
     def params_total(self) -> int:
         return sum(self.breakdown().values())
 
-    def depth_line(self) -> tuple[int, int]:
-        """``(block, rest)`` of a uniform shape: its non-embedding count at depth L is
-        ``L * block + rest`` (every block alike; ``rest`` is the final norm)."""
-        if not self.uniform:
-            raise ShapeError("depth_line is for uniform shapes: a per-layer plan is not linear "
-                             "in depth")
-        return sum(self.layer_breakdown().values()), self._norm_params(self.d_model)
+    @property
+    def params_inactive(self) -> int:
+        """The weights of the routed experts a token skips: (n_experts - top_k) experts in
+        every sparse layer (0 for a dense shape)."""
+        return self.n_sparse_layers * (self.n_experts - self.top_k) * self.expert_params
 
     @property
-    def params_per_d_ff(self) -> int:
-        """How much the count grows per unit of ``d_ff`` (it is linear in d_ff): one MLP's
-        slope, in every block that has an MLP."""
-        return (self.n_layer - len(self.no_mlp)) * (self._mlp_params(1) - self._mlp_params(0))
+    def params_active(self) -> int:
+        """The parameters one token uses (:attr:`params_total` for a dense shape)."""
+        return self.params_total - self.params_inactive
+
+    @property
+    def params_active_non_embedding(self) -> int:
+        """The active parameters less the embeddings: the N of a mixture of experts' FLOPs and
+        of the MoE laws (:attr:`params_non_embedding` for a dense shape)."""
+        return self.params_non_embedding - self.params_inactive
+
+    def depth_line(self, active: bool = False) -> tuple[int, int]:
+        """``(block, rest)`` of a uniform shape: its non-embedding count (``active``: its active
+        non-embedding count) at depth L is ``L * block + rest`` (every block alike; ``rest`` is
+        the final norm)."""
+        if not self.uniform or (self.moe and self.n_sparse_layers != self.n_layer):
+            raise ShapeError("depth_line is for uniform shapes, every block alike: a per-layer "
+                             "plan, or dense layers among sparse ones, is not linear in depth")
+        skipped = (self.n_experts - self.top_k) * self.expert_params if active else 0
+        return sum(self.layer_breakdown().values()) - skipped, self._norm_params(self.d_model)
+
+    @property
+    def params_per_d_ff(self) -> float:
+        """How much the non-embedding count grows per unit of ``d_ff`` (it is linear in d_ff):
+        one MLP's slope, in every block that has an MLP (:meth:`d_ff_slope`)."""
+        return self.d_ff_slope()
+
+    def d_ff_slope(self, active: bool = False) -> float:
+        """The count's growth per unit of ``d_ff`` (``active``: of the active count): one MLP's
+        slope in each dense block; in each sparse block, its experts' (all of them, or the
+        top_k and shared ones), whose width d_ff / granularity moves with d_ff."""
+        one = self._mlp_params(1) - self._mlp_params(0)
+        S = self.n_sparse_layers
+        dense = self.n_layer - len(self.no_mlp) - S
+        if not S:
+            return dense * one
+        experts = (self.top_k if active else self.n_experts) + self.n_shared_experts
+        return dense * one + S * experts * one / (self.granularity or 1.0)
 
     # ---------------------------------------------------------------- FLOPs
     def flops_per_token(self, convention: str = "kaplan_train") -> float:
         """FLOPs per token under ``convention`` (see :data:`FLOP_CONVENTIONS`)."""
         d, c = self.d_model, self.n_ctx
         if convention in ("kaplan_forward", "kaplan_train"):
-            # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend
-            fwd = 2 * self.params_non_embedding + 2 * c * sum(
-                k * lay.heads * self.head_dim for lay, k in self._layer_counts() if lay.attn)
+            # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend; N active
+            fwd = 2 * self.params_active_non_embedding + 2 * c * sum(
+                k * lay.heads * self.head_dim for lay, k in self.layer_counts() if lay.attn)
             return float(fwd if convention == "kaplan_forward" else 3 * fwd)
         if convention in ("matmul_forward", "matmul_train"):
-            fwd = sum(k * self.layer_flops(lay) for lay, k in self._layer_counts()) \
+            fwd = sum(k * self.layer_flops(lay) for lay, k in self.layer_counts()) \
                 + 2 * d * self.vocab_size
             return float(fwd if convention == "matmul_forward" else 3 * fwd)
         raise ShapeError(
@@ -374,12 +517,16 @@ class Shape:
 
     def layer_flops(self, lay: Layer) -> int:
         """Forward matmul FLOPs per token of one block: its projections, its attention scores
-        and weighted sum over the full n_ctx window, and its MLP."""
+        and weighted sum over the full n_ctx window, and its MLP (a sparse one: the router and
+        the top_k routed and the shared experts the token passes through)."""
         d, c, hd, f = self.d_model, self.n_ctx, self.head_dim, self.d_ff
         assert f is not None
         q, kv = lay.heads * hd, lay.kv_heads * hd
         mats = 3 if self.mlp == "swiglu" else 2
         attn = 2 * (2 * d * q + 2 * d * kv) + 2 * 2 * c * q if lay.attn else 0
+        if lay.mlp and lay.sparse:
+            experts = self.top_k + self.n_shared_experts
+            return attn + 2 * d * self.n_experts + 2 * mats * d * (self.d_expert or 0) * experts
         return attn + (2 * mats * d * f if lay.mlp else 0)
 
     # ---------------------------------------------------------------- records
@@ -387,6 +534,7 @@ class Shape:
         """The fields that define the shape (what :meth:`from_config` takes back)."""
         d = asdict(self)
         d.pop("ff_ratio")
+        d.pop("granularity")  # d_expert carries it
         return d
 
     @classmethod
@@ -397,6 +545,8 @@ class Shape:
     def to_dict(self) -> dict[str, Any]:
         """Shape fields, exact counts (each convention named) and FLOPs per token."""
         out = self.config()
+        if self.moe:
+            out["granularity"] = self.granularity
         out.update(
             plan=self.plan,
             ff_ratio=self.ff_ratio,
@@ -404,6 +554,8 @@ class Shape:
             params_total=self.params_total,
             params_non_embedding=self.params_non_embedding,
             params_embedding=self.params_embedding,
+            params_active=self.params_active,
+            params_active_non_embedding=self.params_active_non_embedding,
             breakdown=self.breakdown(),
             flops_per_token=self.flops_per_token("kaplan_train"),
             flops_per_token_convention="kaplan_train: " + FLOP_CONVENTIONS["kaplan_train"],
@@ -420,6 +572,10 @@ class Shape:
         """A copy with some fields changed (``d_ff`` is recomputed from ``ff_ratio`` if given)."""
         if "ff_ratio" in changes and "d_ff" not in changes:
             changes["d_ff"] = None
+        if self.moe and "d_expert" not in changes and any(
+                k in changes for k in ("d_ff", "ff_ratio", "d_model", "granularity")):
+            changes["d_expert"] = None  # recomputed from the (new) d_ff and granularity
+            changes.setdefault("granularity", self.granularity)
         return replace(self, **changes)
 
 
@@ -427,7 +583,10 @@ _FIELDS = frozenset(f.name for f in fields(Shape))
 # the fields that size a shape, and the rest: its architecture (what a family of shapes of one
 # size shares), in Shape's order
 SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio", "no_mlp",
-               "no_attn", "heads_per_layer")
+               "no_attn", "heads_per_layer", "d_head", "d_expert")
+# the mixture-of-experts fields (all at their defaults: a dense shape)
+MOE_FIELDS = ("n_experts", "top_k", "n_shared_experts", "d_expert", "granularity", "moe_every",
+              "dense_first")
 ARCH_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Shape) if f.name not in SIZE_FIELDS)
 
 

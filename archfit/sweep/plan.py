@@ -51,6 +51,8 @@ def plan_rows(spec: Spec, throughput: float | None = None,
                      "params_non_embedding": s.params_non_embedding,
                      "params_total": s.params_total, "target_params": r.meta["target_params"],
                      "plan": s.plan, "variant": r.meta.get("variant"),
+                     "n_experts": s.n_experts, "top_k": s.top_k,
+                     "params_active_non_embedding": s.params_active_non_embedding,
                      "lr": cfg.lr, "seed": cfg.seed, "tokens": tokens, "flops": flops,
                      "est_s": flops / rate if rate else None})
     return rows

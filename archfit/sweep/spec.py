@@ -16,12 +16,13 @@ from typing import Any
 
 from archfit.errors import ArchfitError, ShapeError, SpecError
 from archfit.shapes.families import REINVEST, aspect_ratio_family, iso_param_family, plan_variant
-from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, NORM_KINDS, PARAMETRIZATIONS, POSITION_KINDS,
-                            Shape, parse_plan)
+from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, MOE_FIELDS, NORM_KINDS, PARAMETRIZATIONS,
+                            POSITION_KINDS, Shape, parse_plan)
 from archfit.sweep.schema import Key, check, number
 from archfit.train.recipe import resolve_lr
 from archfit.train.trackers import TRACKERS
-from archfit.train.config import (FIELD_HELP, OPTIMIZERS, PARALLEL, PRECISIONS, RUNTIME_KEYS,
+from archfit.train.config import (FIELD_HELP, MOE_BALANCES, OPTIMIZERS, PARALLEL, PRECISIONS,
+                                  RUNTIME_KEYS,
                                   SCHEDULES, Budget, TrainConfig)
 
 if sys.version_info >= (3, 11):
@@ -35,7 +36,10 @@ MODEL = {"mlp": Key("str", choices=MLP_KINDS),
          "tied_embeddings": Key("bool"), "position": Key("str", choices=POSITION_KINDS),
          "norm": Key("str", choices=NORM_KINDS), "bias": Key("bool"),
          "qk_norm": Key("bool"), "head_dim": POS_INT, "n_head": POS_INT, "multiple": POS_INT,
-         "kv_group": POS_INT, "vocab_size": POS_INT}
+         "kv_group": POS_INT, "vocab_size": POS_INT,
+         # a mixture of experts (archfit.shapes.Shape): fixed for every run, or grid axes below
+         "n_experts": Key("int"), "top_k": Key("int"), "n_shared_experts": Key("int"),
+         "granularity": POS_NUM, "moe_every": POS_INT, "dense_first": Key("int")}
 GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         "depths": Key("list", item="int", positive=True, nonempty=True),
         "ff_ratios": Key("list", item="number", positive=True, nonempty=True),
@@ -45,7 +49,13 @@ GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         # per-layer plans of every shape (archfit.shapes.parse_plan) and where the parameters
         # a plan frees go (archfit.shapes.families.plan_variant)
         "variants": Key("list", item="str", nonempty=True),
-        "reinvest": Key("str", choices=REINVEST)}
+        "reinvest": Key("str", choices=REINVEST),
+        # sparsity axes (every combination; experts 0 is the dense model), sized by the total
+        # or the active non-embedding count (params)
+        "experts": Key("list", item="int", nonempty=True),
+        "top_k": Key("list", item="int", positive=True, nonempty=True),
+        "granularity": Key("list", item="number", positive=True, nonempty=True),
+        "count": Key("str", choices=("total", "active"))}
 BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
 TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
          "schedule": Key("str", choices=SCHEDULES), "warmup": Key("number"),
@@ -56,7 +66,8 @@ TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
          "compile": Key("bool"), "threads": POS_INT,
          "precision": Key("str", choices=PRECISIONS),
          "parallel": Key("str", choices=PARALLEL),
-         "tracker": Key("str", choices=TRACKERS), "tracker_dir": Key("str")}
+         "tracker": Key("str", choices=TRACKERS), "tracker_dir": Key("str"),
+         "moe_balance": Key("str", choices=MOE_BALANCES), "moe_aux_coef": Key("number")}
 SLURM = {"partition": Key("str"), "time_min": POS_INT, "gpus_per_run": Key("int"),
          "cpus_per_run": POS_INT, "mem_gb": POS_NUM, "array_parallelism": POS_INT,
          "max_array_size": POS_INT, "additional": Key("table")}
@@ -153,11 +164,34 @@ def _family(grid: dict[str, Any], target: float, head: dict[str, Any], base: dic
     tol = number(grid.get("tolerance", DEFAULT_TOLERANCE))
     ffs = [number(x) for x in grid.get("ff_ratios", [4])]
     if "aspect_ratios" in grid:
+        if grid.get("count", "total") != "total":
+            raise ValueError("grid.count = 'active' sizes depths (grid.depths), not "
+                             "aspect_ratios")
         return [m for ff in ffs for m in aspect_ratio_family(
             target, [number(a) for a in grid["aspect_ratios"]], ff, multiple=multiple,
             tolerance=tol, **head, **base)]
     return iso_param_family(target, [int(d) for d in grid["depths"]], ffs, multiple=multiple,
-                            tolerance=tol, **head, **base)
+                            tolerance=tol, count=grid.get("count", "total"), **head, **base)
+
+
+def sparsity_bases(grid: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The shape bases of the grid's sparsity axes (experts x top_k x granularity; experts 0
+    is the dense model, once), or ``[base]`` without them."""
+    axes = [k for k in ("experts", "top_k", "granularity") if k in grid]
+    if not axes:
+        return [base]
+    out: list[dict[str, Any]] = []
+    for E in grid.get("experts", [base.get("n_experts", 0)]):
+        if E == 0:
+            dense = {k: v for k, v in base.items() if k not in MOE_FIELDS}
+            if dense not in out:
+                out.append(dense)
+            continue
+        for k in grid.get("top_k", [base.get("top_k", 1)]):
+            for g in grid.get("granularity", [base.get("granularity", 1.0)]):
+                out.append({**base, "n_experts": int(E), "top_k": int(k),
+                            "granularity": number(g)})
+    return out
 
 
 DEFAULT_TOLERANCE = 0.05  # grid.tolerance: how far a family member may miss its size
@@ -213,18 +247,25 @@ def _base_shapes(raw: dict[str, Any], problems: list[str]
     head = (dict(head_dim=None, n_head=model["n_head"]) if "n_head" in model
             else dict(head_dim=model.get("head_dim", 64)))
     try:
-        for t in (number(p) for p in grid["params"]):
-            for m in _family(grid, t, head, base, model.get("multiple", 64)):
-                if m.shape is not None and m.within_tolerance:
-                    shapes.append((m.shape, t))
-                else:
-                    skipped.append(f"N={t:.3g} depth {m.n_layer}: {m.note}")
+        for b in sparsity_bases(grid, base):
+            for t in (number(p) for p in grid["params"]):
+                for m in _family(grid, t, head, b, model.get("multiple", 64)):
+                    if m.shape is not None and m.within_tolerance:
+                        shapes.append((m.shape, t))
+                    else:
+                        skipped.append(f"N={t:.3g} depth {m.n_layer}{_moe_label(b)}: {m.note}")
     except (ShapeError, ValueError, TypeError) as e:
         problems.append(f"grid: {e}")
     if not shapes and not problems:
         problems.append("grid: expands to no runs (every family member missed its tolerance: "
                         + "; ".join(skipped[:3]) + ")")
     return shapes, skipped
+
+
+def _moe_label(base: dict[str, Any]) -> str:
+    E = base.get("n_experts")
+    return (f" ({E} experts, top-{base.get('top_k')}, granularity {base.get('granularity', 1):g})"
+            if E else "")
 
 
 def _runs(raw: dict[str, Any], name: str,

@@ -46,12 +46,16 @@ SCHEMA_VERSION = 2
 # TrainConfig is a column with no edit here.
 _META = ("run_id", "sweep", "status", "error")
 _COUNTS = ("params_total", "params_non_embedding", "target_params")
+# a mixture of experts' active counts (equal to the two above for a dense shape)
+_ACTIVE = ("params_active", "params_active_non_embedding")
 _BUDGET_COLUMNS = ("budget_tokens", "budget_tokens_per_param", "budget_steps")
 _RESULT_KEYS = ("tokens", "steps", "flops", "final_val_loss", "best_val_loss",
                 "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
-                "peak_memory_bytes", "device", "data_hash", "archfit_version")
+                "peak_memory_bytes", "device", "data_hash", "archfit_version",
+                "expert_load_max", "expert_load")
+# expert_load: each sparse layer's share of routed tokens per expert, as JSON text
 _RESULT_TYPES = {"tokens": int, "steps": int, "peak_memory_bytes": int, "device": str,
-                 "data_hash": str, "archfit_version": str}
+                 "data_hash": str, "archfit_version": str, "expert_load": str}
 CURVE_COLUMNS = ("run_id", "step", "tokens", "train_loss", "val_loss", "lr")
 
 
@@ -80,7 +84,7 @@ def run_columns(shape_cls: Any = None, config_cls: Any = None) -> dict[str, type
             cols[f.name] = _python_type(hints[f.name])
         if cls is shape_cls:  # the per-layer plan as one text ("uniform", "no-mlp:0") and the
             cols.update(plan=str, variant=str)  # spec's variant it was made as ("no-mlp:-1")
-    cols.update({k: int for k in _COUNTS[:2]}, target_params=float)
+    cols.update({k: int for k in _COUNTS[:2] + _ACTIVE}, target_params=float)
     cols.update(budget_tokens=float, budget_tokens_per_param=float, budget_steps=int)
     cols.update({k: _RESULT_TYPES.get(k, float) for k in _RESULT_KEYS})
     cols["schema_version"] = int
@@ -134,7 +138,14 @@ def run_row(run: Run, sweep: str, res: Mapping[str, Any]) -> dict[str, Any]:
     row.update(params_total=res.get("params_total"),
                params_non_embedding=res.get("params_non_embedding"),
                target_params=run.meta.get("target_params"), schema_version=SCHEMA_VERSION)
+    if res.get("params_total") is not None:  # the active counts of the shape that trained
+        trained = s.with_(vocab_size=row["vocab_size"]) if row["vocab_size"] else s
+        row.update({k: getattr(trained, k) for k in _ACTIVE})
     row.update({k: res.get(k) for k in _RESULT_KEYS})
+    if row["expert_load"] is not None:
+        import json
+
+        row["expert_load"] = json.dumps(row["expert_load"])
     return row
 
 
@@ -227,7 +238,8 @@ def check_schema_version(df: Any, path: str) -> None:
 
 # ---------------------------------------------------------------------------- reading
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
-             "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens")
+             "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens",
+             "params_active", "n_experts", "top_k", "granularity")
 # canonical columns that hold text (the rest are cast to numbers)
 CANONICAL_TEXT = ("status", "run_id", "mlp")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
@@ -239,9 +251,13 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "d_model": ("d_model", "n_embd", "hidden_size"),
     "n_head": ("n_head", "num_attention_heads"),
     "d_ff": ("d_ff", "intermediate_size"),
+    # a mixture of experts: its active size (the MoE laws' N) and sparsity
+    "params_active": ("params_active", "params_active_non_embedding"),
+    "n_experts": ("n_experts", "num_experts", "num_local_experts"),
+    "top_k": ("top_k", "num_experts_per_tok"),
 }
 # the columns archfit itself writes under other names (no note when they are read)
-OWN_SOURCES = ("final_val_loss", "params_non_embedding")
+OWN_SOURCES = ("final_val_loss", "params_non_embedding", "params_active_non_embedding")
 # run states that mean a finished run (archfit's own, W&B's, MLflow's)
 OK_STATES = ("ok", "finished", "completed", "success", "succeeded")
 

@@ -76,14 +76,17 @@ Schedule = Literal["cosine", "wsd", "constant"]
 Optimizer = Literal["adamw", "muon"]
 Precision = Literal["auto", "bf16", "fp32"]  # auto: bf16 autocast on CUDA, fp32 elsewhere
 Parallel = Literal["ddp", "fsdp"]  # with several processes: DDP or FSDP2 (fully_shard)
+MoeBalance = Literal["aux-loss", "bias"]  # a mixture of experts' load balancing (train.model)
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 OPTIMIZERS: tuple[str, ...] = get_args(Optimizer)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 PARALLEL: tuple[str, ...] = get_args(Parallel)
+MOE_BALANCES: tuple[str, ...] = get_args(MoeBalance)
 # TrainConfig's fields whose values are a fixed choice, and the choices (spec schema, click)
 CHOICES: dict[str, tuple[str, ...]] = {"parametrization": PARAMETRIZATIONS,
                                        "schedule": SCHEDULES, "optimizer": OPTIMIZERS,
-                                       "precision": PRECISIONS, "parallel": PARALLEL}
+                                       "precision": PRECISIONS, "parallel": PARALLEL,
+                                       "moe_balance": MOE_BALANCES}
 
 
 # Each TrainConfig field's help, written once: `archfit train --help` and the spec schema's
@@ -126,6 +129,9 @@ FIELD_HELP: dict[str, str] = {
     "parallel": "With several processes: DDP, or FSDP2 (fully_shard).",
     "micro_batch": "Sequences per forward pass and process (default: the whole share of a "
                    "batch); gradients add up to the batch's.",
+    "moe_balance": "A mixture of experts' load balancing: aux-loss (Switch's auxiliary loss) or "
+                   "bias (DeepSeek-V3's auxiliary-loss-free bias).",
+    "moe_aux_coef": "The weight of the aux-loss balancing term (Switch's 0.01).",
     "tracker": "Log losses, lr, tokens/s and MFU per step to tensorboard, mlflow or wandb.",
     "tracker_dir": "The tracker's folder (default: tracker/ beside the run folder, or "
                    "runs/tracker).",
@@ -183,6 +189,9 @@ class TrainConfig:
     # watched, not what it computes (RUNTIME_KEYS: not part of the run id)
     tracker: str | None = None
     tracker_dir: str | None = None
+    # a mixture of experts (shape.n_experts > 0): how its experts' load is balanced
+    moe_balance: MoeBalance = "aux-loss"
+    moe_aux_coef: float = 0.01
 
     @property
     def tokens_per_step(self) -> int:
@@ -197,6 +206,10 @@ class TrainConfig:
                 raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.lr > 0:
             raise ArchfitError(f"lr must be positive, got {self.lr}")
+        if isinstance(self.moe_aux_coef, bool) or not (
+                isinstance(self.moe_aux_coef, (int, float)) and 0 <= self.moe_aux_coef < 10):
+            raise ArchfitError(f"moe_aux_coef must be a number in [0, 10) (Switch's is 0.01), "
+                               f"got {self.moe_aux_coef!r}")
         if self.micro_batch is not None and (not isinstance(self.micro_batch, int)
                                              or self.micro_batch <= 0):
             raise ArchfitError(f"micro_batch must be a positive whole number, got "
@@ -288,6 +301,11 @@ class RunResult:
     resumed_from_step: int | None = None
     world_size: int = 1  # processes that trained this run (torch.distributed)
     parallel: str | None = None  # ddp | fsdp when world_size > 1
+    # a mixture of experts: each sparse layer's share of the routed tokens per expert over the
+    # training passes of this process since it (re)started, and the largest share times the
+    # expert count over the layers (1.0: balanced; n_experts: one expert takes every token)
+    expert_load: list[list[float]] | None = None
+    expert_load_max: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -145,7 +145,8 @@ def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> 
     if device.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    model = GPT(shape, cfg.parametrization, cfg.mup_base_width, cfg.mup_base_depth).to(device)
+    model = GPT(shape, cfg.parametrization, cfg.mup_base_width, cfg.mup_base_depth,
+                cfg.moe_balance, cfg.moe_aux_coef).to(device)
     if model.num_params() != shape.params_total:  # the shape core is the one count
         raise AssertionError("model and shape disagree on the parameter count")
     wrapped = wrap(model, cfg, dist, device)
@@ -262,8 +263,12 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
     r.final_train_loss, r.curve, r.train_s = s.last_train, s.curve, s.train_time
     if s.train_time > 0 and done_steps > s.start_step:
         r.tokens_per_s = (done_steps - s.start_step) * cfg.tokens_per_step / s.train_time
-    fpt = s.shape.flops_per_token("kaplan_train")
+    fpt = s.shape.flops_per_token("kaplan_train")  # a mixture of experts: its active N
     r.flops = fpt * r.tokens
+    if s.shape.moe:
+        r.expert_load = s.model.expert_load()
+        n = s.shape.n_experts
+        r.expert_load_max = max((max(layer) * n for layer in r.expert_load), default=None)
     if s.device.startswith("cuda"):
         import torch
 

@@ -90,7 +90,12 @@ def per_layer_token_bytes(s: Shape, act: int, lay: Layer | None = None) -> int:
     if lay.mlp:
         resid += 4 * d
         norms += act * d
-        mlp = act * (2 * f + 2 * f) if s.mlp == "swiglu" else act * 2 * f
+        paths = 1
+        if lay.sparse:  # a mixture of experts: top_k routed and the shared experts' MLPs, the
+            # gathered inputs and weighted outputs of the routed ones, fp32 router logits/probs
+            f, paths = s.d_expert or f, s.top_k + s.n_shared_experts
+            mlp = 2 * act * d * s.top_k + 8 * s.n_experts
+        mlp += paths * (act * (2 * f + 2 * f) if s.mlp == "swiglu" else act * 2 * f)
     return resid + norms + attn + mlp
 
 
@@ -116,7 +121,8 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     tokens = micro_batch * s.n_ctx
     matrices = P - s.breakdown()["norms"]
     shard = world if (parallel == "fsdp" and world > 1) else 1
-    layer_params = max(sum(b.values()) for b in s._blocks())  # the largest block, gathered
+    layer_params = max(sum(s.layer_breakdown(lay.index).values())  # the largest block, gathered
+                       for lay, _ in s.layer_counts())
     # fp32 master weights, plus the bf16 copies autocast makes of the matrices (not the norms)
     weights = 4 * P // shard + (2 * matrices // shard if act == 2 else 0)
     if shard > 1:

@@ -2,8 +2,31 @@
 
 Pre-norm blocks, causal attention through ``F.scaled_dot_product_attention`` (flash kernels on
 GPU), MLP kinds gelu / relu² / swiglu, learned or rotary positions, optional QK-norm, tied or
-untied head, GQA, and the shape's per-layer plan (blocks without an MLP or attention, heads per
-layer). Its parameter count equals ``shape.params_total`` exactly (tested).
+untied head, GQA, the shape's per-layer plan (blocks without an MLP or attention, heads per
+layer) and mixtures of experts (:class:`MoE`). Its parameter count equals
+``shape.params_total`` exactly (tested).
+
+A mixture of experts (``shape.n_experts`` > 0) routes each token to its ``top_k`` experts by the
+router's softmax, weights their outputs by those probabilities renormalized over the k (Mixtral;
+Qwen3-MoE's ``norm_topk_prob``), and adds the shared experts; dropless (no capacity factor: every
+token reaches its k experts), in plain torch ops, one expert at a time. Load balancing:
+
+``aux-loss`` (the default)
+    Switch Transformer's auxiliary loss (Fedus et al. 2022, eq. 4): ``E * sum_i f_i P_i`` per
+    sparse layer, f_i the share of routed tokens expert i gets, P_i its mean router probability,
+    times ``moe_aux_coef`` (0.01, Switch's). The default because it needs no state outside the
+    gradient and works at any run length: the transformers implementations of Mixtral, Qwen-MoE
+    and OLMoE train with it. Its value is not part of the reported loss (only its gradient is).
+``bias``
+    DeepSeek-V3's auxiliary-loss-free balancing (DeepSeek-AI 2024, §2.1.2): a per-expert bias
+    added to the affinities for the top-k choice only (not the gate weights), moved by
+    ``moe_bias_rate`` (0.001) toward balance after every training forward pass.
+
+Experts under μP / CompleteP: each expert is an MLP of width ``d_expert`` whose matrices are
+hidden matrices like a dense MLP's (init and Adam learning rate scaled with d_model, the
+parametrization's rule); the router is a hidden matrix too. archfit transfers over d_model and
+depth; transfer over the expert count or width (Jiang et al. 2026, arXiv 2601.20205) is not
+modelled.
 
 Parametrizations (one option, ``parametrization``):
 
@@ -23,6 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -116,13 +140,14 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, s: Shape):
+    def __init__(self, s: Shape, width: int | None = None):
         super().__init__()
         self.kind = s.mlp
-        assert s.d_ff is not None
-        up = 2 * s.d_ff if s.mlp == "swiglu" else s.d_ff
+        f = width or s.d_ff
+        assert f is not None
+        up = 2 * f if s.mlp == "swiglu" else f
         self.up = nn.Linear(s.d_model, up, bias=s.bias)
-        self.down = nn.Linear(s.d_ff, s.d_model, bias=s.bias)
+        self.down = nn.Linear(f, s.d_model, bias=s.bias)
         self.down.is_residual = True  # type: ignore[attr-defined]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,16 +162,75 @@ class MLP(nn.Module):
         return self.down(h)
 
 
+MOE_BALANCE = ("aux-loss", "bias")
+
+
+class MoE(nn.Module):
+    """A sparse MLP: a bias-free router over ``n_experts`` experts (each an :class:`MLP` of width
+    ``d_expert``), each token sent to its ``top_k`` and to every shared expert; dropless. Counts
+    the tokens each expert receives while training (:attr:`load`), for the run's metrics."""
+
+    def __init__(self, s: Shape, balance: str = "aux-loss", aux_coef: float = 0.01,
+                 bias_rate: float = 1e-3):
+        super().__init__()
+        if balance not in MOE_BALANCE:
+            raise ShapeError(f"moe_balance must be one of {', '.join(MOE_BALANCE)}, got "
+                             f"{balance!r}")
+        self.k, self.balance = s.top_k, balance
+        self.aux_coef, self.bias_rate = aux_coef, bias_rate
+        self.router = nn.Linear(s.d_model, s.n_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(s, s.d_expert) for _ in range(s.n_experts))
+        self.shared = nn.ModuleList(MLP(s, s.d_expert) for _ in range(s.n_shared_experts))
+        # DeepSeek-V3's selection bias (used by balance="bias"), and the tokens each expert got
+        self.register_buffer("select_bias", torch.zeros(s.n_experts))
+        self.register_buffer("load", torch.zeros(s.n_experts, dtype=torch.float64),
+                             persistent=False)
+        self.aux: torch.Tensor | None = None  # the last training pass's balancing loss
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = torch.softmax(self.router(x).float(), dim=-1)
+        pick = probs + self.select_bias if self.balance == "bias" else probs
+        top = pick.topk(self.k, dim=-1).indices
+        gate = probs.gather(-1, top)
+        gate = (gate / gate.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            token, slot = (top == e).nonzero(as_tuple=True)
+            if token.numel():
+                out.index_add_(0, token, expert(x[token]) * gate[token, slot, None])
+        for expert in self.shared:
+            out = out + expert(x)
+        if self.training:
+            self._balance(probs, top)
+        return out.reshape(shape)
+
+    def _balance(self, probs: torch.Tensor, top: torch.Tensor) -> None:
+        E = probs.shape[-1]
+        counts = torch.bincount(top.flatten(), minlength=E)
+        self.load += counts.detach().to(self.load.dtype)
+        share = counts.float() / top.numel()
+        if self.balance == "aux-loss":  # Switch: E * sum_i f_i P_i (f has no gradient)
+            self.aux = self.aux_coef * E * (share.detach() * probs.mean(0)).sum()
+        else:
+            self.aux = None
+            with torch.no_grad():  # DeepSeek-V3: raise the under-loaded, lower the over-loaded
+                self.select_bias += self.bias_rate * torch.sign(share.mean() - share)
+
+
 class Block(nn.Module):
     """One pre-norm block of the shape's plan: a block without attention (or without an MLP)
     has no such module and no norm for it, so it holds none of their parameters."""
 
-    def __init__(self, s: Shape, sc: Scaling, lay: Layer):
+    def __init__(self, s: Shape, sc: Scaling, lay: Layer, **moe: Any):
         super().__init__()
         self.ln1 = _norm(s.norm, s.d_model, s.bias) if lay.attn else None
         self.attn = Attention(s, sc, lay) if lay.attn else None
         self.ln2 = _norm(s.norm, s.d_model, s.bias) if lay.mlp else None
-        self.mlp = MLP(s) if lay.mlp else None
+        self.mlp: nn.Module | None = None
+        if lay.mlp:
+            self.mlp = MoE(s, **moe) if lay.sparse else MLP(s)
         self.branch = sc.branch_mult
 
     def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
@@ -280,7 +364,7 @@ class GPT(nn.Module):
     fused_loss = True
 
     def __init__(self, shape: Shape, parametrization: str = "standard", base_width: int = 128,
-                 base_depth: int = 2):
+                 base_depth: int = 2, moe_balance: str = "aux-loss", moe_aux_coef: float = 0.01):
         super().__init__()
         self.shape = shape
         self.parametrization = parametrization
@@ -289,7 +373,8 @@ class GPT(nn.Module):
         s = shape
         self.tok_emb = nn.Embedding(s.vocab_size, s.d_model)
         self.pos_emb = nn.Embedding(s.n_ctx, s.d_model) if s.position == "learned" else None
-        self.blocks = nn.ModuleList(Block(s, sc, lay) for lay in s.layers())
+        moe = {"balance": moe_balance, "aux_coef": moe_aux_coef} if s.moe else {}
+        self.blocks = nn.ModuleList(Block(s, sc, lay, **moe) for lay in s.layers())
         self.ln_f = _norm(s.norm, s.d_model, s.bias)
         self.head = None if s.tied_embeddings else nn.Linear(s.d_model, s.vocab_size, bias=False)
         if s.position == "rope":
@@ -318,6 +403,28 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def moe_layers(self) -> list[MoE]:
+        return [m for m in self.modules() if isinstance(m, MoE)]
+
+    def expert_load(self) -> list[list[float]]:
+        """Each sparse layer's share of the routed tokens per expert, counted over the training
+        passes since the model was built (1 / n_experts each when balanced)."""
+        out = []
+        for m in self.moe_layers():
+            total = float(m.load.sum())
+            out.append([float(v) / total if total else 0.0 for v in m.load])
+        return out
+
+    def _with_balance(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss whose gradient carries the experts' balancing loss and whose value is the
+        cross-entropy alone: ``loss + aux - aux.detach()`` (so the reported train loss is the
+        model's, as the validation loss is)."""
+        aux = [m.aux for m in self.moe_layers() if self.training and m.aux is not None]
+        if not aux:
+            return loss
+        total = torch.stack(aux).sum()
+        return loss + (total - total.detach()).to(loss.dtype)
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         B, T = idx.shape
@@ -337,12 +444,14 @@ class GPT(nn.Module):
             # faults; CUDA's caching allocator reuses memory by itself, and a compiled graph
             # gets no Python-side state
             keep = idx.device.type == "cpu" and not torch.compiler.is_compiling()
-            return None, linear_cross_entropy(x.reshape(B * T, -1), w, targets.reshape(-1), mult,
-                                              scratch=self._loss_scratch if keep else None)
+            loss = linear_cross_entropy(x.reshape(B * T, -1), w, targets.reshape(-1), mult,
+                                        scratch=self._loss_scratch if keep else None)
+            return None, self._with_balance(loss)
         logits = F.linear(x, w)
         if mult != 1.0:
             logits = logits * mult
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+            loss = self._with_balance(F.cross_entropy(logits.float().view(-1, logits.size(-1)),
+                                                      targets.reshape(-1)))
         return logits, loss

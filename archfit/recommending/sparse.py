@@ -1,0 +1,339 @@
+"""A mixture of experts for a total and an active size: :func:`recommend_sparse`.
+
+Sizes are non-embedding counts (archfit's convention): ``total`` sets the memory (every
+expert's weights), ``active`` the FLOPs (what one token uses). The answer is built in three
+steps, each with its source:
+
+1. **The backbone** (depth, width, heads) is the dense recommendation at the active size
+   (:func:`archfit.recommending.recommend`, the shape law's optimum, near-optimal set and
+   verdict), in the Llama-style family MoE models are built in (SwiGLU, RoPE, RMSNorm, no
+   biases, untied, 8 key/value heads). That depth and width carry over from a dense model to
+   a mixture of experts of the same active size is archfit's assumption.
+2. **The granularity** G (the dense MLP's width over one expert's) by the MoE law
+   (``krajewski2024`` by default): each token goes to G experts of width d_ff / G, so the
+   active MLP matches the dense one (Krajewski et al.'s setting), and G is the one of least
+   predicted loss for the FLOPs of the dense model on the same tokens, router FLOPs counted
+   (their eq. 7). Given ``granularity`` or ``top_k``, that stands instead.
+3. **The expert count**: as many experts as bring the total to ``total`` (routers counted),
+   each sparse layer alike.
+
+The recommendation says where it lands against both targets (within 2% where the rounding of
+widths allows; a note otherwise), and with ``compare`` the dense model of the same training
+compute beside it, with what each costs in memory and FLOPs per token.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from archfit.errors import RecommendError
+from archfit.laws import Fit, load_fit
+from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
+
+DEFAULT_MOE_LAW = "krajewski2024"
+# the family a sparse recommendation is built in (what Mixtral, Qwen3-MoE and DeepSeek share)
+MOE_FAMILY: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": "llama", "position": "rope",
+                              "norm": "rmsnorm", "bias": False, "tied_embeddings": False,
+                              "n_kv_head": 8}
+# expert widths are multiples of this (kernels and tensor parallelism like round widths)
+EXPERT_MULTIPLE = 64
+# how close the rounded shape should land on each target before a note says it does not
+COUNT_TOLERANCE = 0.02
+# bytes per parameter of mixed-precision training with Adam: bf16 weights and gradients,
+# fp32 master weights and the two moments (the ZeRO paper's 16 bytes, Rajbhandari et al. 2020)
+TRAIN_BYTES_PER_PARAM = 16
+
+
+@dataclass(repr=False)
+class SparseRecommendation:
+    """A mixture of experts: its shape, the dense backbone's recommendation it grew from, how
+    its sparsity was chosen, and (``compare``) the dense model of the same compute."""
+
+    shape: Shape
+    backbone: Any  # archfit.recommending.Recommendation at the active size
+    target_total: float
+    target_active: float
+    sparsity: dict[str, Any]
+    dense: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def trust(self) -> dict[str, Any]:
+        return self.sparsity["trust"]
+
+    @property
+    def recipe(self) -> dict[str, Any] | None:
+        return self.backbone.recipe
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.shape
+        out = self.backbone.to_dict()
+        out.update({k: v for k, v in s.to_dict().items() if k not in ("breakdown", "layers")})
+        out.update(
+            target_params=self.target_total, target_active_params=self.target_active,
+            target_convention="non-embedding parameters: total (memory) and active (FLOPs)",
+            rel_error=s.params_non_embedding / self.target_total - 1,
+            rel_error_active=s.params_active_non_embedding / self.target_active - 1,
+            flops_per_token=s.flops_per_token("kaplan_train"),
+            flops_per_token_convention=TRAIN_FLOPS_CONVENTION + " (N active)",
+            sparsity=self.sparsity, trust=self.trust, dense=self.dense,
+            notes=self.backbone.notes + self.notes, family="moe (swiglu, rope, rmsnorm)")
+        return out
+
+    def text(self) -> str:
+        s, sp, b = self.shape, self.sparsity, self.backbone
+        lines = [
+            f"target: {self.target_total:.4g} total, {self.target_active:.4g} active "
+            "non-embedding parameters (a mixture of experts)",
+            f"backbone: {b.law} at the active size: depth {b.n_layer_opt:.1f}, width "
+            f"{b.d_model_opt:,.0f} (real-valued optimum); {b.law_source}",
+            f"experts: {sp['law']}: {sp['law_formula']}",
+            f"  {sp['law_source']}",
+            f"  granularity {s.granularity:.3g} ({sp['granularity_rule']})",
+            f"  {s.n_experts} experts, top-{s.top_k}"
+            + (f" and {s.n_shared_experts} shared" if s.n_shared_experts else "")
+            + f", each {s.d_expert:,} wide ({sp['experts_rule']})",
+            "",
+            _verdict_text(self.trust), "",
+            f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head} "
+            f"(head_dim {s.head_dim}, kv heads {s.n_kv_head}), {s.n_experts} experts of "
+            f"d_expert {s.d_expert:,}, top-{s.top_k}, vocab {s.vocab_size:,}, ctx {s.n_ctx:,}",
+            f"  params_non_embedding        {s.params_non_embedding:,} (total; "
+            f"{s.params_non_embedding / self.target_total - 1:+.2%} from target)",
+            f"  params_active_non_embedding {s.params_active_non_embedding:,} (active; "
+            f"{s.params_active_non_embedding / self.target_active - 1:+.2%} from target)",
+            f"  params_total                {s.params_total:,} (embeddings untied)",
+            f"  training FLOPs/token        {s.flops_per_token('kaplan_train'):.4g} "
+            f"({TRAIN_FLOPS_CONVENTION}, N active)"]
+        if b.near_optimal:
+            n = b.near_optimal
+            hi = "unbounded" if n["n_layer"][1] is None else f"{n['n_layer'][1]:.3g}"
+            lines.append(f"  near-optimal depths of the backbone: {n['n_layer'][0]:.3g} to {hi} "
+                         f"(loss within {n['tolerance']:.1%} of the optimum's)")
+        lines += [f"note: {n}" for n in b.notes + self.notes]
+        if self.dense:
+            lines += ["", *_dense_lines(self.dense)]
+        if b.recipe:
+            from archfit.recommending.recipe import recipe_lines
+
+            lines += ["", *recipe_lines(b.recipe)]
+        return "\n".join(lines)
+
+    def summary_line(self) -> str:
+        s = self.shape
+        return (f"recommended: {s.n_layer} x {s.d_model:,}, {s.n_experts} experts top-{s.top_k} "
+                f"(d_expert {s.d_expert:,}), params_total {s.params_total:,}, active "
+                f"{s.params_active:,}; laws {self.backbone.law} and {self.sparsity['law']}; "
+                f"verdict {self.trust['verdict']}")
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MOE_LAW,
+                     fit: Any = None, tokens: float | None = None,
+                     n_experts: int | None = None, top_k: int | None = None,
+                     granularity: float | None = None, n_shared_experts: int = 0,
+                     vocab_size: int = 50257, n_ctx: int = 2048, head_dim: int = 128,
+                     multiple_of: int = 128, tp: int | None = 8, compare: bool = False,
+                     tolerance: float = 0.005, strict: bool = False) -> SparseRecommendation:
+    """A mixture of experts of ``total`` and ``active`` non-embedding parameters (see the
+    module doc). ``law``: the MoE law that picks the granularity; ``fit``: the dense shape law
+    (and recipe fits) for the backbone, as :func:`recommend` takes it; ``tokens``: the training
+    tokens (default: compute-optimal for the active size). ``n_experts``, ``top_k`` or
+    ``granularity`` fix what they name."""
+    from archfit.recommending.pipeline import recommend
+
+    mf = _check_request(total, active, law, n_experts, top_k, granularity)
+    notes: list[str] = []
+    kw = dict(MOE_FAMILY, vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim,
+              multiple_of=multiple_of, tp=tp, tolerance=tolerance, strict=strict,
+              fit=fit, tokens=tokens)
+    router = 0.0
+    shape: Shape | None = None
+    rec: Any = None
+    G = chosen = None
+    for _ in range(4):  # the routers are active parameters: size the backbone without them
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the backbone's verdict is reported below
+            rec = recommend(max(active - router, 1.0), **kw)
+        base = rec.shape
+        if G is None:
+            D = rec.recipe["tokens"]["value"] if rec.recipe else 20.0 * active
+            G, chosen = _granularity(mf, base, D, total / active, granularity, top_k)
+        shape = _sparse(base, total, G, n_experts, top_k, n_shared_experts)
+        new_router = shape.n_sparse_layers * shape.d_model * shape.n_experts
+        if abs(new_router - router) <= 0.001 * active:
+            break
+        router = new_router
+    assert shape is not None and rec is not None and chosen is not None
+    err_t = shape.params_non_embedding / total - 1
+    err_a = shape.params_active_non_embedding / active - 1
+    if max(abs(err_t), abs(err_a)) > COUNT_TOLERANCE:
+        notes.append(f"the rounded shape lands {err_t:+.1%} from the total and {err_a:+.1%} "
+                     f"from the active target (over {COUNT_TOLERANCE:.0%}): the widths' and the "
+                     "expert count's steps are coarse at this size; --multiple-of or "
+                     "--granularity move them")
+    notes.append("the recipe is the dense laws' at the active size: that it carries over to a "
+                 "mixture of experts is assumed (the published hyperparameter laws are dense)")
+    trust = _merged_trust(rec, mf, shape)
+    if strict and trust["verdict"] == "uninformative":
+        raise RecommendError("the verdict is uninformative (--strict): "
+                             + "; ".join(trust["reasons"]))
+    sparsity = {
+        "n_experts": shape.n_experts, "top_k": shape.top_k,
+        "n_shared_experts": shape.n_shared_experts, "granularity": shape.granularity,
+        "d_expert": shape.d_expert, "law": mf.label, "law_formula": mf.law_obj.formula,
+        "law_source": mf.source or "fitted by archfit",
+        "provenance": "published" if mf.source and mf.name in _published() else "fitted",
+        "granularity_rule": chosen["rule"], "by_granularity": chosen["table"],
+        "experts_rule": "the count that brings the total to its target, routers counted",
+        "trust": trust}
+    out = SparseRecommendation(shape, rec, float(total), float(active), sparsity, notes=notes)
+    if compare:
+        out.dense = dense_beside(shape, rec)
+    return out
+
+
+def _check_request(total: Any, active: Any, law: Fit | str, n_experts: Any, top_k: Any,
+                   granularity: Any) -> Fit:
+    """The request's numbers, each checked with one line on what is wrong; the MoE law's fit."""
+    for name, v in (("total", total), ("active", active)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                math.isfinite(v) and v > 0):
+            raise RecommendError(f"{name} parameters must be a positive number, got {v!r}")
+    if not active < total:
+        raise RecommendError(f"the active parameters ({active:.4g}) must be fewer than the total "
+                             f"({total:.4g}): a mixture of experts leaves experts unused per "
+                             "token (for a dense model drop --active-params)")
+    for name, v in (("n_experts", n_experts), ("top_k", top_k)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise RecommendError(f"{name} must be a whole number >= 1, got {v!r}")
+    if granularity is not None and not (isinstance(granularity, (int, float)) and
+                                        math.isfinite(granularity) and granularity > 0):
+        raise RecommendError(f"granularity must be a positive number, got {granularity!r}")
+    mf = load_fit(law)
+    if mf.law_obj.name != "moe-granularity":
+        raise RecommendError(f"{mf.label} is a {mf.law_obj.name} fit; the granularity is chosen "
+                             "by a moe-granularity fit (krajewski2024, or your own: archfit fit "
+                             "RUNS --law moe-granularity)")
+    return mf
+
+
+def _merged_trust(rec: Any, mf: Fit, shape: Shape) -> dict[str, Any]:
+    """The backbone's verdict and the MoE law's at the active size: the worse of the two,
+    with every reason, each naming its source."""
+    mv = mf.verdict(shape.params_active_non_embedding).to_dict()
+    order = ("informative", "weak", "uninformative")
+    return {"verdict": max(rec.trust.get("verdict", "weak"), mv["verdict"], key=order.index),
+            "reasons": [f"backbone ({rec.law}): {r}" for r in rec.trust.get("reasons", [])]
+            + [f"granularity ({mf.label}): {r}" for r in mv.get("reasons", [])]}
+
+
+def _published() -> set[str]:
+    from archfit.laws.published import PUBLISHED
+
+    return set(PUBLISHED)
+
+
+def _granularity(mf: Fit, base: Shape, D: float, expansion: float, given: float | None,
+                 top_k: int | None) -> tuple[float, dict[str, Any]]:
+    """G and how it was chosen: given (``granularity`` or ``top_k``), else the one of least
+    loss by the law at the dense backbone's training FLOPs on ``D`` tokens, the router's
+    FLOPs counted (Krajewski et al.'s eq. 7, at this model's expansion)."""
+    from archfit.laws.moe import GRANULARITIES
+
+    law = mf.law_obj
+    N, L, d = float(base.params_non_embedding), base.n_layer, base.d_model
+    C = 6.0 * N * D
+    table = []
+    for g in GRANULARITIES:
+        if base.d_ff / g < EXPERT_MULTIPLE:  # type: ignore[operator]
+            break
+        Dg = C / law.flops_per_token(N, g, d, L, expansion)  # type: ignore[attr-defined]
+        table.append({"granularity": g, "tokens": Dg,
+                      "loss": law.loss(mf.params, N, Dg, g)})  # type: ignore[attr-defined]
+    if given is not None:
+        return float(given), {"rule": "given", "table": table}
+    if top_k is not None:
+        return float(top_k), {"rule": f"top-{top_k} given: the active MLP at the dense width",
+                              "table": table}
+    if not table:
+        return 1.0, {"rule": "the dense MLP is too narrow to split", "table": table}
+    best = min(table, key=lambda r: r["loss"])
+    edge = " (the finest considered)" if best is table[-1] and len(table) > 1 else ""
+    return float(best["granularity"]), {
+        "rule": f"least predicted loss at the dense model's {C:.3g} training FLOPs, router "
+                f"FLOPs counted{edge}", "table": table}
+
+
+def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: int | None,
+            shared: int) -> Shape:
+    """The backbone with its MLP split into experts of width d_ff / G, top-k = G (the active
+    MLP the dense one's width) unless given, and the expert count that brings the total to
+    ``total`` unless given."""
+    f = int(base.d_ff or 0)
+    de = max(EXPERT_MULTIPLE, round(f / G / EXPERT_MULTIPLE) * EXPERT_MULTIPLE)
+    k = top_k or max(1, round(f / de))
+    probe = base.with_(n_experts=max(k + 1, 2), top_k=k, d_expert=de,
+                       n_shared_experts=shared)
+    if n_experts is None:
+        per_expert = probe.n_sparse_layers * (probe.expert_params + probe.d_model)
+        fixed = probe.params_non_embedding - probe.n_experts * per_expert
+        n_experts = max(k + 1, round((total - fixed) / per_expert))
+    if n_experts < k:
+        raise RecommendError(f"{n_experts} experts cannot route each token to {k}; give more "
+                             "experts or a smaller --top-k")
+    return base.with_(n_experts=n_experts, top_k=k, d_expert=de, n_shared_experts=shared)
+
+
+def dense_beside(shape: Shape, rec: Any) -> dict[str, Any]:
+    """The dense model of the same training compute (the compute law's N_opt for the sparse
+    model's FLOPs on its tokens), and what each costs: memory to train (16 bytes a parameter)
+    and FLOPs per token."""
+    from archfit.laws.published import DEFAULT_COMPUTE_LAW
+
+    D = rec.recipe["tokens"]["value"] if rec.recipe else 20.0 * shape.params_active
+    C = shape.flops_per_token("kaplan_train") * D
+    cf = load_fit(DEFAULT_COMPUTE_LAW)
+    N_opt, D_opt = cf.law_obj.compute_optimal(cf.params, C)
+    return {"compute": C, "compute_convention": TRAIN_FLOPS_CONVENTION + " (N active) x tokens",
+            "law": cf.label, "provenance": "published",
+            "dense": {"params_total": N_opt, "tokens": D_opt,
+                      "flops_per_token": 6.0 * N_opt,
+                      "train_memory_bytes": TRAIN_BYTES_PER_PARAM * N_opt},
+            "moe": {"params_total": shape.params_total, "params_active": shape.params_active,
+                    "tokens": D, "flops_per_token": shape.flops_per_token("kaplan_train"),
+                    "train_memory_bytes": TRAIN_BYTES_PER_PARAM * shape.params_total},
+            "memory_convention": f"{TRAIN_BYTES_PER_PARAM} bytes per parameter (bf16 weights and "
+                                 "gradients, fp32 master weights and Adam's two moments); "
+                                 "activations not counted"}
+
+
+def _dense_lines(d: dict[str, Any]) -> list[str]:
+    m, n = d["moe"], d["dense"]
+    gib = 2.0 ** 30
+    return [f"dense beside it ({d['law']}, {d['provenance']}: N_opt for the same "
+            f"{d['compute']:.3g} training FLOPs):",
+            f"  {'':<8}{'params_total':>14}{'tokens':>11}{'FLOPs/token':>13}"
+            f"{'train memory':>16}",
+            f"  {'MoE':<8}{m['params_total']:>14.3g}{m['tokens']:>11.3g}"
+            f"{m['flops_per_token']:>13.3g}{m['train_memory_bytes'] / gib:>12,.0f} GiB",
+            f"  {'dense':<8}{n['params_total']:>14.3g}{n['tokens']:>11.3g}"
+            f"{n['flops_per_token']:>13.3g}{n['train_memory_bytes'] / gib:>12,.0f} GiB",
+            f"  (memory: {d['memory_convention']})"]
+
+
+def _verdict_text(t: dict[str, Any]) -> str:
+    v = t.get("verdict", "?")
+    head = {"informative": "verdict: informative", "weak": "verdict: WEAK - use with care",
+            "uninformative": "verdict: UNINFORMATIVE - the evidence does not support this shape"
+            }.get(v, f"verdict: {v}")
+    return "\n".join([head] + [f"  - {r}" for r in t.get("reasons", [])])
+
+
+__all__ = ["DEFAULT_MOE_LAW", "SparseRecommendation", "recommend_sparse"]
