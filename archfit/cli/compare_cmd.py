@@ -24,7 +24,7 @@ def compare(fit, families, as_json):
     """
     from archfit.errors import ArchfitError
     from archfit.shapes.known import KNOWN_MODELS_PATH, load_known_models
-    from archfit.recommending.landscape import place_known_models
+    from archfit.recommending.landscape import N_CONVENTION, place_known_models
 
     models = load_known_models()
     if families:
@@ -40,12 +40,13 @@ def compare(fit, families, as_json):
     reasons = f.verdict(rows[-1].N).reasons if rows else []
     if as_json:
         emit_json({"law": f.label, "formula": f.law_obj.formula, "table": KNOWN_MODELS_PATH,
-                   "N_convention": "params_non_embedding (Kaplan's N)",
+                   "N_convention": N_CONVENTION,
                    "models": [r.to_dict() for r in rows]})
         return
     click.echo(f"law: {f.label}: {f.law_obj.formula}")
-    click.echo("N: non-embedding parameters (Kaplan's N), counted by archfit from each model's "
-               "published shape (datasets/known_models.csv)")
+    click.echo("N: non-embedding parameters (Kaplan's N; a mixture of experts at its active "
+               "size), counted by archfit from each model's published shape "
+               "(archfit/published/known_models.csv)")
     click.echo(f"verdict of the law at these sizes: {', '.join(verdicts)}"
                + (f" ({'; '.join(reasons)})" if reasons else ""))
     click.echo("")

@@ -99,12 +99,19 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
                    f"context {lat['context']:,} ({lat['bound']}-bound, "
                    f"{lat['layer_overhead_ms']:.2g} ms of it per-layer overhead; modelled: "
                    f"{lat['assumptions']})")
+        a2a = perf["all_to_all"]
+        if a2a is not None:
+            click.echo(f"expert all-to-all on {perf['gpu']} at expert parallelism "
+                       f"{a2a['expert_parallel']}: {a2a['bytes_per_step'] / 2**30:.3g} GiB, "
+                       f"{a2a['s_per_step'] * 1e3:.3g} ms per step of {t['batch_tokens']:,.0f} "
+                       f"tokens (modelled: {a2a['assumptions']})")
 
 
 def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     """Training speed (calibrated or modelled) and decode latency (modelled) of a shape."""
     from archfit.recommending.objectives import DEFAULT_BATCH_TOKENS, DEFAULT_GPU
-    from archfit.train.perf import decode_latency, device, load_step_model, modelled
+    from archfit.train.perf import (decode_latency, device, expert_all_to_all, load_step_model,
+                                    modelled)
 
     gpu = gpu or DEFAULT_GPU
     device(gpu)
@@ -113,7 +120,7 @@ def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     return {"gpu": gpu,
             "training": {"tokens_per_s": model.tokens_per_s(s, bt), "batch_tokens": bt,
                          "kind": model.kind, "device": model.device, "source": model.source},
-            "decode": decode_latency(s, gpu)}
+            "decode": decode_latency(s, gpu), "all_to_all": expert_all_to_all(s, bt, gpu)}
 
 
 def _print_import(path, imp):  # type: ignore[no-untyped-def]

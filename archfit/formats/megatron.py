@@ -16,6 +16,8 @@ def _megatron_limits(s: Shape) -> list[str]:
     need(s.norm == "rmsnorm" or s.bias, "Megatron's LayerNorm always has a bias: keep biases "
           "or use --rmsnorm", out)
     need(s.mlp in ("gelu", "swiglu", "relu2"), f"unknown MLP {s.mlp}", out)
+    need(not (s.n_shared_experts and s.bias), "Megatron fuses the shared experts into one MLP "
+         "(one set of biases): drop biases (--no-bias) or the shared experts", out)
     return out
 
 
@@ -49,6 +51,15 @@ def _render_megatron(s: Shape, o: ExportOptions) -> str:
             f"--max-position-embeddings {s.n_ctx}"]
     if s.n_kv_head != s.n_head:
         args += ["--group-query-attention", f"--num-query-groups {s.n_kv_head}"]
+    if s.moe:  # a mixture of experts: the router is (experts x hidden), without a bias
+        args += [f"--num-experts {s.n_experts}", f"--moe-router-topk {s.top_k}",
+                 f"--moe-ffn-hidden-size {s.d_expert}"]
+        if s.n_shared_experts:
+            args.append(f"--moe-shared-expert-intermediate-size "
+                        f"{s.n_shared_experts * (s.d_expert or 0)}")
+        if s.n_sparse_layers != s.n_layer:  # Megatron's pattern: 1 marks a sparse layer
+            pattern = ",".join("1" if s.is_sparse(i) else "0" for i in range(s.n_layer))
+            args.append(f"--moe-layer-freq '[{pattern}]'")
     args += {"swiglu": ["--swiglu"], "relu2": ["--squared-relu"], "gelu": []}[s.mlp]
     args.append("--normalization " + ("RMSNorm" if s.norm == "rmsnorm" else "LayerNorm"))
     args.append("--position-embedding-type " + ("rope" if s.position == "rope"
@@ -97,7 +108,10 @@ _MEGATRON_VALUE = {"--num-layers": "n_layer", "--hidden-size": "d_model",
                    "--num-query-groups": "n_kv_head", "--seq-length": "n_ctx",
                    "--kv-channels": None, "--max-position-embeddings": None,
                    "--normalization": None, "--position-embedding-type": None,
-                   "--tensor-model-parallel-size": None, "--make-vocab-size-divisible-by": None}
+                   "--tensor-model-parallel-size": None, "--make-vocab-size-divisible-by": None,
+                   "--num-experts": "n_experts", "--moe-router-topk": "top_k",
+                   "--moe-ffn-hidden-size": "d_expert",
+                   "--moe-shared-expert-intermediate-size": None, "--moe-layer-freq": None}
 _MEGATRON_FLAGS = {"--group-query-attention", "--swiglu", "--squared-relu",
                    "--disable-bias-linear", "--add-qkv-bias", "--qk-layernorm",
                    "--untie-embeddings-and-output-weights"}
@@ -175,12 +189,47 @@ def from_megatron_args(text: str, where: str = "the file") -> Imported:
     except ValueError:
         raise FormatError(f"{where}: VOCAB_SIZE must be a whole number, got {vocab!r}") from None
     if "--kv-channels" in vals and num("--kv-channels") * fields_["n_head"] != fields_["d_model"]:
-        raise FormatError(f"{where}: --kv-channels {vals['--kv-channels']} x "
-                          f"{fields_['n_head']} heads != --hidden-size {fields_['d_model']}: "
-                          "archfit's shapes have head_dim = d_model / n_head")
+        fields_["d_head"] = num("--kv-channels")  # heads of a width of their own
+    if "--num-experts" in vals:
+        _experts(vals, fields_, num, where)
     ignored = [k for k in ("--tensor-model-parallel-size", "--make-vocab-size-divisible-by",
                            "--max-position-embeddings") if k in vals]
     return Imported(Shape(**fields_), "megatron", ignored, unknown, notes)
+
+
+def _experts(vals: dict[str, str], fields_: dict[str, Any], num: Any, where: str) -> None:
+    """A mixture of experts' arguments: the shared experts' fused width (in experts of
+    d_expert) and the sparse layers' pattern (the first n dense, then every layer, or every
+    k-th: what archfit's shapes hold)."""
+    de = fields_.get("d_expert") or fields_.get("d_ff")
+    fields_["d_expert"] = de
+    if "--moe-shared-expert-intermediate-size" in vals:
+        width = num("--moe-shared-expert-intermediate-size")
+        if not de or width % de:
+            raise FormatError(f"{where}: --moe-shared-expert-intermediate-size {width} is not a "
+                              f"whole number of experts of width {de}")
+        fields_["n_shared_experts"] = width // de
+    raw = vals.get("--moe-layer-freq")
+    if raw is None:
+        return
+    import ast
+
+    try:
+        pattern = ast.literal_eval(raw.strip("'\""))
+    except (ValueError, SyntaxError):
+        raise FormatError(f"{where}: --moe-layer-freq {raw}: give a list of 0/1 per layer or an "
+                          "integer") from None
+    L = fields_["n_layer"]
+    if isinstance(pattern, int):  # Megatron: layer i is sparse when i % k == 0
+        pattern = [int(i % pattern == 0) for i in range(L)]
+    for first in range(L):
+        for every in range(1, L + 1):
+            want = [int(i >= first and (i + 1) % every == 0) for i in range(L)]
+            if want == list(pattern):
+                fields_.update(dense_first=first, moe_every=every)
+                return
+    raise FormatError(f"{where}: --moe-layer-freq {raw}: archfit's shapes make the first n "
+                      "layers dense, then every k-th layer sparse; this pattern is not one")
 
 
 register(Format("megatron", "Megatron-LM pretrain_gpt.py arguments (bash array)", "llama",

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 # Krajewski et al. 2024's FLOP model (eq. 7): dense parts c_f per parameter and token, the
 # router c_r per d_model x experts; their expansion rate E (all experts over one dense MLP)
 KRAJEWSKI_CF, KRAJEWSKI_CR, KRAJEWSKI_EXPANSION = 6.0, 14.0, 64
+# the joint law's exponents, in the order its search holds them
+EXPONENTS: tuple[str, ...] = ("delta", "alpha", "gamma", "omega", "beta", "zeta")
 # granularities the compute-optimal search considers (their Table 3 spans 1 to 64)
 GRANULARITIES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -195,7 +197,7 @@ class Granularity(_MoELaw):
                 D = C / self.flops_per_token(N, G, d, L_, expansion)
                 return self.loss(params, N, D, G)
 
-            r = minimize_scalar(loss_at, bounds=(math.log(1e6), math.log(1e14)),
+            r: Any = minimize_scalar(loss_at, bounds=(math.log(1e6), math.log(1e14)),
                                 method="bounded", options={"xatol": 1e-6})
             if best is None or r.fun < best["loss"]:
                 N = math.exp(r.x)
@@ -244,7 +246,7 @@ class Experts(_MoELaw):
         return data
 
     @staticmethod
-    def _terms(p: Mapping[str, float], N: Any, D: Any, E: Any) -> tuple[Any, Any]:
+    def _terms(p: Mapping[str, Any], N: Any, D: Any, E: Any) -> tuple[Any, Any]:
         import numpy as np
 
         lnE = np.log(E)
@@ -273,7 +275,7 @@ class Experts(_MoELaw):
             raise FitError(f"{self.name} takes no --fix, --prior or --tie")
         self._check(data, "n_experts", "expert counts E")
         N, D, E, L = data["params"], data["tokens"], data["n_experts"], data["loss"]
-        names = ("delta", "alpha", "gamma", "omega", "beta", "zeta")
+        names = EXPONENTS
 
         def cols(e: np.ndarray) -> np.ndarray:
             tn, td = self._terms(dict(zip(names, e)), N, D, E)
@@ -314,7 +316,7 @@ class Experts(_MoELaw):
         import numpy as np
         from scipy.optimize import least_squares
 
-        names = ("delta", "alpha", "gamma", "omega", "beta", "zeta")
+        names = EXPONENTS
 
         def resid(th: np.ndarray) -> np.ndarray:
             p = dict(zip(names, (*th[1:4], *th[5:8])))
@@ -334,7 +336,7 @@ class Experts(_MoELaw):
 
         best: dict[str, float] | None = None
         for E in experts:
-            r = minimize_scalar(lambda lnN, E=E: self.loss(params, math.exp(lnN),
+            r: Any = minimize_scalar(lambda lnN, E=E: self.loss(params, math.exp(lnN),
                                                             C / (6 * math.exp(lnN)), E),
                                 bounds=(math.log(1e6), math.log(1e14)), method="bounded",
                                 options={"xatol": 1e-6})

@@ -48,11 +48,17 @@ class Placement:
     def to_dict(self) -> dict[str, Any]:
         s = self.model.shape
         return {"name": self.model.name, "family": self.model.family, "n_layer": s.n_layer,
-                "d_model": s.d_model, "N": self.N, "N_convention": "params_non_embedding "
-                "(Kaplan's N)", "params_total": s.params_total,
+                "d_model": s.d_model, "N": self.N, "N_convention": N_CONVENTION,
+                "params_total": s.params_total, "params_active": s.params_active,
+                "n_experts": s.n_experts, "top_k": s.top_k,
                 "n_layer_opt": self.n_layer_opt, "d_model_opt": self.d_model_opt,
                 "n_layer_opt_ci": self.ci, "depth_ratio": self.ratio, "call": self.call, "summary": self.summary,
                 "verdict": self.verdict, "source": self.model.source}
+
+
+# where a model sits on a shape law's map: its (active) non-embedding count
+N_CONVENTION = ("params_active_non_embedding (Kaplan's N; a mixture of experts at its active "
+                "size, the dense backbone's)")
 
 
 def place_known_models(fit: Fit | str | None = None,
@@ -66,7 +72,7 @@ def place_known_models(fit: Fit | str | None = None,
                              "models with; give a shape-law fit (e.g. levine2020)")
     out = []
     for m in (load_known_models() if models is None else models):
-        N = m.shape.params_non_embedding
+        N = m.shape.params_active_non_embedding  # a mixture of experts: its backbone's size
         try:
             L, d = law.optimum(f.params, N)
         except (ValueError, OverflowError, ZeroDivisionError):

@@ -83,8 +83,24 @@ class SparseRecommendation:
         return out
 
     def text(self) -> str:
+        """The answer in one line, then its evidence; every line within 100 columns."""
+        import textwrap
+
+        out = []
+        for line in self._lines():
+            indent = " " * (len(line) - len(line.lstrip()))
+            out += textwrap.wrap(line, 100, subsequent_indent=indent + "  ",
+                                 break_on_hyphens=False, break_long_words=False) or [""]
+        return "\n".join(out)
+
+    def _lines(self) -> list[str]:
         s, sp, b = self.shape, self.sparsity, self.backbone
+        r = b.recipe or {}
+        train = (f"; peak lr {r['lr']['value']:.3g}, batch {r['batch_tokens']['value']:.3g} "
+                 f"tokens, {r['tokens']['value']:.3g} tokens" if r else "")
         lines = [
+            f"answer: {s.n_layer} x {s.d_model:,}, {s.n_experts:,} experts of {s.d_expert:,}, "
+            f"top-{s.top_k}{train}; verdict {self.trust['verdict']}", "",
             f"target: {self.target_total:.4g} total, {self.target_active:.4g} active "
             "non-embedding parameters (a mixture of experts)",
             f"backbone: {b.law} at the active size: depth {b.n_layer_opt:.1f}, width "
@@ -92,13 +108,12 @@ class SparseRecommendation:
             f"experts: {sp['law']}: {sp['law_formula']}",
             f"  {sp['law_source']}",
             f"  granularity {s.granularity:.3g} ({sp['granularity_rule']})",
-            f"  {s.n_experts} experts, top-{s.top_k}"
+            f"  {s.n_experts:,} experts, top-{s.top_k}"
             + (f" and {s.n_shared_experts} shared" if s.n_shared_experts else "")
             + f", each {s.d_expert:,} wide ({sp['experts_rule']})",
-            "",
-            _verdict_text(self.trust), "",
+            "", *_verdict_text(self.trust).split("\n"), "",
             f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head} "
-            f"(head_dim {s.head_dim}, kv heads {s.n_kv_head}), {s.n_experts} experts of "
+            f"(head_dim {s.head_dim}, kv heads {s.n_kv_head}), {s.n_experts:,} experts of "
             f"d_expert {s.d_expert:,}, top-{s.top_k}, vocab {s.vocab_size:,}, ctx {s.n_ctx:,}",
             f"  params_non_embedding        {s.params_non_embedding:,} (total; "
             f"{s.params_non_embedding / self.target_total - 1:+.2%} from target)",
@@ -119,7 +134,7 @@ class SparseRecommendation:
             from archfit.recommending.recipe import recipe_lines
 
             lines += ["", *recipe_lines(b.recipe)]
-        return "\n".join(lines)
+        return lines
 
     def summary_line(self) -> str:
         s = self.shape
@@ -265,7 +280,7 @@ def _granularity(mf: Fit, base: Shape, D: float, expansion: float, given: float 
     if not table:
         return 1.0, {"rule": "the dense MLP is too narrow to split", "table": table}
     best = min(table, key=lambda r: r["loss"])
-    edge = " (the finest considered)" if best is table[-1] and len(table) > 1 else ""
+    edge = "; the finest considered" if best is table[-1] and len(table) > 1 else ""
     return float(best["granularity"]), {
         "rule": f"least predicted loss at the dense model's {C:.3g} training FLOPs, router "
                 f"FLOPs counted{edge}", "table": table}

@@ -90,7 +90,7 @@ def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
 
 
 def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
-                   slack: float, line: tuple[int, int]) -> list[int]:
+                   slack: float, line: tuple[float, float]) -> list[int]:
     """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
     side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff: ``line``),
     kept within ``slack`` of the nominal ratio."""

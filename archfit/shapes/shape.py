@@ -421,7 +421,7 @@ class Shape:
         """Every parameter of the model, by component (sums to :attr:`params_total`); a
         mixture of experts has a ``router`` component, and its ``mlp`` holds every expert."""
         keys = ("attention", "mlp", "norms") + (("router",) if self.moe else ())
-        blocks = dict.fromkeys(keys, 0)
+        blocks: dict[str, int] = dict.fromkeys(keys, 0)
         for lay, k in self.layer_counts():  # O(1) for a uniform shape
             for key, v in self.layer_breakdown(lay.index).items():
                 blocks[key] += k * v

@@ -266,9 +266,9 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
     fpt = s.shape.flops_per_token("kaplan_train")  # a mixture of experts: its active N
     r.flops = fpt * r.tokens
     if s.shape.moe:
-        r.expert_load = s.model.expert_load()
+        loads = r.expert_load = s.model.expert_load()
         n = s.shape.n_experts
-        r.expert_load_max = max((max(layer) * n for layer in r.expert_load), default=None)
+        r.expert_load_max = max((max(layer) * n for layer in loads), default=None)
     if s.device.startswith("cuda"):
         import torch
 

@@ -170,6 +170,9 @@ class MoE(nn.Module):
     ``d_expert``), each token sent to its ``top_k`` and to every shared expert; dropless. Counts
     the tokens each expert receives while training (:attr:`load`), for the run's metrics."""
 
+    select_bias: torch.Tensor  # buffers, registered below
+    load: torch.Tensor
+
     def __init__(self, s: Shape, balance: str = "aux-loss", aux_coef: float = 0.01,
                  bias_rate: float = 1e-3):
         super().__init__()

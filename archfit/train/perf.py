@@ -340,6 +340,31 @@ def step_model_trust(heldout: Mapping[str, Any], n: int) -> dict[str, Any]:
     return {"verdict": verdict, "reasons": reasons}
 
 
+def expert_all_to_all(shape: Shape, tokens_per_step: float, dev: str | Device,
+                      expert_parallel: int = 8, dtype_bytes: int = 2) -> dict[str, Any] | None:
+    """A mixture of experts' expert-parallel all-to-all in one training step of one GPU,
+    modelled: each sparse layer sends every token's activation to its ``top_k`` experts and
+    back (dispatch and combine), in the forward pass and again in the backward, and the share
+    ``(ep - 1) / ep`` of it bound for other GPUs crosses NVLink at ``BANDWIDTH_EFFICIENCY`` of
+    the data sheet's rate each way. Assumed: experts spread evenly over ``expert_parallel``
+    GPUs of one node, balanced routing, no overlap with compute. None for a dense shape."""
+    if not shape.moe:
+        return None
+    d = device(dev) if isinstance(dev, str) else dev
+    if expert_parallel < 1:
+        raise ArchfitError(f"expert_parallel must be at least 1, got {expert_parallel}")
+    leaving = (expert_parallel - 1) / expert_parallel
+    sent = 2 * 2 * shape.n_sparse_layers * tokens_per_step * shape.top_k * shape.d_model \
+        * dtype_bytes * leaving
+    t = sent / (BANDWIDTH_EFFICIENCY * d.link_bandwidth) if d.link_bandwidth else None
+    return {"bytes_per_step": sent, "s_per_step": t, "expert_parallel": expert_parallel,
+            "device": d.key, "kind": "modelled",
+            "assumptions": (f"bf16 activations, dispatch and combine in the forward and backward "
+                            f"passes, {leaving:.0%} of them to other GPUs over NVLink at "
+                            f"{BANDWIDTH_EFFICIENCY:.0%} of {d.link_bandwidth / 1e9:.0f} GB/s "
+                            "each way; balanced routing, no overlap with compute")}
+
+
 # ============================================================================ inference
 def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
                    context: int | None = None, dtype_bytes: int = 2) -> dict[str, Any]:
@@ -350,10 +375,13 @@ def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
         raise ArchfitError(f"batch must be at least 1, got {batch}")
     ctx = shape.n_ctx if context is None else context
     head = shape.vocab_size * shape.d_model  # the output layer (tied or not) is read once
-    weights = (shape.params_non_embedding + head) * dtype_bytes
+    # a mixture of experts reads the experts its tokens use: its active weights (exact at
+    # batch 1; a larger batch reaches more experts, which this does not model)
+    blocks = shape.params_active_non_embedding
+    weights = (blocks + head) * dtype_bytes
     attending = [lay for lay in shape.layers() if lay.attn]
     kv = batch * ctx * 2 * shape.head_dim * sum(lay.kv_heads for lay in attending) * dtype_bytes
-    flops = batch * (2 * (shape.params_non_embedding + head)
+    flops = batch * (2 * (blocks + head)
                      + 4 * ctx * shape.head_dim * sum(lay.heads for lay in attending))
     t_mem = (weights + kv) / (BANDWIDTH_EFFICIENCY * d.bandwidth)
     t_cmp = flops / (MATMUL_EFFICIENCY * d.peak_flops)
