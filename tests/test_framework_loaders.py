@@ -22,6 +22,7 @@ built on the meta device, and torch's parameter count compared with the count ar
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -168,8 +169,11 @@ def megatron_args(path: Path) -> tuple[argparse.Namespace, int]:
     p = argparse.ArgumentParser()
     for flag in ("num-layers", "hidden-size", "ffn-hidden-size", "num-attention-heads",
                  "kv-channels", "seq-length", "max-position-embeddings", "num-query-groups",
-                 "tensor-model-parallel-size", "make-vocab-size-divisible-by"):
+                 "tensor-model-parallel-size", "make-vocab-size-divisible-by", "num-experts",
+                 "moe-router-topk", "moe-ffn-hidden-size",
+                 "moe-shared-expert-intermediate-size"):
         p.add_argument(f"--{flag}", type=int)
+    p.add_argument("--moe-layer-freq", type=ast.literal_eval, default=1)
     p.add_argument("--normalization", default="LayerNorm")
     p.add_argument("--position-embedding-type", default="learned_absolute")
     for flag in ("group-query-attention", "swiglu", "squared-relu", "disable-bias-linear",
@@ -252,6 +256,48 @@ def test_megatron_args_build_megatron_core_gpt_with_the_padded_count(cli, tmp_pa
         (3072, False, False)
     assert _printed_total(out) == 124_439_808 and "padded to 51,200" in out
     assert load(path, out) == 124_439_808
+
+
+def test_megatron_moe_args_build_megatron_core_with_archfits_count(cli, tmp_path,
+                                                                   megatron_state):
+    """A mixture of experts (routed and shared experts, a dense first layer, heads of a width
+    of their own) as Megatron-LM's arguments: megatron-core's GPTModel, built from them with its
+    MoE block spec, holds the parameters archfit counts (the vocabulary padded as Megatron
+    pads it)."""
+    import torch.nn.functional as F
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    path, out = _written(cli, tmp_path / "moe", [
+        "shape", "--layers", "4", "--width", "128", "--heads", "4", "--kv-heads", "2",
+        "--head-dim", "48", "--mlp", "swiglu", "--rope", "--rmsnorm", "--no-bias", "--untied",
+        "--d-ff", "256", "--experts", "6", "--top-k", "2", "--shared-experts", "1",
+        "--dense-first", "1", "--vocab", "500", "--ctx", "64", "--emit", "megatron"])
+    a, vocab = megatron_args(path)
+    m = a.make_vocab_size_divisible_by * a.tensor_model_parallel_size
+    cfg = TransformerConfig(
+        num_layers=a.num_layers, hidden_size=a.hidden_size, ffn_hidden_size=a.ffn_hidden_size,
+        num_attention_heads=a.num_attention_heads, num_query_groups=a.num_query_groups,
+        kv_channels=a.kv_channels, gated_linear_unit=a.swiglu, activation_func=F.silu,
+        normalization=a.normalization, add_bias_linear=not a.disable_bias_linear,
+        use_cpu_initialization=True, perform_initialization=False,
+        num_moe_experts=a.num_experts, moe_router_topk=a.moe_router_topk,
+        moe_ffn_hidden_size=a.moe_ffn_hidden_size,
+        moe_shared_expert_intermediate_size=a.moe_shared_expert_intermediate_size,
+        moe_layer_freq=a.moe_layer_freq)
+    spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False,
+                                      normalization=a.normalization)
+    with torch.device("meta"):
+        model = GPTModel(config=cfg, transformer_layer_spec=spec, vocab_size=-(-vocab // m) * m,
+                         max_sequence_length=a.max_position_embeddings,
+                         position_embedding_type=a.position_embedding_type,
+                         share_embeddings_and_output_weights=False)
+    megatron = int(re.search(r"Megatron's count with the vocabulary padded to [\d,]+ "
+                             r"\(a multiple of \d+ x tp \d+\): ([\d,]+)", out)
+                   .group(1).replace(",", ""))
+    assert _count(model) == megatron
+    assert a.moe_layer_freq == [0, 1, 1, 1] and a.moe_shared_expert_intermediate_size == 256
 
 
 # ==================================================================== nanoGPT

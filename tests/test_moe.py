@@ -88,6 +88,7 @@ def test_formats_without_experts_refuse_a_mixture_and_name_those_with(cli, tmp_p
     assert "nanogpt has no experts" in r.output and "hf-mixtral" in r.output
 
 
+@pytest.mark.frameworks  # built by transformers' own loader
 @pytest.mark.parametrize("fmt, extra", [
     ("hf-mixtral", ()),
     ("hf-qwen3-moe", ("--qk-norm", "--head-dim", 32, "--granularity", 4, "--dense-first", 1)),
@@ -332,6 +333,7 @@ def test_recommend_a_sparse_model_for_total_and_active(cli):
     assert d["recipe"]["lr"]["value"] > 0
 
 
+@pytest.mark.frameworks  # built by transformers' own loader
 def test_recommend_sparse_emits_a_mixtral_config_that_builds_with_its_count(cli, tmp_path):
     transformers = pytest.importorskip("transformers")
     import torch

@@ -177,6 +177,12 @@ class Law:
         fit on all but the largest ~20% of sizes, predict those runs with 95% intervals)."""
         return None
 
+    def applies(self, frame: Any) -> bool:
+        """Whether ``--law auto`` should consider this law for a table that has its columns
+        (a polars frame): every law by default; the MoE laws only where the table's sparsity
+        varies (a dense sweep has the columns, all alike)."""
+        return True
+
     # ------------------------------------------------------------------ roles (plain math)
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
         """Shape laws: the real-valued optimal (n_layer, d_model) at N parameters."""

@@ -81,6 +81,11 @@ class _MoELaw(Law):
     def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
         return None  # the loss needs the sparsity too: see loss()
 
+    def applies(self, frame: Any) -> bool:
+        """Only a table whose sparsity column (the law's last) takes two values or more."""
+        col = frame[self.columns[-1]].drop_nulls()
+        return col.n_unique() >= 2
+
     @staticmethod
     def size(data: Mapping[str, Any]) -> np.ndarray:
         """N, the active non-embedding parameters: ``params_active`` (a table's or a caller's

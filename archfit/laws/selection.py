@@ -65,14 +65,15 @@ class Selection:
         return "\n".join(lines)
 
 
-def candidates(columns: Sequence[str], role: str | None = None) -> list[str]:
+def candidates(columns: Sequence[str], role: str | None = None, frame: Any = None
+               ) -> list[str]:
     """The registered laws with a loss model whose columns ``columns`` hold (and of ``role``,
-    when given)."""
+    when given), and that apply to ``frame`` where one is given (:meth:`Law.applies`)."""
     out = []
     for name in sorted(LAWS):
         law = LAWS[name]
         if law.predicts_loss and all(c in columns for c in law.columns) and (
-                role is None or law.role == role):
+                role is None or law.role == role) and (frame is None or law.applies(frame)):
             out.append(name)
     return out
 
@@ -114,7 +115,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
 
     fit_kw = dict(fit_kw or {})
     frame = table.frame
-    names = list(laws) if laws else candidates(frame.columns, role)
+    names = list(laws) if laws else candidates(frame.columns, role, frame)
     if not names:
         raise FitInputError("no law with a loss model can be fitted to these columns ("
                             f"{', '.join(frame.columns)}): map params, tokens and loss with --map")
