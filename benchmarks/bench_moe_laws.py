@@ -24,7 +24,7 @@ def table(budgets: tuple[float, ...] = (1e22, 1e24, 1e26)) -> list[dict[str, flo
     dense = load_fit("epoch2024")
     rows = []
     for C in budgets:
-        o = get_law("moe-granularity").compute_optimal_moe(k.params, C, levine_depth)
+        o = get_law("moe-granularity").compute_optimal_sparse(k.params, C, levine_depth)
         N, D = dense.law_obj.compute_optimal(dense.params, C)
         rows.append({"flops": C, "granularity": o["granularity"],
                      "at_edge": o["granularity"] == max(GRANULARITIES),

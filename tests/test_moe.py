@@ -88,25 +88,32 @@ def test_formats_without_experts_refuse_a_mixture_and_name_those_with(cli, tmp_p
     assert "nanogpt has no experts" in r.output and "hf-mixtral" in r.output
 
 
+def _built_by_transformers(folder: Path) -> dict:
+    """The config.json archfit wrote in ``folder``, once transformers has built its model on
+    the meta device with exactly the params_total the file states."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    cfg = json.loads((folder / "config.json").read_text())
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.from_pretrained(folder))
+    assert sum(p.numel() for p in model.parameters()) == cfg["archfit"]["params_total"]
+    return cfg
+
+
 @pytest.mark.frameworks  # built by transformers' own loader
 @pytest.mark.parametrize("fmt, extra", [
     ("hf-mixtral", ()),
     ("hf-qwen3-moe", ("--qk-norm", "--head-dim", 32, "--granularity", 4, "--dense-first", 1)),
 ])
 def test_moe_exports_build_in_transformers_with_archfits_count(cli, tmp_path, fmt, extra):
-    transformers = pytest.importorskip("transformers")
-    import torch
-
     r = cli("shape", "--layers", 3, "--width", 128, "--heads", 4, "--kv-heads", 2, "--mlp",
             "swiglu", "--rope", "--rmsnorm", "--no-bias", "--untied", "--d-ff", 256,
             "--experts", 6, "--top-k", 2, "--vocab", 500, "--ctx", 64, *extra, "--emit", fmt,
             "-o", tmp_path)
     assert r.exit_code == 0, r.output
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            transformers.AutoConfig.from_pretrained(tmp_path))
-    assert sum(p.numel() for p in model.parameters()) == cfg["archfit"]["params_total"]
+    cfg = _built_by_transformers(tmp_path)
     back = cli("shape", "--from", tmp_path / "config.json", "--json")
     assert json.loads(back.output)["params_active"] == cfg["archfit"]["params_active"]
 
@@ -313,7 +320,7 @@ def test_granularity_grows_with_compute_under_the_published_fit():
     from archfit.laws.moe import levine_depth
 
     law = get_law("moe-granularity")
-    G = [law.compute_optimal_moe(KRAJEWSKI, C, levine_depth)["granularity"]
+    G = [law.compute_optimal_sparse(KRAJEWSKI, C, levine_depth)["granularity"]
          for C in (1e20, 1e22, 1e24)]
     # Krajewski et al.: the compute-optimal granularity grows with the budget
     assert G == sorted(G) and G[0] < G[-1]
@@ -335,18 +342,10 @@ def test_recommend_a_sparse_model_for_total_and_active(cli):
 
 @pytest.mark.frameworks  # built by transformers' own loader
 def test_recommend_sparse_emits_a_mixtral_config_that_builds_with_its_count(cli, tmp_path):
-    transformers = pytest.importorskip("transformers")
-    import torch
-
     r = cli("recommend", "--params", 4e10, "--active-params", 1.2e10, "--top-k", 2,
             "--emit", "hf-mixtral", "-o", tmp_path)
     assert r.exit_code == 0, r.output
-    cfg = json.loads((tmp_path / "config.json").read_text())
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            transformers.AutoConfig.from_pretrained(tmp_path))
-    assert sum(p.numel() for p in model.parameters()) == cfg["archfit"]["params_total"]
-    assert cfg["num_experts_per_tok"] == 2
+    assert _built_by_transformers(tmp_path)["num_experts_per_tok"] == 2
 
 
 def test_recommend_sparse_compare_sets_the_dense_model_beside_it(cli):

@@ -144,17 +144,11 @@ class ChinchillaVarPro(_ChinchillaBase):
     def _inner(ab: np.ndarray, N: np.ndarray, D: np.ndarray, L: np.ndarray
                ) -> tuple[float, np.ndarray]:
         import numpy as np
-        from scipy.optimize import nnls
+
+        from archfit.laws.numeric import nnls_relative
 
         al, be = ab
-        M = np.stack([np.ones_like(N), N ** -al, D ** -be], axis=1)
-        # columns scaled for conditioning, solved in relative-error form (rows / L)
-        sc = np.abs(M).max(0)
-        sc[sc == 0] = 1
-        coef, _ = nnls(M / sc / L[:, None], np.ones_like(L))
-        coef = coef / sc
-        r = (M @ coef - L) / L
-        return float(r @ r), coef
+        return nnls_relative(np.stack([np.ones_like(N), N ** -al, D ** -be], axis=1), L)
 
     supports_ties = True
     # under --fix/--tie/--prior: θ = (E, ln A, ln B, α, β), squared relative error

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from archfit.errors import FitError
 from archfit.laws.base import Constraints, Data, Estimate, Law, derived_name, register
@@ -47,26 +47,12 @@ GRANULARITIES = (1, 2, 4, 8, 16, 32, 64)
 def levine_depth(N: float) -> float:
     """The depth of a model of N non-embedding parameters by the published Levine et al. 2020
     law (archfit's default shape law): what sizes the router's FLOPs in
-    :meth:`Granularity.compute_optimal_moe` (an assumption of archfit's, not Krajewski's)."""
+    :meth:`Granularity.compute_optimal_sparse` (an assumption of archfit's, not Krajewski's)."""
     from archfit.laws.levine import optimal_depth
     from archfit.laws.published import PUBLISHED
 
     p = PUBLISHED["levine2020"]["params"]
     return optimal_depth(p["a"], p["b"], N)
-
-
-def _nnls_fit(cols: np.ndarray, L: np.ndarray) -> tuple[float, np.ndarray]:
-    """Non-negative coefficients of ``cols`` (one row per run) for ``L``, in relative error;
-    (sum of squared relative errors, coefficients)."""
-    import numpy as np
-    from scipy.optimize import nnls
-
-    sc = np.abs(cols).max(0)
-    sc[sc == 0] = 1
-    coef, _ = nnls(cols / sc / L[:, None], np.ones_like(L))
-    coef = coef / sc
-    r = (cols @ coef - L) / L
-    return float(r @ r), coef
 
 
 class _MoELaw(Law):
@@ -95,15 +81,63 @@ class _MoELaw(Law):
         return np.asarray(data["params_active"] if "params_active" in data else data["params"],
                           float)
 
-    def _check(self, data: Data, sparsity: str, what: str) -> None:
+    def _arrays(self, data: Data, constraints: Any, sparsity: str, what: str
+                ) -> tuple[np.ndarray, ...]:
+        """(N, D, the sparsity column, L), once the table is checked: its sizes, tokens and
+        sparsity each vary; no --fix, --prior or --tie (neither MoE law takes them)."""
         from archfit.laws.numeric import varies
 
+        if constraints:
+            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
         if not varies(data["params"]):
             raise FitError(f"{self.name} needs runs of different active sizes N")
         if not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs with different token counts D")
         if not varies(data[sparsity]):
             raise FitError(f"{self.name} needs runs of different {what}")
+        return data["params"], data["tokens"], data[sparsity], data["loss"]
+
+    # what derived() reports: the compute-optimal sparsity's name and its key in the optimum
+    optimum_of: ClassVar[tuple[str, str]]
+
+    def loss(self, params: Mapping[str, float], N: float, D: float, v: float) -> float:
+        raise NotImplementedError
+
+    def compute_optimal_sparse(self, params: Mapping[str, float], C: float
+                               ) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _least_loss(self, params: Mapping[str, float], values: Sequence[float],
+                    tokens_of: Any) -> tuple[float, float, float, float]:
+        """(the sparsity value, N, D, loss) of least predicted loss over ``values``, each at
+        its best N in 1e6 to 1e14 (scipy's bounded scalar search over ln N) on
+        ``tokens_of(N, value)`` tokens."""
+        from scipy.optimize import minimize_scalar
+
+        best: tuple[float, float, float, float] | None = None
+        for v in values:
+            r: Any = minimize_scalar(
+                lambda lnN, v=v: self.loss(params, math.exp(lnN), tokens_of(math.exp(lnN), v), v),
+                bounds=(math.log(1e6), math.log(1e14)), method="bounded",
+                options={"xatol": 1e-6})
+            if best is None or r.fun < best[3]:
+                N = math.exp(r.x)
+                best = (float(v), N, tokens_of(N, v), float(r.fun))
+        assert best is not None
+        return best
+
+    def derived(self, params: Mapping[str, float], targets: Sequence[float],
+                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
+        out: dict[str, float] = {}
+        name, key = self.optimum_of
+        for C in targets:
+            try:
+                o = self.compute_optimal_sparse(params, C)
+            except (OverflowError, ValueError, ZeroDivisionError):
+                continue
+            out[derived_name(name, C)] = o[key]
+            out[derived_name("N_active_opt", C)] = o["N_active"]
+        return out
 
     def _search(self, f: Any, grid: Sequence[np.ndarray], start: np.ndarray | None
                 ) -> np.ndarray:
@@ -130,6 +164,7 @@ class Granularity(_MoELaw):
                    "granularity; exponents searched (Nelder-Mead), coefficients solved "
                    "exactly (NNLS on relative error).")
     columns = ("loss", "params_active", "tokens", "granularity")
+    optimum_of = ("G_opt", "granularity")
     param_names = ("a", "alpha", "b", "beta", "g", "gamma", "c")
     min_points = 8
     domains = {"a": (0.0, None, False), "alpha": (0.0, None, True), "b": (0.0, None, False),
@@ -155,10 +190,9 @@ class Granularity(_MoELaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        if constraints:
-            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
-        self._check(data, "granularity", "granularities G")
-        N, D, G, L = data["params"], data["tokens"], data["granularity"], data["loss"]
+        from archfit.laws.numeric import nnls_relative
+
+        N, D, G, L = self._arrays(data, constraints, "granularity", "granularities G")
 
         def cols(e: np.ndarray) -> np.ndarray:
             al, be, ga = e
@@ -167,12 +201,12 @@ class Granularity(_MoELaw):
         def f(e: np.ndarray) -> float:
             if np.any(e <= 0.01) or np.any(e > 3):
                 return 1e10
-            return _nnls_fit(cols(e), L)[0]
+            return nnls_relative(cols(e), L)[0]
 
         grid = [np.array(p) for p in itertools.product((0.1, 0.3, 0.6), (0.1, 0.3, 0.6),
                                                        (0.2, 0.5, 1.0))]
         e = self._search(f, grid, None if start is None else start[[1, 3, 5]])
-        _, (c, a, b, g) = _nnls_fit(cols(e), L)
+        _, (c, a, b, g) = nnls_relative(cols(e), L)
         if a <= 0 and g <= 0 or b <= 0:
             raise FitError(f"{self.name}: a coefficient collapsed to zero; the data do not "
                            "constrain the N, D and G terms")
@@ -185,47 +219,23 @@ class Granularity(_MoELaw):
         parameter (12 d^2 per block) and the router's ``c_r d_model E G`` per block."""
         return KRAJEWSKI_CF * N + KRAJEWSKI_CR * d_model * expansion * G * n_layer
 
-    def compute_optimal_moe(self, params: Mapping[str, float], C: float,
-                            depth_of: Any, expansion: float = KRAJEWSKI_EXPANSION
-                            ) -> dict[str, float]:
+    def compute_optimal_sparse(self, params: Mapping[str, float], C: float,
+                               depth_of: Any = None, expansion: float = KRAJEWSKI_EXPANSION
+                               ) -> dict[str, float]:
         """The (N, D, G) of least loss for ``C`` FLOPs under :meth:`flops_per_token`, G among
         :data:`GRANULARITIES`; ``depth_of(N)`` gives the blocks of a model of N active
-        non-embedding parameters (its width is then sqrt(N / (12 n_layer)))."""
-        from scipy.optimize import minimize_scalar
+        non-embedding parameters (default :func:`levine_depth`; its width is then
+        sqrt(N / (12 n_layer)))."""
+        depth = depth_of or levine_depth
 
-        best: dict[str, float] | None = None
-        for G in GRANULARITIES:
-            def loss_at(lnN: float, G: float = G) -> float:
-                N = math.exp(lnN)
-                L_ = depth_of(N)
-                d = math.sqrt(N / (12 * L_))
-                D = C / self.flops_per_token(N, G, d, L_, expansion)
-                return self.loss(params, N, D, G)
+        def tokens(N: float, G: float) -> float:
+            L = depth(N)
+            return C / self.flops_per_token(N, G, math.sqrt(N / (12 * L)), L, expansion)
 
-            r: Any = minimize_scalar(loss_at, bounds=(math.log(1e6), math.log(1e14)),
-                                method="bounded", options={"xatol": 1e-6})
-            if best is None or r.fun < best["loss"]:
-                N = math.exp(r.x)
-                L_ = depth_of(N)
-                d = math.sqrt(N / (12 * L_))
-                best = {"N_active": N, "tokens": C / self.flops_per_token(N, G, d, L_,
-                                                                          expansion),
-                        "granularity": float(G), "n_experts": expansion * G, "top_k": float(G),
-                        "loss": float(r.fun), "n_layer": L_, "d_model": d}
-        assert best is not None
-        return best
-
-    def derived(self, params: Mapping[str, float], targets: Sequence[float],
-                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for C in targets:
-            try:
-                o = self.compute_optimal_moe(params, C, levine_depth)
-            except (OverflowError, ValueError, ZeroDivisionError):
-                continue
-            out[derived_name("G_opt", C)] = o["granularity"]
-            out[derived_name("N_active_opt", C)] = o["N_active"]
-        return out
+        G, N, D, loss = self._least_loss(params, GRANULARITIES, tokens)
+        L = depth(N)
+        return {"N_active": N, "tokens": D, "granularity": G, "n_experts": expansion * G,
+                "top_k": G, "loss": loss, "n_layer": L, "d_model": math.sqrt(N / (12 * L))}
 
 
 @register
@@ -238,6 +248,7 @@ class Experts(_MoELaw):
                    "that move with ln E; exponents searched (Nelder-Mead), coefficients solved "
                    "exactly (NNLS on relative error).")
     columns = ("loss", "params_active", "tokens", "n_experts")
+    optimum_of = ("E_opt", "n_experts")
     param_names = ("a", "delta", "alpha", "gamma", "b", "omega", "beta", "zeta", "c")
     min_points = 12
     domains = {"a": (0.0, None, False), "alpha": (0.0, None, True), "b": (0.0, None, False),
@@ -276,10 +287,9 @@ class Experts(_MoELaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        if constraints:
-            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
-        self._check(data, "n_experts", "expert counts E")
-        N, D, E, L = data["params"], data["tokens"], data["n_experts"], data["loss"]
+        from archfit.laws.numeric import nnls_relative
+
+        N, D, E, L = self._arrays(data, constraints, "n_experts", "expert counts E")
         names = EXPONENTS
 
         def cols(e: np.ndarray) -> np.ndarray:
@@ -293,7 +303,7 @@ class Experts(_MoELaw):
             lnE = np.log(E.max())  # the exponents stay positive over the data's experts
             if ex["alpha"] + ex["gamma"] * lnE <= 0 or ex["beta"] + ex["zeta"] * lnE <= 0:
                 return 1e10
-            return _nnls_fit(cols(e), L)[0]
+            return nnls_relative(cols(e), L)[0]
 
         if start is None:  # Chinchilla's exponents first, then the expert terms from zero
             base = self._search(lambda ab: f(np.array([0, ab[0], 0, 0, ab[1], 0])),
@@ -303,7 +313,7 @@ class Experts(_MoELaw):
         else:
             e0 = np.asarray(start, float)[[1, 2, 3, 5, 6, 7]]
         e = self._search(f, [], e0)
-        _, (c, a, b) = _nnls_fit(cols(e), L)
+        _, (c, a, b) = nnls_relative(cols(e), L)
         if a <= 0 or b <= 0:
             raise FitError(f"{self.name}: a coefficient collapsed to zero; the data do not "
                            "constrain both the N and D terms")
@@ -332,34 +342,10 @@ class Experts(_MoELaw):
         better = np.all(np.isfinite(r.x)) and r.cost <= 0.5 * float(resid(theta) @ resid(theta))
         return r.x if better else theta
 
-    def compute_optimal_experts(self, params: Mapping[str, float], C: float,
-                                experts: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-                                ) -> dict[str, float]:
+    def compute_optimal_sparse(self, params: Mapping[str, float], C: float,
+                               experts: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+                               ) -> dict[str, float]:
         """The (N, D, E) of least loss for ``C = 6 N D`` FLOPs (routing not counted), E among
         ``experts``."""
-        from scipy.optimize import minimize_scalar
-
-        best: dict[str, float] | None = None
-        for E in experts:
-            r: Any = minimize_scalar(lambda lnN, E=E: self.loss(params, math.exp(lnN),
-                                                            C / (6 * math.exp(lnN)), E),
-                                bounds=(math.log(1e6), math.log(1e14)), method="bounded",
-                                options={"xatol": 1e-6})
-            if best is None or r.fun < best["loss"]:
-                N = math.exp(r.x)
-                best = {"N_active": N, "tokens": C / (6 * N), "n_experts": float(E),
-                        "loss": float(r.fun)}
-        assert best is not None
-        return best
-
-    def derived(self, params: Mapping[str, float], targets: Sequence[float],
-                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for C in targets:
-            try:
-                o = self.compute_optimal_experts(params, C)
-            except (OverflowError, ValueError, ZeroDivisionError):
-                continue
-            out[derived_name("E_opt", C)] = o["n_experts"]
-            out[derived_name("N_active_opt", C)] = o["N_active"]
-        return out
+        E, N, D, loss = self._least_loss(params, experts, lambda N, E: C / (6 * N))
+        return {"N_active": N, "tokens": D, "n_experts": E, "loss": loss}

@@ -99,6 +99,21 @@ def varies(x: np.ndarray, rel: float = 0.05) -> bool:
     return bool(np.max(x) > np.min(x) * (1 + rel))
 
 
+def nnls_relative(M: np.ndarray, L: np.ndarray) -> tuple[float, np.ndarray]:
+    """The non-negative coefficients of the columns of ``M`` (one row per run) that fit ``L``
+    in relative error, the columns scaled for conditioning (scipy's NNLS on the rows over L):
+    (the sum of squared relative errors, the coefficients). The inner solve of every
+    variable-projection fit (chinchilla-varpro, the MoE laws)."""
+    from scipy.optimize import nnls
+
+    sc = np.abs(M).max(0)
+    sc[sc == 0] = 1
+    coef, _ = nnls(M / sc / L[:, None], np.ones_like(L))
+    coef = coef / sc
+    r = (M @ coef - L) / L
+    return float(r @ r), coef
+
+
 def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
     return np.stack([np.log(data[n]) for n in names], axis=1)
 
