@@ -68,12 +68,12 @@ def test_dense_and_sparse_layers_follow_qwen_and_deepseek_rules():
 
 
 @pytest.mark.parametrize("kw, match", [
-    (dict(n_experts=4, top_k=5), "top_k must be between 1 and n_experts"),
-    (dict(n_experts=4, top_k=0), "top_k must be between 1 and n_experts"),
+    (dict(n_experts=4, top_k=5), r"must be from 1 to n_experts \(4\); got 5"),
+    (dict(n_experts=4, top_k=0), r"must be from 1 to n_experts \(4\); got 0"),
     (dict(top_k=2), "give n_experts"),
     (dict(n_experts=4, top_k=1, dense_first=4), "leaves none of the 4 layers sparse"),
     (dict(n_experts=4, top_k=1, granularity=0.0), "granularity must be a positive number"),
-    (dict(n_experts=-1), "n_experts must be a whole number >= 0"),
+    (dict(n_experts=-1), "n_experts must be a whole number from 0"),
     (dict(d_head=0), "d_head must be a positive"),
 ])
 def test_bad_expert_fields_are_refused(kw, match):

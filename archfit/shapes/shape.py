@@ -216,7 +216,8 @@ class Shape:
         for name in ("n_experts", "top_k", "n_shared_experts", "dense_first"):
             v = _whole(name, getattr(self, name))
             if not 0 <= v <= MAX_DIM:
-                raise ShapeError(f"{name} must be a whole number >= 0, got {v!r}")
+                raise ShapeError(f"{name} must be a whole number from 0 to {MAX_DIM:.0e}, got "
+                                 f"{v!r}")
             object.__setattr__(self, name, v)
         every = _whole("moe_every", self.moe_every)
         if every < 1:
@@ -227,12 +228,13 @@ class Shape:
                      if getattr(self, k)] + [k for k in ("d_expert", "granularity")
                                              if getattr(self, k) is not None]
             if given:
-                raise ShapeError(f"{', '.join(given)} describe a mixture of experts; give "
-                                 "n_experts (--experts) too, or drop them for a dense shape")
+                verb = "describes" if len(given) == 1 else "describe"
+                raise ShapeError(f"{', '.join(given)} {verb} a mixture of experts; give "
+                                 "n_experts (--experts) too, or drop it for a dense shape")
             return
         if not 1 <= self.top_k <= self.n_experts:
-            raise ShapeError(f"top_k must be between 1 and n_experts ({self.n_experts}): the "
-                             f"experts each token is routed to, got {self.top_k}")
+            raise ShapeError(f"top_k (--top-k), the experts each token is routed to, must be "
+                             f"from 1 to n_experts ({self.n_experts}); got {self.top_k}")
         if self.dense_first >= self.n_layer:
             raise ShapeError(f"dense_first {self.dense_first} leaves none of the "
                              f"{self.n_layer} layers sparse; give fewer dense layers")
