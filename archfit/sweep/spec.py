@@ -412,6 +412,12 @@ def spec_from_raw(raw: dict[str, Any], path: str, max_runs: int = MAX_RUNS,
         runs = _runs(raw, name, shapes, budget)  # type: ignore[arg-type]
         if len({r.run_id for r in runs}) != len(runs):
             problems.append("grid: some runs are identical (duplicate shapes, lrs or seeds)")
+        for r in runs[:1] + [r for r in runs[1:] if r.config["lr"] != runs[0].config["lr"]]:
+            try:  # every value a run is trained with, checked as the trainer checks it
+                r.train_config.validate()
+            except ArchfitError as e:
+                problems.append(f"train / lrs: {e}")
+                break
     spec = Spec(name=name, path=path, raw=raw, runs=runs, skipped=skipped,
                 executor=dict(raw.get("executor", {})))
     _check_gpus(spec, problems)

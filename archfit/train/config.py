@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
@@ -14,6 +15,9 @@ from archfit.shapes import PARAMETRIZATIONS, TRAIN_FLOPS_CONVENTION, Parametriza
 # ended this many seconds after the signal, exit keeping the last checkpoint
 STOP_GRACE_S = 30.0
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped by a signal
+# the largest peak learning rate a run accepts: past it no published AdamW or Muon recipe for a
+# language model trains (their peaks sit below 0.1), so a larger one is a typo or a unit slip
+MAX_LR = 1.0
 # config keys that may change between a run and its resume (they do not change its numbers)
 RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch",
                      "micro_batch")
@@ -138,6 +142,17 @@ FIELD_HELP: dict[str, str] = {
 }
 
 
+# the settings whose every value in a range trains (and outside it none does): name, low, high
+# (both included) and how to say it
+_RANGES = (("warmup", 0.0, float("inf"), "a fraction of the steps in [0, 1) or a step count"),
+           ("min_lr_ratio", 0.0, 1.0, "a fraction of the peak rate, in [0, 1]"),
+           ("decay_fraction", 0.0, 1.0, "a fraction of the steps, in [0, 1]"),
+           ("weight_decay", 0.0, float("inf"), "a number >= 0"),
+           ("beta1", 0.0, 0.999999, "a decay in [0, 1)"),
+           ("beta2", 0.0, 0.999999, "a decay in [0, 1)"),
+           ("grad_clip", 0.0, float("inf"), "a norm >= 0 (0: no clipping)"))
+
+
 @dataclass
 class TrainConfig:
     """Everything that defines a run: a :class:`Shape`, a :class:`Budget` and how to train.
@@ -204,12 +219,19 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "eval_every", "eval_windows"):
             if getattr(self, name) <= 0:
                 raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ArchfitError(f"lr must be positive, got {self.lr}")
+        if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= MAX_LR):
+            raise ArchfitError(f"lr must be a positive rate at most {MAX_LR:g} (published "
+                               "AdamW and Muon peak rates are below 0.1), got "
+                               f"{self.lr!r}; give the peak learning rate, e.g. 3e-3")
         if isinstance(self.moe_aux_coef, bool) or not (
                 isinstance(self.moe_aux_coef, (int, float)) and 0 <= self.moe_aux_coef < 10):
             raise ArchfitError(f"moe_aux_coef must be a number in [0, 10) (Switch's is 0.01), "
                                f"got {self.moe_aux_coef!r}")
+        for name, lo, hi, what in _RANGES:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    math.isfinite(v) and lo <= v <= hi):
+                raise ArchfitError(f"{name} must be {what}, got {v!r}")
         if self.micro_batch is not None and (not isinstance(self.micro_batch, int)
                                              or self.micro_batch <= 0):
             raise ArchfitError(f"micro_batch must be a positive whole number, got "

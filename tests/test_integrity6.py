@@ -1,0 +1,48 @@
+"""Integrity, round six (issue 84): values no training run could use are refused with one line
+(exit 2) where they are given, at load for a spec, before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from archfit.errors import ArchfitError
+from archfit.train.config import MAX_LR, Budget, TrainConfig
+
+
+@pytest.mark.parametrize("lr", [1e9, float("inf"), float("nan"), -1e-3, 0.0])
+def test_a_learning_rate_no_run_could_use_is_refused(lr):
+    with pytest.raises(ArchfitError, match="lr must be a positive rate at most"):
+        TrainConfig(budget=Budget(steps=1), lr=lr).validate()
+    TrainConfig(budget=Budget(steps=1), lr=MAX_LR).validate()  # the bound itself trains
+
+
+@pytest.mark.parametrize("field, value", [("warmup", -0.1), ("min_lr_ratio", 1.5),
+                                          ("beta2", 1.0), ("grad_clip", -1.0),
+                                          ("weight_decay", float("nan")),
+                                          ("decay_fraction", 2.0)])
+def test_training_settings_outside_their_range_are_refused(field, value):
+    with pytest.raises(ArchfitError, match=f"{field} must be"):
+        TrainConfig(budget=Budget(steps=1), **{field: value}).validate()
+
+
+def test_train_refuses_a_huge_rate_with_one_line_and_exit_2(cli):
+    r = cli("train", "--layers", 1, "--width", 32, "--heads", 2, "--tokens", 2e4, "--lr", 1e9)
+    assert r.exit_code == 2, r.output
+    assert "lr must be a positive rate at most 1" in r.output and "Traceback" not in r.output
+    assert "step" not in r.output  # refused before a step was trained
+
+
+@pytest.mark.parametrize("edit, match", [
+    (("lrs = [4e-3]", "lrs = [inf]"), "lr must be a positive rate"),
+    (("lrs = [4e-3]", "lrs = [4e-3, 50.0]"), "got 50.0"),
+    (("warmup = 0.1", "warmup = -0.1"), "warmup must be"),
+])
+def test_a_spec_with_a_value_no_run_could_use_is_refused_at_load(cli, repo, tmp_path, edit,
+                                                                 match):
+    text = (repo / "sweeps" / "demo.toml").read_text()
+    assert edit[0] in text
+    spec = tmp_path / "bad.toml"
+    spec.write_text(text.replace(*edit))
+    r = cli("sweep", "plan", spec)
+    assert r.exit_code == 2 and match in r.output, r.output
+    assert "runs" not in r.output.split("Error")[0]  # refused before any run was planned
