@@ -292,7 +292,8 @@ JOINT = {"a": 30.0, "delta": 0.2, "alpha": 0.2, "gamma": -0.01, "b": 40.0, "omeg
 @pytest.mark.parametrize("law_name, truth, sparsity, values, grid, loose", [
     ("moe-granularity", KRAJEWSKI, "granularity", (1, 2, 4, 8, 16), (4, 3), ()),
     # the D term's expert interaction (omega, zeta) is the weakest identified of the nine
-    ("moe-experts", JOINT, "n_experts", (1, 2, 4, 8, 16, 32, 64), (5, 4), ("omega", "zeta")),
+    pytest.param("moe-experts", JOINT, "n_experts", (1, 2, 4, 8, 16, 32, 64), (5, 4),
+                 ("omega", "zeta"), marks=pytest.mark.slow),  # 140 runs, nine constants
 ])
 def test_each_moe_law_recovers_its_planted_constants(law_name, truth, sparsity, values, grid,
                                                      loose):

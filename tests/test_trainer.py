@@ -26,7 +26,9 @@ torch.set_num_threads(1)
 def _small(s: Shape) -> Shape:
     """At most 3 layers, its plan kept where it still fits."""
     L = min(s.n_layer, 3)
-    moe = {"dense_first": min(s.dense_first, L - 1), "moe_every": 1} if s.moe else {}
+    moe = {"dense_first": min(s.dense_first, L - 1), "moe_every": 1,  # at most 4 experts
+           "n_experts": min(s.n_experts, 4), "top_k": min(s.top_k, 4),
+           "n_shared_experts": min(s.n_shared_experts, 1)} if s.moe else {}
     return s.with_(n_layer=L, vocab_size=97, n_ctx=16, heads_per_layer=s.heads_per_layer[:L],
                    no_attn=(L - 1,) if s.no_attn and L > 1 else (), **moe)
 
