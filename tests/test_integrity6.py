@@ -46,3 +46,17 @@ def test_a_spec_with_a_value_no_run_could_use_is_refused_at_load(cli, repo, tmp_
     r = cli("sweep", "plan", spec)
     assert r.exit_code == 2 and match in r.output, r.output
     assert "runs" not in r.output.split("Error")[0]  # refused before any run was planned
+
+
+def test_plot_of_a_fit_with_nothing_to_draw_says_so_and_writes_nothing(cli, tmp_path):
+    out = tmp_path / "figs"
+    r = cli("plot", "steplaw2025", "-o", out)
+    assert r.exit_code == 2 and "has nothing archfit can draw" in r.output, r.output
+    assert not out.exists()
+
+
+def test_predict_with_a_learning_rate_fit_names_what_it_predicts(cli, repo):
+    r = cli("predict", "steplaw2025", repo / "datasets" / "demo_sweep.parquet")
+    assert r.exit_code == 2
+    assert "predicts the best learning rate and batch, not loss" in r.output
+    assert "optimal shape" not in r.output

@@ -50,6 +50,10 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
     fit = load_fit(fit_file)
     from archfit.plots import figure_files, is_archfit_figure
 
+    if not fit.figures():
+        raise ArchfitError(f"{fit.label} (law {fit.law}) has nothing archfit can draw: no "
+                           "figure of its law applies to it (a published fit carries no runs "
+                           "for the residuals); read it with 'archfit laws' or --json")
     check_output(out_dir, "figures", inputs=[fit_file, *data], folder=True, force=force,
                  files=figure_files(fit, fmt), file_ours=is_archfit_figure)
     if target is not None and fit.law_obj.role != "shape":

@@ -164,9 +164,13 @@ class Fit:
         factor the held-out check needed to cover its runs, when it needed one."""
         law = self.law_obj
         if not law.predicts_loss:
-            raise FitError(f"{law.name} predicts the optimal shape, not loss; loss intervals come "
-                           "from laws with a loss model (chinchilla, kaplan-n, kaplan-nd, "
-                           "depth-width, depth-joint)")
+            from archfit.laws.base import LAWS
+
+            what = {"shape": "the optimal shape", "ff": "the best ff ratio",
+                    "hparam": "the best learning rate and batch"}.get(law.role, law.role)
+            with_loss = ", ".join(n for n in sorted(LAWS) if LAWS[n].predicts_loss)
+            raise FitError(f"{law.name} predicts {what}, not loss; loss intervals come from "
+                           f"laws with a loss model ({with_loss})")
         missing = [c for c in law.columns if c != "loss" and c not in columns]
         if missing:
             raise FitInputError(f"predicting with {law.name} needs column(s) "
