@@ -60,3 +60,31 @@ def test_predict_with_a_learning_rate_fit_names_what_it_predicts(cli, repo):
     assert r.exit_code == 2
     assert "predicts the best learning rate and batch, not loss" in r.output
     assert "optimal shape" not in r.output
+
+
+@pytest.mark.parametrize("old, new, named", [
+    ("params = 7.2e5", "params = inf", "[target] params = inf"),
+    ("tokens = [3e5]", "tokens = [1e300]", "[pool] tokens = 1e+300"),
+    ("sizes = [3e4, 6e4, 1.2e5, 2.4e5]", "sizes = [3e4, 1e20]", "[pool] sizes = 1e+20"),
+])
+def test_a_campaign_spec_with_an_impossible_value_is_refused_naming_file_and_key(
+        cli, repo, tmp_path, old, new, named):
+    text = (repo / "sweeps" / "campaign-demo.toml").read_text()
+    assert old in text
+    spec = tmp_path / "c.toml"
+    spec.write_text(text.replace(old, new))
+    out = tmp_path / "campaign"
+    r = cli("campaign", "run", spec, "--out", out)
+    assert r.exit_code == 2, r.output
+    assert f"{spec}: {named}" in r.output and "--params" not in r.output
+    assert not out.exists()  # nothing written: no ledger to meet later
+
+
+def test_a_campaign_budget_of_infinite_flops_is_refused_at_load(cli, repo, tmp_path):
+    text = (repo / "sweeps" / "campaign-demo.toml").read_text()
+    budget = next(line for line in text.splitlines() if line.startswith(("pool_fraction",
+                                                                          "flops")))
+    spec = tmp_path / "c.toml"
+    spec.write_text(text.replace(budget, "flops = inf"))
+    r = cli("campaign", "run", spec, "--out", tmp_path / "campaign")
+    assert r.exit_code == 2 and "[budget] flops = inf" in r.output, r.output

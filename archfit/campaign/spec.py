@@ -130,6 +130,7 @@ def load(path: str | os.PathLike[str]) -> Spec:
                      'add e.g. [budget] pool_fraction = 0.5 (or flops = 1e13, or gpu_hours = '
                      '500 with gpu = "h100")')
     b = raw["budget"]
+    _plausible(path, raw, target, budget)
     if budget == "pool_fraction" and number(b["pool_fraction"]) > 1:
         raise CampaignError(f"{path}: [budget] pool_fraction is a share of the pool's cost, in "
                             f"(0, 1]; got {b['pool_fraction']}")
@@ -175,6 +176,30 @@ def load(path: str | os.PathLike[str]) -> Spec:
                 seed=raw.get("seed", 0), bootstrap=raw.get("bootstrap", 100),
                 validate=raw.get("validate", False), min_runs=law.min_points,
                 shape_args=dict(raw.get("recommend") or {}))
+
+
+# the most training tokens a pool may plan for one run: past it a number is a typo
+MAX_TOKENS = 1e16
+
+
+def _plausible(path: str, raw: dict[str, Any], target: str, budget: str) -> None:
+    """The target, the budget and the pool's sizes and tokens are values a run could use:
+    finite, and within the sizes and token counts archfit plans for; each refusal names the
+    file, the section and the key."""
+    from archfit.numbers import MAX_PARAMS
+
+    checks = [("target", target, raw["target"][target], MAX_PARAMS if target == "params"
+               else math.inf),
+              ("budget", budget, raw["budget"][budget], math.inf)]
+    pool = raw.get("pool") or {}
+    checks += [("pool", "sizes", v, MAX_PARAMS) for v in pool.get("sizes") or []]
+    checks += [("pool", "tokens", v, MAX_TOKENS) for v in pool.get("tokens") or []]
+    for section, key, value, top in checks:
+        v = number(value)
+        if not (math.isfinite(v) and 0 < v <= top):
+            limit = f" and at most {top:.0e}" if math.isfinite(top) else ""
+            raise CampaignError(f"{path}: [{section}] {key} = {value!r}: give a finite number "
+                                f"above 0{limit}")
 
 
 def _one_of(raw: dict[str, Any], section: str, keys: tuple[str, ...], path: str,
