@@ -88,3 +88,14 @@ def test_a_campaign_budget_of_infinite_flops_is_refused_at_load(cli, repo, tmp_p
     spec.write_text(text.replace(budget, "flops = inf"))
     r = cli("campaign", "run", spec, "--out", tmp_path / "campaign")
     assert r.exit_code == 2 and "[budget] flops = inf" in r.output, r.output
+
+
+def test_a_negative_campaign_seed_is_refused_at_load_not_recorded_as_a_stop(cli, repo, tmp_path):
+    text = (repo / "sweeps" / "campaign-demo.toml").read_text()
+    assert "\nseed = 0" in text
+    spec = tmp_path / "c.toml"
+    spec.write_text(text.replace("\nseed = 0", "\nseed = -1"))
+    out = tmp_path / "campaign"
+    r = cli("campaign", "run", spec, "--out", out)
+    assert r.exit_code == 2 and "seed: must be 0 or more" in r.output, r.output
+    assert not out.exists()  # a corrected spec meets no stopped ledger

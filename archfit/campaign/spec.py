@@ -45,9 +45,10 @@ RECOMMEND = {"vocab_size": POS_INT, "n_ctx": POS_INT, "head_dim": POS_INT,
              "ff_multiple": POS_INT, "tolerance": POS_NUM}
 SCHEMA = {
     "name": Key("str"), "description": Key("str"), "law": Key("str"), "prior": Key("str"),
-    "batch": POS_INT, "first_batch": POS_INT, "seed": Key("int"), "bootstrap": POS_INT,
+    "batch": POS_INT, "first_batch": POS_INT, "seed": Key("int", nonnegative=True),
+    "bootstrap": POS_INT,
     "validate": Key("bool"), "data": Key("str"),
-    "seeds": Key("list", item="int", nonempty=True), "lrs": NUMBERS,
+    "seeds": Key("list", item="int", nonempty=True, nonnegative=True), "lrs": NUMBERS,
     "target": Key("table", table={"params": POS_NUM, "compute": POS_NUM}),
     "budget": Key("table", table={"flops": POS_NUM, "gpu_hours": POS_NUM,
                                   "pool_fraction": POS_NUM, "gpu": Key("str")}),

@@ -20,6 +20,7 @@ class Key:
     choices: tuple[str, ...] = ()
     positive: bool = False
     nonempty: bool = False
+    nonnegative: bool = False  # a seed: 0 or more (numpy's generators take no negative seed)
     table: dict[str, Key] | None = field(default=None, hash=False)
 
 
@@ -56,13 +57,15 @@ def _check_value(key: Key, v: Any, where: str, problems: list[str]) -> None:
         problems.append(f"{where}: must be {', '.join(key.choices)}, got {v!r}")
     if key.positive and key.kind in ("int", "number", "lr") and v != "auto" and not number(v) > 0:
         problems.append(f"{where}: must be greater than zero, got {v!r}")
+    if key.nonnegative and key.kind in ("int", "number") and not number(v) >= 0:
+        problems.append(f"{where}: must be 0 or more (a seed), got {v!r}")
     if key.kind == "list":
         if key.nonempty and not v:
             problems.append(f"{where}: expected a non-empty list")
         if key.item:
             for i, x in enumerate(v):
-                _check_value(Key(key.item, positive=key.positive, table=key.table), x,
-                             f"{where}[{i}]", problems)
+                _check_value(Key(key.item, positive=key.positive, table=key.table,
+                                 nonnegative=key.nonnegative), x, f"{where}[{i}]", problems)
     elif key.kind == "table" and key.table is not None:
         check(v, key.table, where, problems)
 

@@ -79,7 +79,7 @@ EXECUTOR = {"kind": Key("str", choices=("local", "slurm", "ray")), "concurrency"
             "gpu_memory_gb": POS_NUM, "mfu": POS_NUM, "activation_checkpointing": Key("bool"),
             "slurm": Key("table", table=SLURM), "ray": Key("table", table=RAY)}
 SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
-        "seeds": Key("list", item="int", nonempty=True),
+        "seeds": Key("list", item="int", nonempty=True, nonnegative=True),
         "lrs": Key("list", item="lr", positive=True, nonempty=True),
         "model": Key("table", table=MODEL), "grid": Key("table", table=GRID),
         "budget": Key("table", table=BUDGET), "train": Key("table", table=TRAIN),
