@@ -99,3 +99,15 @@ def test_a_negative_campaign_seed_is_refused_at_load_not_recorded_as_a_stop(cli,
     r = cli("campaign", "run", spec, "--out", out)
     assert r.exit_code == 2 and "seed: must be 0 or more" in r.output, r.output
     assert not out.exists()  # a corrected spec meets no stopped ledger
+
+
+@pytest.mark.parametrize("name", ["report.json", "-"])
+def test_the_campaign_report_is_written_only_as_html(cli, tmp_path, monkeypatch, name):
+    from test_campaign import DEMO, begun
+
+    out = tmp_path / "c"
+    begun(DEMO, out)
+    monkeypatch.chdir(tmp_path)
+    r = cli("campaign", "report", out, "-o", name)
+    assert r.exit_code == 2 and "the report is one HTML page" in r.output, r.output
+    assert not (tmp_path / name).exists()

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from archfit.campaign.ledger import Ledger
+from archfit.campaign.spec import CampaignError
 from archfit.plots.base import pyplot
 
 MARK = '<meta name="generator" content="archfit campaign report">'
@@ -82,6 +83,9 @@ def write_report(out: str, path: str, *, force: bool = False) -> str:
 
     st = status(out)
     check_output(path, "campaign report", inputs=files(out), ours=is_report, force=force)
+    if not str(path).lower().endswith((".html", ".htm")):
+        raise CampaignError(f"-o {path}: the report is one HTML page; name it FILE.html "
+                            "('archfit campaign status DIR --json' gives the campaign as JSON)")
     led = st.ledger
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>{MARK}",
              f"<title>archfit campaign {html.escape(led.name)}</title>",
