@@ -111,3 +111,21 @@ def test_the_campaign_report_is_written_only_as_html(cli, tmp_path, monkeypatch,
     r = cli("campaign", "report", out, "-o", name)
     assert r.exit_code == 2 and "the report is one HTML page" in r.output, r.output
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("edit, match", [
+    ({"schema": "archfit.campaign/2"}, "written by another archfit version"),
+    ({"budget": -1}, "budget is -1, not a finite number of 0 or more"),
+    ({"spent": float("inf")}, "spent is inf"),
+])
+def test_a_ledger_is_read_with_suspicion(cli, tmp_path, edit, match):
+    import json
+
+    from test_campaign import DEMO, begun
+
+    out = tmp_path / "c"
+    begun(DEMO, out)
+    led = json.loads((out / "ledger.json").read_text())
+    (out / "ledger.json").write_text(json.dumps({**led, **edit}))
+    r = cli("campaign", "status", out)
+    assert r.exit_code == 2 and match in r.output, r.output

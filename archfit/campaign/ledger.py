@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import shutil
 from dataclasses import asdict, dataclass, field, fields
@@ -97,7 +98,13 @@ class Ledger:
     def from_dict(cls, d: Any, where: str) -> Ledger:
         """A ledger from its JSON, every field checked (:class:`CampaignError` names the first
         that is wrong)."""
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        schema = d.get("schema") if isinstance(d, dict) else None
+        if isinstance(schema, str) and schema.startswith("archfit.campaign/") and \
+                schema != SCHEMA:
+            raise CampaignError(f"{where}: a campaign ledger of schema {schema}, and this archfit "
+                                f"reads {SCHEMA}: written by another archfit version; run it "
+                                "with the archfit that wrote it (upgrade, if that is newer)")
+        if schema != SCHEMA:
             raise CampaignError(f"{where}: not an archfit campaign ledger (schema {SCHEMA})")
         try:
             rounds = [_round(r, i) for i, r in enumerate(_typed(d, "rounds", list, []))]
@@ -130,10 +137,13 @@ def _typed(d: dict[str, Any], key: str, kind: type, default: Any = ...) -> Any:
 
 
 def _number(v: Any, what: str, none: bool = False) -> Any:
+    """A spend or a budget: a finite number, 0 or more."""
     if v is None and none:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError(f"{what} is {v!r}, not a number")
+    if not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"{what} is {v!r}, not a finite number of 0 or more")
     return float(v)
 
 
