@@ -57,6 +57,17 @@ class OutputError(ArchfitError):
     directory where a file is due, a folder that cannot be written)."""
 
 
+class Stopped(BaseException):
+    """A stop signal (SIGTERM) reached a command while its workers trained: raised in the main
+    thread so the command stops the workers it started before it exits (status 143, as a job
+    stopped by SIGTERM). A BaseException, like KeyboardInterrupt: no ``except Exception``
+    swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
 class UninformativeWarning(UserWarning):
     """An answer whose verdict is ``uninformative``: the evidence does not support it (pass
     ``strict=True`` to raise :class:`RecommendError` instead). The CLI prints the verdict itself."""

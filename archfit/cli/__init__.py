@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from archfit.errors import ArchfitError, describe_os_error
+from archfit.errors import ArchfitError, Stopped, describe_os_error
 
 EXIT_BAD_INPUT = 2  # any expected failure: bad input, a file that cannot be read or written
 EXIT_RUNS_FAILED = 3  # sweep run: some runs failed or diverged (--allow-failures: 0)
@@ -94,6 +94,10 @@ class ArchfitGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
+        except Stopped as e:  # SIGTERM while workers trained: they were stopped first
+            click.echo(f"{e}: the runs under way were asked to checkpoint and stop, and did; "
+                       "run the same command to resume", err=True)
+            sys.exit(143)
         except OSError as e:
             if debug:
                 raise

@@ -4,14 +4,62 @@ they all share the run-directory protocol (locks, atomic results, resume)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
+import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from archfit.errors import ArchfitError, SpecError
+from archfit.errors import ArchfitError, SpecError, Stopped
 from archfit.sweep.rundir import counts, read_result, run_one
 from archfit.sweep.spec import Spec
+
+# how long a stopped command waits for its workers to checkpoint and exit before killing them
+# (the trainer checkpoints at the end of the step under way: train.config.STOP_GRACE_S)
+WORKER_STOP_S = 45.0
+
+
+@contextlib.contextmanager
+def stopping_on_sigterm() -> Iterator[None]:
+    """For the block's life, SIGTERM raises :class:`Stopped` in the main thread (SIGINT raises
+    KeyboardInterrupt already), so the code that started workers stops them (a no-op off the
+    main thread, where Python installs no handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Stopped(signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def stop_workers(procs: list[Any], grace: float = WORKER_STOP_S) -> None:
+    """SIGTERM each live worker (a multiprocessing Process or a Popen): the trainer in it
+    checkpoints at the end of its step and exits; those still alive after ``grace`` seconds
+    are killed."""
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, OSError, ValueError):
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        with contextlib.suppress(Exception):
+            if hasattr(p, "join"):
+                p.join(max(0.0, deadline - time.monotonic()))
+            else:
+                p.wait(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        alive = p.is_alive() if hasattr(p, "is_alive") else p.poll() is None
+        if alive:
+            with contextlib.suppress(ProcessLookupError, OSError, ValueError):
+                p.kill()
+
 
 def still_to_run(dirs: list[str], retry_failed: bool = False) -> list[str]:
     """The run directories an executor has to train: those without a result (and, with
@@ -59,7 +107,7 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
     needs several GPUs (``gpus_per_run(run_dir)``), runs are packed onto the GPUs instead
     (:func:`run_packed`), each trained by that many processes."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
 
     ids = _gpu_ids()
     gpus = len(ids)
@@ -79,21 +127,45 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
     todo = still_to_run(dirs, retry_failed)
     if not todo:
         return tally
-    with ProcessPoolExecutor(max_workers=min(concurrency, len(todo)), mp_context=ctx,
-                             initializer=_worker_init, initargs=(slots, threads)) as pool:
-        futs = {pool.submit(run_one, d, retry_failed): d for d in todo}
-        for fut in as_completed(futs):
-            try:
-                st = fut.result()
-            except Exception as e:  # a worker died: the run stays pending and resumes later
-                from archfit.errors import describe_os_error
-
-                st = "worker-error: " + (describe_os_error(e) if isinstance(e, OSError)
-                                         else f"{type(e).__name__}: {e}")
-            tally[st] = tally.get(st, 0) + 1
-            if on_done is not None:
-                on_done(futs[fut], st)
+    with stopping_on_sigterm(), ProcessPoolExecutor(
+            max_workers=min(concurrency, len(todo)), mp_context=ctx, initializer=_worker_init,
+            initargs=(slots, threads)) as pool:
+        try:
+            _collect(pool, todo, retry_failed, tally, on_done)
+        except BaseException:  # SIGTERM (Stopped), Ctrl-C: the workers stop with the command
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_workers(mp.active_children())
+            raise
     return tally
+
+
+def _collect(pool: Any, todo: list[str], retry_failed: bool, tally: dict[str, int],
+             on_done: Callable[[str, str], None] | None) -> None:
+    """Submit every run to the pool and tally each one's state as it finishes (waking each
+    second, so a stop signal is handled at once, not when a run next finishes)."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    futs = {pool.submit(run_one, d, retry_failed): d for d in todo}
+    pending = set(futs)
+    while pending:
+        done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        for fut in done:
+            _tally(fut, futs[fut], tally, on_done)
+
+
+def _tally(fut: Any, d: str, tally: dict[str, int],
+           on_done: Callable[[str, str], None] | None) -> None:
+    """Count a finished run's state (a worker that died leaves its run pending: it resumes)."""
+    try:
+        st = fut.result()
+    except Exception as e:
+        from archfit.errors import describe_os_error
+
+        st = "worker-error: " + (describe_os_error(e) if isinstance(e, OSError)
+                                 else f"{type(e).__name__}: {e}")
+    tally[st] = tally.get(st, 0) + 1
+    if on_done is not None:
+        on_done(d, st)
 
 
 def _first_fit(todo: list[tuple[str, int]], free: int) -> list[tuple[str, int]]:
@@ -123,15 +195,28 @@ def run_packed(dirs: list[str], gpu_ids: list[str], gpus_per_run: Callable[[str]
     """Runs packed onto GPU slots: a run needing k GPUs starts when k are free (first fit, in
     order), in its own process group of k processes (torchrun) that sees only its GPUs
     (CUDA_VISIBLE_DEVICES)."""
-    import subprocess
-    import sys
-
     todo = [(d, gpus_per_run(d)) for d in still_to_run(dirs, retry_failed)]
     too_big = [(d, k) for d, k in todo if k > len(gpu_ids)]
     if too_big:
         raise SpecError(f"{os.path.basename(too_big[0][0])} needs {too_big[0][1]} GPUs and this "
                         f"machine has {len(gpu_ids)}; lower gpus_per_run or use Slurm")
     free, running, tally = list(gpu_ids), {}, {}  # type: ignore[var-annotated]
+    try:
+        with stopping_on_sigterm():
+            _pack(todo, free, running, tally, threads, retry_failed, on_done)
+    except BaseException:  # SIGTERM (Stopped), Ctrl-C: each torchrun group stops with us
+        stop_workers([p for p, _ in running.values()])
+        raise
+    return tally
+
+
+def _pack(todo: list[tuple[str, int]], free: list[str], running: dict[str, Any],
+          tally: dict[str, int], threads: int | None, retry_failed: bool,
+          on_done: Callable[[str, str], None] | None) -> None:
+    """Start each run as GPUs free up (first fit), and tally each as it exits."""
+    import subprocess
+    import sys
+
     while todo or running:
         for d, k in _first_fit(todo, len(free)):
             mine, free = free[:k], free[k:]
@@ -155,7 +240,6 @@ def run_packed(dirs: list[str], gpu_ids: list[str], gpus_per_run: Callable[[str]
             tally[st] = tally.get(st, 0) + 1
             if on_done is not None:
                 on_done(d, st)
-    return tally
 
 
 class SlurmRun:
