@@ -204,3 +204,12 @@ def test_sigterm_to_campaign_run_stops_its_workers_and_the_ledger_resumes(cli, r
     assert not [k for k in kids if _alive(k)]
     r = cli("campaign", "status", out)
     assert r.exit_code == 0, r.output  # a ledger that reads, and resumes
+
+
+@pytest.mark.parametrize("out", [None, "", 3])
+def test_the_campaign_api_refuses_a_folder_that_is_not_a_path(out):
+    import archfit.campaign as cp
+    from archfit.campaign.spec import CampaignError
+
+    with pytest.raises(CampaignError, match="the campaign's folder is a path"):
+        cp.run("sweeps/campaign-demo.toml", out)

@@ -211,6 +211,9 @@ def run(spec: Any, out: str | os.PathLike[str], *, restart: bool = False,
     change is refused. ``restart=True`` removes what archfit wrote in ``out`` (its ledger,
     rounds, lock and temporary files; nothing else) once the new spec has passed every check,
     and starts over."""
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise CampaignError(f"out: the campaign's folder is a path (a str or a PathLike), got "
+                            f"{out!r}")
     spec = as_spec(spec)
     out = os.fspath(out)
     ready = prepare(spec)
