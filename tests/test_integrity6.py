@@ -213,3 +213,15 @@ def test_the_campaign_api_refuses_a_folder_that_is_not_a_path(out):
 
     with pytest.raises(CampaignError, match="the campaign's folder is a path"):
         cp.run("sweeps/campaign-demo.toml", out)
+
+
+def test_design_auto_for_a_compute_target_takes_a_pool_of_sizes_and_tokens(cli, repo,
+                                                                          tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("design", "--law", "auto", "--compute", 1e18, "--results",
+            repo / "datasets" / "demo_sweep.parquet", "--sizes", "1e5,2e5", "--tokens",
+            "3e5,6e5", "--spec", repo / "sweeps" / "demo.toml", "--budget-frac", 0.5,
+            "--bootstrap", 20)
+    assert r.exit_code == 0, r.output  # it said "unknown law 'auto'"
+    assert "target: N_opt at C = 1e+18 FLOPs" in r.output

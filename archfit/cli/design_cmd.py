@@ -222,9 +222,10 @@ def _pool(spec, pool_file, sizes, depths, tokens, ff_ratios, law):  # type: igno
     grid = [x is not None for x in (sizes, depths, tokens)]
     if any(grid):
         from archfit.laws import get_law
+        from archfit.laws.base import AUTO
 
         if depths is None and sizes is not None and tokens is not None and (
-                "n_layer" not in get_law(law).columns):
+                law == AUTO or "n_layer" not in get_law(law).columns):
             # a law of size and tokens alone (chinchilla): sizes x token counts, no shapes
             return dz.pool_from_sizes(sizes, tokens), base, tps
         if sizes is None or depths is None or tokens is None:
