@@ -225,3 +225,18 @@ def test_design_auto_for_a_compute_target_takes_a_pool_of_sizes_and_tokens(cli, 
             "--bootstrap", 20)
     assert r.exit_code == 0, r.output  # it said "unknown law 'auto'"
     assert "target: N_opt at C = 1e+18 FLOPs" in r.output
+
+
+def test_a_campaign_takes_lrs_auto_as_a_sweep_spec_does(repo, tmp_path):
+    from archfit.campaign import load
+    from archfit.campaign.loop import prepare
+    from archfit.sweep.spec import spec_for_runs
+
+    text = (repo / "sweeps" / "campaign-demo.toml").read_text()
+    assert "lrs = [4e-3]" in text
+    path = tmp_path / "auto.toml"
+    path.write_text(text.replace("lrs = [4e-3]", 'lrs = ["auto"]'))
+    spec = load(path)  # it was refused: lrs must be numbers
+    prepare(spec)  # the recipe passes the sweep engine's checks
+    chosen = [{"params": 3e4, "n_layer": 2, "d_model": 48, "tokens": 3e5}]
+    assert spec_for_runs(chosen, spec)["lrs"] == ["auto"]

@@ -48,7 +48,8 @@ SCHEMA = {
     "batch": POS_INT, "first_batch": POS_INT, "seed": Key("int", nonnegative=True),
     "bootstrap": POS_INT,
     "validate": Key("bool"), "data": Key("str"),
-    "seeds": Key("list", item="int", nonempty=True, nonnegative=True), "lrs": NUMBERS,
+    "seeds": Key("list", item="int", nonempty=True, nonnegative=True),
+    "lrs": Key("list", item="lr", positive=True, nonempty=True),  # as a sweep spec's
     "target": Key("table", table={"params": POS_NUM, "compute": POS_NUM}),
     "budget": Key("table", table={"flops": POS_NUM, "gpu_hours": POS_NUM,
                                   "pool_fraction": POS_NUM, "gpu": Key("str")}),

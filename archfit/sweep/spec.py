@@ -472,7 +472,7 @@ def spec_for_runs(chosen: list[dict[str, Any]], spec: Any = None, description: s
     model.pop("n_head", None)
     shapes = [_spec_shape(c) for c in chosen]
     default_lr = ((spec.raw.get("lrs") if spec is not None else None) or [3e-3])[0]
-    runs = {(repr(sh), float(c.get("lr") or default_lr), int(c.get("seed") or 0))
+    runs = {(repr(sh), _lr(c.get("lr") or default_lr), int(c.get("seed") or 0))
             for sh, c in zip(shapes, chosen)}
     lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
     uniq = {r[0] for r in runs}
@@ -489,6 +489,11 @@ def spec_for_runs(chosen: list[dict[str, Any]], spec: Any = None, description: s
                description=description,
                seeds=sorted(seeds), lrs=sorted(lrs), grid={"shapes": shapes}, budget=budget)
     return raw
+
+
+def _lr(v: Any) -> Any:
+    """A learning rate as a spec holds it: a number, or "auto" (the published recipe's)."""
+    return v if v == "auto" else float(v)
 
 
 def _spec_shape(c: dict[str, Any]) -> dict[str, Any]:
