@@ -240,3 +240,22 @@ def test_a_campaign_takes_lrs_auto_as_a_sweep_spec_does(repo, tmp_path):
     prepare(spec)  # the recipe passes the sweep engine's checks
     chosen = [{"params": 3e4, "n_layer": 2, "d_model": 48, "tokens": 3e5}]
     assert spec_for_runs(chosen, spec)["lrs"] == ["auto"]
+
+
+def test_law_auto_keeps_the_row_limit_every_law_keeps(cli, tmp_path):
+    import time
+
+    import numpy as np
+    import polars as pl
+
+    from archfit.laws.fitting import MAX_FIT_ROWS
+
+    n = MAX_FIT_ROWS + 1
+    rng = np.random.default_rng(0)
+    N, D = 10 ** rng.uniform(7, 9, n), 10 ** rng.uniform(9, 11, n)
+    pl.DataFrame({"params": N, "tokens": D, "loss": 1.8 + 400 / N ** 0.34
+                  + 400 / D ** 0.28}).write_parquet(tmp_path / "big.parquet")
+    t = time.monotonic()
+    r = cli("fit", tmp_path / "big.parquet", "--law", "auto")
+    assert r.exit_code == 2 and "rows are more than a fit reads in minutes" in r.output
+    assert time.monotonic() - t < 10  # refused up front, before any law is fitted

@@ -117,6 +117,7 @@ def _auto(table: RunTable, kw: dict[str, Any]) -> Fit:
     with the comparison in its diagnostics (``selection``) and a note."""
     from archfit.laws.selection import compare
 
+    check_rows(table.frame, ("params", "tokens"))
     opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
                                "size_tolerance", "pool_groups") if kw.get(k) is not None}
     sel = compare(table, seed=kw["seed"], fit_kw=opts)
@@ -127,6 +128,23 @@ def _auto(table: RunTable, kw: dict[str, Any]) -> Fit:
                    f"{sel.heldout['n_test_runs']} costliest runs among "
                    f"{sum(1 for r in sel.rows if 'error' not in r)} laws")
     return f
+
+
+def check_rows(df: Any, columns: Sequence[str]) -> None:
+    """Refuse a table of more than :data:`MAX_FIT_ROWS` rows (every law, and ``auto`` before
+    it fits any), saying how to shrink it: average the rows that repeat a configuration of
+    ``columns``, or sample."""
+    if df.height <= MAX_FIT_ROWS:
+        return
+    cols = [c for c in dict.fromkeys([*columns, "tokens"]) if c != "loss" and c in df.columns]
+    k = df.select(cols).n_unique() if cols else df.height
+    how = (f"they repeat {k:,} configurations of {', '.join(cols)}: average each one's rows "
+           f"first (polars: df.group_by({cols}).agg(pl.col('loss').mean()))"
+           if 10 * k <= df.height else
+           "fit a sample of them (one row per run and token count) or split the table")
+    raise FitInputError(f"{df.height:,} rows are more than a fit reads in minutes "
+                        f"({MAX_FIT_ROWS:,}: each step of the fit and of each resample reads "
+                        f"every row); {how}")
 
 
 def grouping_notes(table: RunTable, pooled: bool) -> list[str]:
@@ -284,16 +302,7 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
                                 "--dedupe to drop them")
         df = unique
         notes.append(f"dropped {n_dup} duplicate row(s) (--dedupe)")
-    if df.height > MAX_FIT_ROWS:
-        cols = [c for c in dict.fromkeys([*lw.columns, "tokens"]) if c != "loss" and c in df.columns]
-        k = df.select(cols).n_unique() if cols else df.height
-        how = (f"they repeat {k:,} configurations of {', '.join(cols)}: average each one's rows "
-               f"first (polars: df.group_by({cols}).agg(pl.col('loss').mean()))"
-               if 10 * k <= df.height else
-               "fit a sample of them (one row per run and token count) or split the table")
-        raise FitInputError(f"{df.height:,} rows are more than a fit reads in minutes "
-                            f"({MAX_FIT_ROWS:,}: each step of the fit and of each resample reads "
-                            f"every row); {how}")
+    check_rows(df, lw.columns)
     if "params" in df.columns and df["params"].min() < 1e3:
         raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
                             f"values as small as {df['params'].min():.3g}: not a parameter "
