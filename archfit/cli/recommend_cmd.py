@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import COUNT, INT, NUMBER, emit_json, perf_options, shape_options
-from archfit.cli.emit import (apply_family, check_emit_args, emit_options, refuse_inexpressible,
-                              write_export)
+from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
+                                shape_options)
+from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
+                              refuse_inexpressible, write_export)
 
 
 @click.command()
@@ -171,11 +172,11 @@ def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_d
                                "parameters); a FLOP budget for a mixture of experts is not "
                                "supported yet")
     set_here = [k for k in ("mlp", "position", "norm", "bias", "tied_embeddings", "n_kv_head")
-                if ctx.get_parameter_source(k).name in ("COMMANDLINE", "ENVIRONMENT")]
+                if explicit(ctx, k)]
     if set_here:
         raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
                                f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
-                               f"{', '.join(set_here)}")
+                               f"{', '.join(SHAPE_FLAGS[k][0] for k in set_here)}")
     r = recommend_sparse(
         params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
         n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],

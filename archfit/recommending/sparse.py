@@ -25,11 +25,13 @@ compute beside it, with what each costs in memory and FLOPs per token.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.recommending.result import _verdict_line
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
 
 DEFAULT_MOE_LAW = "krajewski2024"
@@ -111,7 +113,7 @@ class SparseRecommendation:
             f"  {s.n_experts:,} experts, top-{s.top_k}"
             + (f" and {s.n_shared_experts} shared" if s.n_shared_experts else "")
             + f", each {s.d_expert:,} wide ({sp['experts_rule']})",
-            "", *_verdict_text(self.trust).split("\n"), "",
+            "", *_verdict_line(self.trust).split("\n"), "",
             f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head} "
             f"(head_dim {s.head_dim}, kv heads {s.n_kv_head}), {s.n_experts:,} experts of "
             f"d_expert {s.d_expert:,}, top-{s.top_k}, vocab {s.vocab_size:,}, ctx {s.n_ctx:,}",
@@ -171,8 +173,6 @@ def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MO
     rec: Any = None
     G = chosen = None
     for _ in range(4):  # the routers are active parameters: size the backbone without them
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the backbone's verdict is reported below
             rec = recommend(max(active - router, 1.0), **kw)
@@ -341,14 +341,6 @@ def _dense_lines(d: dict[str, Any]) -> list[str]:
             f"  {'dense':<8}{n['params_total']:>14.3g}{n['tokens']:>11.3g}"
             f"{n['flops_per_token']:>13.3g}{n['train_memory_bytes'] / gib:>12,.0f} GiB",
             f"  (memory: {d['memory_convention']})"]
-
-
-def _verdict_text(t: dict[str, Any]) -> str:
-    v = t.get("verdict", "?")
-    head = {"informative": "verdict: informative", "weak": "verdict: WEAK - use with care",
-            "uninformative": "verdict: UNINFORMATIVE - the evidence does not support this shape"
-            }.get(v, f"verdict: {v}")
-    return "\n".join([head] + [f"  - {r}" for r in t.get("reasons", [])])
 
 
 __all__ = ["DEFAULT_MOE_LAW", "SparseRecommendation", "recommend_sparse"]
