@@ -209,3 +209,28 @@ def test_design_and_campaign_accept_auto(cli, tmp_path):
     assert cp.prepare(s).budget > 0
     auto = json.loads(cli("recommend", "--params", "7e9", "--law", "auto", "--json").stdout)
     assert auto["law"] == "levine2020"
+
+
+def test_farseer_fit_reaches_at_least_the_optimum_of_the_public_parameters():
+    """The fit moves in (a + b, a e, e) per stretched term; on the same data and starts it
+    ends at a Huber objective no higher than the fit in the law's own parameters (scipy's
+    trust-region least squares, numeric Jacobian), and predicts the same losses."""
+    import numpy as np
+    from scipy.special import huber
+
+    from archfit.laws import farseer
+    from archfit.laws.base import HUBER_DELTA, Constraints, get_law
+
+    law = get_law("farseer")
+    data = law.prepare(_farseer(seed=2))
+    starts = farseer.chinchilla_starts(data)
+
+    def objective(th: np.ndarray) -> float:
+        pred = law.predict(dict(zip(law.param_names, th)), data)
+        return float(huber(HUBER_DELTA, np.log(pred) - np.log(data["loss"])).sum())
+
+    stable = farseer._fit_stable(data, starts)
+    public = law._fit_public(data, starts, Constraints())
+    assert objective(stable) <= objective(public) * (1 + 1e-6)
+    assert np.allclose(law.predict(dict(zip(law.param_names, stable)), data),
+                       law.predict(dict(zip(law.param_names, public)), data), rtol=2e-3)

@@ -259,3 +259,112 @@ def test_law_auto_keeps_the_row_limit_every_law_keeps(cli, tmp_path):
     r = cli("fit", tmp_path / "big.parquet", "--law", "auto")
     assert r.exit_code == 2 and "rows are more than a fit reads in minutes" in r.output
     assert time.monotonic() - t < 10  # refused up front, before any law is fitted
+
+
+def test_restart_refuses_to_remove_a_users_file_inside_a_round_folder(cli, tmp_path):
+    """--restart removes what archfit wrote; a file the user put inside round-0/ would go with
+    the folder, so the restart is refused and nothing is removed."""
+    from test_campaign import begun, one_line, write_spec
+
+    out = tmp_path / "c"
+    begun(write_spec(tmp_path, "a.toml"), out)
+    (out / "round-0" / "mine.txt").write_text("mine")
+    line = one_line(cli("campaign", "run", write_spec(tmp_path, "a.toml"), "--out", out,
+                        "--restart"))
+    assert "archfit did not write: round-0/mine.txt" in line
+    assert (out / "round-0" / "mine.txt").read_text() == "mine"
+    assert (out / "ledger.json").exists() and (out / "round-0" / "spec.toml").exists()
+
+
+def test_a_pool_fraction_campaign_continues_with_a_larger_absolute_budget(cli, tmp_path):
+    """A campaign that spent its whole pool (pool_fraction = 1.0) continues when the spec gives
+    a larger budget in FLOPs; a smaller one is refused."""
+    import archfit.campaign as cp
+    from test_campaign import begun, one_line, write_spec
+
+    out = tmp_path / "c"
+    whole = {"stop.rounds": "rounds = 1", "budget.pool_fraction": "pool_fraction = 1.0"}
+    begun(write_spec(tmp_path, "a.toml", **whole), out,
+          stopped_because="1 rounds run ([stop] rounds = 1)")
+    led = cp.ledger.read(str(out))
+    led.rounds.append(cp.Round(round=0, state=cp.RoundState.FITTED, dir="round-0", chosen=[],
+                               spend=1.0, verdict="weak", target_ci=[2.0, 20.0]))
+    cp.ledger.write(str(out), led)  # round 0 done: the continued spec stops on its rounds
+    budget = led.budget
+    more = write_spec(tmp_path, "b.toml", **{**whole,
+                                             "budget.pool_fraction": f"flops = {2 * budget:.6e}"})
+    r = cli("campaign", "run", more, "--out", out)
+    assert r.exit_code == 0, r.output
+    led = cp.ledger.read(str(out))
+    assert led.budget == pytest.approx(2 * budget, rel=1e-6)
+    assert led.changes[0].changes[0].startswith("[budget] pool_fraction = 1.0 -> [budget] flops")
+    less = write_spec(tmp_path, "c.toml", **{**whole,
+                                             "budget.pool_fraction": f"flops = {budget / 2:.6e}"})
+    assert "the budget can only be raised" in one_line(cli("campaign", "run", less, "--out",
+                                                           out))
+
+
+def test_lr_batch_on_a_loss_that_falls_with_the_rate_in_every_cell_is_refused(cli, tmp_path):
+    """A parabola whose vertex is astronomically far above the rates tried: one line, exit 2
+    (its note once overflowed writing the rate)."""
+    import math
+
+    import polars as pl
+
+    rows = [dict(params=N, tokens=20 * N, lr=lr, loss=3.0 - 0.1 * math.log(lr)
+                 + 1e-9 * math.log(lr) ** 2)
+            for N in (1e6, 4e6, 1.6e7) for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)]
+    path = tmp_path / "falls.csv"
+    pl.DataFrame(rows).write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
+    assert r.exit_code == 2, r.output
+    assert "the best rate lies above the rates tried" in r.output and "Traceback" not in r.output
+
+
+def test_lr_batch_where_the_rate_does_not_matter_gives_no_best_rate(cli, tmp_path):
+    """Seeds repeat every rate, and the loss differs across rates no more than across seeds:
+    no cell has a best rate (one-way analysis of variance), so there is no law to give."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(3)
+    rows = [dict(params=N, tokens=20 * N, lr=lr, seed=s, loss=3.0 + 0.01 * rng.normal())
+            for N in (1e6, 4e6, 1.6e7, 6.4e7) for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+            for s in range(2)]
+    path = tmp_path / "flat.csv"
+    pl.DataFrame(rows).write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
+    assert r.exit_code == 2, r.output
+    assert "the loss does not measurably depend on the rate" in r.output
+
+
+def test_a_replaced_fit_is_checked_as_a_new_one_is():
+    """dataclasses.replace builds a Fit through its checks: a law whose parameters the fit
+    lacks is a typed error at once, not a KeyError at predict."""
+    import dataclasses
+
+    from archfit.errors import FitInputError
+    from archfit.laws.artifact import Fit
+
+    f = Fit(law="chinchilla", params=dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28))
+    assert f.predict(params=1e9, tokens=2e10)[0] == pytest.approx(
+        1.69 + 406.4 / 1e9 ** 0.34 + 410.7 / 2e10 ** 0.28)
+    with pytest.raises(FitInputError, match="a kaplan-n fit needs the parameters N_c, alpha_N"):
+        dataclasses.replace(f, law="kaplan-n")
+    with pytest.raises(FitInputError, match="missing: A, B, alpha, beta"):
+        dataclasses.replace(f, params={"E": 1.5})
+
+
+def test_a_depth_width_fit_without_an_optimal_depth_is_a_typed_error():
+    """A depth-width fit whose loss rises with depth (beta < 0) has no optimal depth: a typed
+    error naming the parameters (a complex number crashed a campaign's round once)."""
+    from archfit.errors import FitError
+    from archfit.laws.base import get_law
+
+    law = get_law("depth-width")
+    good = dict(E=1.0, A=10.0, alpha=0.5, B=2.0, beta=0.5, C=0.0, gamma=0.3)
+    L, _ = law.optimum(good, 1e8)
+    # the closed form: d* = (2 beta B / (alpha A) (N / 12)^(alpha / 2))^(1 / (alpha / 2 + beta))
+    assert L == pytest.approx((2 * 0.5 * 2.0 / (0.5 * 10.0) * (1e8 / 12) ** 0.25) ** (1 / 0.75))
+    with pytest.raises(FitError, match="has no optimal depth"):
+        law.optimum({**good, "beta": -0.2}, 1e8)

@@ -201,8 +201,35 @@ def foreign(out: str) -> list[str]:
     return sorted(n for n in os.listdir(out) if not is_owned(n))
 
 
+# what archfit writes inside a round's folder and the validation folder (runs/ is the sweep's)
+ROUND_FILES = frozenset({"spec.toml", "design.png", "runs", "runs.parquet",
+                         "runs.curves.parquet", "fit.json"})
+VALIDATION_FILES = frozenset({"validate.toml", "runs", "validate.parquet",
+                              "validate.curves.parquet", "validation.png"})
+
+
+def strays(out: str) -> list[str]:
+    """Files a user put inside archfit's folders of ``out`` (a round's or the validation
+    folder's top level): what removing those folders would take with them."""
+    found = []
+    for n in owned(out):
+        p = os.path.join(out, n)
+        if not os.path.isdir(p) or os.path.islink(p):
+            continue
+        known = VALIDATION_FILES if n == "validation" else ROUND_FILES
+        found += [os.path.join(n, m) for m in sorted(os.listdir(p))
+                  if m not in known and TMP_MARK not in m]
+    return found
+
+
 def clear(out: str) -> None:
-    """Remove what archfit wrote in ``out`` (not the lock, which the caller holds)."""
+    """Remove what archfit wrote in ``out`` (not the lock, which the caller holds). Refused,
+    with nothing removed, where a user's file sits inside one of archfit's folders."""
+    stray = strays(out)
+    if stray:
+        shown = ", ".join(stray[:3]) + (f" and {len(stray) - 3} more" if len(stray) > 3 else "")
+        raise CampaignError(f"--restart would remove files archfit did not write: {shown} (in "
+                            f"{out}); move them out of the campaign folder, then restart")
     for n in owned(out):
         if n == LOCK:
             continue

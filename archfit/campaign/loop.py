@@ -277,6 +277,9 @@ def _continue(spec: Spec, out: str, led: Ledger, ready: Prepared) -> Ledger:
                             "campaign continues only with a raised budget, more rounds or "
                             "another stop rule: run it unchanged to resume, or pass --restart "
                             "to start over")
+    if led.unit and ready.unit != led.unit:
+        raise CampaignError(f"the new budget is in {ready.unit}, the campaign's in {led.unit}; "
+                            f"give it in {led.unit}")
     if led.budget is not None and ready.budget < led.budget * (1 - 1e-9):
         raise CampaignError(f"the new budget ({ready.budget:.4g} {ready.unit}) is below the "
                             f"campaign's ({led.budget:.4g}); the budget can only be raised")

@@ -292,8 +292,17 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[s
     budget in the same unit, more rounds, or another stop verdict or CI ratio."""
     a, b = _flat(old), _flat(new)
     allowed, refused = [], []
+    units = [[k for k in d if k.startswith("budget.") and k[7:] in BUDGET_UNITS] for d in (a, b)]
+    switched: set[str] = set()
+    if (len(units[0]) == len(units[1]) == 1 and units[0] != units[1]
+            and "budget.pool_fraction" in units[0] + units[1]):
+        # a share of the pool and an absolute budget are one budget in the design's cost unit:
+        # the caller checks the new one against the campaign's (it can only be raised)
+        (ka,), (kb,) = units
+        allowed.append(f"{_name(ka)} = {a[ka]} -> {_name(kb)} = {b[kb]}")
+        switched = {ka, kb}
     for key in sorted(set(a) | set(b)):
-        if a.get(key) == b.get(key):
+        if a.get(key) == b.get(key) or key in switched:
             continue
         was, now = a.get(key, "(unset)"), b.get(key, "(unset)")
         phrase = f"{_name(key)}: {was} -> {now}"

@@ -59,6 +59,15 @@ class Fit:
     mapping: dict[str, str] = field(default_factory=dict)  # the --map the data was read with
     prior: dict[str, Any] = field(default_factory=dict)  # --fix/--prior: source, values, data-only
 
+    def __post_init__(self) -> None:
+        """A fit names a known law and gives each of its parameters (also after
+        ``dataclasses.replace``), so every method below can use them."""
+        law = get_law(self.law)
+        missing = [n for n in law.param_names if n not in (self.params or {})]
+        if missing:
+            raise FitInputError(f"a {self.law} fit needs the parameters "
+                                f"{', '.join(law.param_names)}; missing: {', '.join(missing)}")
+
     @property
     def law_obj(self) -> Law:
         return get_law(self.law)

@@ -9,8 +9,7 @@ tokens, decay alike: N' = U_N + U_N R_N* (1 - e^(-R_N / R_N*)), R_N = N / U_N - 
 L = E + A / N'^alpha + B / D'^beta. With every token unique (U_D >= D) it is Chinchilla's law.
 
 The compute-optimal split of a budget C = 6 N D given U_D unique tokens has no closed form: it
-is found by a golden-section search over ln N, in plain math (``archfit recommend`` imports no
-numpy)."""
+is found by a bounded scalar search over ln N."""
 
 from __future__ import annotations
 
@@ -23,9 +22,6 @@ from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, der
 if TYPE_CHECKING:
     import numpy as np
 
-# golden-section search over ln N: this many halvings of the bracket by the golden ratio
-# (0.618^90 of 24 ln-units: far below a float's resolution of the optimum)
-SEARCH_STEPS = 90
 # the decay constants' starts: Muennighoff et al.'s own grid (0 to 20 in four steps; 0 itself
 # has no decay), from which their fit reached R_D* = 15.4, R_N* = 5.3. The objective is flat
 # along a ridge of (R_D*, R_N*): on their runs a second minimum near (95, 1.7) sits 0.1% lower,
@@ -70,7 +66,7 @@ def loss(p: Mapping[str, float], N: float, D: float, U: float | None = None) -> 
 def compute_optimal(p: Mapping[str, float], C: float, unique_tokens: float | None = None
                     ) -> tuple[float, float]:
     """(N_opt, D_opt) for C = 6 N D FLOPs with ``unique_tokens`` unique tokens: the size that
-    minimizes the loss on the budget (golden-section search over ln N, within 12 ln-units of
+    minimizes the loss on the budget (a bounded scalar search over ln N, within 12 ln-units of
     Chinchilla's unconstrained optimum)."""
     G = _g(p)
     c6 = float(C) / 6.0
@@ -82,20 +78,11 @@ def compute_optimal(p: Mapping[str, float], C: float, unique_tokens: float | Non
         N = math.exp(x)
         return loss(p, N, c6 / N, unique_tokens)
 
-    a, b = math.log(n0) - 12.0, math.log(n0) + 12.0
-    r = (math.sqrt(5.0) - 1.0) / 2.0
-    x1, x2 = b - r * (b - a), a + r * (b - a)
-    f1, f2 = f(x1), f(x2)
-    for _ in range(SEARCH_STEPS):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - r * (b - a)
-            f1 = f(x1)
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + r * (b - a)
-            f2 = f(x2)
-    N = math.exp(0.5 * (a + b))
+    from scipy.optimize import minimize_scalar
+
+    res = minimize_scalar(f, bounds=(math.log(n0) - 12.0, math.log(n0) + 12.0),
+                          method="bounded", options={"xatol": 1e-9})
+    N = math.exp(res.x)
     return N, c6 / N
 
 
@@ -183,6 +170,7 @@ class DataConstrained(Law):
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
+        from scipy.special import logsumexp
 
         from archfit.laws.numeric import varies
         from archfit.laws.optimize import HuberLSE, Reparam, huber_lsq
@@ -205,8 +193,7 @@ class DataConstrained(Law):
                 N_eff, D_eff = effective(p, N, D, U, exp=np.exp)
                 terms = np.stack([th[0] - th[2] * np.log(N_eff), th[1] - th[3] * np.log(D_eff),
                                   np.full_like(N_eff, th[4])])
-                m = terms.max(0)
-                r = m + np.log(np.exp(terms - m).sum(0)) - logL
+                r = logsumexp(terms, axis=0) - logL
             return np.where(np.isfinite(r), r, 1e3)
 
         if start is not None:

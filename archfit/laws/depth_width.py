@@ -140,6 +140,11 @@ class DepthWidth(Law):
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
         """argmin over depth of A/w^α + B/d^β with w = sqrt(N / (12 d)) (Kaplan's N ≈ 12 d w²)."""
         A, al, B, be = params["A"], params["alpha"], params["B"], params["beta"]
+        if not (A > 0 and B > 0 and al > 0 and be > 0):
+            raise FitError(f"this depth-width fit has no optimal depth: its loss must fall with "
+                           f"both width and depth (A, B, alpha, beta > 0), got A={A:.3g}, "
+                           f"alpha={al:.3g}, B={B:.3g}, beta={be:.3g}; add runs that vary "
+                           "depth at each size")
         L = (2 * be * B / (al * A) * (N / 12.0) ** (al / 2)) ** (1.0 / (al / 2 + be))
         return L, kaplan_width(N, L)
 

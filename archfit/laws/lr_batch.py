@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 MARGIN = math.log(2)  # a cell optimum more than a factor of 2 beyond the rates tried: skipped
+# a cell with repeated seeds whose losses differ across rates no more than between seeds at this
+# level (one-way analysis of variance, rates as groups) has no measurable best rate
+RATE_MATTERS_LEVEL = 0.05
 
 
 @register
@@ -135,8 +138,10 @@ def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
     """Per (size, tokens) cell: the loss averaged over seeds at each rate, a quadratic fit of
     it against ln lr, and its minimum with a delta-method standard error and a 95% interval
     (Student's t at the fit's residual degrees of freedom); cells with fewer than
-    3 rates, no interior minimum, or a minimum far beyond the rates tried are skipped, and the
-    notes say so."""
+    3 rates, no interior minimum, losses that differ across rates no more than across seeds
+    (where seeds repeat: the loss does not measurably depend on the rate), or a minimum far
+    beyond the rates tried are skipped,
+    and the notes say so."""
     import numpy as np
     from scipy import stats
 
@@ -163,9 +168,18 @@ def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
             notes.append(f"{where}: the loss has no interior minimum over the rates tried: "
                          "skipped")
             continue
+        groups = [by_cell[key][r] for r in rates]
+        if any(len(g) > 1 for g in groups):
+            p_rate = float(stats.f_oneway(*groups).pvalue)
+            if not p_rate <= RATE_MATTERS_LEVEL:
+                notes.append(f"{where}: the loss does not measurably depend on the rate (its "
+                             f"spread across rates against that across seeds: p = {p_rate:.2g}"
+                             "): skipped")
+                continue
         if why == "beyond":
-            notes.append(f"{where}: the best rate {math.exp(xs):.3g} lies beyond the rates "
-                         f"tried ({rates[0]:.3g}-{rates[-1]:.3g}): skipped; widen the sweep")
+            side = "above" if xs > x.max() else "below"
+            notes.append(f"{where}: the best rate lies {side} the rates tried "
+                         f"({rates[0]:.3g}-{rates[-1]:.3g}): skipped; widen the sweep")
             continue
         # the 95% half-width from Student's t at the parabola's residual degrees of freedom
         # (a few rates: the normal quantile would be far too narrow)

@@ -200,8 +200,9 @@ def class_optima(points: list[dict[str, Any]], key: str, margin: float = math.lo
                          "(not convex), skipped")
             continue
         if why == "beyond":
-            notes.append(f"size class N≈{N:.3g}: the optimum {key} {math.exp(xs):.3g} lies far "
-                         "outside the values tried, skipped; widen the grid")
+            side = "above" if xs > x.max() else "below"
+            notes.append(f"size class N≈{N:.3g}: the optimum {key} lies far {side} the values "
+                         "tried, skipped; widen the grid")
             continue
         optima.append({"params": N, "log_opt": xs, "log_opt_se": se, "opt": math.exp(xs),
                        "curvature": c2, "loss_min": float(y.min()), "n_points": len(pts),
