@@ -67,7 +67,26 @@ def inputs(tmp_path_factory):
     good.with_columns(pl.lit(0.0).alias("tokens")).write_csv(d / "tokall0.csv")
     (d / "negpool.csv").write_text("params,tokens\n-1e9,2e10\n2e9,2e10\n")
     _round5_inputs(d, good)
+    _round6_inputs(d)
     return d
+
+
+def _round6_inputs(d: Path) -> None:
+    """Inputs for the sixth catalogue (issue 84): learning-rate tables with no usable best
+    rate, repeated data with nothing to measure, specs with values no run could use."""
+    rows = [dict(params=N, tokens=20 * N, lr=lr, loss=3.0 - 0.1 * math.log(lr)
+                 + 1e-9 * math.log(lr) ** 2)
+            for N in (1e6, 4e6, 1.6e7) for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)]
+    pl.DataFrame(rows).write_csv(d / "lr_falls.csv")
+    rng = np.random.default_rng(3)
+    rows = [dict(params=N, tokens=20 * N, lr=lr, seed=s, loss=3.0 + 0.01 * rng.normal())
+            for N in (1e6, 4e6, 1.6e7, 6.4e7) for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+            for s in range(2)]
+    pl.DataFrame(rows).write_csv(d / "lr_flat.csv")
+    runs = pl.read_csv(ROOT / "datasets" / "muennighoff2023" / "c4_runs.csv")
+    runs.with_columns(pl.lit(1.0).alias("unique_tokens")).write_csv(d / "one_unique.csv")
+    (d / "lr_inf.toml").write_text(re.sub(r"(?m)^lrs = .*$", "lrs = [inf]",
+                                          (ROOT / "sweeps" / "demo.toml").read_text()))
 
 
 def _round5_inputs(d: Path, good: pl.DataFrame) -> None:
@@ -331,6 +350,7 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         *round3_catalogue(d),
         *round4_catalogue(d),
         *round5_catalogue(d),
+        *round6_catalogue(d),
     ]
 
 
@@ -410,6 +430,22 @@ def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["design", "--law", "depth-joint", "--fit", "levine2020", "--params", "1e9", "--sizes",
           "1e9", "--depths", "4,8", "--tokens", "1e10", "--budget-frac", "0.5"],
          "levine has no loss model to design with"),
+    ]
+
+
+def round6_catalogue(d: Path) -> list[tuple[list[str], str]]:
+    """Round six (issue 84): answers no run could use, and tables with nothing to measure."""
+    return [
+        (["fit", str(d / "lr_falls.csv"), "--law", "lr-batch"],
+         "the best rate lies above the rates tried"),
+        (["fit", str(d / "lr_flat.csv"), "--law", "lr-batch"],
+         "the loss does not measurably depend on the rate"),
+        (["fit", str(d / "one_unique.csv"), "--law", "data-constrained"],
+         "every repeated run repeats its data more than 107 times"),
+        (["sweep", "plan", str(d / "lr_inf.toml")], "lr must be a positive rate"),
+        (["train", "--layers", "1", "--width", "32", "--heads", "2", "--tokens", "2e4", "--lr",
+          "1e9"], "lr must be a positive rate at most 1"),
+        (["plot", "steplaw2025", "-o", str(d / "figs")], "has nothing archfit can draw"),
     ]
 
 

@@ -368,3 +368,20 @@ def test_a_depth_width_fit_without_an_optimal_depth_is_a_typed_error():
     assert L == pytest.approx((2 * 0.5 * 2.0 / (0.5 * 10.0) * (1e8 / 12) ** 0.25) ** (1 / 0.75))
     with pytest.raises(FitError, match="has no optimal depth"):
         law.optimum({**good, "beta": -0.2}, 1e8)
+
+
+def test_a_data_constrained_table_that_repeats_one_token_is_refused_in_seconds(cli, repo,
+                                                                              tmp_path):
+    """Every run repeats one unique token: nothing measures the decay of repeated data, so the
+    fit is refused before it starts (it once ran for minutes)."""
+    import time
+
+    import polars as pl
+
+    runs = pl.read_csv(repo / "datasets" / "muennighoff2023" / "c4_runs.csv")
+    path = tmp_path / "one.csv"
+    runs.with_columns(pl.lit(1.0).alias("unique_tokens")).write_csv(path)
+    t0 = time.perf_counter()
+    r = cli("fit", path, "--law", "data-constrained")
+    assert r.exit_code == 2 and "repeats its data more than 107 times" in r.output, r.output
+    assert time.perf_counter() - t0 < 10

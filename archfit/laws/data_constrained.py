@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 # along a ridge of (R_D*, R_N*): on their runs a second minimum near (95, 1.7) sits 0.1% lower,
 # which is why the bootstrap's intervals on the two are wide
 RATE_STARTS = (20 / 3, 40 / 3, 20.0)
+# past this many epochs a repeated token is worth under 0.1% of a fresh one by Muennighoff et
+# al.'s fit (e^(-(epochs - 1) / R_D*) with R_D* = 15.4): runs that all repeat more than this
+# carry no measurement of the decay
+PUBLISHED_R_D = 15.4
+MAX_MEASURED_EPOCHS = 1.0 + PUBLISHED_R_D * math.log(1000.0)
 
 
 def _g(p: Mapping[str, float]) -> float:
@@ -183,6 +188,13 @@ class DataConstrained(Law):
             raise FitError(f"{self.name} needs runs that repeat data (unique_tokens below "
                            "tokens) to fit R_D* and R_N*; with every token unique use "
                            "chinchilla")
+        epochs = D[U < D] / U[U < D]
+        if not np.any(epochs <= MAX_MEASURED_EPOCHS):
+            raise FitError(f"{self.name}: every repeated run repeats its data more than "
+                           f"{MAX_MEASURED_EPOCHS:.0f} times (the fewest: {epochs.min():.3g}); "
+                           "by Muennighoff et al.'s fit a token repeated that often is worth "
+                           "under 0.1% of a fresh one, so the decay cannot be measured: add "
+                           "runs with fewer repeats (or check the unique_tokens column)")
         logL = np.log(data["loss"])
         rp = Reparam(self.SPEC, constraints)
 
