@@ -93,17 +93,6 @@ def fmt_sci(x: float) -> str:
     return f"{ms}e{e}"
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) with linear interpolation, as numpy's default."""
-    v = sorted(values)
-    if not v:
-        raise ValueError("percentile of no values")
-    pos = (len(v) - 1) * q / 100.0
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
 def fmt_range(lo: float, hi: float) -> str:
     """An interval as every archfit output prints it: ``[lo, hi]`` to 3 significant digits."""
     return f"[{lo:.3g}, {hi:.3g}]"

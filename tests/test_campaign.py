@@ -517,3 +517,27 @@ def test_a_fitted_round_says_why_its_verdict_is_not_better():
         "round 1: fitted: verdict informative, target 95% CI [2, 5] (2.5x)")
     assert describe({**e, "reasons": None, "target_ci": None, "error": "too few runs"}) == (
         "round 1: fitted: verdict uninformative, target 95% CI none (too few runs)")
+
+
+def test_a_ci_ratio_stop_needs_a_verdict_that_accepts_the_interval(tmp_path):
+    """A target CI within [stop] ci_ratio stops the campaign under a weak or informative
+    verdict; under an uninformative one the campaign goes on, and the stop it reaches later
+    says why the narrow interval did not stop it."""
+    import archfit.campaign as cp
+    from archfit.campaign.loop import stop_reason
+
+    spec = cp.load(write_spec(tmp_path, "a.toml", **{"stop.verdict": "",
+                                                     "stop.ci_ratio": "ci_ratio = 3.0"}))
+
+    def ledger(verdict: str, rounds: int = 1) -> cp.Ledger:
+        fitted = [cp.Round(round=k, state=cp.RoundState.FITTED, dir=f"round-{k}", chosen=[],
+                           spend=1.0, verdict=verdict, target_ci=[1.0, 2.58])
+                  for k in range(rounds)]
+        return cp.Ledger(name="t", spec=spec.raw, budget=100.0, unit="FLOPs", spent=1.0,
+                         rounds=fitted)
+
+    assert "within [stop] ci_ratio 3.0" in stop_reason(spec, ledger("weak"))
+    assert stop_reason(spec, ledger("uninformative")) is None
+    last = stop_reason(spec, ledger("uninformative", rounds=spec.stop.rounds))
+    assert last.startswith(f"{spec.stop.rounds} rounds run")
+    assert "under an uninformative verdict it does not stop the campaign" in last

@@ -116,3 +116,16 @@ def test_laws_lists_every_published_constant_with_its_provenance_and_link(cli):
     epoch_e = next(x for x in rows if (x["fit"], x["constant"]) == ("epoch2024", "E"))
     assert epoch_e["interval_provenance"] == PUBLISHED  # Besiroglu et al.'s own SEs
     assert epoch_e["interval"] == pytest.approx([1.8172 - 1.96 * 0.03, 1.8172 + 1.96 * 0.03])
+
+
+def test_a_published_learning_rate_law_asked_for_by_name_is_labelled_published(cli):
+    """`--law steplaw2025` gives Step Law's published rate: labelled published, never 'fitted
+    to your sweep'."""
+    import json
+
+    r = cli("recommend", "--params", 7e9, "--law", "steplaw2025", "--json")
+    assert r.exit_code == 0, r.output
+    lr = json.loads(r.output)["recipe"]["lr"]
+    assert lr["provenance"] == "published" and "fitted" not in lr["note"]
+    text = cli("recommend", "--params", 7e9, "--law", "steplaw2025").output
+    assert "(steplaw2025, published)" in text and "fitted to your sweep" not in text

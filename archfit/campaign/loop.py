@@ -293,7 +293,10 @@ def _loop(spec: Spec, out: str, led: Ledger, ready: Prepared, say: Progress) -> 
         if led.rounds and led.rounds[-1].state is not RoundState.FITTED:
             r = led.rounds[-1]  # the last round is unfinished: continue it
         else:
-            why = stop_reason(spec, led) or _design(spec, out, led, ready, say)
+            why = stop_reason(spec, led)
+            if why is None:
+                why = _design(spec, out, led, ready, say)
+                why = None if why is None else why + unheeded_ci(spec, led)
             if why is not None:
                 led.stopped_because = why
                 lg.write(out, led)
@@ -324,14 +327,38 @@ def stop_reason(spec: Spec, led: Ledger) -> str | None:
             VERDICTS.index(last.verdict) <= VERDICTS.index(stop.verdict)):
         return f"the verdict is {last.verdict} ([stop] verdict = {stop.verdict})"
     ci = last.target_ci if last is not None else None
-    if stop.ci_ratio and ci and ci[0] > 0 and ci[1] / ci[0] <= stop.ci_ratio:
+    # an interval stops the campaign only under a verdict that accepts it: an uninformative
+    # fit's interval may be narrow by accident (a bound, a few resamples), not by evidence
+    if _narrow(spec, led) and last is not None and last.verdict != "uninformative":
         return (f"the target's 95% CI spans {ci[1] / ci[0]:.3g}x, within [stop] ci_ratio "
                 f"{stop.ci_ratio}")
+    unheeded = unheeded_ci(spec, led)
     if len(led.rounds) >= stop.rounds:
-        return f"{len(led.rounds)} rounds run ([stop] rounds = {stop.rounds})"
+        return f"{len(led.rounds)} rounds run ([stop] rounds = {stop.rounds}){unheeded}"
     if led.budget is not None and led.spent >= led.budget * (1 - 1e-9):
-        return f"the budget is spent ({led.spent:.4g} of {led.budget:.4g} {led.unit})"
+        return (f"the budget is spent ({led.spent:.4g} of {led.budget:.4g} {led.unit})"
+                f"{unheeded}")
     return None
+
+
+def _narrow(spec: Spec, led: Ledger) -> bool:
+    """Whether the last fitted round's target CI is within [stop] ci_ratio."""
+    last = led.last_fitted()
+    ci = last.target_ci if last is not None else None
+    return bool(spec.stop.ci_ratio and ci and ci[0] > 0
+                and ci[1] / ci[0] <= spec.stop.ci_ratio)
+
+
+def unheeded_ci(spec: Spec, led: Ledger) -> str:
+    """What a stop for another reason adds when the target CI met [stop] ci_ratio under an
+    uninformative verdict (and so did not stop the campaign); else ''."""
+    last = led.last_fitted()
+    if last is None or last.verdict != "uninformative" or not _narrow(spec, led):
+        return ""
+    lo, hi = last.target_ci  # type: ignore[misc]
+    return (f"; the target's 95% CI spans {hi / lo:.3g}x, within [stop] ci_ratio "
+            f"{spec.stop.ci_ratio}, but under an uninformative verdict it does not stop the "
+            "campaign")
 
 
 def results_of(out: str, led: Ledger) -> Any:

@@ -1,64 +1,71 @@
-"""The ``archfit`` command. Subcommands are imported lazily, so ``archfit recommend`` never
-pays for torch, matplotlib or polars it does not use."""
+"""The ``archfit`` command. The command modules import no torch, matplotlib or polars at their
+top: each command imports what it uses when it runs."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Any
 
 import click
 
+from archfit.cli.backtest_cmd import backtest, predict
+from archfit.cli.campaign_cmd import campaign
+from archfit.cli.compare_cmd import compare
+from archfit.cli.data_cmd import data
+from archfit.cli.demo_cmd import demo
+from archfit.cli.design_cmd import design
+from archfit.cli.fit_cmd import fit, laws
+from archfit.cli.plot_cmd import plot
+from archfit.cli.recommend_cmd import recommend
+from archfit.cli.shape_cmd import grid, shape
+from archfit.cli.sweep_cmd import sweep
+from archfit.cli.throughput_cmd import throughput
+from archfit.cli.trade_cmd import trade
+from archfit.cli.train_cmd import train
+from archfit.cli.validate_cmd import validate
 from archfit.errors import ArchfitError, Stopped, describe_os_error
 
 EXIT_BAD_INPUT = 2  # any expected failure: bad input, a file that cannot be read or written
 EXIT_RUNS_FAILED = 3  # sweep run: some runs failed or diverged (--allow-failures: 0)
 
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "shape": ("archfit.cli.shape_cmd:shape", "Count a shape's parameters and FLOPs exactly."),
-    "grid": ("archfit.cli.shape_cmd:grid", "Iso-parameter families of shapes for a target size."),
-    "train": ("archfit.cli.train_cmd:train", "Train one GPT and report its losses."),
-    "data": ("archfit.cli.data_cmd:data", "Tokenize a corpus into training shards."),
-    "sweep": ("archfit.cli.sweep_cmd:sweep", "Plan, run, watch and collect sweeps."),
-    "fit": ("archfit.cli.fit_cmd:fit", "Fit a scaling law to tables of runs."),
-    "laws": ("archfit.cli.fit_cmd:laws", "List the laws and the published fits shipped."),
-    "predict": ("archfit.cli.backtest_cmd:predict",
-                "Predict runs' loss with prediction intervals from a fit."),
-    "backtest": ("archfit.cli.backtest_cmd:backtest",
-                 "Fit on smaller runs, predict larger ones: coverage and error."),
-    "recommend": ("archfit.cli.recommend_cmd:recommend", "Recommend a shape for a size or budget."),
-    "design": ("archfit.cli.design_cmd:design",
-               "Choose the next runs: most information about a target for their cost."),
-    "validate": ("archfit.cli.validate_cmd:validate",
-                 "Train the recommended shape and its rivals: did it hold?"),
-    "trade": ("archfit.cli.trade_cmd:trade",
+# each command and its line in 'archfit --help', in that order
+COMMANDS: dict[str, tuple[click.Command, str]] = {
+    "shape": (shape, "Count a shape's parameters and FLOPs exactly."),
+    "grid": (grid, "Iso-parameter families of shapes for a target size."),
+    "train": (train, "Train one GPT and report its losses."),
+    "data": (data, "Tokenize a corpus into training shards."),
+    "sweep": (sweep, "Plan, run, watch and collect sweeps."),
+    "fit": (fit, "Fit a scaling law to tables of runs."),
+    "laws": (laws, "List the laws and the published fits shipped."),
+    "predict": (predict, "Predict runs' loss with prediction intervals from a fit."),
+    "backtest": (backtest, "Fit on smaller runs, predict larger ones: coverage and error."),
+    "recommend": (recommend, "Recommend a shape for a size or budget."),
+    "design": (design, "Choose the next runs: most information about a target for their cost."),
+    "validate": (validate, "Train the recommended shape and its rivals: did it hold?"),
+    "trade": (trade,
               "A per-layer plan against the uniform shape: loss, step time, time to a loss."),
-    "plot": ("archfit.cli.plot_cmd:plot", "Draw a fit and its evidence."),
-    "throughput": ("archfit.cli.throughput_cmd:throughput",
+    "plot": (plot, "Draw a fit and its evidence."),
+    "throughput": (throughput,
                    "Calibrate a step-time model on measured runs; measured vs predicted."),
-    "compare": ("archfit.cli.compare_cmd:compare",
-                "Known models (GPT-3, Llama, ...) against a law's optimal depth."),
-    "campaign": ("archfit.cli.campaign_cmd:campaign",
+    "compare": (compare, "Known models (GPT-3, Llama, ...) against a law's optimal depth."),
+    "campaign": (campaign,
                  "Design, train, fit and recommend, round after round, within a budget."),
-    "demo": ("archfit.cli.demo_cmd:demo", "Run the demo end to end: sweep, fit, recommend, plots."),
+    "demo": (demo, "Run the demo end to end: sweep, fit, recommend, plots."),
 }
 
 
 class ArchfitGroup(click.Group):
-    """A click group with lazily imported commands and one-line errors (exit 2)."""
+    """A click group of :data:`COMMANDS` with one-line errors (exit 2)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(_COMMANDS)
+        return list(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in _COMMANDS:
-            return None
-        module, attr = _COMMANDS[cmd_name][0].split(":")
-        return getattr(importlib.import_module(module), attr)
+        return COMMANDS[cmd_name][0] if cmd_name in COMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_) for name, (_, help_) in _COMMANDS.items()]
+        rows = [(name, help_) for name, (_, help_) in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -10,41 +10,40 @@
 
 Each module holds its renderer, its limits (what it cannot express: :func:`problems` names them
 instead of writing something close) and its reader for ``--from`` (never executing the file),
-and registers its :class:`~archfit.formats.base.Format`. Adding a format is one module that
-calls :func:`~archfit.formats.base.register`, plus its contract test. Exports write only fields
-whose meaning was checked against the framework, and say what ``params_total`` counts.
-
-:data:`FORMAT_NAMES` is the built-in list, importable without loading any format (``archfit
-recommend --emit`` names them on its cold path).
+and registers its :class:`~archfit.formats.base.Format` in :data:`FORMATS`. Adding a format is
+one module that calls :func:`~archfit.formats.base.register`, one import line below, and its
+contract test. Exports write only fields whose meaning was checked against the framework, and
+say what ``params_total`` counts. :data:`FORMAT_NAMES` lists the built-in ones in order.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from archfit.formats.base import ExportOptions, Format, Imported
-    from archfit.shapes import Shape
+from archfit.formats.base import (REGISTRY, STYLE_TEXT, ExportOptions, Format, FormatError,
+                                  Imported, family_fields, is_archfit_export, llama_ffn_hidden,
+                                  plan_limits, register)
+from archfit.formats import hf, nanogpt, megatron, torchtitan, litgpt  # noqa: I001 (in order)
+from archfit.shapes import Shape
 
+FORMATS = REGISTRY  # name -> Format: the built-in ones and any registered since
 FORMAT_NAMES = ("hf-llama", "hf-gpt2", "hf-mixtral", "hf-qwen3-moe", "nanogpt", "megatron",
                 "torchtitan", "litgpt")
-_MODULES = ("hf", "nanogpt", "megatron", "torchtitan", "litgpt")  # in FORMAT_NAMES' order
+
+__all__ = ["FORMATS", "FORMAT_NAMES", "ExportOptions", "Format", "FormatError", "Imported",
+           "apply_family", "export", "family_fields", "get_format", "hf", "hf_config",
+           "is_archfit_export", "litgpt", "llama_ffn_hidden", "megatron", "nanogpt", "problems",
+           "read_config", "read_file", "read_text", "register", "registry", "shape_from_config",
+           "torchtitan"]
 
 
 def registry() -> dict[str, Format]:
-    """Every format: the built-in ones (loaded on first use) and any registered since."""
-    from archfit.formats import base
-
-    for m in _MODULES:
-        importlib.import_module(f"archfit.formats.{m}")
-    return base.REGISTRY
+    """Every format: the built-in ones and any registered since."""
+    return FORMATS
 
 
 def get_format(name: str) -> Format:
-    from archfit.formats.base import FormatError
-
     formats = registry()
     try:
         return formats[name]
@@ -55,16 +54,12 @@ def get_format(name: str) -> Format:
 
 def problems(shape: Shape, fmt: str) -> list[str]:
     """Why ``fmt`` cannot express ``shape`` (empty: it can)."""
-    from archfit.formats.base import plan_limits
-
     f = get_format(fmt)
     return ([] if f.holds_plans else plan_limits(shape, f.name)) + f.limits(shape)
 
 
 def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     """The text of ``shape`` in format ``fmt``; :class:`FormatError` names what it cannot hold."""
-    from archfit.formats.base import ExportOptions, FormatError
-
     why = problems(shape, fmt)
     if why:
         raise FormatError(f"--emit {fmt} cannot express this shape: {'; '.join(why)}")
@@ -81,7 +76,6 @@ def apply_family(fmt: str, kw: dict[str, Any], given: set[str] = frozenset(),  #
     Llama's d_ff rule), add the framework's fixed d_ff rule (nanoGPT: 4 d) and, for a
     Llama-style format, tensor-parallel-friendly heads (``tp`` 8) unless given. Changes ``kw``
     in place; returns the line that says what it did (``flag_of`` names an option)."""
-    from archfit.formats.base import STYLE_TEXT
 
     f = get_format(fmt)
     for name, value in f.defaults.items():
@@ -135,7 +129,6 @@ def hf_config(shape: Shape, kind: str = "hf-llama") -> dict[str, Any]:
 def read_text(text: str, suffix: str, where: str = "the file") -> Imported:
     """A file in one of the registered formats, by its suffix and, where formats share one,
     by its content (each format's ``sniff``). Nothing in it is executed."""
-    from archfit.formats.base import FormatError
 
     formats = registry().values()
     candidates = [f for f in formats if suffix in f.suffixes and f.read is not None]
@@ -156,7 +149,6 @@ def read_file(path: str) -> Imported:
     with ``torch.load(weights_only=True)``); nothing in it is executed. Every failure is one
     :class:`FormatError` naming the file."""
     from archfit.errors import ShapeError, describe_os_error
-    from archfit.formats.base import FormatError
 
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
@@ -185,8 +177,6 @@ def read_file(path: str) -> Imported:
 def _checkpoint(path: str) -> dict[str, Any]:
     import torch
 
-    from archfit.formats.base import FormatError
-
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is one bad input
@@ -195,14 +185,3 @@ def _checkpoint(path: str) -> dict[str, Any]:
     if not isinstance(ckpt, dict) or "model_args" not in ckpt:
         raise FormatError("a checkpoint without model_args (not nanoGPT's format)")
     return ckpt
-
-
-def __getattr__(name: str) -> Any:
-    """The shared names of :mod:`archfit.formats.base` (``FormatError``, ``ExportOptions``,
-    ``family_fields``...) and ``FORMATS`` (the registry), on first use."""
-    if name == "FORMATS":
-        return registry()
-    base = importlib.import_module("archfit.formats.base")
-    if hasattr(base, name) and not name.startswith("_"):
-        return getattr(base, name)
-    raise AttributeError(f"module 'archfit.formats' has no attribute {name!r}")

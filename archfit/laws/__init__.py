@@ -1,13 +1,15 @@
 """Scaling laws: the :class:`Law` classes (one file each), the :class:`Fit` artifact, and the
 published fits (:data:`PUBLISHED`). ``archfit.fit`` (in :mod:`archfit.laws.fitting`) fits one.
 
-This package imports no numpy: the law modules keep their closed forms in plain math, so
-``archfit recommend`` reads fits and asks laws for optima without loading numpy.
+Importing the package registers every shipped law in :data:`LAWS` (one import line per law
+module below).
 """
 
 from __future__ import annotations
 
 from archfit.laws.base import LAWS, ROLES, Figure, Law, MeasuredOptimum, get_law, register
+from archfit.laws import (chinchilla, data_constrained, depth_joint, depth_width,  # noqa: F401
+                          farseer, ff_ratio, kaplan, levine, lr_batch, moe)
 from archfit.laws.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 

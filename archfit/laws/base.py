@@ -10,19 +10,14 @@ CI), the verdict (:mod:`archfit.laws.trust`) and the figure list read a
 :class:`~archfit.laws.Fit`. ``recommender``, ``plots`` and ``cli`` name no law: they ask the
 law object and the fit. ``tests/test_contracts.py`` fails on a law method that takes a fit.
 
-Import rule: nothing heavy at the top of a law module. The closed forms (``optimum``,
-``compute_optimal``, ``shape_loss``) are plain ``math``, so ``archfit recommend`` never
-loads numpy. The methods that fit import numpy and :mod:`archfit.laws.numeric` (numpy at its
-top, nothing from the laws) where they run.
-
-A new law is one registered class (``@register``) in one file, named in :data:`SHIPPED` (the
-registry imports it when asked for); a test file may register one too.
+A new law is one registered class (``@register``) in one file, and one import line in
+:mod:`archfit.laws`; a test file or a user may register one too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Sequence, TypeVar
@@ -276,54 +271,7 @@ def derived_name(quantity: str, target: float) -> str:
     return f"{quantity}@{fmt_sci(target)}"
 
 
-# Where each shipped law is defined (module under archfit.laws). The registry imports a law's
-# module when the law is first asked for, so ``recommend`` with a levine fit loads one law
-# module, not all of them; listing the registry loads them all. tests/test_contracts.py checks
-# this table against what the modules register.
-SHIPPED: dict[str, str] = {
-    "chinchilla": "chinchilla", "chinchilla-varpro": "chinchilla",
-    "data-constrained": "data_constrained", "depth-joint": "depth_joint", "farseer": "farseer",
-    "depth-width": "depth_width", "ff-ratio": "ff_ratio", "kaplan-n": "kaplan",
-    "kaplan-nd": "kaplan", "levine": "levine", "lr-batch": "lr_batch",
-    "moe-granularity": "moe", "moe-experts": "moe",
-}
-
-
-class LawRegistry(MutableMapping[str, "Law"]):
-    """Law name -> law: the shipped laws (imported on first use) and any a caller registers."""
-
-    def __init__(self) -> None:
-        self._laws: dict[str, Law] = {}
-        self._imported: set[str] = set()  # the shipped modules imported so far
-
-    def _load(self, names: Iterable[str]) -> None:
-        import importlib
-
-        for module in sorted({SHIPPED[n] for n in names if n in SHIPPED} - self._imported):
-            importlib.import_module(f"archfit.laws.{module}")  # its @register fills the table
-            self._imported.add(module)
-
-    def __getitem__(self, name: str) -> Law:
-        if name not in self._laws:
-            self._load([name])
-        return self._laws[name]
-
-    def __setitem__(self, name: str, law: Law) -> None:
-        self._laws[name] = law
-
-    def __delitem__(self, name: str) -> None:
-        del self._laws[name]
-
-    def __iter__(self) -> Iterator[str]:
-        self._load(SHIPPED)
-        return iter(dict(self._laws))
-
-    def __len__(self) -> int:
-        self._load(SHIPPED)
-        return len(self._laws)
-
-
-LAWS = LawRegistry()
+LAWS: dict[str, Law] = {}  # law name -> law: the shipped ones and any registered since
 
 
 L = TypeVar("L", bound=Law)

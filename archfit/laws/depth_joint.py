@@ -64,12 +64,12 @@ class JointObjective:
 
     def value_and_grad(self, th: np.ndarray) -> tuple[float, np.ndarray]:
         import numpy as np
+        from scipy.special import huber
 
         pred, J = self._model(th)
         r = np.log(pred) - self.t  # residuals in log loss: relative errors, scale-free
         d, n = self.delta, len(r)
-        ar = np.abs(r)
-        h = np.where(ar <= d, 0.5 * r * r, d * (ar - 0.5 * d))  # Huber: quadratic inside d
+        h = huber(d, r)  # quadratic inside d, linear outside
         # dHuber/dr is r clipped to [-d, d]; dr/dpred = 1/pred; scaled like the value
         w = np.clip(r, -d, d) / pred / (n * d * d)
         val = float(h.sum() / (n * d * d))

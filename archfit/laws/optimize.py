@@ -10,6 +10,7 @@ import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from scipy.special import huber, logsumexp, softmax
 
 from archfit.errors import FitError, FitInputError
 
@@ -185,53 +186,28 @@ class HuberLSE:
         E = np.broadcast_to(e[..., None, :], U.shape[:-1] + (1,))
         return np.concatenate([U, E], axis=-1)
 
-    def _huber(self, r: np.ndarray) -> np.ndarray:
-        d = self.delta
-        a = np.abs(r)
-        return np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d))
-
     def objective(self, theta: np.ndarray) -> float | np.ndarray:
         """Mean Huber loss / δ² (scaled so optimizers see O(1) numbers); vectorized over θ rows."""
-        U = self._terms(theta)
-        m = U.max(-1)
-        lse = m + np.log(np.exp(U - m[..., None]).sum(-1))
-        return self._huber(lse - self.t).mean(-1) / (self.delta ** 2)
+        r = logsumexp(self._terms(theta), axis=-1) - self.t
+        return huber(self.delta, r).mean(-1) / (self.delta ** 2)
 
     def value_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        k, d = self.k, self.delta
-        U = self.X * -theta[k:2 * k]  # (n, k): a_i - α_i x_i, then e as column k
-        U += theta[:k]
-        m = np.maximum(U.max(1), theta[2 * k])
-        w = np.exp(U - m[:, None])
-        we = np.exp(theta[2 * k] - m)
-        s = w.sum(1) + we
-        r = m + np.log(s) - self.t
-        c = np.clip(r, -d, d) / s  # dHuber/dr times the softmax normalisation
-        a = np.abs(r)
-        h = np.where(a <= d, 0.5 * r * r, d * (a - 0.5 * d)).sum()
+        d = self.delta
+        r, J = self.residuals_and_jacobian(theta)
         scale = 1.0 / (self.n * d * d)
-        g = np.empty(2 * k + 1)
-        wc = w * c[:, None]
-        g[:k] = wc.sum(0)
-        g[k:2 * k] = -np.einsum("ij,ij->j", wc, self.X)
-        g[2 * k] = float(we @ c)
-        return float(h * scale), g * scale
+        dr = np.clip(r, -d, d)  # the Huber loss's derivative in r
+        return float(huber(d, r).sum() * scale), (dr @ J) * scale
 
     def residuals_and_jacobian(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """r = log L̂ - log L per row, and dr/dθ (rows: the softmax weights of the LSE terms)."""
         k = self.k
-        U = self.X * -theta[k:2 * k]
-        U += theta[:k]
-        m = np.maximum(U.max(1), theta[2 * k])  # the largest term: exponents stay <= 0
-        w = np.exp(U - m[:, None])
-        we = np.exp(theta[2 * k] - m)
-        s = w.sum(1) + we
-        P = w / s[:, None]
+        U = self._terms(theta)
+        P = softmax(U, axis=1)
         J = np.empty((self.n, 2 * k + 1))
-        J[:, :k] = P
-        J[:, k:2 * k] = -P * self.X
-        J[:, 2 * k] = we / s
-        return m + np.log(s) - self.t, J
+        J[:, :k] = P[:, :k]
+        J[:, k:2 * k] = -P[:, :k] * self.X
+        J[:, 2 * k] = P[:, k]
+        return logsumexp(U, axis=1) - self.t, J
 
     def polish(self, start: np.ndarray, rp: Reparam | None = None,
                scale: float | None = None) -> np.ndarray:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
+
 from archfit.laws import Fit, load_fit
 from archfit.laws.provenance import ASSUMED, FITTED, record
 from archfit.laws.published import DEFAULT_SHAPE_LAW
-from archfit.numbers import percentile
 from archfit.shapes import kaplan_width
 
 TOLERANCE = 0.005  # 0.5% of the loss (recommend --tolerance)
@@ -96,7 +97,8 @@ def _ci(values: list[float | None], flip: bool) -> list[float | None] | None:
         return [None, None]
     inf = float("inf") if not flip else 0.0
     allv = sorted(finite + [inf] * unb)
-    ends = [percentile(allv, 2.5), percentile(allv, 97.5)]
+    with np.errstate(invalid="ignore"):  # interpolating towards inf gives nan: unbounded
+        ends = np.percentile(allv, [2.5, 97.5]).tolist()
     # an unbounded draw reached by the percentile (inf, or 0.0 below; an interpolation
     # between a finite end and inf is not a number): that side is unbounded
     return [None if unb and (not math.isfinite(v) or (flip and v == 0.0)) else v for v in ends]
@@ -244,7 +246,7 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | No
     if len(vals) < 10:
         return None
     vals.sort()
-    return [percentile(vals, 2.5), percentile(vals, 97.5)]
+    return np.percentile(vals, [2.5, 97.5]).tolist()
 
 
 def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:

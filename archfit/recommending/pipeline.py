@@ -5,9 +5,8 @@ Conventions: the target is Kaplan's N (non-embedding parameters) for shape laws;
 (total parameters for Hoffmann et al. and Epoch), and the shape is sized so its
 ``params_total`` lands on N_opt.
 
-This module names no law: it asks each fit's law object for its role and its optimum. It
-imports no numpy (``archfit recommend`` needs none); objectives beyond loss live apart
-(:mod:`archfit.recommending.objectives`)."""
+This module names no law: it asks each fit's law object for its role and its optimum.
+Objectives beyond loss live apart (:mod:`archfit.recommending.objectives`)."""
 
 from __future__ import annotations
 

@@ -98,10 +98,13 @@ def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[
     draws = sorted(law.lr_at(d, N, D) for d in fit.draws())
     rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
            if len(draws) >= 20 else None)
+    given = "published" if (fit.name or "") in PUBLISHED else "fitted"
     return {"value": value, "range": rng, "law": fit.label,
-            "provenance": "fitted", "range_provenance": fit.interval_provenance() if rng else None,
+            "provenance": given, "range_provenance": fit.interval_provenance() if rng else None,
             "each": published["each"], "convention": published["convention"],
-            "note": ("fitted to your sweep; the published laws give "
+            "note": (("fitted to your sweep" if given == "fitted" else
+                      f"the published {fit.label} law, as asked")
+                     + "; the published laws give "
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 

@@ -13,33 +13,19 @@
 - :mod:`~archfit.train.launch`: multi-process runs (torchrun) and the process group
   (``python -m archfit.train RUN_DIR`` is one process of such a run).
 
-``train`` and the torch-side helpers are loaded on first use.
+Importing the package loads none of torch: the modules that use it import it inside the
+functions that need it (:mod:`~archfit.train.model` is the one that imports it at its top).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+from archfit.train.checkpoint import load_checkpoint
 from archfit.train.config import (EXIT_PREEMPTED, PARALLEL, PRECISIONS, RESUMABLE_CHANGES,
                                   RUNTIME_KEYS, STOP_GRACE_S, Budget, RunResult, TrainConfig)
+from archfit.train.device import auto_micro_batch, check_memory, peak_flops
+from archfit.train.loop import train
 from archfit.train.schedule import lr_at
 
-_LAZY = {"train": "loop", "peak_flops": "device", "auto_micro_batch": "device",
-         "check_memory": "device", "load_checkpoint": "checkpoint"}
-
-if TYPE_CHECKING:  # the lazy names, for type checkers (never run)
-    from archfit.train.checkpoint import load_checkpoint
-    from archfit.train.device import auto_micro_batch, check_memory, peak_flops
-    from archfit.train.loop import train
-
 __all__ = ["EXIT_PREEMPTED", "PARALLEL", "PRECISIONS", "RESUMABLE_CHANGES", "RUNTIME_KEYS",
-           "STOP_GRACE_S", "Budget", "RunResult", "TrainConfig", "lr_at",
-           # the lazy names (a literal list, so type checkers read it; a test matches _LAZY)
-           "train", "peak_flops", "auto_micro_batch", "check_memory", "load_checkpoint"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"archfit.train.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'archfit.train' has no attribute {name!r}")
+           "STOP_GRACE_S", "Budget", "RunResult", "TrainConfig", "lr_at", "train", "peak_flops",
+           "auto_micro_batch", "check_memory", "load_checkpoint"]

@@ -60,7 +60,7 @@ def check_memory(cfg: TrainConfig, shape: Shape, device: str, world: int = 1) ->
     not fit this machine: on CUDA the device's memory at a micro-batch of one sequence (the run
     picks the largest that fits), elsewhere the memory the host has available at the run's
     micro-batch. Skip it with ``train(..., memory_check=False)`` (``--no-memory-check``)."""
-    from archfit.train import memory
+    import archfit.train.memory as memory
 
     share = max(1, cfg.batch_size // world)
     bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and device.startswith("cuda"))

@@ -177,29 +177,3 @@ def _main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-def worker(run_dir: str, restart: bool = False, memory_check: bool = True) -> int:
-    """One process of a run (what torchrun starts): train, and on process 0 write the result."""
-    from archfit.train import EXIT_PREEMPTED, train
-
-    with open(os.path.join(run_dir, CONFIG_FILE)) as f:
-        cfg = TrainConfig.from_dict(json.load(f))
-    rank = int(os.environ.get("RANK", "0"))
-
-    def progress(p: dict[str, Any]) -> None:
-        if rank == 0:
-            print(json.dumps(p), file=sys.stderr, flush=True)
-
-    try:
-        result = train(cfg, run_dir=run_dir, progress=progress, restart=restart,
-                       memory_check=memory_check)
-    except ArchfitError as e:
-        if rank == 0:
-            atomic_write(os.path.join(run_dir, RESULT_FILE),
-                         json.dumps({"status": "failed", "error": str(e), "bad_input": True}))
-        return 2
-    if rank == 0:
-        atomic_write(os.path.join(run_dir, RESULT_FILE), json.dumps(result.to_dict()))
-    return EXIT_PREEMPTED if result.status == "preempted" else 0
-

@@ -116,7 +116,7 @@ def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> 
     import torch
 
     import archfit
-    from archfit.train import data as data_mod
+    import archfit.train.data as data_mod
     from archfit.train.model import GPT
 
     device = resolve_device(cfg)  # before anything slow: a missing device is a bad input
