@@ -385,3 +385,30 @@ def test_a_data_constrained_table_that_repeats_one_token_is_refused_in_seconds(c
     r = cli("fit", path, "--law", "data-constrained")
     assert r.exit_code == 2 and "repeats its data more than 107 times" in r.output, r.output
     assert time.perf_counter() - t0 < 10
+
+
+@pytest.mark.parametrize("tokens, reason", [
+    (1e30, "the peak learning rate 278 is past the plausible bound 1"),
+    (1, "the batch of 0.58 tokens is below one sequence of 2,048 tokens"),
+])
+def test_a_recipe_no_run_could_use_is_flagged_in_text_and_json_and_not_exported(
+        cli, tokens, reason):
+    """Step Law (lr = 1.79 N^-0.713 D^0.307, batch = 0.58 D^0.571 tokens) read at 7e9
+    parameters and 1e30 tokens gives a rate of 278; at 1 token, a batch of 0.58 tokens. The
+    recipe says it is uninformative and why; an export refuses to round it into a config."""
+    import json
+    import math
+
+    N = json.loads(cli("recommend", "--params", 7e9, "--json").output)["recipe"]["params"]
+    assert 1.79 * N ** -0.713 * 1e30 ** 0.307 == pytest.approx(278, rel=0.01)
+    r = cli("recommend", "--params", 7e9, "--tokens", tokens, "--json")
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.output)["recipe"]
+    assert rec["verdict"] == "uninformative" and any(reason in x for x in rec["reasons"])
+    assert math.isclose(rec["batch_tokens"]["value"], 0.58 * float(tokens) ** 0.571, rel_tol=1e-9)
+    text = cli("recommend", "--params", 7e9, "--tokens", tokens).output
+    assert "recipe verdict: uninformative" in text and reason in text
+    e = cli("recommend", "--params", 7e9, "--tokens", tokens, "--emit", "nanogpt")
+    assert e.exit_code == 2 and "the recipe is not one a run could use" in e.output
+    ok = json.loads(cli("recommend", "--params", 7e9, "--json").output)["recipe"]
+    assert ok["verdict"] == "usable" and ok["reasons"] == []

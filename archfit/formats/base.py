@@ -260,7 +260,12 @@ def register(*formats: Format) -> None:
 
 def recipe_steps(recipe: dict[str, Any], n_ctx: int) -> dict[str, Any]:
     """The recipe in a framework's step units: sequences per optimizer step (at least 1),
-    total steps, warmup steps, peak and final learning rates."""
+    total steps, warmup steps, peak and final learning rates. A recipe no run could use (its
+    verdict ``uninformative``) is refused, not rounded into a config."""
+    if recipe.get("verdict") == "uninformative":
+        raise FormatError("the recipe is not one a run could use ("
+                          + "; ".join(recipe.get("reasons") or []) + "); give --tokens for a "
+                          "run of many batches, or --fit an lr-batch fit of your own sweep")
     seqs = max(1, round(recipe["batch_tokens"]["value"] / n_ctx))
     steps = max(1, round(recipe["tokens"]["value"] / (seqs * n_ctx)))
     lr = recipe["lr"]["value"]

@@ -14,6 +14,7 @@ from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.shapes import Shape
+from archfit.train.config import MAX_LR
 from archfit.train.recipe import RecipeError, recipe as published_recipe
 
 # Bergsma et al. 2025, "Straight to Zero: Why Linearly Decaying the Learning Rate to Zero Works
@@ -51,7 +52,30 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
                        range_provenance="assumed: no published range")
     if "hparam" in fits:
         r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
-    return {"tokens": {**toks, "convention": "training tokens"}, **r}
+    out = {"tokens": {**toks, "convention": "training tokens"}, **r}
+    reasons = unusable(out, shape.n_ctx)
+    out["verdict"] = "uninformative" if reasons else "usable"
+    out["reasons"] = reasons
+    return out
+
+
+def unusable(r: dict[str, Any], n_ctx: int) -> list[str]:
+    """Why no training run could use recipe ``r`` as given (empty: a run can): a peak rate past
+    the trainer's plausible bound, a batch below one sequence of the shape's context, fewer
+    tokens than one batch, or a warmup as long as the run."""
+    lr, batch, tokens = r["lr"]["value"], r["batch_tokens"]["value"], r["tokens"]["value"]
+    out = []
+    if not lr <= MAX_LR:
+        out.append(f"the peak learning rate {lr:.3g} is past the plausible bound {MAX_LR:g} "
+                   f"({r['lr']['law']} far outside the sizes and tokens it was fitted on)")
+    if batch < n_ctx:
+        out.append(f"the batch of {batch:.3g} tokens is below one sequence of {n_ctx:,} tokens")
+    if tokens < max(batch, n_ctx):
+        out.append(f"the {tokens:.3g} training tokens are fewer than one batch "
+                   f"({max(batch, n_ctx):.3g} tokens)")
+    elif r["warmup"]["steps"] >= tokens / max(batch, n_ctx):
+        out.append(f"the warmup ({r['warmup']['steps']:,.0f} steps) is as long as the run")
+    return out
 
 
 def optimal_tokens(N_total: float) -> dict[str, Any]:
@@ -130,4 +154,7 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
               for e in (lr, b) if e.get("disagree")]
     if lr.get("note"):
         lines.append(f"  note: {lr['note']}")
+    if r.get("verdict") == "uninformative":
+        lines.append(f"  recipe verdict: uninformative ({'; '.join(r['reasons'])}): no run "
+                     "could use it as given")
     return lines
