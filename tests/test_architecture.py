@@ -15,7 +15,7 @@ PKG = ROOT / "archfit"
 
 # io -> shapes -> model -> train -> sweep -> store -> laws -> recommend -> plots -> campaign -> cli
 LAYERS = [
-    ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers")),
+    ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers", "archfit.text")),
     ("shapes", ("archfit.shapes", "archfit.formats")),
     ("model", ("archfit.train.model",)),
     ("train", ("archfit.train",)),

@@ -346,7 +346,10 @@ def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
     assert r.next_runs and r.next_runs.startswith("to narrow this, 'archfit design' would run "
                                                   "first")
     assert "predicts the 95% CI" in r.next_runs and r.to_dict()["next_runs"] == r.next_runs
-    assert r.text().splitlines()[-1] == f"next: {r.next_runs}"
+    text = r.text()
+    last = text[text.rindex("\nnext: ") + 1:]  # the last line, wrapped at 100 columns
+    assert " ".join(last.split()) == " ".join(f"next: {r.next_runs}".split())
+    assert max(len(line) for line in text.splitlines()) <= 100
 
 
 def test_a_weak_recommend_says_when_its_law_does_not_fit_its_runs(joint):

@@ -297,7 +297,7 @@ def test_recommend_emit_hf_llama_loads_with_autoconfig_and_counts_exactly(cli, t
                        "--tp", "8", "--json").output)
     assert j["params_total"] == n  # the design the format implies = the explicit flags
     assert cfg.num_attention_heads % 8 == 0  # TP-friendly heads by default
-    assert "heads a multiple of 8 (tensor-parallel friendly" in r.output
+    assert "heads a multiple of 8 (tensor-parallel friendly" in " ".join(r.output.split())
     assert cfg.num_hidden_layers == j["n_layer"] and cfg.intermediate_size % 256 == 0
     # again onto the same folder: archfit's own export is replaced; a user's file is not
     # without --force

@@ -412,3 +412,16 @@ def test_a_recipe_no_run_could_use_is_flagged_in_text_and_json_and_not_exported(
     assert e.exit_code == 2 and "the recipe is not one a run could use" in e.output
     ok = json.loads(cli("recommend", "--params", 7e9, "--json").output)["recipe"]
     assert ok["verdict"] == "usable" and ok["reasons"] == []
+
+
+def test_a_long_fit_prints_progress_off_a_terminal(cli, repo, monkeypatch):
+    """Off a terminal (a log, CI) the bootstrap prints a progress line on stderr with the
+    resamples done and an ETA, at most every PROGRESS_EVERY_S seconds (0 here: every chunk)."""
+    import archfit.cli.fit_cmd as fit_cmd
+
+    monkeypatch.setattr(fit_cmd, "PROGRESS_EVERY_S", 0.0)
+    r = cli("fit", repo / "datasets" / "chinchilla_epoch2024.csv", "--law", "chinchilla",
+            "--bootstrap", 200)
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("bootstrap: ")]
+    assert lines and all(" of 200 resamples, " in ln and "s to go" in ln for ln in lines)

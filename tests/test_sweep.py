@@ -250,16 +250,17 @@ def test_demo_end_to_end_on_a_mini_spec(tmp_path):
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert (out / "mini.parquet").exists() and (out / "validate" / "validate.parquet").exists()
     assert "target: 3.6e+05 parameters" in r.stdout
-    assert "validation of depth-joint at 3.6e+05" in r.stdout
+    assert "validation of depth-joint at 3.6e+05" in " ".join(r.stdout.split())
     figs = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().endswith(".png")]
     assert any(f.endswith("validation.png") for f in figs)
     # a weak answer's 'next:' line comes with the figure of that batch
     assert ("\nnext: to narrow this" in r.stdout) == any(f.endswith("design.png") for f in figs)
     assert figs and all(os.path.getsize(f) > 5000 for f in figs)
     assert "[5/6] validation: training the recommended shape and 4 rivals" in r.stderr
-    assert "At 1e+09: the published law (levine2020)" in r.stdout
-    assert "cannot speak for that size: 1e+09 is" in r.stdout
-    shapes = re.findall(r"vocab (\d+), ctx (\d+)", r.stdout)
+    flat = " ".join(r.stdout.split())  # lines a person reads wrap at 100 columns
+    assert "At 1e+09: the published law (levine2020)" in flat
+    assert "cannot speak for that size: 1e+09 is" in flat
+    shapes = re.findall(r"vocab (\d+), ctx (\d+)", flat)
     assert len(shapes) >= 3 and set(shapes) == {("256", "64")}, shapes
     last = r.stdout.strip().splitlines()[-1]
     assert re.match(r"validation at 3.6e\+05: (HELD|MISSED|INCONCLUSIVE) - ", last), last

@@ -135,3 +135,21 @@ def test_a_link_to_a_missing_heading_or_page_is_found(tmp_path):
         "[stale](a.md#benchmarks-the-design) [gone](c.md)\n```\n[in code](z.md)\n```\n")
     assert broken_links([tmp_path / "b.md"]) == [
         "b.md: a.md#benchmarks-the-design names no heading there", "b.md: c.md does not exist"]
+
+
+@pytest.mark.parametrize("argv", [["recommend", "--params", "7e9"],
+                                  ["recommend", "--params", "1e12"],
+                                  ["recommend", "--compute", "1e24"],
+                                  ["recommend", "--params", "7e9", "--tokens", "1e30"],
+                                  ["laws"]])
+def test_every_line_a_person_reads_fits_100_columns(cli, argv):
+    """recommend opens with its answer in one line, and no line of recommend or laws text is
+    wider than 100 columns (the longer ones wrapped, tables made to fit)."""
+    r = cli(*argv)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    if argv[0] == "recommend":
+        first = lines[0]
+        assert first.startswith("answer: ") and " heads; depths " in first
+        assert first.endswith(("; weak", "; informative", "; uninformative"))

@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import click
 
+from archfit.text import WIDTH
+
 from archfit.errors import ArchfitError
 from archfit.io import jsonable
 from archfit.numbers import parse_list, parse_number
@@ -222,25 +224,38 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell.replace(",", "").rstrip("%x"))
+    except ValueError:
+        return cell in ("-", "")
+    return True
+
+
 def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[tuple[str, str]],
-                title: str | None = None, caption: str | None = None) -> None:
-    """Print rows as a table (rich on a terminal, aligned plain text otherwise)."""
+                title: str | None = None, caption: str | None = None,
+                fit_width: bool = False) -> None:
+    """Print rows as a table: rich on a terminal, aligned plain text otherwise; with
+    ``fit_width`` (tables of text: formulas, sources), a plain table wider than 100 columns is
+    drawn by rich at 100, its cells wrapped."""
     cols = list(columns)
     cells = [[fmt(r.get(key)) for key, _ in cols] for r in rows]
-    if sys.stdout.isatty():
+    headers = [h for _, h in cols]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    tty = sys.stdout.isatty()
+    if tty or (fit_width and sum(widths) + 2 * (len(widths) - 1) > WIDTH):
         from rich.console import Console
         from rich.table import Table
 
         t = Table(title=title, caption=caption)
-        for _, header in cols:
-            t.add_column(header, justify="right")
+        for i, (_, header) in enumerate(cols):
+            numeric = all(_is_number(r[i]) for r in cells)
+            t.add_column(header, justify="right" if numeric else "left", overflow="fold")
         for row in cells:
             t.add_row(*row)
-        Console().print(t)
+        Console(width=None if tty else WIDTH, no_color=not tty).print(t)
         return
-    headers = [h for _, h in cols]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
     if title:
         click.echo(title)
     click.echo("  ".join(h.rjust(w) for h, w in zip(headers, widths)))

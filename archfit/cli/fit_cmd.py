@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from archfit.text import wrap
+
 from archfit.cli.common import (SEED, COUNT, NUMBER_LIST, emit_json, group_option, map_option,
                                 print_table, shape_options)
 from archfit.errors import ArchfitError
@@ -196,16 +198,35 @@ def _show(result: Any, out: str | None, as_json: bool) -> None:
     if sel:
         from archfit.laws.selection import Selection
 
-        click.echo(Selection(**sel).text() + "\n")
-    click.echo(result.summary())
+        click.echo(wrap(Selection(**sel).text()) + "\n")
+    click.echo(wrap(str(result.summary())))
     if out:
         click.echo(f"\nwrote {out}")
 
 
+PROGRESS_EVERY_S = 10.0  # off a terminal: a progress line on stderr at most this often
+
+
 def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:
-    """(a progress callback for the bootstrap, the bar to stop), on a terminal only."""
-    if not (bootstrap and sys.stderr.isatty() and not as_json):
+    """(a progress callback for the bootstrap, the bar to stop): a bar on a terminal; off one
+    (a log, CI, --json), a line on stderr every ``PROGRESS_EVERY_S`` seconds with the ETA."""
+    if not bootstrap:
         return None, None
+    if as_json or not sys.stderr.isatty():
+        import time
+
+        t0, last = time.monotonic(), [time.monotonic()]
+
+        def line(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] < PROGRESS_EVERY_S or done >= total:
+                return
+            last[0] = now
+            eta = (now - t0) / max(done, 1) * (total - done)
+            click.echo(f"bootstrap: {done} of {total} resamples, {now - t0:.0f} s so far, about "
+                       f"{eta:.0f} s to go", err=True)
+
+        return line, None
     from rich.progress import Progress
 
     prog = Progress(transient=True)
@@ -280,11 +301,12 @@ def laws(as_json):
     if as_json:
         emit_json({"laws": rows, "published": pub, "constants": consts, "shape_loss": shapes})
         return
-    print_table(rows, [("law", "law"), ("role", "role"), ("formula", "formula")], title="Laws")
+    print_table(rows, [("law", "law"), ("role", "role"), ("formula", "formula")], title="Laws",
+                fit_width=True)
     click.echo("")
     print_table(pub, [("name", "published fit"), ("law", "law"), ("params", "parameters"),
                       ("link", "source")],
-                title="Published fits (use by name: --fit NAME or --law NAME)")
+                title="Published fits (use by name: --fit NAME or --law NAME)", fit_width=True)
     click.echo("")
     print_table([{**c, "value": f"{c['value']:.6g}",
                   "interval": ("[{:.4g}, {:.4g}]".format(*c["interval"]) if c["interval"]
@@ -296,11 +318,12 @@ def laws(as_json):
                  ("interval", "95% interval or range"), ("from", "provenance"),
                  ("link", "source")],
                 title="Every published constant and where it comes from (published: the "
-                      "source's own number; assumed: archfit's reading of a bound, never a CI)")
+                      "source's own number; assumed: archfit's reading of a bound, never a CI)",
+                fit_width=True)
     click.echo("")
     print_table([{**r, "curvature": f"{r['curvature_at_7e9']:.3g} {r['range']}"} for r in shapes],
                 [("name", "published fit"), ("curvature", "curvature at 7e9 [range]"),
                  ("source", "source")],
                 title="Loss over depth at fixed N (relative curvature: the fraction of the loss "
                       "a factor e away from the optimal depth costs; what prices alternatives "
-                      "without a fit of your own)")
+                      "without a fit of your own)", fit_width=True)

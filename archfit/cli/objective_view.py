@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from archfit.text import wrap
+
 from archfit.cli.common import emit_json, print_table
 
 
@@ -36,8 +38,8 @@ def run_objective(params: Any, compute: Any, fits: list[str], ff_ratio: Any, obj
     if as_json:
         emit_json({**c.to_dict(), "figure": figure})
         return
-    click.echo(c.header())
+    click.echo(wrap(c.header()))
     print_table(*c.table())
-    click.echo(f"\n{c.tradeoff}")
+    click.echo("\n" + wrap(c.tradeoff))
     if figure:
         click.echo(f"wrote {figure}")

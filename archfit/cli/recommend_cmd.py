@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from archfit.text import wrap
+
 from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
                                 shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
@@ -143,16 +145,16 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
     if emit is not None:
         refuse_inexpressible(ctx, r.shape, emit)
         if out_dir is None:  # the config on stdout, the rest on stderr
-            click.echo(design, err=True)
-            click.echo(r.summary_line(), err=True)
+            click.echo(wrap(design), err=True)
+            click.echo(wrap(r.summary_line()), err=True)
             from archfit.recommending import CONSTRAINT_NOTE
 
             for n in r.notes:
                 if n.startswith(CONSTRAINT_NOTE):
-                    click.echo(f"note: {n}", err=True)
+                    click.echo(wrap(f"note: {n}"), err=True)
             write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by, r.recipe)
             return
-        click.echo(design)
+        click.echo(wrap(design))
     click.echo(r.text())
     if emit is not None:
         click.echo("")

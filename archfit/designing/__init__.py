@@ -29,6 +29,7 @@ from archfit.laws.numeric import columns
 from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step,
                                           check_request, draws, predicted, spread)
 from archfit.errors import SpecError
+from archfit.text import wrap
 from archfit.sweep.plan import pool_from_grid, pool_from_sizes, pool_from_spec
 
 __all__ = ["Design", "DesignError", "Target", "design", "replay", "calibrated_fit", "metrics",
@@ -107,12 +108,14 @@ class Design:
         if self.chosen:
             keys = [k for k in SHOWN if k in self.chosen[0]] + ["cost", "gain_per_cost",
                                                                  "sd_after"]
-            lines += ["", "  " + "  ".join(f"{k:>14}" for k in ["#"] + keys)]
-            for i, c in enumerate(self.chosen, 1):
-                cells = [str(i)] + [_cell(c.get(k)) for k in keys]
-                lines.append("  " + "  ".join(f"{x:>14}" for x in cells))
+            rows = [[str(i)] + [_cell(c.get(k)) for k in keys]
+                    for i, c in enumerate(self.chosen, 1)]
+            heads = ["#"] + keys
+            widths = [max([len(h), *(len(r[j]) for r in rows)]) for j, h in enumerate(heads)]
+            lines += ["", "  " + "  ".join(h.rjust(w) for h, w in zip(heads, widths))]
+            lines += ["  " + "  ".join(x.rjust(w) for x, w in zip(r, widths)) for r in rows]
         lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        return wrap("\n".join(lines))
 
     def write(self, path: str, spec: Any = None) -> str:
         """The chosen runs as a sweep spec (``.toml``, for ``archfit sweep run``; with ``spec``

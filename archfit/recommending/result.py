@@ -10,6 +10,7 @@ from typing import Any
 from archfit.laws.provenance import describe
 from archfit.numbers import fmt_range
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
+from archfit.text import WIDTH, wrap
 
 
 @dataclass(repr=False)  # __repr__ below
@@ -104,9 +105,32 @@ class Recommendation:
             pl.lit(self.trust.get("verdict")).alias("verdict"), pl.lit(self.law).alias("law"),
             pl.lit(self.target_params).alias("target_params"))
 
+    def answer_line(self) -> str:
+        """The answer in one line of at most 100 columns: the shape, the near-optimal depths,
+        the recipe's rate, batch and tokens, and the verdict; the evidence follows it."""
+        s, n = self.shape, self.near_optimal or {}
+        parts = [f"answer: {s.n_layer} x {s.d_model:,}, {s.n_head} heads"]
+        lo, hi = (n.get("n_layer") or [None, None])
+        if lo is not None:
+            parts.append(f"depths {lo:.0f}-{'any' if hi is None else f'{hi:.0f}'}")
+        r = self.recipe
+        if r:
+            parts.append(f"lr {r['lr']['value']:.2g}, batch {r['batch_tokens']['value']:.2g}, "
+                         f"{r['tokens']['value']:.2g} tokens")
+        if r and r.get("verdict") == "uninformative":
+            parts[-1] += " (recipe unusable)"
+        line = "; ".join(parts) + f"; {self.trust.get('verdict', '?')}"
+        short = parts[:2] + (["recipe unusable"] if r and r.get("verdict") == "uninformative"
+                             else [])
+        return line if len(line) <= WIDTH else "; ".join(short) + \
+            f"; {self.trust.get('verdict', '?')}"
+
     def text(self) -> str:
+        return wrap(self._text())
+
+    def _text(self) -> str:
         s, ci = self.shape, self.ci or {}
-        lines = []
+        lines = [self.answer_line(), ""]
         if self.compute:
             c = self.compute
             lines.append(f"compute {c['C']:.3g} FLOPs (C = 6 N D), law {c['law']}:")
@@ -179,10 +203,11 @@ class Recommendation:
                 return "-" if v is None else (f"{v:+.3%}" if rel else f"{v:.4f}")
             return f"{v:,}" if isinstance(v, int) else str(v)
 
+        rows = [[cell(k, row[k]) for k, _ in cols] for row in self.alternatives_records]
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (_, h) in enumerate(cols)]
         lines = ["alternatives (first row = recommended):",
-                 "  ".join(f"{h:>15}" for _, h in cols)]
-        lines += ["  ".join(f"{cell(k, row[k]):>15}" for k, _ in cols)
-                  for row in self.alternatives_records]
+                 "  ".join(h.rjust(w) for (_, h), w in zip(cols, widths))]
+        lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
