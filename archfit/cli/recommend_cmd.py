@@ -32,6 +32,14 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
               help="With --active-params: fix the dense MLP's width over one expert's.")
 @click.option("--shared-experts", "n_shared_experts", type=COUNT, default=None,
               help="With --active-params: experts every token uses (DeepSeek).")
+@click.option("--inference-tokens", type=NUMBER, default=None,
+              help="With --compute: tokens the model will serve; size it for the least "
+                   "training + inference FLOPs (6ND + 2NT) at the compute-optimal loss "
+                   "(Sardana et al. 2024): smaller, trained longer. Both budgets are shown.")
+@click.option("--tokens-per-param", type=NUMBER, default=None,
+              help="With --compute: over-train at this many tokens per parameter (N = "
+                   "sqrt(C / 6R)); the predicted loss penalty against the compute-optimal "
+                   "model of the same compute is shown.")
 @click.option("--unique-tokens", type=NUMBER, default=None,
               help="With --compute: the unique tokens the data may repeat; the budget is split "
                    "by a data-constrained law (default muennighoff2023) into size, tokens and "
@@ -83,7 +91,7 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, granularity,
-              n_shared_experts, unique_tokens, fits, laws, ff_ratio, compare, strict, objective,
+              n_shared_experts, inference_tokens, tokens_per_param, unique_tokens, fits, laws, ff_ratio, compare, strict, objective,
               gpu, perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens,
               usd_per_gpu_hour, pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget,
@@ -95,6 +103,7 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
       archfit recommend --params 7.2e5 --fit demo-out/demo-depth-joint.json
       archfit recommend --compute 1e24 --law hoffmann2022
       archfit recommend --compute 1e22 --unique-tokens 1e10
+      archfit recommend --compute 1e23 --inference-tokens 1e13
       archfit recommend --params 7e9 --emit hf-llama -o out/
       archfit recommend --params 1e12 --active-params 3.2e10 --compare
     """
@@ -138,7 +147,8 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
                       objective_opts, strict, as_json)
         return
     r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
-            strict=strict, unique_tokens=unique_tokens, tokens=tokens, **kw)
+            strict=strict, unique_tokens=unique_tokens, tokens=tokens,
+            inference_tokens=inference_tokens, tokens_per_param=tokens_per_param, **kw)
     if as_json:
         emit_json(r.to_dict())
         return

@@ -112,11 +112,20 @@ def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
 
 
 def resolve_target(params: float | None, compute: float | None, fits: dict[str, Fit],
-                   unique_tokens: float | None = None) -> Target:
+                   unique_tokens: float | None = None, inference_tokens: float | None = None,
+                   tokens_per_param: float | None = None) -> Target:
     """The size to build: ``params`` (the shape law's convention), or the compute law's N_opt
     for ``compute`` FLOPs (on ``unique_tokens`` unique tokens, when given: the data-constrained
-    law's split, by default Muennighoff et al. 2023's)."""
+    law's split, by default Muennighoff et al. 2023's). With ``inference_tokens`` or
+    ``tokens_per_param`` the budget is split otherwise (:mod:`archfit.recommending.budget`),
+    and the compute-optimal split is kept beside it."""
     from archfit.numbers import check_params_domain
+
+    planned = [n for n, v in (("--inference-tokens", inference_tokens),
+                              ("--tokens-per-param", tokens_per_param)) if v is not None]
+    if planned and (compute is None or unique_tokens is not None or len(planned) > 1):
+        raise RecommendError(f"{' and '.join(planned)}: give one of them, with --compute C (a "
+                             "FLOP budget) and without --unique-tokens")
 
     if unique_tokens is not None:
         if compute is None:
@@ -147,6 +156,18 @@ def resolve_target(params: float | None, compute: float | None, fits: dict[str, 
         info[f"{k}_ci"] = opt[f"{k}_ci"]
     info["provenance"] = cf.interval_provenance() if opt["N_opt_ci"] else None
     info.update(cf.law_obj.condition_report(cf.params, float(d_opt), **cond))
+    if planned:
+        from archfit.recommending.budget import inference_optimal, overtraining
+
+        plan = (inference_optimal(cf, compute, inference_tokens) if inference_tokens is not None
+                else overtraining(cf, compute, tokens_per_param))  # type: ignore[arg-type]
+        check_params_domain(float(plan["N"]), f"the planned size at {compute:.3g} FLOPs")
+        info["plan"] = {**plan, "kind": "inference" if inference_tokens is not None
+                        else "overtraining"}
+        what = ("least training + inference FLOPs" if inference_tokens is not None
+                else f"{tokens_per_param:g} tokens per parameter")
+        return Target(float(plan["N"]), f"N for {what} ({info['law']}): {info['convention']}",
+                      "total" in info["convention"], info)
     return Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
                   "total" in info["convention"], info)
 

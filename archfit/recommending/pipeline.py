@@ -49,6 +49,8 @@ def recommend(
     tolerance: float = 0.005,
     unique_tokens: float | None = None,
     tokens: float | None = None,
+    inference_tokens: float | None = None,
+    tokens_per_param: float | None = None,
 ) -> Recommendation:
     """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
     budget ``compute`` in FLOPs, via a compute law's N_opt; with ``unique_tokens``, on that many
@@ -62,7 +64,11 @@ def recommend(
     ``depth_span``: candidate depths as multiples of the optimal depth. ``tolerance``: the
     near-optimal set's (:mod:`archfit.recommending.near_optimal`) fraction of the optimum's
     loss; the pick is its centre in log depth. ``tokens``: the recipe's training tokens
-    (default: compute-optimal for the size, or the budget's D_opt). Long because the signature
+    (default: compute-optimal for the size, or the budget's D_opt). With ``compute``,
+    ``inference_tokens`` (tokens to be served) sizes the model for the least training plus
+    inference FLOPs at the compute-optimal loss (Sardana et al. 2024), and ``tokens_per_param``
+    spends the budget on that many tokens per parameter and prices it in loss
+    (:mod:`archfit.recommending.budget`). Long because the signature
     names every option a caller may set, one a line.
 
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
@@ -81,7 +87,8 @@ def recommend(
             f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
             "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
             f"use {DEFAULT_SHAPE_LAW}")
-    target = resolve_target(params, compute, fits, unique_tokens)
+    target = resolve_target(params, compute, fits, unique_tokens, inference_tokens,
+                            tokens_per_param)
     notes: list[str] = []
     ff, rule = ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
     shape_fit = fits["shape"]

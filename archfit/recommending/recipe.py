@@ -35,6 +35,14 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
                 math.isfinite(tokens) and tokens > 0):
             raise RecommendError(f"--tokens must be a positive token count, got {tokens!r}")
         toks = {"value": float(tokens), "range": [float(tokens)] * 2, "provenance": "given"}
+    elif compute is not None and compute.get("plan"):
+        plan = compute["plan"]
+        toks = {"value": plan["D"], "range": plan.get("D_ci") or [plan["D"]] * 2,
+                "provenance": compute.get("provenance") or "published",
+                "source": (f"D of {compute['law']}'s "
+                           + ("inference-optimal split" if plan["kind"] == "inference" else
+                              f"{plan['tokens_per_param']:g} tokens per parameter")
+                           + f" at {compute['C']:.3g} FLOPs")}
     elif compute is not None:
         toks = {"value": compute["D_opt"], "range": compute.get("D_opt_ci") or
                 [compute["D_opt"]] * 2, "provenance": compute.get("provenance") or "published",

@@ -142,6 +142,8 @@ class Recommendation:
                     "  (no interval: the fit has no parameter draws)"))
             if c.get("provenance"):
                 lines.append(f"  (each interval: {describe(c['provenance'])})")
+            if c.get("plan"):
+                lines += _plan_lines(c["plan"])
             if c.get("unique_tokens"):
                 lines += [f"  {'unique tokens':<22}{c['unique_tokens']:.4g}: {c['epochs']:.3g} "
                           f"epochs; the last epoch's tokens are worth {c['last_epoch_value']:.0%} "
@@ -235,6 +237,33 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
             + (f" (each end: {describe(ci.get('provenance'))})" if ci.get("provenance") else
                " (no interval on the ends: the fit carries no parameter draws)"),
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
+
+
+def _plan_lines(p: dict[str, Any]) -> list[str]:
+    """The budget split otherwise than compute-optimally: inference or over-training."""
+    def ci(k: str, fmt: str = ".4g") -> str:
+        c = p.get(f"{k}_ci")
+        return f" [{format(c[0], fmt)}, {format(c[1], fmt)}]" if c else ""
+
+    if p["kind"] == "inference":
+        saved = 1 - p["total_flops"] / p["compute_optimal_total_flops"]
+        out = [f"  serving {p['inference_tokens']:.3g} tokens (Sardana et al. 2024): build N "
+               f"{p['N']:.4g}{ci('N')}, train on {p['D']:.4g}{ci('D')} tokens, for the "
+               "compute-optimal model's loss",
+               f"  FLOPs: training {p['train_flops']:.3g} + inference "
+               f"{p['inference_flops']:.3g} = {p['total_flops']:.3g}, against "
+               f"{p['compute_optimal_train_flops']:.3g} + "
+               f"{p['compute_optimal_inference_flops']:.3g} = "
+               f"{p['compute_optimal_total_flops']:.3g} compute-optimal ({saved:.0%} less; "
+               "inference 2 N FLOPs per token)"]
+    else:
+        out = [f"  over-trained at {p['tokens_per_param']:g} tokens per parameter: N "
+               f"{p['N']:.4g}, {p['D']:.4g} tokens; predicted loss {p['loss']:.4g} against "
+               f"{p['loss_compute_optimal']:.4g} compute-optimal: {p['penalty']:+.2%}"
+               f"{ci('penalty', '+.2%')}"]
+    out.append(f"  (each interval: {describe(p['interval'])})" if p.get("interval") else
+               f"  ({p.get('interval_note', 'no interval')})")
+    return out
 
 
 def _verdict_line(t: dict[str, Any]) -> str:
