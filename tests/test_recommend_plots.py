@@ -218,3 +218,28 @@ def test_gqa_and_mqa_shapes_are_sized_with_their_kv_heads(N, kv):
     s = r.shape
     assert s.n_kv_head == kv and s.n_head % kv == 0 and abs(r.rel_error) <= 0.02
     assert s.params_non_embedding == pytest.approx(N, rel=0.02)
+
+
+def test_the_optimal_depth_figure_shows_the_runs_on_log_axes(levine_synthetic):
+    """Read from the figure's own axes: both axes log, the runs drawn as points, every run
+    inside the x range, and the extrapolation shaded only beyond the largest run."""
+    import numpy as np
+    from matplotlib.patches import Polygon, Rectangle
+
+    from archfit.plots.fits import optimal_shape_vs_size
+
+    frame = levine_synthetic()
+    lev = fit(frame, law="levine", bootstrap=0)
+    fig = optimal_shape_vs_size(lev, data=frame.to_dict(as_series=False))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    runs = [ln for ln in ax.get_lines() if ln.get_gid() == "run"]
+    assert len(runs) == 1 and len(runs[0].get_xdata()) == frame.height
+    lo, hi = ax.get_xlim()
+    assert lo <= frame["params"].min() and frame["params"].max() <= hi
+    top = lev.diagnostics["span"]["params_max"]
+    shaded = [p for p in ax.patches if isinstance(p, (Polygon, Rectangle))
+              and p.get_label() == "extrapolation"]
+    left = [p.get_x() if isinstance(p, Rectangle) else float(np.min(p.get_xy()[:, 0]))
+            for p in shaded]
+    assert shaded and min(left) == pytest.approx(top)

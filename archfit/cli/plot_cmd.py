@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from archfit.text import wrap
+
 from archfit.cli.common import NUMBER, emit_json
 from archfit.cli.fit_cmd import parse_map
 
@@ -78,12 +80,17 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
                                "draw; give a shape-law fit (e.g. levine2020)")
     paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec,
                      references=refs)
+    notes = [] if data or not fit.inputs else [
+        "the runs are not drawn as points: give them after the fit (archfit plot "
+        f"{fit_file} {' '.join(i.get('path', 'RUNS') for i in fit.inputs[:1])} -o {out_dir})"]
     if as_json:
-        emit_json({"figures": paths})
+        emit_json({"figures": paths, "notes": notes})
         return
     click.echo(f"wrote {len(paths)} figure(s):")
     for p in paths:
         click.echo(f"  {p}")
+    for n in notes:
+        click.echo(wrap(f"note: {n}"))
 
 
 def _known(fit_file, data, out_dir, fmt, maps, target, references, as_json):  # type: ignore[no-untyped-def]

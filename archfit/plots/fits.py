@@ -19,22 +19,34 @@ from archfit.plots.base import FIGSIZE, FORMATS, fit_title, pyplot, save_figure
 
 
 def optimal_shape_vs_size(fit: Fit, target: float | None = None,
-                          recommended: Any = None, references: Sequence[Fit] = ()) -> Any:
-    """Any shape law: optimal depth (and width) against size, the fitted law with its bootstrap
-    band, the optima measured in the data and where the data end, other shape laws
+                          recommended: Any = None, references: Sequence[Fit] = (),
+                          data: Any = None) -> Any:
+    """Any shape law: optimal depth (and width) against size, both on log axes, the fitted law
+    with its bootstrap band, the runs (``data``: depth against size, as points) and the optima
+    measured in them, the extrapolation shaded beyond the largest run, other shape laws
     (``references``) for comparison, extrapolated to ``target`` with the recommended shape
-    marked."""
+    marked. The x-axis spans the runs (from half the smallest) to the target, or 10x past the
+    largest run."""
     law = fit.law_obj
     measured = law.measured_optima(fit.extra)
-    lo_n = min([m.params for m in measured], default=1e6) / 2
-    hi_n = max([target or 0] + [m.params * 2 for m in measured] + [1e9])
+    span = fit.diagnostics.get("span") or {}
+    top = span.get("params_max")
+    runs = _runs_depth(data)
+    smallest = [m.params for m in measured] + ([span["params_min"]] if span.get("params_min")
+                                               else []) + [n for n, _ in runs]
+    lo_n = min(smallest, default=1e6) / 2
+    hi_n = max([target or 0, (top or 1e8) * 10] + [m.params * 2 for m in measured])
     Ns = np.logspace(math.log10(lo_n), math.log10(hi_n), 80)
     opt = np.array([law.optimum(fit.params, n) for n in Ns])
     fig, ax = pyplot().subplots(figsize=FIGSIZE)
     ax.plot(Ns, opt[:, 0], "-", color="C0", label=f"optimal depth ({fit.label})")
     band = _bootstrap_band(fit, Ns)
     if band is not None:
-        ax.fill_between(Ns, band[0], band[1], color="C0", alpha=0.2, label="95% bootstrap band")
+        ax.fill_between(Ns, np.maximum(band[0], 1e-3), band[1], color="C0", alpha=0.2,
+                        label="95% bootstrap band")
+    if runs:
+        ax.plot([n for n, _ in runs], [d for _, d in runs], ".", color="0.3", ms=6, gid="run",
+                label=f"runs trained ({len(runs)}: depth at size)")
     if measured:
         ax.errorbar([m.params for m in measured], [m.value for m in measured],
                     yerr=[[m.value - m.low for m in measured],
@@ -43,10 +55,9 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     for i, ref in enumerate(references):
         ax.plot(Ns, [ref.law_obj.optimum(ref.params, n)[0] for n in Ns], "-.",
                 color=f"C{4 + i}", label=f"optimal depth ({ref.label}, for comparison)")
-    top = (fit.diagnostics.get("span") or {}).get("params_max")
     if top:
         ax.axvline(top, color="0.4", ls="--", lw=0.8, label=f"largest run in the data ({top:.3g})")
-        ax.axvspan(top, Ns[-1], color="0.9", zorder=0)
+        ax.axvspan(top, Ns[-1], color="0.9", zorder=0, label="extrapolation")
     ax2 = ax.twinx()
     ax2.plot(Ns, opt[:, 1], "--", color="C1", label="optimal width d_model")
     ax2.set_yscale("log")
@@ -59,14 +70,29 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
     elif target:
         ax.axvline(target, color="C3", ls=":", label=f"target N = {target:.3g}")
     ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(Ns[0], Ns[-1])
     ax.set_xlabel(f"{law.target_convention}, N (log scale)")
-    ax.set_ylabel("optimal depth n_layer")
+    ax.set_ylabel("optimal depth n_layer (log scale)")
     ax.set_title(fit_title(fit, "Optimal depth and width vs size"), fontsize=10)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
     fig.tight_layout()
     return fig
+
+
+def _runs_depth(data: Any) -> list[tuple[float, float]]:
+    """(size, depth) of each run in ``data`` (prepared columns or a frame), where it has both."""
+    if data is None:
+        return []
+    try:
+        N = np.asarray(data["params"], float)
+        L = np.asarray(data["n_layer"], float)
+    except (KeyError, TypeError, ValueError, Exception):  # noqa: BLE001 - no depth to draw
+        return []
+    keep = np.isfinite(N) & np.isfinite(L) & (N > 0) & (L > 0)
+    return list(zip(N[keep].tolist(), L[keep].tolist()))
 
 
 def known_models_map(fit: Fit, placements: Sequence[Any]) -> Any:
@@ -210,7 +236,7 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
         raise ArchfitError(f"unknown figure format {fmt!r}; use {', '.join(FORMATS)}")
     generic: dict[str, Callable[[], Any]] = {
         "optimal_depth_vs_size": lambda: optimal_shape_vs_size(fit, target, recommended,
-                                                               references),
+                                                               references, data),
         "residuals": lambda: residuals(fit),
     }
     paths = []
