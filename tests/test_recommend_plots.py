@@ -243,3 +243,21 @@ def test_the_optimal_depth_figure_shows_the_runs_on_log_axes(levine_synthetic):
     left = [p.get_x() if isinstance(p, Rectangle) else float(np.min(p.get_xy()[:, 0]))
             for p in shaded]
     assert shaded and min(left) == pytest.approx(top)
+
+
+def test_recommend_builds_at_the_vocabulary_and_context_of_the_fits_runs(levine_synthetic):
+    """A fit records the vocabulary and context its runs shared; recommend builds at them
+    unless told otherwise, and says so (it once built GPT-2's 50,257 at 2,048 silently)."""
+    import polars as pl
+
+    frame = levine_synthetic().with_columns(pl.lit(256).alias("vocab_size"),
+                                            pl.lit(128).alias("n_ctx"))
+    lev = fit(frame, law="levine", bootstrap=0)
+    assert (lev.diagnostics["span"]["vocab_size"], lev.diagnostics["span"]["n_ctx"]) == (256, 128)
+    r = recommend(1e9, fit=lev)
+    assert (r.shape.vocab_size, r.shape.n_ctx) == (256, 128)
+    assert any("vocab 256 and context 128 as in the runs" in n for n in r.notes)
+    r = recommend(1e9, fit=lev, vocab_size=32000)
+    assert (r.shape.vocab_size, r.shape.n_ctx) == (32000, 128)
+    plain = recommend(1e9)  # a published fit records no runs: GPT-2's vocabulary, 2,048
+    assert (plain.shape.vocab_size, plain.shape.n_ctx) == (50257, 2048)

@@ -50,7 +50,13 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
               help="Published fit by name (levine2020, epoch2024, hoffmann2022; see 'archfit "
                    "laws'), or auto. Default: levine2020; epoch2024 for --compute; "
                    "muennighoff2023 with --unique-tokens.")
-@shape_options("vocab_size", "n_ctx", n_ctx={"default": 2048})
+@shape_options("vocab_size", "n_ctx",
+               vocab_size={"default": None, "show_default": False,
+                           "help": "Vocabulary size (default: the one the --fit's runs share, "
+                                   "else 50,257)."},
+               n_ctx={"default": None, "show_default": False,
+                      "help": "Context length (default: the one the --fit's runs share, else "
+                              "2,048)."})
 @click.option("--head-dim", type=INT, default=128, show_default=True,
               help="Attention head size: heads = d_model / head_dim.")
 @click.option("--multiple-of", type=INT, default=128, show_default=True,
@@ -192,8 +198,8 @@ def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_d
     r = recommend_sparse(
         params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
         n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
-        n_shared_experts=moe["n_shared_experts"] or 0, vocab_size=kw["vocab_size"],
-        n_ctx=kw["n_ctx"], head_dim=kw["head_dim"], multiple_of=kw["multiple_of"],
+        n_shared_experts=moe["n_shared_experts"] or 0, vocab_size=kw["vocab_size"] or 50257,
+        n_ctx=kw["n_ctx"] or 2048, head_dim=kw["head_dim"], multiple_of=kw["multiple_of"],
         tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
         strict=strict)
     if as_json:

@@ -109,7 +109,20 @@ def fit(
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
+    f.diagnostics.setdefault("span", {}).update(runs_vocab_and_context(table))
     return f
+
+
+def runs_vocab_and_context(table: RunTable) -> dict[str, int]:
+    """The vocabulary and context the runs share (``vocab_size``, ``n_ctx``), where the table
+    records one of each: what ``recommend --fit`` builds at unless told otherwise."""
+    out = {}
+    for col in ("vocab_size", "n_ctx"):
+        if col in table.frame.columns:
+            vals = table.frame[col].drop_nulls().unique().to_list()
+            if len(vals) == 1 and isinstance(vals[0], (int, float)) and vals[0] > 0:
+                out[col] = int(vals[0])
+    return out
 
 
 def _auto(table: RunTable, kw: dict[str, Any]) -> Fit:

@@ -29,8 +29,8 @@ def recommend(
     *,
     compute: float | None = None,
     fit: Fit | str | Sequence[Fit | str] | None = None,
-    vocab_size: int = 50257,
-    n_ctx: int = 2048,
+    vocab_size: int | None = None,
+    n_ctx: int | None = None,
     head_dim: int = 128,
     multiple_of: int = 128,
     ff_ratio: float | str = 4.0,
@@ -74,13 +74,15 @@ def recommend(
     When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
     ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
     """
+    given = [load_fit(f) for f in given_fits(fit)]
+    fits = fits_by_role(given)
+    notes: list[str] = []
+    vocab_size, n_ctx = runs_vocab_and_context(fits["shape"], vocab_size, n_ctx, notes)
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
               mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
               position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
     opts = check_options(params, compute, kw)
     check_tolerance(tolerance)
-    given = [load_fit(f) for f in given_fits(fit)]
-    fits = fits_by_role(given)
     if params is not None and "compute" in fits and not any(
             f.law_obj.role == "shape" for f in given):
         raise RecommendError(
@@ -89,7 +91,6 @@ def recommend(
             f"use {DEFAULT_SHAPE_LAW}")
     target = resolve_target(params, compute, fits, unique_tokens, inference_tokens,
                             tokens_per_param)
-    notes: list[str] = []
     ff, rule = ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
@@ -119,6 +120,27 @@ def recommend(
 
 SHAPE_OPTIONS = ("vocab_size", "n_ctx", "head_dim", "multiple_of", "mlp", "n_kv_head", "tp", "top",
                  "tied_embeddings", "position", "bias", "norm", "ff_multiple")
+
+
+DEFAULT_VOCAB, DEFAULT_CTX = 50257, 2048  # GPT-2's vocabulary, a 2,048-token context
+
+
+def runs_vocab_and_context(fit: Fit, vocab_size: int | None, n_ctx: int | None,
+                           notes: list[str]) -> tuple[int, int]:
+    """The vocabulary and context to build at: as given, else the ones the fit's runs shared
+    (recorded in its span; a note says so), else GPT-2's vocabulary and a 2,048 context."""
+    span = fit.diagnostics.get("span") or {}
+    taken = []
+    if vocab_size is None:
+        vocab_size = span.get("vocab_size") or DEFAULT_VOCAB
+        taken += [f"vocab {vocab_size:,}"] if span.get("vocab_size") else []
+    if n_ctx is None:
+        n_ctx = span.get("n_ctx") or DEFAULT_CTX
+        taken += [f"context {n_ctx:,}"] if span.get("n_ctx") else []
+    if taken:
+        notes.append(f"{' and '.join(taken)} as in the runs {fit.label} was fitted on (give "
+                     "--vocab / --ctx to build at others)")
+    return vocab_size, n_ctx
 
 
 def check_tolerance(tolerance: Any) -> None:

@@ -239,7 +239,7 @@ def check_schema_version(df: Any, path: str) -> None:
 # ---------------------------------------------------------------------------- reading
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
              "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens",
-             "params_active", "n_experts", "top_k", "granularity")
+             "params_active", "n_experts", "top_k", "granularity", "vocab_size", "n_ctx")
 # canonical columns that hold text (the rest are cast to numbers)
 CANONICAL_TEXT = ("status", "run_id", "mlp")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
