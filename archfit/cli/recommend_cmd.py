@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from archfit.recommending import recommend as recommend_shape
 from archfit.text import wrap
 
 from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
@@ -97,9 +98,10 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, granularity,
-              n_shared_experts, inference_tokens, tokens_per_param, unique_tokens, fits, laws, ff_ratio, compare, strict, objective,
-              gpu, perf_file, gpu_hours, tokens, max_latency_ms, gpu_batch_tokens,
-              usd_per_gpu_hour, pareto, emit, out_dir, force, vocab_divisible_by, as_json, **kw):
+              n_shared_experts, inference_tokens, tokens_per_param, unique_tokens, fits, laws,
+              ff_ratio, compare, strict, objective, gpu, perf_file, gpu_hours, tokens,
+              max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour, pareto, emit, out_dir, force,
+              vocab_divisible_by, as_json, **kw):
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget,
     with a recipe to train it (peak learning rate, batch, tokens, warmup, decay).
 
@@ -113,8 +115,6 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
       archfit recommend --params 7e9 --emit hf-llama -o out/
       archfit recommend --params 1e12 --active-params 3.2e10 --compare
     """
-    from archfit.recommending import recommend as rec
-
     if (params is None) == (compute is None):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
     check_emit_args(emit, out_dir, force, as_json)
@@ -152,32 +152,39 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
         run_objective(params, compute, list(fits) + list(laws), ff_ratio, objective, kw,
                       objective_opts, strict, as_json)
         return
-    r = rec(params, compute=compute, fit=list(fits) + list(laws) or None, ff_ratio=ff_ratio,
-            strict=strict, unique_tokens=unique_tokens, tokens=tokens,
-            inference_tokens=inference_tokens, tokens_per_param=tokens_per_param, **kw)
+    r = recommend_shape(params, compute=compute, fit=list(fits) + list(laws) or None,
+                        ff_ratio=ff_ratio, strict=strict, unique_tokens=unique_tokens,
+                        tokens=tokens, inference_tokens=inference_tokens,
+                        tokens_per_param=tokens_per_param, **kw)
     if as_json:
         emit_json(r.to_dict())
         return
     if emit is not None:
-        refuse_inexpressible(ctx, r.shape, emit)
-        if out_dir is None:  # the config on stdout, the rest on stderr
-            click.echo(wrap(design), err=True)
-            click.echo(wrap(r.summary_line()), err=True)
-            from archfit.recommending import CONSTRAINT_NOTE
-
-            for n in r.notes:
-                if n.startswith(CONSTRAINT_NOTE):
-                    click.echo(wrap(f"note: {n}"), err=True)
-            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by, r.recipe)
-            return
-        click.echo(wrap(design))
-    click.echo(r.text())
-    if emit is not None:
-        click.echo("")
-        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by, r.recipe)
+        _export(ctx, r, emit, design, out_dir, force, kw.get("tp"), vocab_divisible_by)
         return
+    click.echo(r.text())
     click.echo("")
     click.echo(r.alternatives_text())
+
+
+def _export(ctx, r, emit, design, out_dir, force, tp, vocab_divisible_by):  # type: ignore[no-untyped-def]
+    """The recommendation exported: the config on stdout and the rest on stderr, or the text
+    and the config written into ``out_dir``."""
+    refuse_inexpressible(ctx, r.shape, emit)
+    if out_dir is None:
+        click.echo(wrap(design), err=True)
+        click.echo(wrap(r.summary_line()), err=True)
+        from archfit.recommending import CONSTRAINT_NOTE
+
+        for n in r.notes:
+            if n.startswith(CONSTRAINT_NOTE):
+                click.echo(wrap(f"note: {n}"), err=True)
+        write_export(r.shape, emit, None, force, tp, vocab_divisible_by, r.recipe)
+        return
+    click.echo(wrap(design))
+    click.echo(r.text())
+    click.echo("")
+    write_export(r.shape, emit, out_dir, force, tp, vocab_divisible_by, r.recipe)
 
 
 def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_dir, force,  # type: ignore[no-untyped-def]

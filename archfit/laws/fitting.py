@@ -15,6 +15,7 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
+from archfit.laws.conventions import check_params
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, lack_of_fit,
                                   run_scatter, subset)
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
@@ -100,10 +101,8 @@ def fit(
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table, lw)
-    df = sane_frame(lw, table, dedupe, notes)
-    from archfit.laws.conventions import check_params
-
-    df = check_params(df, table.sources, arch, notes, conventions)
+    df = check_params(sane_frame(lw, table, dedupe, notes), table.sources, arch, notes,
+                      conventions)
     data = with_size_classes(lw, lw.prepare(df), size_tolerance)
     check_sizes(lw, data)
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
