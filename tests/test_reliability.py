@@ -151,13 +151,13 @@ def test_an_unexpected_error_is_one_line_with_a_log(tmp_path, monkeypatch):
     (or ARCHFIT_DEBUG=1) shows the traceback instead."""
     from click.testing import CliRunner
 
-    import archfit.recommending as rec
+    import archfit.cli.recommend_cmd as command
     from archfit.cli import main
 
     def broken(*a, **k):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(rec, "recommend", broken)
+    monkeypatch.setattr(command, "recommend_shape", broken)  # the library call it makes
     monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path))
     r = CliRunner().invoke(main, ["recommend", "--params", "1e9"])
     assert r.exit_code == 1 and "Traceback" not in r.output
