@@ -425,3 +425,42 @@ def test_a_long_fit_prints_progress_off_a_terminal(cli, repo, monkeypatch):
     assert r.exit_code == 0, r.output
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("bootstrap: ")]
     assert lines and all(" of 40 resamples, " in ln and "s to go" in ln for ln in lines)
+
+
+def test_lr_batch_never_averages_over_batch_sizes(cli, tmp_path):
+    """A learning-rate grid at two batch sizes per cell is refused whole, naming --by; fitted
+    one batch at a time it recovers each batch's planted optimum, ln lr* = -7 - 0.3 ln(b/2^16)
+    (a loss quadratic in ln lr about it)."""
+    import json
+    import math
+
+    import polars as pl
+
+    rows = [dict(params=N, tokens=20 * N, lr=lr, batch_tokens=b,
+                 loss=3.0 + 0.05 * (math.log(lr) + 7 + 0.3 * math.log(b / 2 ** 16)) ** 2)
+            for N in (1e6, 4e6, 1.6e7) for b in (2 ** 16, 2 ** 18)
+            for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)]
+    path = tmp_path / "grid.csv"
+    pl.DataFrame(rows).write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
+    assert r.exit_code == 2 and "the batch varies within the cell" in r.output
+    assert "--by batch_tokens" in r.output
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0, "--by", "batch_tokens", "--json")
+    assert r.exit_code == 0, r.output
+    got = {float(k): v["params"]["a"] for k, v in json.loads(r.output)["fits"].items()}
+    assert got[2.0 ** 16] == pytest.approx(-7.0, abs=1e-6)
+    assert got[2.0 ** 18] == pytest.approx(-7.0 - 0.3 * math.log(4), abs=1e-6)
+
+
+def test_an_lr_cell_of_three_rates_says_it_has_no_interval(cli, tmp_path):
+    import math
+
+    import polars as pl
+
+    rows = [dict(params=N, tokens=20 * N, lr=lr, loss=3.0 + 0.05 * (math.log(lr) + 7) ** 2)
+            for N in (1e6, 4e6, 1.6e7) for lr in (3e-4, 1e-3, 3e-3)]
+    path = tmp_path / "three.csv"
+    pl.DataFrame(rows).write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
+    assert r.exit_code == 0, r.output
+    assert "3 rates fit the parabola exactly" in " ".join(r.output.split())

@@ -262,7 +262,7 @@ def _by(fits: dict, by: str, out: str | None, as_json: bool) -> None:
         return
     first = next(iter(fits.values()))
     click.echo(f"archfit fit: {first.law}, one fit per value of {by!r} (95% CIs)")
-    click.echo(f"  {first.formula}")
+    click.echo(wrap(f"  {first.formula}"))
     rows = []
     for name in first.params:
         row = {"param": name}

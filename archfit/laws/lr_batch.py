@@ -38,6 +38,7 @@ class LRBatch(Law):
 
         from archfit.laws.numeric import linear_map, ols
 
+        check_one_batch(data)
         cells, notes = cell_optima(data)
         if len(cells) < 2:
             raise FitError(f"lr-batch found {len(cells)} (size, tokens) cell(s) with an interior "
@@ -123,6 +124,28 @@ class LRBatch(Law):
                 "widen": conformal_factor(pred, lo, hi, actual, 0.95)}
 
 
+def check_one_batch(data: Data) -> None:
+    """Refuse a table whose batch size varies within a (size, tokens) cell: each cell's best
+    rate is read from one curve of loss against the rate, and averaging curves of several
+    batch sizes as if they were seeds moves it (and can flip the data exponent's sign)."""
+    import numpy as np
+
+    if "batch_tokens" not in data:
+        return
+    batch = np.asarray(data["batch_tokens"], float)
+    for N, D in {(float(n), float(d)) for n, d in zip(data["params"], data["tokens"])}:
+        key = _cell_key(N, D)
+        m = np.array([_cell_key(float(n), float(d)) == key
+                      for n, d in zip(data["params"], data["tokens"])])
+        vals = np.unique(batch[m][np.isfinite(batch[m])])
+        if len(vals) > 1:
+            raise FitError(f"lr-batch: the batch varies within the cell N {N:.3g}, D {D:.3g} "
+                           f"({', '.join(f'{v:.4g}' for v in vals[:4])} tokens per step); the "
+                           "rate's optimum is read per batch, never averaged over them: fit "
+                           "one batch size at a time (fit --by batch_tokens, or filter the "
+                           "table)")
+
+
 def _cell_key(N: float, D: float) -> tuple[float, float]:
     return (round(math.log(N), 3), round(math.log(D), 3))
 
@@ -184,6 +207,10 @@ def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
         # the 95% half-width from Student's t at the parabola's residual degrees of freedom
         # (a few rates: the normal quantile would be far too narrow)
         half = float(stats.t.ppf(0.975, len(x) - 3)) * se if len(x) > 3 else math.nan
+        if not math.isfinite(half):
+            notes.append(f"{where}: {len(x)} rates fit the parabola exactly, leaving nothing to "
+                         "measure its error: this cell's best rate has no interval (sweep 4 or "
+                         "more rates)")
         cells.append({"key": key, "params": N, "tokens": D, "log_opt": xs, "log_opt_se": se,
                       "log_opt_half95": half, "opt": math.exp(xs),
                       "opt_ci": ([math.exp(xs - half), math.exp(xs + half)]

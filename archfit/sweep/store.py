@@ -239,13 +239,15 @@ def check_schema_version(df: Any, path: str) -> None:
 # ---------------------------------------------------------------------------- reading
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
              "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens",
-             "params_active", "n_experts", "top_k", "granularity", "vocab_size", "n_ctx")
+             "params_active", "n_experts", "top_k", "granularity", "vocab_size", "n_ctx",
+             "batch_tokens")
 # canonical columns that hold text (the rest are cast to numbers)
 CANONICAL_TEXT = ("status", "run_id", "mlp")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
 # tried in this order when no --map names the source
 DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "loss": ("loss", "final_val_loss", "val_loss"),
+    "batch_tokens": ("batch_tokens", "tokens_per_step"),
     "params": ("params", "params_non_embedding", "num_params", "n_params"),
     "n_layer": ("n_layer", "num_hidden_layers", "num_layers"),
     "d_model": ("d_model", "n_embd", "hidden_size"),
@@ -257,7 +259,8 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "top_k": ("top_k", "num_experts_per_tok"),
 }
 # the columns archfit itself writes under other names (no note when they are read)
-OWN_SOURCES = ("final_val_loss", "params_non_embedding", "params_active_non_embedding")
+OWN_SOURCES = ("final_val_loss", "params_non_embedding", "params_active_non_embedding",
+               "batch_size x grad_accum x n_ctx")
 # run states that mean a finished run (archfit's own, W&B's, MLflow's)
 OK_STATES = ("ok", "finished", "completed", "success", "succeeded")
 
@@ -334,6 +337,11 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
             if name in mapping:
                 raise FitInputError(f"--map {name}={mapping[name]}: no column {mapping[name]!r} "
                                     f"in the input; columns are: {', '.join(df.columns)}")
+    if "batch_tokens" not in cols and "batch_size" in df.columns and "n_ctx" in df.columns \
+            and "batch_tokens" not in mapping:  # an archfit run table: tokens per optimizer step
+        accum = df["grad_accum"] if "grad_accum" in df.columns else 1
+        cols["batch_tokens"] = df["batch_size"] * accum * df["n_ctx"]
+        sources["batch_tokens"] = "batch_size x grad_accum x n_ctx"
     extra = []
     for c in keep:
         if c not in df.columns:
