@@ -329,7 +329,7 @@ def stop_reason(spec: Spec, led: Ledger) -> str | None:
     ci = last.target_ci if last is not None else None
     # an interval stops the campaign only under a verdict that accepts it: an uninformative
     # fit's interval may be narrow by accident (a bound, a few resamples), not by evidence
-    if _narrow(spec, led) and last is not None and last.verdict != "uninformative":
+    if ci and _narrow(spec, led) and last is not None and last.verdict != "uninformative":
         return (f"the target's 95% CI spans {ci[1] / ci[0]:.3g}x, within [stop] ci_ratio "
                 f"{stop.ci_ratio}")
     unheeded = unheeded_ci(spec, led)

@@ -60,8 +60,8 @@ def compute_optimal(p: Mapping[str, float], C: float) -> tuple[float, float]:
         except (OverflowError, ZeroDivisionError, ValueError):
             return math.inf
 
-    res = minimize_scalar(f, bounds=(mid - 9.2, mid + 9.2), method="bounded",
-                          options={"xatol": 1e-9})
+    res: Any = minimize_scalar(f, bounds=(mid - 9.2, mid + 9.2), method="bounded",
+                               options={"xatol": 1e-9})
     N = math.exp(res.x)
     return N, c6 / N
 
@@ -214,7 +214,7 @@ def _fit_stable(data: Data, starts: list[np.ndarray]) -> np.ndarray:
     for start in starts:
         z0 = np.clip(_to_stable(start), lo + 1e-9, hi - 1e-9)
         try:
-            res = least_squares(resid, z0, jac=jac, bounds=(lo, hi), loss="huber",
+            res = least_squares(resid, z0, jac=jac, bounds=(lo, hi), loss="huber",  # type: ignore[arg-type]
                                 f_scale=HUBER_DELTA, method="trf", x_scale="jac", max_nfev=2000)
         except ValueError:
             continue

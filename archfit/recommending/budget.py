@@ -70,7 +70,10 @@ def inference_at(law: Any, p: Mapping[str, float], C: float, T: float) -> dict[s
         lo, hi = math.log(d0), math.log(d0) + 40.0
         if gap(hi) > 0:  # this size never reaches the loss: below the law's floor
             return math.inf
-        return math.exp(brentq(gap, lo, hi, xtol=1e-10)) if gap(lo) > 0 else d0
+        if gap(lo) <= 0:
+            return d0
+        root: Any = brentq(gap, lo, hi, xtol=1e-10)
+        return math.exp(root)
 
     def total(x: float) -> float:
         N = math.exp(x)
@@ -84,7 +87,8 @@ def inference_at(law: Any, p: Mapping[str, float], C: float, T: float) -> dict[s
             mid = 0.5 * (a + b)
             a, b = (a, mid) if math.isfinite(tokens_for(math.exp(mid))) else (mid, b)
         lo = b
-    res = minimize_scalar(total, bounds=(lo, hi), method="bounded", options={"xatol": 1e-6})
+    res: Any = minimize_scalar(total, bounds=(lo, hi), method="bounded",
+                               options={"xatol": 1e-6})
     N = math.exp(res.x)
     D = tokens_for(N)
     return {"N": N, "D": D, "loss": target, "train_flops": 6.0 * N * D,

@@ -131,16 +131,14 @@ def runs_vocab_and_context(fit: Fit, vocab_size: int | None, n_ctx: int | None,
     (recorded in its span; a note says so), else GPT-2's vocabulary and a 2,048 context."""
     span = fit.diagnostics.get("span") or {}
     taken = []
-    if vocab_size is None:
-        vocab_size = span.get("vocab_size") or DEFAULT_VOCAB
-        taken += [f"vocab {vocab_size:,}"] if span.get("vocab_size") else []
-    if n_ctx is None:
-        n_ctx = span.get("n_ctx") or DEFAULT_CTX
-        taken += [f"context {n_ctx:,}"] if span.get("n_ctx") else []
+    vocab: int = vocab_size if vocab_size is not None else span.get("vocab_size") or DEFAULT_VOCAB
+    ctx: int = n_ctx if n_ctx is not None else span.get("n_ctx") or DEFAULT_CTX
+    taken += [f"vocab {vocab:,}"] if vocab_size is None and span.get("vocab_size") else []
+    taken += [f"context {ctx:,}"] if n_ctx is None and span.get("n_ctx") else []
     if taken:
         notes.append(f"{' and '.join(taken)} as in the runs {fit.label} was fitted on (give "
                      "--vocab / --ctx to build at others)")
-    return vocab_size, n_ctx
+    return vocab, ctx
 
 
 def check_tolerance(tolerance: Any) -> None:
