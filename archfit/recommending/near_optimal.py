@@ -190,7 +190,9 @@ def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, An
         return {"n_layer_low": sorted(v for v in los if v is not None),
                 "n_layer_high": sorted(v for v in his if v is not None), "method": method,
                 "provenance": curvature_provenance(rel, method)}
-    method = f"percentiles over {len(los)} bootstrap draws"
+    total = len(f.bootstrap_params())
+    method = (f"percentiles over {len(los)} of the fit's {total:,} bootstrap draws"
+              if total > len(los) else f"percentiles over {len(los)} bootstrap draws")
     return {"n_layer_low": _ci(los, True), "n_layer_high": _ci(his, False), "method": method,
             "provenance": record(FITTED, method, source=f.label)}
 
