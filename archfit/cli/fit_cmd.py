@@ -215,13 +215,14 @@ def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:
     if as_json or not sys.stderr.isatty():
         import time
 
-        t0, last = time.monotonic(), [time.monotonic()]
+        t0 = last = time.monotonic()
 
         def line(done: int, total: int) -> None:
+            nonlocal last
             now = time.monotonic()
-            if now - last[0] < PROGRESS_EVERY_S or done >= total:
+            if now - last < PROGRESS_EVERY_S or done >= total:
                 return
-            last[0] = now
+            last = now
             eta = (now - t0) / max(done, 1) * (total - done)
             click.echo(f"bootstrap: {done} of {total} resamples, {now - t0:.0f} s so far, about "
                        f"{eta:.0f} s to go", err=True)

@@ -171,6 +171,8 @@ def _fit_stable(data: Data, starts: list[np.ndarray]) -> np.ndarray:
     import numpy as np
     from scipy.optimize import least_squares
 
+    from archfit.laws.optimize import best_start
+
     L = np.log(data["params"] / N_SCALE)
     lnD, logL = np.log(data["tokens"]), np.log(data["loss"])
 
@@ -210,20 +212,12 @@ def _fit_stable(data: Data, starts: list[np.ndarray]) -> np.ndarray:
     e, s = EXPONENT_BOUND, SLOPE_BOUND
     lo = np.array([-s, -s, -e] * 3)
     hi = -lo
-    best = None
-    for start in starts:
+    def solve(start: np.ndarray) -> Any:
         z0 = np.clip(_to_stable(start), lo + 1e-9, hi - 1e-9)
-        try:
-            res = least_squares(resid, z0, jac=jac, bounds=(lo, hi), loss="huber",  # type: ignore[arg-type]
-                                f_scale=HUBER_DELTA, method="trf", x_scale="jac", max_nfev=2000)
-        except ValueError:
-            continue
-        if np.all(np.isfinite(res.x)) and np.isfinite(res.cost) and (
-                best is None or res.cost < best.cost):
-            best = res
-    if best is None:
-        raise FitError("the Farseer fit did not converge from any start")
-    return _to_public(best.x)
+        return least_squares(resid, z0, jac=jac, bounds=(lo, hi), loss="huber",  # type: ignore[arg-type]
+                             f_scale=HUBER_DELTA, method="trf", x_scale="jac", max_nfev=2000)
+
+    return _to_public(best_start(starts, solve, "the Farseer fit").x)
 
 
 def chinchilla_starts(data: Data) -> list[np.ndarray]:

@@ -132,13 +132,13 @@ def check_one_batch(data: Data) -> None:
 
     if "batch_tokens" not in data:
         return
-    batch = np.asarray(data["batch_tokens"], float)
-    for N, D in {(float(n), float(d)) for n, d in zip(data["params"], data["tokens"])}:
-        key = _cell_key(N, D)
-        m = np.array([_cell_key(float(n), float(d)) == key
-                      for n, d in zip(data["params"], data["tokens"])])
-        vals = np.unique(batch[m][np.isfinite(batch[m])])
-        if len(vals) > 1:
+    by_cell: dict[tuple[float, float], set[float]] = {}
+    for N, D, b in zip(data["params"], data["tokens"], data["batch_tokens"]):
+        if np.isfinite(b):
+            by_cell.setdefault(_cell_key(float(N), float(D)), set()).add(float(b))
+    for (lnN, lnD), batches in sorted(by_cell.items()):
+        if len(batches) > 1:
+            N, D, vals = math.exp(lnN), math.exp(lnD), sorted(batches)
             raise FitError(f"lr-batch: the batch varies within the cell N {N:.3g}, D {D:.3g} "
                            f"({', '.join(f'{v:.4g}' for v in vals[:4])} tokens per step); the "
                            "rate's optimum is read per batch, never averaged over them: fit "

@@ -107,18 +107,29 @@ def lsq_fit(resid: Any, starts: Sequence[np.ndarray], rp: Reparam, scale: float 
         r = resid(th)
         return np.concatenate([r, s * rp.prior_z(th)[0]]) if rp.prior else r
 
+    best = best_start(starts, lambda s0: least_squares(rows, rp.reduce(s0), method="trf",
+                                                       max_nfev=4000),
+                      "the constrained least-squares fit")
+    return rp.expand(best.x)
+
+
+def best_start(starts: Sequence[np.ndarray], solve: Callable[[np.ndarray], Any],
+               what: str) -> Any:
+    """The least-cost finite result of ``solve(start)`` (a scipy least-squares result) over
+    ``starts``; a start ``solve`` refuses (ValueError) is skipped. ``what`` names the fit in the
+    error when no start converges."""
     best = None
     for s0 in starts:
         try:
-            res = least_squares(rows, rp.reduce(s0), method="trf", max_nfev=4000)
+            res = solve(s0)
         except ValueError:
             continue
         if np.all(np.isfinite(res.x)) and np.isfinite(res.cost) and (
                 best is None or res.cost < best.cost):
             best = res
     if best is None:
-        raise FitError("the constrained least-squares fit did not converge from any start")
-    return rp.expand(best.x)
+        raise FitError(f"{what} did not converge from any start")
+    return best
 
 
 # The one stopping rule of every L-BFGS fit: relative objective change 1e-15 and projected
@@ -316,19 +327,11 @@ def huber_lsq(resid: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.nda
         r = resid(th)
         return np.concatenate([r, s * rp.prior_z(th)[0]]) if rp.prior else r
 
-    best = None
-    for s0 in starts:
-        try:
-            x0 = rp.reduce(rp.constrain(np.atleast_2d(s0))[0])
-            if bounds:
-                x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
-            res = least_squares(rows, x0, bounds=(lo, hi), loss="huber", f_scale=delta,
-                                method="trf", x_scale="jac", max_nfev=2000)
-        except ValueError:
-            continue
-        if np.all(np.isfinite(res.x)) and np.isfinite(res.cost) and (
-                best is None or res.cost < best.cost):
-            best = res
-    if best is None:
-        raise FitError("the Huber fit did not converge from any start")
-    return rp.expand(best.x)
+    def solve(s0: np.ndarray) -> Any:
+        x0 = rp.reduce(rp.constrain(np.atleast_2d(s0))[0])
+        if bounds:
+            x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+        return least_squares(rows, x0, bounds=(lo, hi), loss="huber", f_scale=delta,
+                             method="trf", x_scale="jac", max_nfev=2000)
+
+    return rp.expand(best_start(starts, solve, "the Huber fit").x)

@@ -84,13 +84,10 @@ def optimal_shape_vs_size(fit: Fit, target: float | None = None,
 
 def _runs_depth(data: Any) -> list[tuple[float, float]]:
     """(size, depth) of each run in ``data`` (prepared columns or a frame), where it has both."""
-    if data is None:
+    if data is None or "params" not in data or "n_layer" not in data:
         return []
-    try:
-        N = np.asarray(data["params"], float)
-        L = np.asarray(data["n_layer"], float)
-    except (KeyError, TypeError, ValueError, Exception):  # noqa: BLE001 - no depth to draw
-        return []
+    N = np.asarray(data["params"], float)
+    L = np.asarray(data["n_layer"], float)
     keep = np.isfinite(N) & np.isfinite(L) & (N > 0) & (L > 0)
     return list(zip(N[keep].tolist(), L[keep].tolist()))
 

@@ -124,16 +124,23 @@ def _with_intervals(fit: Fit, point: dict[str, float],
     return out
 
 
+def _planned(fit: Fit, C: float, name: str, value: float,
+             at: Callable[[Any, Mapping[str, float], float, float], dict[str, float]]
+             ) -> dict[str, Any]:
+    """``at`` (one parameter set's plan) at the fit's parameters and over its draws, with the
+    budget, the option given and the law's convention."""
+    law = _law(fit)
+    C, v = _check("compute", C), _check(name, value)
+    out = _with_intervals(fit, at(law, fit.params, C, v), lambda p: at(law, p, C, v))
+    return {**out, name: v, "C": C, "law": fit.label,
+            "convention": fit.conventions.get("params", "as fitted")}
+
+
 def overtraining(fit: Fit, C: float, tokens_per_param: float) -> dict[str, Any]:
     """Spend ``C`` FLOPs on ``tokens_per_param`` tokens per parameter: the size, tokens and the
     predicted loss against the compute-optimal model of the same C, with 95% intervals over the
     fit's draws."""
-    law = _law(fit)
-    C, R = _check("compute", C), _check("tokens_per_param", tokens_per_param)
-    point = overtrained_at(law, fit.params, C, R)
-    out = _with_intervals(fit, point, lambda p: overtrained_at(law, p, C, R))
-    return {**out, "tokens_per_param": R, "C": C, "law": fit.label,
-            "convention": fit.conventions.get("params", "as fitted"),
+    return {**_planned(fit, C, "tokens_per_param", tokens_per_param, overtrained_at),
             "flops": "C = 6 N D (training)"}
 
 
@@ -141,12 +148,7 @@ def inference_optimal(fit: Fit, C: float, inference_tokens: float) -> dict[str, 
     """The size and tokens that reach the compute-optimal loss at ``C`` for the least training
     plus inference FLOPs over ``inference_tokens`` tokens served (Sardana et al. 2024), with
     both budgets beside the compute-optimal model's and 95% intervals over the fit's draws."""
-    law = _law(fit)
-    C, T = _check("compute", C), _check("inference_tokens", inference_tokens)
-    point = inference_at(law, fit.params, C, T)
-    out = _with_intervals(fit, point, lambda p: inference_at(law, p, C, T))
-    return {**out, "inference_tokens": T, "C": C, "law": fit.label,
-            "convention": fit.conventions.get("params", "as fitted"),
+    return {**_planned(fit, C, "inference_tokens", inference_tokens, inference_at),
             "flops": f"training C = 6 N D; inference {INFERENCE_FLOPS}",
             "method": "Sardana et al. 2024: least training + inference FLOPs at the "
                       "compute-optimal model's loss"}
