@@ -399,16 +399,17 @@ def test_a_recipe_no_run_could_use_is_flagged_in_text_and_json_and_not_exported(
     import json
     import math
 
-    N = json.loads(cli("recommend", "--params", 7e9, "--json").output)["recipe"]["params"]
+    gpt2 = ("--family", "gpt2")  # the example: a 2,048 context
+    N = json.loads(cli("recommend", "--params", 7e9, *gpt2, "--json").output)["recipe"]["params"]
     assert 1.79 * N ** -0.713 * 1e30 ** 0.307 == pytest.approx(278, rel=0.01)
-    r = cli("recommend", "--params", 7e9, "--tokens", tokens, "--json")
+    r = cli("recommend", "--params", 7e9, *gpt2, "--tokens", tokens, "--json")
     assert r.exit_code == 0, r.output
     rec = json.loads(r.output)["recipe"]
     assert rec["verdict"] == "uninformative" and any(reason in x for x in rec["reasons"])
     assert math.isclose(rec["batch_tokens"]["value"], 0.58 * float(tokens) ** 0.571, rel_tol=1e-9)
-    text = cli("recommend", "--params", 7e9, "--tokens", tokens).output
+    text = cli("recommend", "--params", 7e9, *gpt2, "--tokens", tokens).output
     assert "recipe verdict: uninformative" in text and reason in text
-    e = cli("recommend", "--params", 7e9, "--tokens", tokens, "--emit", "nanogpt")
+    e = cli("recommend", "--params", 7e9, *gpt2, "--tokens", tokens, "--emit", "nanogpt")
     assert e.exit_code == 2 and "the recipe is not one a run could use" in e.output
     ok = json.loads(cli("recommend", "--params", 7e9, "--json").output)["recipe"]
     assert ok["verdict"] == "usable" and ok["reasons"] == []

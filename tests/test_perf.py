@@ -124,14 +124,14 @@ def test_time_objective_differs_from_loss_and_is_the_brute_force_pick(cli, levin
     from archfit.recommending.objectives import OBJECTIVE_SPAN
     from archfit.recommending import recommend
 
-    base = ["recommend", "--params", "3e8", "--fit", levine_fit, "--json"]
+    base = ["recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", "--json"]
     loss = json.loads(cli(*base, "--objective", "loss").output)
     r = cli(*base, "--objective", "time", "--gpu-hours", H)
     assert r.exit_code == 0, r.output
     time_ = json.loads(r.output)
     assert (time_["chosen"]["n_layer"], time_["chosen"]["d_model"]) != (
         loss["n_layer"], loss["d_model"])
-    rec = recommend(3e8, fit=str(levine_fit), depth_span=OBJECTIVE_SPAN)
+    rec = recommend(3e8, fit=str(levine_fit), depth_span=OBJECTIVE_SPAN, family="gpt2")
     bf = _brute_force(rec, H)
     assert (time_["chosen"]["n_layer"], time_["chosen"]["d_model"]) == (bf.n_layer, bf.d_model)
     assert time_["loss_optimal"]["n_layer"] == loss["n_layer"]
@@ -139,7 +139,7 @@ def test_time_objective_differs_from_loss_and_is_the_brute_force_pick(cli, levin
 
 
 def test_tokens_mode_reaches_the_loss_optimal_loss_in_the_fewest_gpu_hours(cli, levine_fit):
-    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "time",
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", "--objective", "time",
             "--tokens", "6e9", "--json")
     assert r.exit_code == 0, r.output
     c = json.loads(r.output)
@@ -153,7 +153,7 @@ def test_tokens_mode_reaches_the_loss_optimal_loss_in_the_fewest_gpu_hours(cli, 
 
 
 def test_latency_objective_picks_the_best_shape_under_the_bound(cli, levine_fit):
-    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "latency",
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", "--objective", "latency",
             "--max-latency-ms", "1.0", "--json")
     assert r.exit_code == 0, r.output
     c = json.loads(r.output)
@@ -161,7 +161,7 @@ def test_latency_objective_picks_the_best_shape_under_the_bound(cli, levine_fit)
     assert c["chosen"]["latency_ms"] <= 1.0
     assert c["chosen"]["shape_penalty"] == min(x["shape_penalty"] for x in ok)
     assert c["chosen"]["n_layer"] < c["loss_optimal"]["n_layer"]
-    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "latency",
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", "--objective", "latency",
             "--max-latency-ms", "0.01")
     assert r.exit_code == 2 and "no candidate decodes" in r.stderr
 
@@ -169,7 +169,7 @@ def test_latency_objective_picks_the_best_shape_under_the_bound(cli, levine_fit)
 def test_pareto_figure_is_archfit_own_and_never_replaces_a_users_file(cli, levine_fit,
                                                                      tmp_path):
     png = tmp_path / "pareto.png"
-    args = ["recommend", "--params", "3e8", "--fit", levine_fit, "--objective", "time",
+    args = ["recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", "--objective", "time",
             "--gpu-hours", H, "--pareto", png]
     r = cli(*args)
     assert r.exit_code == 0, r.output
@@ -190,7 +190,7 @@ def test_pareto_figure_is_archfit_own_and_never_replaces_a_users_file(cli, levin
     (["--objective", "time", "--gpu-hours", "10", "--perf", "nope.json"], "no such step"),
 ])
 def test_objective_errors_say_what_to_give(cli, levine_fit, args, needle):
-    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, *args)
+    r = cli("recommend", "--params", "3e8", "--fit", levine_fit, "--family", "gpt2", *args)
     assert r.exit_code == 2 and needle in r.stderr, r.output
     assert len(r.stderr.strip().splitlines()) == 1
 
@@ -198,7 +198,7 @@ def test_objective_errors_say_what_to_give(cli, levine_fit, args, needle):
 def test_the_published_law_trades_loss_at_kaplans_curvature(cli):
     # levine2020 prices depth with Kaplan et al.'s relative curvature, in nats at the data law's
     # loss: a law with a penalty can trade loss for speed without a fit of one's own
-    r = cli("recommend", "--params", "1e9", "--objective", "time", "--gpu-hours", "100",
+    r = cli("recommend", "--params", "1e9", "--family", "gpt2", "--objective", "time", "--gpu-hours", "100",
             "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
@@ -240,7 +240,7 @@ def test_step_model_round_trip_and_refusals(tmp_path):
 def test_latency_objective_at_1b_goes_wider_and_shallower(cli, levine_fit):
     """The 1B case: under a latency bound tighter than the loss-optimal shape's, the pick is
     shallower and wider (Bian et al.'s direction), at a stated loss cost."""
-    base = ["recommend", "--params", "1.2e9", "--fit", levine_fit, "--json"]
+    base = ["recommend", "--params", "1.2e9", "--fit", levine_fit, "--family", "gpt2", "--json"]
     free = json.loads(cli(*base, "--objective", "latency", "--max-latency-ms", "1000").output)
     ref = free["loss_optimal"]
     bound = 0.85 * ref["latency_ms"]

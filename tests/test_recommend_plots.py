@@ -16,8 +16,11 @@ def test_acceptance_1e12_default_levine(cli):
     r = cli("recommend", "--params", "1e12", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert 90 <= d["n_layer"] <= 97
-    assert 28_000 <= d["d_model"] <= 32_000
+    assert 90 <= d["n_layer"] <= 97  # Levine's optimum at 1e12: 94.7 layers
+    assert 28_000 <= d["d_model"] <= 34_000  # 29,657 at 12 d^2 per layer; a SwiGLU-GQA block
+    # holds about 10.3 d^2, so the same N is ~8% wider
+    assert d["family"] == "llama" and d["mlp"] == "swiglu" and d["position"] == "rope"
+    assert d["n_head"] % 8 == 0 and d["n_kv_head"] == 8 and not d["bias"]
     assert abs(d["params_non_embedding"] / 1e12 - 1) < 0.02
     for k in ("n_layer", "d_model", "n_head", "d_ff", "params_non_embedding", "params_total",
               "rel_error", "law", "alternatives"):
@@ -197,7 +200,8 @@ def test_recommended_is_the_argmin_and_no_penalty_is_negative(A, alpha, B, beta,
     f = Fit(law="depth-width", params=dict(E=1.5, A=A, alpha=alpha, B=B, beta=beta, C=0.0,
                                            gamma=0.0), name="random")
     try:
-        r = recommend(params=N, fit=f, top=50)
+        # one width plan (no family head split, no finer fallback): the ranking is the point
+        r = recommend(params=N, fit=f, top=50, family="gpt2", head_dim=128, multiple_of=128)
     except RecommendError:
         return  # the optimum is outside what can be built: nothing to rank
     pens = [row["loss_penalty"] for row in r.alternatives_records]
@@ -259,5 +263,7 @@ def test_recommend_builds_at_the_vocabulary_and_context_of_the_fits_runs(levine_
     assert any("vocab 256 and context 128 as in the runs" in n for n in r.notes)
     r = recommend(1e9, fit=lev, vocab_size=32000)
     assert (r.shape.vocab_size, r.shape.n_ctx) == (32000, 128)
-    plain = recommend(1e9)  # a published fit records no runs: GPT-2's vocabulary, 2,048
-    assert (plain.shape.vocab_size, plain.shape.n_ctx) == (50257, 2048)
+    plain = recommend(1e9)  # a published fit records no runs: the family's (Llama 3's)
+    assert (plain.shape.vocab_size, plain.shape.n_ctx) == (128256, 8192)
+    assert (recommend(1e9, family="gpt2").shape.vocab_size, recommend(
+        1e9, family="gpt2").shape.n_ctx) == (50257, 2048)

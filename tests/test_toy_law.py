@@ -101,7 +101,7 @@ def test_toy_law_fit_recommend_plot_api(tmp_path):
     f = fit(planted(), law="toy-power-depth", bootstrap=100)
     assert f.params["q"] == pytest.approx(Q, abs=0.03)
     assert f.derived["n_layer_opt@1e9"] == pytest.approx(C * 1e9 ** Q, rel=0.1)
-    r = recommend(params=1e9, fit=f, top=3)
+    r = recommend(params=1e9, fit=f, top=3, family="gpt2")  # widths in steps of 128
     assert abs(r.shape.n_layer - C * 1e9 ** Q) <= 1.5
     lo, hi = r.ci["n_layer"]
     assert lo < r.n_layer_opt < hi
@@ -122,7 +122,7 @@ def test_toy_law_through_the_cli(tmp_path, cli):
     out = tmp_path / "toy.json"
     r = cli("fit", data, "--law", "toy-power-depth", "--bootstrap", "50", "--out", out)
     assert r.exit_code == 0, r.output
-    r = cli("recommend", "--params", "1e9", "--fit", out, "--json")
+    r = cli("recommend", "--params", "1e9", "--fit", out, "--family", "gpt2", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["law"] == "toy-power-depth" and abs(d["n_layer"] - C * 1e9 ** Q) <= 1.5

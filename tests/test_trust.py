@@ -178,13 +178,14 @@ def test_constraints_that_move_the_depth_are_priced(correlated_sweep):
     f = fit(correlated_sweep(seed=1, n_tokens=4), law="depth-joint", bootstrap=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UninformativeWarning)
-        free = recommend(params=3e9, fit=f)
+        free = recommend(params=3e9, fit=f, family="gpt2")  # no head split to keep
         tp = recommend(params=3e9, fit=f, tp=8, n_kv_head=8)
     assert not [n for n in free.notes if "constraints" in n]  # within 10%: no note
     note = [n for n in tp.notes if "constraints" in n]
     assert len(note) == 1 and "--tp 8" in note[0] and "predicted loss cost +" in note[0], note
     assert abs(tp.shape.n_layer / tp.n_layer_opt - 1) > 0.10
-    r = recommend(params=7e9, vocab_size=32000, n_kv_head=8, tp=8, n_ctx=4096)  # levine2020:
+    r = recommend(params=7e9, vocab_size=32000, n_kv_head=8, tp=8, n_ctx=4096,
+                  family="gpt2")  # levine2020:
     # 67 layers against its optimum 55.0, priced by Kaplan et al.'s curvature (0.03 / ln 8²
     # of the loss per squared ln depth): ln(67 / 55)² of it is 0.027% of the loss
     note = [n for n in r.notes if "constraints" in n]

@@ -65,9 +65,10 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UninformativeWarning)
-        # the sweep's vocab and context; heads of 64 (the sweep's 8 are a CPU-size choice)
+        # the sweep's block, vocab and context; heads of 64 (the sweep's 8 are a CPU-size
+        # choice)
         pub = recommend(FAR, fit=load_fit(PUBLISHED_LAW), vocab_size=shape.vocab_size,
-                        n_ctx=shape.n_ctx, head_dim=64, multiple_of=64)
+                        n_ctx=shape.n_ctx, head_dim=64, multiple_of=64, family="gpt2")
         own = fit.verdict(FAR)
     s, near = pub.shape, pub.near_optimal or {"n_layer": (math.nan, math.nan)}
     _print(f"At {FAR:.0e}: the published law ({PUBLISHED_LAW}) gives n_layer {s.n_layer}, "

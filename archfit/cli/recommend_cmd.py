@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from archfit.recommending import recommend as recommend_shape
+from archfit.shapes.architectures import ARCHITECTURES
 from archfit.text import wrap
 
 from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
@@ -58,17 +59,27 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
                n_ctx={"default": None, "show_default": False,
                       "help": "Context length (default: the one the --fit's runs share, else "
                               "2,048)."})
-@click.option("--head-dim", type=INT, default=128, show_default=True,
-              help="Attention head size: heads = d_model / head_dim.")
-@click.option("--multiple-of", type=INT, default=128, show_default=True,
-              help="d_model (and d_ff) are multiples of this.")
-@click.option("--ff-ratio", default="4", show_default=True,
-              help="d_ff/d_model, 'auto' (needs an ff-ratio --fit), or 'llama' (Meta's rule: "
-                   "8/3 d_model rounded up to --ff-multiple).")
+@click.option("--family", type=click.Choice(list(ARCHITECTURES), case_sensitive=False),
+              default=None,
+              help="The block to build (default: the --fit's runs' block, else llama): llama "
+                   "(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads and heads a multiple "
+                   "of 8 where the size allows; vocab 128,256, context 8,192) or gpt2.")
+@click.option("--head-dim", type=INT, default=None,
+              help="Attention head size: heads = d_model / head_dim (default 128; halved for "
+                   "sizes whose widths need a finer step, with a note).")
+@click.option("--multiple-of", type=INT, default=None,
+              help="d_model (and d_ff) are multiples of this (default 128, as --head-dim).")
+@click.option("--ff-ratio", default=None,
+              help="d_ff/d_model (default: the family's, 8/3 or 4), 'auto' (needs an ff-ratio "
+                   "--fit), or 'llama' (Meta's rule: 8/3 d_model rounded up to --ff-multiple).")
 @click.option("--ff-multiple", type=INT, default=None,
               help="d_ff is a multiple of this (default: --multiple-of).")
-@shape_options("mlp", "n_kv_head")
-@click.option("--tp", type=INT, default=None, help="Tensor-parallel degree: heads divisible by it.")
+@shape_options("mlp", "n_kv_head", mlp={"default": None, "show_default": False,
+                                       "help": "MLP kind (default: the family's)."},
+               n_kv_head={"help": "Key/value heads (default: the family's)."})
+@click.option("--tp", type=INT, default=None,
+              help="Tensor-parallel degree: heads divisible by it (default: the family's, 8 "
+                   "for llama where the size allows).")
 @shape_options("tied_embeddings", "position", "bias", "norm")
 @click.option("--top", type=INT, default=5, show_default=True, help="Alternatives to list.")
 @click.option("--tolerance", type=NUMBER, default=0.005, show_default=True,
@@ -132,9 +143,9 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
     if emit is not None and compare:
         raise click.UsageError("--emit exports one shape; drop --compare")
     kw["ff_ratio"] = ff_ratio
-    design = apply_family(ctx, emit, kw)
+    design = _family(ctx, emit, kw)
     ff_ratio = kw.pop("ff_ratio")
-    if ff_ratio not in ("auto", "llama"):
+    if ff_ratio not in ("auto", "llama", None):
         ff_ratio = NUMBER.convert(ff_ratio, None, None)
     if compare:
         _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw, strict)
@@ -167,6 +178,26 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
     click.echo(r.alternatives_text())
 
 
+def _family(ctx: click.Context, emit: str | None, kw: dict) -> str | None:
+    """The family to design in: ``--family``, else (None) the block of the --fit's runs, else
+    llama; every block flag not given is left to it (None). With ``--emit``, the format's
+    family (the line returned says so); a ``--family`` the format cannot hold is refused."""
+    for k in ("mlp", "position", "bias", "norm", "tied_embeddings"):
+        if not explicit(ctx, k):
+            kw[k] = None
+    kw["family"] = kw["family"] and kw["family"].lower()
+    if emit is None:
+        return None
+    from archfit.formats import get_format
+
+    style = get_format(emit).style
+    if kw["family"] not in (None, style):
+        raise click.UsageError(f"--emit {emit} writes a {style}-family model, not --family "
+                               f"{kw['family']}; drop --family or choose a {kw['family']}-family "
+                               "format")
+    return apply_family(ctx, emit, kw)
+
+
 def _export(ctx, r, emit, design, out_dir, force, tp, vocab_divisible_by):  # type: ignore[no-untyped-def]
     """The recommendation exported: the config on stdout and the rest on stderr, or the text
     and the config written into ``out_dir``."""
@@ -196,17 +227,18 @@ def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_d
         raise click.UsageError("--active-params goes with --params (the total non-embedding "
                                "parameters); a FLOP budget for a mixture of experts is not "
                                "supported yet")
-    set_here = [k for k in ("mlp", "position", "norm", "bias", "tied_embeddings", "n_kv_head")
-                if explicit(ctx, k)]
+    set_here = [k for k in ("mlp", "position", "norm", "bias", "tied_embeddings", "n_kv_head",
+                            "family") if explicit(ctx, k) and kw.get(k) != "llama"]
     if set_here:
         raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
                                f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
-                               f"{', '.join(SHAPE_FLAGS[k][0] for k in set_here)}")
+                               f"{', '.join(SHAPE_FLAGS[k][0] if k in SHAPE_FLAGS else '--family' for k in set_here)}")
     r = recommend_sparse(
         params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
         n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
         n_shared_experts=moe["n_shared_experts"] or 0, vocab_size=kw["vocab_size"] or 50257,
-        n_ctx=kw["n_ctx"] or 2048, head_dim=kw["head_dim"], multiple_of=kw["multiple_of"],
+        n_ctx=kw["n_ctx"] or 2048, head_dim=kw["head_dim"] or 128,
+        multiple_of=kw["multiple_of"] or 128,
         tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
         strict=strict)
     if as_json:

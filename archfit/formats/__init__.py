@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from archfit.formats.base import (REGISTRY, STYLE_TEXT, ExportOptions, Format, FormatError,
+from archfit.formats.base import (REGISTRY, ExportOptions, Format, FormatError,
                                   Imported, family_fields, is_archfit_export, llama_ffn_hidden,
                                   plan_limits, register)
 from archfit.formats import hf, nanogpt, megatron, torchtitan, litgpt  # noqa: I001 (in order)
@@ -66,34 +66,26 @@ def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     return get_format(fmt).render(shape, options or ExportOptions())
 
 
-TP_FRIENDLY = 8  # a Llama-style design: heads divisible by 8 unless tp says otherwise
-
-
 def apply_family(fmt: str, kw: dict[str, Any], given: set[str] = frozenset(),  # type: ignore[assignment]
                  flag_of: Any = str) -> str:
-    """Design for ``fmt``'s family: set the shape options of ``kw`` not in ``given`` (the ones
-    the user chose) to the family's (``hf-llama``: SwiGLU, RoPE, RMSNorm, no biases, untied,
-    Llama's d_ff rule), add the framework's fixed d_ff rule (nanoGPT: 4 d) and, for a
-    Llama-style format, tensor-parallel-friendly heads (``tp`` 8) unless given. Changes ``kw``
-    in place; returns the line that says what it did (``flag_of`` names an option)."""
+    """Design in ``fmt``'s family (:mod:`archfit.shapes.architectures`, by the format's style:
+    ``hf-llama`` the llama family, ``nanogpt`` the gpt2 one): ``kw["family"]`` becomes it, and
+    where the framework fixes d_ff (nanoGPT: 4 d) its rule is added unless ``ff_ratio`` is in
+    ``given`` (the options the user chose, which stand). Changes ``kw`` in place; returns the
+    line that says what it did (``flag_of`` names an option)."""
+    from archfit.shapes.architectures import get_architecture
 
     f = get_format(fmt)
-    for name, value in f.defaults.items():
-        if name not in kw or name in given:
-            continue
-        if name == "ff_ratio" and kw.get("d_ff") is not None:
-            continue  # an explicit d_ff stands
-        kw[name] = value
+    kw["family"] = f.style
+    rule = ""
     if f.d_ff_rule is not None and "ff_ratio" not in given:
-        kw["d_ff_rule"] = f.d_ff_rule  # the framework fixes d_ff (nanoGPT: 4 x n_embd)
-    named = [flag_of(k) for k in f.defaults if k in kw and k in given]
-    tp = ""
-    if f.style == "llama" and "tp" in kw and kw.get("tp") is None and "tp" not in given:
-        kw["tp"] = TP_FRIENDLY  # a model this size is trained tensor-parallel
-        tp = (f"; heads a multiple of {TP_FRIENDLY} (tensor-parallel friendly; --tp 1 to "
-              "lift)")
-    return (f"--emit {fmt}: designing {STYLE_TEXT[f.style]}"
-            + (f" (as given: {', '.join(named)})" if named else "") + tp)
+        kw["d_ff_rule"] = f.d_ff_rule
+        rule = f"; d_ff {f.d_ff_rule(1)} d_model, as {fmt} fixes it"
+    named = [flag_of(k) for k in ("mlp", "position", "norm", "bias", "tied_embeddings",
+                                  "ff_ratio", "n_kv_head", "tp") if k in given]
+    return (f"--emit {fmt}: the {f.style} family ({get_architecture(f.style).short})"
+            + (f", as given: {', '.join(named)}" if named else "") + rule
+            + ("" if f.style == "gpt2" else "; the shape 'recommend' prints without --emit"))
 
 
 def read_config(cfg: dict[str, Any]) -> Imported:

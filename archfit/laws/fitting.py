@@ -108,19 +108,35 @@ def fit(
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
-    f.diagnostics.setdefault("span", {}).update(runs_vocab_and_context(table))
+    f.diagnostics.setdefault("span", {}).update(runs_build(table))
     return f
 
 
-def runs_vocab_and_context(table: RunTable) -> dict[str, int]:
-    """The vocabulary and context the runs share (``vocab_size``, ``n_ctx``), where the table
-    records one of each: what ``recommend --fit`` builds at unless told otherwise."""
-    out = {}
+# the block fields a recommendation from this fit builds with, where every run shares them (the
+# ff ratio where it is shared too)
+BLOCK_FIELDS = ("mlp", "position", "norm", "bias", "tied_embeddings", "ff_ratio")
+
+
+def runs_build(table: RunTable) -> dict[str, Any]:
+    """What the runs share, where the table records one value of it: the vocabulary and
+    context (``vocab_size``, ``n_ctx``) and the block (:data:`BLOCK_FIELDS`). ``recommend
+    --fit`` builds with them unless told otherwise: the law was fitted on that block."""
+    out: dict[str, Any] = {}
     for col in ("vocab_size", "n_ctx"):
         if col in table.frame.columns:
             vals = table.frame[col].drop_nulls().unique().to_list()
             if len(vals) == 1 and isinstance(vals[0], (int, float)) and vals[0] > 0:
                 out[col] = int(vals[0])
+    block = {}
+    for col in BLOCK_FIELDS:
+        vals = (table.frame[col].drop_nulls().unique().to_list()
+                if col in table.frame.columns else [])
+        if len(vals) == 1:  # bias and tied_embeddings are read as numbers (1.0 / 0.0)
+            v = vals[0]
+            block[col] = (float(v) if col == "ff_ratio" else bool(v)
+                          if col in ("bias", "tied_embeddings") else v)
+    if set(BLOCK_FIELDS[:-1]) <= set(block):  # the ff ratio may vary (an ff-ratio sweep)
+        out["block"] = block
     return out
 
 

@@ -120,7 +120,7 @@ def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, o
     move = best.n_layer / L_opt - 1
     if abs(move) <= 0.10:
         return
-    why = [f"widths in steps of {opts.step}"] + ([f"--tp {opts.tp}"] if opts.tp else []) + (
+    why = [f"widths in steps of {opts.step:,}"] + ([f"--tp {opts.tp}"] if opts.tp else []) + (
         [f"{opts.n_kv_head} kv heads"] if opts.n_kv_head else [])
     law = shape_fit.law_obj
     cost = ""

@@ -97,7 +97,7 @@ OBJECTIVE_SPAN = (0.4, 2.0)  # candidate depths as multiples of the optimum: a w
 
 
 def recommend_for(objective: str, params: float | None = None, *, compute: float | None = None,
-                  fit: Any = None, ff_ratio: float | str = 4.0, gpu: str | None = None,
+                  fit: Any = None, ff_ratio: float | str | None = None, gpu: str | None = None,
                   step_model: str | None = None, gpu_hours: float | None = None,
                   tokens: float | None = None, max_latency_ms: float | None = None,
                   batch_tokens: float | None = None, usd_per_gpu_hour: float | None = None,

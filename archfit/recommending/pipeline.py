@@ -11,6 +11,7 @@ Objectives beyond loss live apart (:mod:`archfit.recommending.objectives`)."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from archfit.errors import RecommendError, UninformativeWarning
@@ -21,7 +22,10 @@ from archfit.recommending.options import (check_options, ff_rule, fits_by_role, 
                                           resolve_target)
 from archfit.recommending.recipe import recipe_for
 from archfit.recommending.result import Recommendation
+from archfit.errors import ShapeError
 from archfit.shapes import Shape, kaplan_width
+from archfit.shapes.architectures import (ARCHITECTURES, DEFAULT_ARCHITECTURE, LLAMA,
+                                          Architecture, get_architecture)
 
 
 def recommend(
@@ -31,17 +35,18 @@ def recommend(
     fit: Fit | str | Sequence[Fit | str] | None = None,
     vocab_size: int | None = None,
     n_ctx: int | None = None,
-    head_dim: int = 128,
-    multiple_of: int = 128,
-    ff_ratio: float | str = 4.0,
-    mlp: str = "gelu",
+    family: str | Architecture | None = None,
+    head_dim: int | None = None,
+    multiple_of: int | None = None,
+    ff_ratio: float | str | None = None,
+    mlp: str | None = None,
     n_kv_head: int | None = None,
     tp: int | None = None,
     top: int = 5,
-    tied_embeddings: bool = True,
-    position: str = "learned",
-    bias: bool = True,
-    norm: str = "layernorm",
+    tied_embeddings: bool | None = None,
+    position: str | None = None,
+    bias: bool | None = None,
+    norm: str | None = None,
     ff_multiple: int | None = None,
     depth_span: tuple[float, float] = DEPTH_SPAN,
     strict: bool = False,
@@ -59,8 +64,14 @@ def recommend(
     ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024, or
     muennighoff2023 with ``unique_tokens``), an ff-ratio fit when ``ff_ratio="auto"`` and an
-    lr-batch fit for the recipe. Shape fields use :class:`Shape`'s names; ``d_ff`` is a
-    multiple of ``ff_multiple`` (default ``multiple_of``), or ``d_ff_rule(d_model)``.
+    lr-batch fit for the recipe. ``family`` (:mod:`archfit.shapes.architectures`: ``llama``
+    or ``gpt2``; default: the block the shape fit's runs shared, else ``llama``) gives every block field, the ff ratio, vocabulary, context, kv
+    heads and tensor parallelism left at None; with neither ``tp`` nor ``n_kv_head`` given, the
+    family's head split is kept where the size allows (a note says when it is not). Shape fields
+    use :class:`Shape`'s names; ``d_ff`` is a multiple of ``ff_multiple`` (default
+    ``multiple_of``), or ``d_ff_rule(d_model)``. ``head_dim`` and ``multiple_of`` default to
+    128; left at None, they halve (64, 32, 16) for a size whose widths need a finer step (a note
+    says so).
     ``depth_span``: candidate depths as multiples of the optimal depth. ``tolerance``: the
     near-optimal set's (:mod:`archfit.recommending.near_optimal`) fraction of the optimum's
     loss; the pick is its centre in log depth. ``tokens``: the recipe's training tokens
@@ -77,11 +88,20 @@ def recommend(
     given = [load_fit(f) for f in given_fits(fit)]
     fits = fits_by_role(given)
     notes: list[str] = []
-    vocab_size, n_ctx = runs_vocab_and_context(fits["shape"], vocab_size, n_ctx, notes)
-    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim, multiple_of=multiple_of,
-              mlp=mlp, n_kv_head=n_kv_head, tp=tp, top=top, tied_embeddings=tied_embeddings,
-              position=position, bias=bias, norm=norm, ff_multiple=ff_multiple)
-    opts = check_options(params, compute, kw)
+    arch = _architecture(family, fits["shape"], notes)
+    vocab_size, n_ctx = runs_vocab_and_context(fits["shape"], vocab_size, n_ctx, notes, arch)
+    block = dict(mlp=mlp, position=position, bias=bias, norm=norm,
+                 tied_embeddings=tied_embeddings)
+    block = {k: arch.fields[k] if v is None else v for k, v in block.items()}
+    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=top,
+              ff_multiple=ff_multiple, **block)
+    heads = arch.head_plans() if tp is None and n_kv_head is None else [(tp, n_kv_head)]
+    widths = ([(head_dim or WIDTH_STEP, multiple_of or WIDTH_STEP)]
+              if head_dim is not None or multiple_of is not None else FINER_WIDTHS)
+    plans = [dict(head_dim=h, multiple_of=m, tp=t, n_kv_head=k) for h, m in widths
+             for t, k in heads]
+    check_options(params, compute, {**kw, **plans[0]})
+    opts = check_options(params, compute, {**kw, **plans[0], "tp": None, "n_kv_head": None})
     check_tolerance(tolerance)
     if params is not None and "compute" in fits and not any(
             f.law_obj.role == "shape" for f in given):
@@ -91,16 +111,26 @@ def recommend(
             f"use {DEFAULT_SHAPE_LAW}")
     target = resolve_target(params, compute, fits, unique_tokens, inference_tokens,
                             tokens_per_param)
-    ff, rule = ff_rule(ff_ratio, d_ff_rule, fits, target.value, opts, notes)
+    ff, rule = ff_rule(arch.ff_ratio if ff_ratio is None else ff_ratio, d_ff_rule, fits,
+                       target.value, opts, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
     near, priced = _near(shape_fit, N_ne, tolerance, notes)
     if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
         L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
-    cands = candidates(N_ne, L_opt, ff, opts, depth_span, rule)
+    for i, plan in enumerate(plans):  # the family's head split, and widths, the size allows
+        opts = check_options(params, compute, {**kw, **plan})
+        try:
+            cands = candidates(N_ne, L_opt, ff, opts, depth_span, rule)
+            best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
+            break
+        except RecommendError:
+            if i == len(plans) - 1:
+                raise
+    if plan != plans[0]:
+        notes.append(_plan_note(arch, plans[0], plan))
     law = shape_fit.law_obj
     ci = _optimum_ci(shape_fit, N_ne, notes)
-    best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
     verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict,
@@ -108,7 +138,8 @@ def recommend(
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
-        shape=best, target_params=target.value, target_convention=target.convention,
+        shape=best, family=arch.name, family_text=arch.describe(), target_params=target.value,
+        target_convention=target.convention,
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
@@ -122,17 +153,61 @@ SHAPE_OPTIONS = ("vocab_size", "n_ctx", "head_dim", "multiple_of", "mlp", "n_kv_
                  "tied_embeddings", "position", "bias", "norm", "ff_multiple")
 
 
-DEFAULT_VOCAB, DEFAULT_CTX = 50257, 2048  # GPT-2's vocabulary, a 2,048-token context
+def _architecture(family: str | Architecture | None, fit: Fit, notes: list[str]
+                  ) -> Architecture:
+    """The family asked for; else the block the fit's runs shared (the law was fitted on it:
+    a family of archfit's when the fields match, else that block as it is; a note says so);
+    else the default, llama."""
+    if family is not None:
+        try:
+            return get_architecture(family)
+        except ShapeError as e:
+            raise RecommendError(str(e)) from None
+    block = ((fit.diagnostics or {}).get("span") or {}).get("block")
+    if not block:
+        return get_architecture(DEFAULT_ARCHITECTURE)
+    fields = {k: block[k] for k in ("mlp", "position", "norm", "bias", "tied_embeddings")}
+    arch = next((a for a in ARCHITECTURES.values() if a.fields == fields), None)
+    if arch is None:
+        arch = Architecture("runs", fields, ff_ratio=4.0, vocab_size=LLAMA.vocab_size,
+                            n_ctx=LLAMA.n_ctx, tp=None, n_kv_head=None,
+                            text="the block of the runs", short=", ".join(
+                                f"{k} {v}" for k, v in fields.items()))
+    if block.get("ff_ratio"):
+        arch = replace(arch, ff_ratio=block["ff_ratio"])
+    notes.append(f"built in the {arch.name} family ({arch.short}, ff ratio {arch.ff_ratio:.3g}): "
+                 f"the block of the runs {fit.label} was fitted on (--family to build another)")
+    return arch
+
+
+WIDTH_STEP = 128  # head_dim and width multiple, unless given
+# left at their default, head_dim and the width step halve for sizes whose widths need a finer
+# step (a 1e7-parameter model is a few hundred wide)
+FINER_WIDTHS = [(128, 128), (64, 64), (32, 32), (16, 16)]
+
+
+def _plan_note(arch: Architecture, wanted: dict[str, Any], got: dict[str, Any]) -> str:
+    """Why the family's head split (or the default width step) was not kept: the widths it
+    needs are too coarse for a shape within 2% near the optimum at this size."""
+    def split(p: dict[str, Any]) -> str:
+        heads = (f"heads a multiple of {p['tp']} (--tp {p['tp']}) and {p['n_kv_head']} kv heads"
+                 if p["tp"] else "one kv head per head, no tensor-parallel constraint")
+        return f"head_dim {p['head_dim']}, {heads}"
+
+    step = wanted["head_dim"] * (wanted["tp"] or 1)
+    return (f"the {arch.name} family's {split(wanted)} need widths in steps of {step:,}, which "
+            f"leave no shape within 2% near the optimum at this size: built with {split(got)} "
+            "(give --head-dim, --tp and --kv-heads to choose)")
 
 
 def runs_vocab_and_context(fit: Fit, vocab_size: int | None, n_ctx: int | None,
-                           notes: list[str]) -> tuple[int, int]:
+                           notes: list[str], arch: Architecture = LLAMA) -> tuple[int, int]:
     """The vocabulary and context to build at: as given, else the ones the fit's runs shared
-    (recorded in its span; a note says so), else GPT-2's vocabulary and a 2,048 context."""
+    (recorded in its span; a note says so), else the family's (``arch``)."""
     span = fit.diagnostics.get("span") or {}
     taken = []
-    vocab: int = vocab_size if vocab_size is not None else span.get("vocab_size") or DEFAULT_VOCAB
-    ctx: int = n_ctx if n_ctx is not None else span.get("n_ctx") or DEFAULT_CTX
+    vocab: int = vocab_size if vocab_size is not None else span.get("vocab_size") or arch.vocab_size
+    ctx: int = n_ctx if n_ctx is not None else span.get("n_ctx") or arch.n_ctx
     taken += [f"vocab {vocab:,}"] if vocab_size is None and span.get("vocab_size") else []
     taken += [f"context {ctx:,}"] if n_ctx is None and span.get("n_ctx") else []
     if taken:
@@ -160,9 +235,14 @@ def check_recommend_options(**options: Any) -> None:
     unknown = sorted(set(options) - set(params) - {"params", "compute", "fit"})
     if unknown:
         raise RecommendError(f"recommend takes no option {', '.join(unknown)}")
-    check_options(1.0, None, {k: options.get(k, params[k].default) for k in SHAPE_OPTIONS})
+    arch = _architecture(options.get("family") or DEFAULT_ARCHITECTURE, load_fit(
+        DEFAULT_SHAPE_LAW), [])
+    given = {k: options.get(k, params[k].default) for k in SHAPE_OPTIONS}
+    family = {**arch.fields, "vocab_size": arch.vocab_size, "n_ctx": arch.n_ctx,
+              "head_dim": WIDTH_STEP, "multiple_of": WIDTH_STEP}
+    check_options(1.0, None, {k: family.get(k) if v is None else v for k, v in given.items()})
     check_tolerance(options.get("tolerance", params["tolerance"].default))
-    ff = options.get("ff_ratio", params["ff_ratio"].default)
+    ff = options.get("ff_ratio", params["ff_ratio"].default) or arch.ff_ratio
     if ff not in ("auto", "llama") and (isinstance(ff, bool) or not isinstance(ff, (int, float))
                                         or not ff > 0):
         raise RecommendError(f"ff_ratio must be a positive number, 'auto' or 'llama'; got {ff!r}")

@@ -10,6 +10,7 @@ from typing import Any
 from archfit.laws.provenance import describe
 from archfit.numbers import fmt_range
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
+from archfit.shapes.architectures import DEFAULT_ARCHITECTURE
 from archfit.text import WIDTH, wrap
 
 
@@ -46,6 +47,8 @@ class Recommendation:
     loss_model: dict[str, Any] | None = None
     # how to train it: peak lr, batch (tokens), tokens, warmup, decay (archfit.recommending.recipe)
     recipe: dict[str, Any] | None = None
+    family: str = DEFAULT_ARCHITECTURE  # the block (archfit.shapes.architectures) it is built in
+    family_text: str = ""  # the family and its block in words
 
     @property
     def alternatives(self) -> Any:
@@ -57,6 +60,7 @@ class Recommendation:
     def to_dict(self) -> dict[str, Any]:
         s = self.shape
         out: dict[str, Any] = {
+            "family": self.family, "family_text": self.family_text,
             "n_layer": s.n_layer, "d_model": s.d_model, "n_head": s.n_head,
             "n_kv_head": s.n_kv_head, "head_dim": s.head_dim, "d_ff": s.d_ff,
             "ff_ratio": s.ff_ratio, "mlp": s.mlp, "vocab_size": s.vocab_size, "n_ctx": s.n_ctx,
@@ -163,7 +167,9 @@ class Recommendation:
                   *_near_lines(self.near_optimal), "", _verdict_line(self.trust), "",
                   f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head}"
                   f" (head_dim {s.head_dim}, kv heads {s.n_kv_head}), d_ff {s.d_ff:,} "
-                  f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}"]
+                  f"({s.ff_ratio:.3g}x {s.mlp}), vocab {s.vocab_size:,}, ctx {s.n_ctx:,}",
+                  f"  family {self.family_text}; vocabulary and context "
+                  "as noted, else the family's (--vocab, --ctx to change)"]
         total = self.compute is not None and "total" in self.target_convention
         err = f"; {self.rel_error:+.2%} from target"
         lines += [f"  params_non_embedding {s.params_non_embedding:,} (Kaplan's N"

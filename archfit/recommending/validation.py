@@ -133,7 +133,8 @@ def _recommend(fit: Fit, target: float, r: dict[str, Any]) -> Recommendation:
         warnings.simplefilter("ignore", UninformativeWarning)  # judged by training, not here
         return recommend(target, fit=fit, vocab_size=b["vocab_size"], n_ctx=b["n_ctx"],
                          head_dim=r["head_dim"], multiple_of=r["multiple"],
-                         ff_ratio=r["ff_ratio"], ff_multiple=r["multiple"], **kw)
+                         ff_ratio=r["ff_ratio"], ff_multiple=r["multiple"],
+                         family="gpt2", **kw)  # what the spec leaves unset: Shape's defaults
 
 
 def rivals(target: float, depth: int, k: int, r: dict[str, Any], notes: list[str]

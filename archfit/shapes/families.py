@@ -91,7 +91,8 @@ def _kv_terms(head_dim: int | None, n_head: int | None, ratio: int,
 
 def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_multiple: int,
                    slack: float, line: tuple[float, float]) -> list[int]:
-    """d_ff values worth trying: the nominal ratio, and the ``ff_multiple`` multiples on either
+    """d_ff values worth trying: the nominal ratio (the nearest ``ff_multiple`` multiple when
+    it is not a whole number), and the ``ff_multiple`` multiples on either
     side of the d_ff that would hit ``target`` exactly (the count is linear in d_ff: ``line``),
     kept within ``slack`` of the nominal ratio."""
     d_model = nominal_shape.d_model
@@ -102,7 +103,9 @@ def _ff_candidates(nominal_shape: Shape, ff_ratio: float, target: float, ff_mult
     exact = nominal + (target - n0) / slope
     lo = max(1, math.ceil(ff_ratio * d_model * (1 - slack) / ff_multiple)) * ff_multiple
     hi = math.floor(ff_ratio * d_model * (1 + slack) / ff_multiple) * ff_multiple
-    out = {nominal}
+    # a whole ratio (4 d_model) is kept as is; a fractional one (8/3) lands on a multiple
+    out = {nominal if float(ff_ratio * d_model).is_integer() else
+           max(1, round(ff_ratio * d_model / ff_multiple)) * ff_multiple}
     for k in (math.floor(exact / ff_multiple), math.ceil(exact / ff_multiple)):
         v = min(max(k * ff_multiple, lo), max(lo, hi))
         if v > 0:

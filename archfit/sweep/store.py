@@ -240,9 +240,9 @@ def check_schema_version(df: Any, path: str) -> None:
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
              "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens",
              "params_active", "n_experts", "top_k", "granularity", "vocab_size", "n_ctx",
-             "batch_tokens")
+             "batch_tokens", "position", "norm", "bias", "tied_embeddings", "ff_ratio")
 # canonical columns that hold text (the rest are cast to numbers)
-CANONICAL_TEXT = ("status", "run_id", "mlp")
+CANONICAL_TEXT = ("status", "run_id", "mlp", "position", "norm")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
 # tried in this order when no --map names the source
 DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
