@@ -224,7 +224,7 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["fit", csv, "--map", "params"], "archfit_column=source_column"),
         (["fit", csv, "--map", "size=params"], "unknown archfit column"),
         (["fit", csv, "--map", "params=Nope"], "no column 'Nope'"),
-        (["fit", csv, "--law", "chinchilla", "--bootstrap", "-1"], "bootstrap must be between 0 and"),
+        (["fit", csv, "--law", "chinchilla", "--bootstrap", "-1"], "bootstrap must be 'auto' or between 0 and"),
         (["fit", str(d / "dup.csv"), "--law", "chinchilla"], "exact duplicates"),
         (["fit", str(d / "swapped.csv"), "--law", "chinchilla"], "not a parameter count"),
         (["fit", str(d / "two_sizes.csv"), "--law", "chinchilla"], "3 or more different sizes"),

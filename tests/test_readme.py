@@ -128,6 +128,55 @@ def test_the_first_design_help_example_runs_as_printed(tree, monkeypatch):
     assert (tree / "next.toml").is_file() and "wrote next.toml" in r.output
 
 
+# ---------------------------------------------------------------- the table's rows, as written
+ROW = re.compile(r"^\| `(archfit [^`]+)` \| (.*) \|$", re.M)
+ROW_TIME = re.compile(r"\(about ([\d.]+) (s|min)\b")
+
+
+def readme_rows() -> list[tuple[str, float]]:
+    """The README table's rows, in order: (the command cell with its ``[optional]`` parts
+    dropped, the seconds the row says it takes)."""
+    rows = []
+    for cell, what in ROW.findall((ROOT / "README.md").read_text()):
+        m = ROW_TIME.search(what)
+        assert m, f"the README row {cell!r} does not say how long it takes: '(about N s)'"
+        rows.append((_clean(cell.replace("\\|", "|")),
+                     float(m.group(1)) * (60 if m.group(2) == "min" else 1)))
+    return rows
+
+
+def test_every_readme_row_says_how_long_it_takes():
+    assert len(readme_rows()) >= 10
+
+
+@pytest.mark.slow  # the rows train a run, a sweep and a validation: about 7 min
+def test_the_readme_rows_run_as_written_in_order(tmp_path):
+    """Every row of the README's table, exactly as written (globs expanded as a shell would),
+    in order, in a fresh copy of the shipped files: each exits 0, within 3x the time its row
+    states plus 15 s (a loaded 2-core machine)."""
+    import glob
+    import subprocess
+    import sys
+    import time
+
+    for sub in ("sweeps", "datasets", "fits"):
+        shutil.copytree(ROOT / sub, tmp_path / sub)
+    report = []
+    for cmd, stated in readme_rows():
+        t0 = time.monotonic()
+        for part in re.split(r"\s*&&\s*", cmd):
+            argv = [a2 for a in shlex.split(part)[1:]
+                    for a2 in (sorted(glob.glob(a, root_dir=tmp_path)) or [a] if "*" in a
+                               else [a])]
+            r = subprocess.run([sys.executable, "-m", "archfit", *argv], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=900)
+            assert r.returncode == 0, (part, r.stdout[-1500:], r.stderr[-1500:])
+        took = time.monotonic() - t0
+        report.append(f"{took:7.1f} s (README: about {stated:g} s)  {cmd}")
+        assert took <= 3 * stated + 15, report[-1]
+    print("\n".join(report))
+
+
 # ---------------------------------------------------------------- shown output against printed
 NUM = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 REL = 0.01  # the stated precision: numbers within 1%, or half a unit of their last digit

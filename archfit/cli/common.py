@@ -95,6 +95,21 @@ class FfRatioType(click.ParamType):
 FF_RATIO = FfRatioType()
 INT = NumberType(integer=True)
 COUNT = NumberType(integer=True, positive=False)
+
+
+class BootstrapCount(click.ParamType):
+    """``--bootstrap``: a whole number of resamples, or ``auto``."""
+
+    name = "count|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> int | str:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return COUNT.convert(value, param, ctx)
+
+
+BOOTSTRAP = BootstrapCount()
 INT_LIST = NumberListType(integer=True)
 # a random seed: numpy's generators take none below 0, so neither does any --seed
 SEED = click.IntRange(min=0)

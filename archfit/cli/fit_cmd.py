@@ -9,7 +9,7 @@ import click
 
 from archfit.text import wrap
 
-from archfit.cli.common import (SEED, COUNT, NUMBER_LIST, emit_json, group_option, map_option,
+from archfit.cli.common import (SEED, BOOTSTRAP, NUMBER_LIST, emit_json, group_option, map_option,
                                 print_table, shape_options)
 from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
@@ -77,8 +77,10 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @map_option
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the fit artifact (JSON) here, atomically.")
-@click.option("--bootstrap", type=COUNT, default=1000, show_default=True,
-              help="Bootstrap resamples for CIs (0 for none).")
+@click.option("--bootstrap", type=BOOTSTRAP, default="auto", show_default=True,
+              help="Bootstrap resamples for CIs: a count (0 for none), or auto: rounds of 200 "
+                   "until each parameter's 95% interval ends are known to within 10% of its "
+                   "width, at most 1,000 (the fit says how many it drew).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--targets", type=NUMBER_LIST, default=None,
               help="Sizes (or compute budgets for chinchilla) for derived quantities.")
@@ -207,7 +209,7 @@ def _show(result: Any, out: str | None, as_json: bool) -> None:
 PROGRESS_EVERY_S = 10.0  # off a terminal: a progress line on stderr at most this often
 
 
-def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:
+def _progress(bootstrap: int | str, as_json: bool) -> tuple[Any, Any]:
     """(a progress callback for the bootstrap, the bar to stop): a bar on a terminal; off one
     (a log, CI, --json), a line on stderr every ``PROGRESS_EVERY_S`` seconds with the ETA."""
     if not bootstrap:
@@ -231,7 +233,11 @@ def _progress(bootstrap: int, as_json: bool) -> tuple[Any, Any]:
     from rich.progress import Progress
 
     prog = Progress(transient=True)
-    task = prog.add_task(f"bootstrap ({bootstrap} resamples)", total=bootstrap)
+    from archfit.laws.fitting import AUTO_MAX
+
+    cap = AUTO_MAX if bootstrap == "auto" else int(bootstrap)
+    what = f"until settled, at most {cap:,}" if bootstrap == "auto" else f"{cap:,}"
+    task = prog.add_task(f"bootstrap ({what} resamples)", total=cap)
     prog.start()
     return (lambda done, total: prog.update(task, completed=done)), prog
 

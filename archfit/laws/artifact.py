@@ -371,6 +371,11 @@ class Fit:
                 f", bootstrap resamples: {b.get('n_ok')} of {b.get('n')}" if b.get("n") else ""))
         if b.get("unit"):
             lines.append(f"  bootstrap unit: {b['unit']} ({b.get('n_units')} units)")
+        if b.get("rule"):
+            lines.append(f"  bootstrap resamples drawn by the rule {b['rule']}: "
+                         + (f"settled at {b['n']:,}" if b.get("settled") else
+                            f"not settled at {b['n']:,}") + f" (Monte-Carlo error of the ends "
+                         f"{b.get('mc_error', float('nan')):.1%} of the width)")
         lines += [f"  {k}: {v}" for k, v in self.conventions.items()]
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))

@@ -6,6 +6,7 @@ numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
 from __future__ import annotations
 
 from dataclasses import replace
+import math
 import os
 from typing import Any, Callable, Sequence
 
@@ -25,6 +26,12 @@ from archfit.sweep.store import RunTable, read_runs, without_duplicates
 HELDOUT_BOOTSTRAP, HELDOUT_SEED, HELDOUT_LEVEL = 100, 0, 0.95
 # resamples are drawn up front: beyond this a count is a typo, not a wish for precision
 MAX_BOOTSTRAP = 100_000
+# bootstrap="auto" (the CLI's default): resamples in rounds of AUTO_ROUND, at most AUTO_MAX,
+# until every parameter's 95% interval has both ends known to within AUTO_MC_ERROR of its width
+# (the Monte-Carlo error of an end: half the distribution-free 95% interval of that percentile
+# from the draws, by order statistics; Hahn & Meeker 1991, ch. 5). The draws are the first ones
+# of a fixed-count bootstrap with the same seed.
+AUTO_BOOTSTRAP, AUTO_ROUND, AUTO_MAX, AUTO_MC_ERROR = "auto", 200, 1000, 0.10
 # every step of the optimizer and of each resample reads every row: a table of more rows than
 # this (each a trained run or checkpoint; the public sweeps archfit ships hold at most a few
 # thousand) would take many minutes, so it is refused with what to do instead
@@ -37,7 +44,7 @@ def fit(
     *,
     paths: Sequence[str] | None = None,
     mapping: dict[str, str] | None = None,
-    bootstrap: int = 200,
+    bootstrap: int | str = 200,
     seed: int = 0,
     targets: Sequence[float] | None = None,
     heldout: bool = True,
@@ -93,9 +100,10 @@ def fit(
     if law == AUTO:
         return _auto(table, locals())
     lw = get_law(law)
-    if not 0 <= bootstrap <= MAX_BOOTSTRAP:
-        raise FitInputError(f"bootstrap must be between 0 and {MAX_BOOTSTRAP:,} resamples, got "
-                            f"{bootstrap:,}")
+    if bootstrap != AUTO_BOOTSTRAP and (isinstance(bootstrap, bool) or not isinstance(bootstrap, int)
+                              or not 0 <= bootstrap <= MAX_BOOTSTRAP):
+        raise FitInputError(f"bootstrap must be 'auto' or between 0 and {MAX_BOOTSTRAP:,} "
+                            f"resamples, got {bootstrap!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FitInputError(f"seed must be a whole number >= 0, got {seed!r}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
@@ -241,7 +249,8 @@ def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
     return out
 
 
-def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap: int = 200,
+def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
+             bootstrap: int | str = 200,
              seed: int = 0, targets: Sequence[float] | None = None,
              group: Sequence[str] | None = None, heldout: bool = True,
              progress: Callable[[int, int], None] | None = None,
@@ -274,7 +283,9 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None, bootstrap:
         _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons, groups,
                      unit)
         if heldout:
-            f.diagnostics["heldout"] = _heldout(lw, data, cons, group, bootstrap)
+            f.diagnostics["heldout"] = _heldout(lw, data, cons, group, HELDOUT_BOOTSTRAP
+                                                if bootstrap == AUTO_BOOTSTRAP else
+                                                int(bootstrap))
         f.notes = notes + list(est.extra.get("notes", []))
     return f
 
@@ -416,18 +427,25 @@ def _conventions(table: RunTable, lw: Law | None = None) -> dict[str, str]:
     return conventions
 
 
-def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, seed: int,
+def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | str, seed: int,
                  targets: list[float], progress: Callable[[int, int], None] | None,
                  notes: list[str], cons: Constraints, groups: np.ndarray, unit: str) -> None:
     """Fill ``f.ci``, ``f.derived_ci`` and ``f.bootstrap``: percentile bootstrap, else Wald."""
     f.ci = {n: None for n in lw.param_names}
     f.derived_ci = {k: None for k in f.derived}
-    if bootstrap > 0:
-        samples, dsamples, n_failed = bootstrap_fits(lw, data, est, bootstrap, seed, targets,
-                                                     progress, cons=cons, groups=groups)
+    if bootstrap == AUTO_BOOTSTRAP or int(bootstrap) > 0:
+        rule: dict[str, Any] = {}
+        if bootstrap == AUTO_BOOTSTRAP:
+            samples, dsamples, n_failed, rule = _auto_bootstrap(lw, data, est, seed, targets,
+                                                                progress, cons, groups)
+        else:
+            samples, dsamples, n_failed = bootstrap_fits(lw, data, est, int(bootstrap), seed,
+                                                         targets, progress, cons=cons,
+                                                         groups=groups)
         n_ok = len(samples)
+        bootstrap = n_ok + n_failed
         f.bootstrap = {"n": bootstrap, "n_ok": n_ok, "n_failed": n_failed, "seed": seed,
-                       "unit": unit, "n_units": int(len(np.unique(groups))),
+                       "unit": unit, "n_units": int(len(np.unique(groups))), **rule,
                        "samples": {n: samples[:, i].tolist()
                                    for i, n in enumerate(lw.param_names)} if n_ok else {}}
         if n_ok >= max(10, bootstrap // 4):
@@ -450,21 +468,76 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int, see
         notes.append("CIs are Wald intervals (±1.96 SE from the covariance)")
 
 
+def _auto_bootstrap(lw: Law, data: Data, est: Estimate, seed: int, targets: Sequence[float],
+                    progress: Callable[[int, int], None] | None, cons: Constraints,
+                    groups: np.ndarray) -> tuple[np.ndarray, list, int, dict[str, Any]]:
+    """``bootstrap="auto"``: rounds of :data:`AUTO_ROUND` resamples until every parameter's
+    interval ends are settled (:func:`interval_mc_error` at most :data:`AUTO_MC_ERROR`) or
+    :data:`AUTO_MAX` are drawn. Returns the draws, the derived values, the failures and the
+    rule's record (``rule``, ``mc_error``, ``settled``)."""
+    parts: list[np.ndarray] = []
+    dparts: list[dict[str, float]] = []
+    failed, err = 0, math.inf
+    for start in range(0, AUTO_MAX, AUTO_ROUND):
+        def step(done: int, total: int, start: int = start) -> None:
+            if progress is not None:
+                progress(start + done, AUTO_MAX)
+
+        p, d, nf = bootstrap_fits(lw, data, est, AUTO_ROUND, seed, targets, step, cons=cons,
+                                  groups=groups, skip=start)
+        parts.append(p)
+        dparts += d
+        failed += nf
+        samples = np.concatenate(parts)
+        err = interval_mc_error(samples)
+        if err <= AUTO_MC_ERROR:
+            break
+    if progress is not None:
+        progress(AUTO_MAX, AUTO_MAX)
+    rule = (f"auto: rounds of {AUTO_ROUND} until each parameter's 95% interval ends are known "
+            f"to within {AUTO_MC_ERROR:.0%} of its width, at most {AUTO_MAX:,}")
+    return samples, dparts, failed, {"rule": rule, "mc_error": float(err),
+                                     "settled": bool(err <= AUTO_MC_ERROR)}
+
+
+def interval_mc_error(samples: np.ndarray, level: float = 0.95) -> float:
+    """The largest Monte-Carlo error of a percentile interval's ends over the columns of
+    ``samples``, as a fraction of that interval's width: for each end (the 2.5th and 97.5th
+    percentiles), half the span of the order statistics that bracket it with 95% confidence
+    (ranks B p -/+ 1.96 sqrt(B p (1 - p)); distribution-free). inf with fewer than 20 draws."""
+    B = len(samples)
+    if B < 20:
+        return math.inf
+    worst = 0.0
+    a = (1 - level) / 2
+    for col in np.sort(np.asarray(samples, dtype=float), axis=0).T:
+        lo, hi = np.percentile(col, [100 * a, 100 * (1 - a)])
+        if not hi > lo:
+            continue
+        for p in (a, 1 - a):
+            h = 1.96 * math.sqrt(B * p * (1 - p))
+            r0, r1 = max(0, math.floor(B * p - h)), min(B - 1, math.ceil(B * p + h))
+            worst = max(worst, (col[r1] - col[r0]) / 2 / (hi - lo))
+    return worst
+
+
 def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
                    targets: Sequence[float], progress: Callable[[int, int], None] | None,
                    workers: int | None = None, cons: Constraints | None = None,
-                   groups: np.ndarray | None = None) -> tuple[np.ndarray, list, int]:
+                   groups: np.ndarray | None = None, skip: int = 0
+                   ) -> tuple[np.ndarray, list, int]:
     """Refit on ``n`` resamples of the bootstrap units (``groups``: the training runs; every
     row of a drawn run comes along), warm-started at the point estimate. Resamples are drawn
     up front from ``seed``, so results do not depend on the worker count; with several cores
-    they are spread over processes."""
+    they are spread over processes. ``skip``: start after that many of the seed's draws (a
+    later round of the same sequence)."""
     rng = np.random.default_rng(seed)
     if groups is None:
         groups = lw.groups(data)[0]
     uniq = np.unique(groups)
     members = [np.flatnonzero(groups == g) for g in uniq]
-    picks = [np.concatenate([members[j] for j in rng.integers(0, len(uniq), len(uniq))])
-             for _ in range(n)]
+    draws = rng.integers(0, len(uniq), (skip + n, len(uniq)))[skip:]
+    picks = [np.concatenate([members[j] for j in row]) for row in draws]
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if n >= 64 else 1
     chunks = [c for c in np.array_split(np.arange(n), min(n, max(1, workers) * 8)) if len(c)]
