@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from archfit.recommending import recommend as recommend_shape
-from archfit.shapes.architectures import ARCHITECTURES
+from archfit.shapes.architectures import ARCHITECTURES, LLAMA
 from archfit.text import wrap
 
 from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
@@ -236,8 +236,9 @@ def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_d
     r = recommend_sparse(
         params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
         n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
-        n_shared_experts=moe["n_shared_experts"] or 0, vocab_size=kw["vocab_size"] or 50257,
-        n_ctx=kw["n_ctx"] or 2048, head_dim=kw["head_dim"] or 128,
+        n_shared_experts=moe["n_shared_experts"] or 0,
+        vocab_size=kw["vocab_size"] or LLAMA.vocab_size, n_ctx=kw["n_ctx"] or LLAMA.n_ctx,
+        head_dim=kw["head_dim"] or 128,
         multiple_of=kw["multiple_of"] or 128,
         tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
         strict=strict)

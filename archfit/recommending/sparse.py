@@ -33,6 +33,7 @@ from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.recommending.result import _verdict_line
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
+from archfit.shapes.architectures import LLAMA
 
 DEFAULT_MOE_LAW = "krajewski2024"
 # the family a sparse recommendation is built in (what Mixtral, Qwen3-MoE and DeepSeek share)
@@ -153,7 +154,8 @@ def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MO
                      fit: Any = None, tokens: float | None = None,
                      n_experts: int | None = None, top_k: int | None = None,
                      granularity: float | None = None, n_shared_experts: int = 0,
-                     vocab_size: int = 50257, n_ctx: int = 2048, head_dim: int = 128,
+                     vocab_size: int = LLAMA.vocab_size, n_ctx: int = LLAMA.n_ctx,
+                     head_dim: int = 128,
                      multiple_of: int = 128, tp: int | None = 8, compare: bool = False,
                      tolerance: float = 0.005, strict: bool = False) -> SparseRecommendation:
     """A mixture of experts of ``total`` and ``active`` non-embedding parameters (see the
