@@ -37,3 +37,11 @@ def test_the_planted_bench_runs_and_judges_the_bar_pool_by_pool(repo):
                  "--random-draws", "2", "--bootstrap", "10", "--jobs", "1")
     assert "repeated, the public-sweep bar, pool by pool: archfit" in out, out
     assert "random's median of 2 draws on the same pool" in out, out
+
+
+@pytest.mark.slow
+def test_the_verdict_calibration_bench_runs_on_every_shipped_sweep(repo):
+    out = _bench(repo, "bench_verdict_calibration.py", "--quick")
+    for sweep in ("chinchilla", "marin-dclm", "marin-comma", "marin-nemotron", "gemstones-cool"):
+        assert f"left out {sweep}" in out, out
+    assert "15 backtests" in out, out
