@@ -511,10 +511,10 @@ def test_a_fitted_round_says_why_its_verdict_is_not_better():
 
     e = {"event": "fitted", "round": 1, "verdict": "uninformative", "target_ci": [2.0, 5.0],
          "reasons": ["q sits on a bound in 40% of the bootstrap resamples", "few sizes"]}
-    assert describe(e) == ("round 1: fitted: verdict uninformative, target 95% CI [2, 5] (2.5x) "
+    assert describe(e) == ("round 1: fitted: verdict uninformative, target 95% CI (fitted) [2, 5] (2.5x) "
                            "(q sits on a bound in 40% of the bootstrap resamples; few sizes)")
     assert describe({**e, "reasons": [], "verdict": "informative"}) == (
-        "round 1: fitted: verdict informative, target 95% CI [2, 5] (2.5x)")
+        "round 1: fitted: verdict informative, target 95% CI (fitted) [2, 5] (2.5x)")
     assert describe({**e, "reasons": None, "target_ci": None, "error": "too few runs"}) == (
         "round 1: fitted: verdict uninformative, target 95% CI none (too few runs)")
 

@@ -81,7 +81,9 @@ def describe(e: dict[str, Any]) -> str:
         return f"round {k}: fitting every run so far"
     if e["event"] == "fitted":  # why the verdict is not better: the fit's error or reasons
         why = e.get("error") or "; ".join(e.get("reasons") or [])
-        return (f"round {k}: fitted: verdict {e['verdict']}, target 95% CI {_ci(e['target_ci'])}"
+        kind = "(fitted) " if e.get("target_ci") else ""
+        return (f"round {k}: fitted: verdict {e['verdict']}, target 95% CI {kind}"
+                f"{_ci(e['target_ci'])}"
                 + (f" ({why})" if why else ""))
     if e["event"] == "stopped":
         return f"stopped: {e['because']}"
@@ -93,7 +95,8 @@ def summary(st: Status) -> str:
     stopped."""
     d = st.to_dict()
     lines = [f"campaign {d['name']}: spent {d['spent']:.4g} of {d['budget']:.4g} {d['unit']}",
-             "  round  state     runs      spend  verdict         target 95% CI"]
+             "  round  state     runs      spend  verdict         target 95% CI (fitted: "
+             "bootstrap)"]
     for r in d["rounds"]:
         ci = [r["target_ci_low"], r["target_ci_high"]] if r["target_ci_low"] else None
         lines.append(f"  {r['round']:>5}  {r['state']:<8} {r['runs']:>5}  {r['spend']:>9.3g}  "

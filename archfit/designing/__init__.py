@@ -58,6 +58,9 @@ class Design:
     test: dict[str, Any] | None = None  # the lack-of-fit test and what the rule did (archfit)
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
+    # where ci_now comes from (archfit.laws.provenance: fitted over the fit's draws); ci_after
+    # is a prediction (the Gaussian shortcut), labelled so wherever it is printed
+    ci_provenance: dict[str, Any] | None = None
     # what the figure draws (archfit.plots.design): the pool's columns and which rows are
     # open, the runs so far, the Target and its point estimate; not part of to_dict()
     context: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -67,7 +70,7 @@ class Design:
 
         return jsonable({k: getattr(self, k) for k in (
             "law", "strategy", "target", "criterion", "test", "cost_unit", "budget", "spent",
-            "ci_now", "ci_after", "stop", "notes", "chosen")})
+            "ci_now", "ci_provenance", "ci_after", "stop", "notes", "chosen")})
 
     def to_frame(self) -> Any:
         import polars as pl
@@ -84,13 +87,19 @@ class Design:
         shape = (f"{int(c['n_layer'])} x {int(c['d_model']):,}, " if "n_layer" in c else "")
         after = (f"; the batch of {len(self.chosen)} predicts the 95% CI "
                  f"[{self.ci_after[0]:.3g}, {self.ci_after[1]:.3g}] (now [{self.ci_now[0]:.3g}, "
-                 f"{self.ci_now[1]:.3g}])" if self.ci_after and self.ci_now else "")
+                 f"{self.ci_now[1]:.3g}], {self._kind()})" if self.ci_after and self.ci_now
+                 else "")
         t = self.test or {}
         why = (f"the law does not fit the runs so far (F test p = {t['p']:.2g}), so no interval "
                "after the batch is predicted; " if t.get("fits") is False else "")
         return (f"{why}to narrow this, 'archfit design' would run first {shape}N "
                 f"{c['params']:.3g}, {c.get('tokens', float('nan')):.3g} tokens ({c['cost']:.3g} "
                 f"{_unit(self)})" + after)
+
+    def _kind(self) -> str:
+        from archfit.laws.provenance import describe
+
+        return describe(self.ci_provenance)
 
     def summary(self) -> str:
         lines = [f"archfit design: {self.law}, strategy {self.strategy}",
@@ -99,7 +108,8 @@ class Design:
                  f"  cost: {self.cost_unit}; budget {self.budget:.4g}, this batch "
                  f"{self.spent:.4g}"]
         if self.ci_now:
-            lines.append(f"  target 95% CI now [{self.ci_now[0]:.4g}, {self.ci_now[1]:.4g}]"
+            lines.append(f"  target now [{self.ci_now[0]:.4g}, {self.ci_now[1]:.4g}] "
+                         f"({self._kind()})"
                          + (f", predicted after the batch [{self.ci_after[0]:.4g}, "
                             f"{self.ci_after[1]:.4g}] (Gaussian shortcut: today's interval "
                             "scaled by the ensemble's predicted sd)" if self.ci_after else ""))
@@ -246,7 +256,8 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
         return Design(law, strategy, target.describe(), [], unit, budget, 0.0, ci_now, None,
                       stop=f"the target's 95% CI spans {ci_now[1] / ci_now[0]:.3g}x, within "
-                           f"--until-ci {until_ci:g}x", notes=notes, context=ctx)
+                           f"--until-ci {until_ci:g}x", notes=notes, context=ctx,
+                      ci_provenance=fit.interval_provenance() if fit else None)
     step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
     trace: list[tuple[float, float]] = []
@@ -259,4 +270,5 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after,
                   test=step.test, notes=notes + ([step.test["why"]] if step.test else [])
-                  + step.notes, context=ctx)
+                  + step.notes, context=ctx,
+                  ci_provenance=fit.interval_provenance() if fit and ci_now else None)
