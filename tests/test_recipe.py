@@ -31,9 +31,11 @@ def test_published_laws_are_their_papers_formulas(N, D):
         assert HYPER_LAWS[name].batch_at(N, D) == pytest.approx(b, rel=1e-12)
     r = recipe(N, D)
     assert r["lr"]["value"] == pytest.approx(step_law(N, D)[0])
-    lo, hi = sorted([step_law(N, D)[0], deepseek(N, D)[0]])
-    assert r["lr"]["range"] == pytest.approx([lo, hi])
-    assert r["lr"]["provenance"] == "published"
+    # each law's value beside the pick, and no range: two point estimates are not an interval
+    assert r["lr"]["each"] == pytest.approx({"steplaw2025": step_law(N, D)[0],
+                                             "deepseek2024": deepseek(N, D)[0]})
+    assert r["lr"]["range"] is None and r["lr"]["provenance"] == "published"
+    assert "3,700 runs" in r["lr"]["pick"]
 
 
 def test_the_recipe_says_where_the_published_laws_disagree():
@@ -54,7 +56,7 @@ def test_the_recipe_says_where_the_published_laws_disagree():
 
 
 @pytest.mark.parametrize("extra", [[], ["--tokens", "1.4e11"]])
-def test_recommend_gives_a_recipe_with_ranges_and_provenance(cli, extra):
+def test_recommend_gives_a_recipe_with_provenance_and_each_laws_value(cli, extra):
     r = cli("recommend", "--params", "7e9", "--json", *extra)
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -67,7 +69,7 @@ def test_recommend_gives_a_recipe_with_ranges_and_provenance(cli, extra):
     assert rec["lr"]["value"] == pytest.approx(step_law(N, D)[0])
     assert rec["batch_tokens"]["value"] == pytest.approx(step_law(N, D)[1])
     if extra:
-        assert rec["tokens"] == {"value": 1.4e11, "range": [1.4e11, 1.4e11],
+        assert rec["tokens"] == {"value": 1.4e11, "range": None,
                                  "provenance": "given", "convention": "training tokens"}
     else:  # the compute-optimal tokens of epoch2024 for this total size: N_opt(6 N D) = N
         from archfit.laws import load_fit
@@ -78,6 +80,8 @@ def test_recommend_gives_a_recipe_with_ranges_and_provenance(cli, extra):
     text = cli("recommend", "--params", "7e9", *extra).stdout
     block = text[text.index("recipe ("):].splitlines()
     assert [ln.split()[0] for ln in block[1:6]] == ["peak", "batch", "tokens", "warmup", "decay"]
+    # a published value is printed without brackets: no spread of point estimates as a range
+    assert "[" not in block[1] and "each law (none states an interval" in text
 
 
 def test_the_lr_batch_law_recovers_a_planted_sweep():

@@ -12,6 +12,7 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.laws.provenance import describe
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR
@@ -34,7 +35,7 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
                 math.isfinite(tokens) and tokens > 0):
             raise RecommendError(f"--tokens must be a positive token count, got {tokens!r}")
-        toks = {"value": float(tokens), "range": [float(tokens)] * 2, "provenance": "given"}
+        toks = {"value": float(tokens), "range": None, "provenance": "given"}
     elif compute is not None and compute.get("plan"):
         plan = compute["plan"]
         toks = {"value": plan["D"], "range": plan.get("D_ci") or [plan["D"]] * 2,
@@ -88,8 +89,8 @@ def unusable(r: dict[str, Any], n_ctx: int) -> list[str]:
 
 def optimal_tokens(N_total: float) -> dict[str, Any]:
     """The compute-optimal training tokens for ``N_total`` parameters (total, as the Chinchilla
-    fits count them): the default compute law's, with the spread of every published
-    Chinchilla-form law."""
+    fits count them): the default compute law's, with every published Chinchilla-form law's
+    value beside it (no range: their point estimates are not an interval)."""
     each = {}
     for name, entry in PUBLISHED.items():
         if entry["law"] != "chinchilla":
@@ -97,10 +98,8 @@ def optimal_tokens(N_total: float) -> dict[str, Any]:
         f = load_fit(name)
         each[name] = _tokens_at(f, N_total)
     value = each[DEFAULT_COMPUTE_LAW]
-    return {"value": value, "range": [min(each.values()), max(each.values())],
-            "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
-            "range_provenance": f"published: the spread of {len(each)} Chinchilla-form fits",
-            "each": each, "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this "
+    return {"value": value, "range": None, "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
+            "pick": f"the default compute law, {DEFAULT_COMPUTE_LAW}", "each": each, "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this "
                                      "size (total parameters)"}
 
 
@@ -147,8 +146,9 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
         return f" [{format(lo_hi[0], fmt)}, {format(lo_hi[1], fmt)}]" if lo_hi else ""
 
     lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
-    lines = [f"recipe (N {r['params']:.3g} non-embedding, AdamW; ranges: "
-             f"{lr.get('range_provenance') or 'none'}):",
+    kind = lr.get("range_provenance")
+    lines = [f"recipe (N {r['params']:.3g} non-embedding, AdamW"
+             + (f"; the rate's interval: {describe(kind)}" if kind else "") + "):",
              f"  peak lr     {lr['value']:.3g}{rng(lr, '.3g')} ({lr['law']}, {lr['provenance']})",
              f"  batch       {b['value']:.3g} tokens{rng(b, '.3g')} ({b['law']}, "
              f"{b['provenance']})",
@@ -160,6 +160,15 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
     lines += [f"  note: {e['disagree']}: " + ", ".join(f"{k} {v:.3g}" for k, v in
                                                        e["each"].items())
               for e in (lr, b) if e.get("disagree")]
+    each = [f"{what} " + ", ".join(f"{k} {v:.3g}" for k, v in e["each"].items())
+            for what, e in (("lr", lr), ("batch", b), ("tokens", t))
+            if e.get("each") and not e.get("range")]
+    if each:
+        lines.append("  each law (none states an interval, so none is shown): "
+                     + "; ".join(each))
+        picks = [f"{what} {e['pick']}" for what, e in (("lr and batch", b), ("tokens", t))
+                 if e.get("pick")]
+        lines.append(f"  the picks: {'; '.join(picks)}")
     if lr.get("note"):
         lines.append(f"  note: {lr['note']}")
     if r.get("verdict") == "uninformative":
