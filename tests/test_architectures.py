@@ -104,3 +104,13 @@ def test_a_fit_of_ones_own_runs_builds_in_their_block():
     assert any("the block of the runs" in n for n in r.notes)
     assert other.family == "llama" and other.shape.mlp == "swiglu"
     assert plain.family == "llama"  # runs that record no block: the default
+
+
+def test_giving_tp_alone_keeps_the_familys_kv_heads_where_they_fit():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert recommend(7e9, tp=1).shape.n_kv_head == 8
+        assert recommend(7e9, tp=4).shape.n_kv_head == 8
+        three = recommend(7e9, tp=3).shape  # 8 kv heads cannot be split 3 ways: left out
+        assert three.n_head % 3 == 0 and three.n_kv_head == three.n_head
+        assert recommend(7e9, n_kv_head=4).shape.n_head % 8 == 0  # and tp 8 kept

@@ -95,7 +95,8 @@ def recommend(
     block = {k: arch.fields[k] if v is None else v for k, v in block.items()}
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=top,
               ff_multiple=ff_multiple, **block)
-    heads = arch.head_plans() if tp is None and n_kv_head is None else [(tp, n_kv_head)]
+    heads = (arch.head_plans() if tp is None and n_kv_head is None else
+             [_given_heads(arch, tp, n_kv_head)])
     widths = ([(head_dim or WIDTH_STEP, multiple_of or WIDTH_STEP)]
               if head_dim is not None or multiple_of is not None else FINER_WIDTHS)
     plans = [dict(head_dim=h, multiple_of=m, tp=t, n_kv_head=k) for h, m in widths
@@ -178,6 +179,19 @@ def _architecture(family: str | Architecture | None, fit: Fit, notes: list[str]
     notes.append(f"built in the {arch.name} family ({arch.short}, ff ratio {arch.ff_ratio:.3g}): "
                  f"the block of the runs {fit.label} was fitted on (--family to build another)")
     return arch
+
+
+def _given_heads(arch: Architecture, tp: int | None, kv: int | None
+                 ) -> tuple[int | None, int | None]:
+    """(tp, kv heads) with one or both given: both as given (options checks them together);
+    one alone, with the family's other where the two fit together (kv heads a multiple of tp,
+    or tp of them), else without it."""
+    if tp is not None and kv is not None:
+        return tp, kv
+    fam_tp, fam_kv = (arch.tp, kv) if tp is None else (tp, arch.n_kv_head)
+    if fam_tp and fam_kv and fam_kv % fam_tp and fam_tp % fam_kv:
+        return (tp, None) if tp is not None else (None, kv)
+    return fam_tp, fam_kv
 
 
 WIDTH_STEP = 128  # head_dim and width multiple, unless given
