@@ -103,6 +103,15 @@ def fmt_range(lo: float, hi: float) -> str:
 MC_BAND_Z = 4.0
 
 
+def order_statistic(v: Sequence[float], q: float, z: float) -> float:
+    """The value of sorted ``v`` at percentile ``q`` (0-100), its rank moved by ``z`` binomial
+    standard deviations sqrt(n p (1 - p)) (how far another sample of the draws moves it;
+    distribution-free), clipped to the sample."""
+    n, p = len(v), q / 100.0
+    r = (n - 1) * p + z * math.sqrt(n * p * (1 - p))
+    return v[min(n - 1, max(0, int(round(r))))]
+
+
 def quantile_band(values: Sequence[float], q_lo: float, q_hi: float
                   ) -> tuple[float, float] | None:
     """The Monte-Carlo range of the ratio percentile(q_hi) / percentile(q_lo) of positive
@@ -110,13 +119,8 @@ def quantile_band(values: Sequence[float], q_lo: float, q_hi: float
     between seeds (the binomial sd of an order statistic's rank, distribution-free), so the
     ratio lies between the inner and the outer order statistics ±MC_BAND_Z of those sds."""
     v = sorted(x for x in values if x > 0 and math.isfinite(x))
-    n = len(v)
-    if n < 10:
+    if len(v) < 10:
         return None
-
-    def rank(q: float, sign: int) -> float:
-        p = q / 100.0
-        r = (n - 1) * p + sign * MC_BAND_Z * math.sqrt(n * p * (1 - p))
-        return v[min(n - 1, max(0, int(round(r))))]
-
-    return rank(q_hi, -1) / rank(q_lo, +1), rank(q_hi, +1) / rank(q_lo, -1)
+    z = MC_BAND_Z
+    return (order_statistic(v, q_hi, -z) / order_statistic(v, q_lo, z),
+            order_statistic(v, q_hi, z) / order_statistic(v, q_lo, -z))

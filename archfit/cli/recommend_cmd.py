@@ -221,25 +221,27 @@ def _export(ctx, r, emit, design, out_dir, force, tp, vocab_divisible_by):  # ty
 def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_dir, force,  # type: ignore[no-untyped-def]
             vocab_divisible_by, as_json, kw):
     """recommend --params TOTAL --active-params ACTIVE: a mixture of experts."""
+    from archfit.recommending.pipeline import WIDTH_STEP
     from archfit.recommending.sparse import DEFAULT_MOE_LAW, recommend_sparse
 
     if params is None:
         raise click.UsageError("--active-params goes with --params (the total non-embedding "
                                "parameters); a FLOP budget for a mixture of experts is not "
                                "supported yet")
-    set_here = [k for k in ("mlp", "position", "norm", "bias", "tied_embeddings", "n_kv_head",
-                            "family") if explicit(ctx, k) and kw.get(k) != "llama"]
+    flags = {k: SHAPE_FLAGS[k][0] for k in ("mlp", "position", "norm", "bias",
+                                            "tied_embeddings", "n_kv_head")}
+    set_here = [flag for k, flag in {**flags, "family": "--family"}.items()
+                if explicit(ctx, k) and kw.get(k) != "llama"]
     if set_here:
         raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
                                f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
-                               f"{', '.join(SHAPE_FLAGS[k][0] if k in SHAPE_FLAGS else '--family' for k in set_here)}")
+                               f"{', '.join(set_here)}")
     r = recommend_sparse(
         params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
         n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
         n_shared_experts=moe["n_shared_experts"] or 0,
         vocab_size=kw["vocab_size"] or LLAMA.vocab_size, n_ctx=kw["n_ctx"] or LLAMA.n_ctx,
-        head_dim=kw["head_dim"] or 128,
-        multiple_of=kw["multiple_of"] or 128,
+        head_dim=kw["head_dim"] or WIDTH_STEP, multiple_of=kw["multiple_of"] or WIDTH_STEP,
         tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
         strict=strict)
     if as_json:

@@ -1,7 +1,8 @@
 """What every export format shares: :class:`Format` (renderer, limits, reader), the
 registry the format modules add themselves to (:func:`register`), the architecture families
-(:data:`LLAMA_STYLE`, :data:`GPT2_STYLE`), :class:`ExportOptions`, :class:`Imported` and the
-helpers the readers share. The format modules import this one; nothing here imports them."""
+(:data:`LLAMA_STYLE`, :data:`GPT2_STYLE`: :mod:`archfit.shapes.architectures`' blocks with the
+frameworks' d_ff), :class:`ExportOptions`, :class:`Imported` and the helpers the readers share.
+The format modules import this one; nothing here imports them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Callable
 
 from archfit.errors import ShapeError
 from archfit.shapes import Shape
+from archfit.shapes.architectures import GPT2, LLAMA
 
 
 class FormatError(ShapeError):
@@ -21,22 +23,12 @@ CONVENTION = ("params_total counts every trainable parameter once (tied embeddin
               "params_non_embedding is Kaplan's N (no token/position embeddings, no untied head)")
 
 # ====================================================================== architecture families
-# ff_ratio "llama": d_ff by Meta's rule (llama_ffn_hidden), the one Llama d_ff rule of archfit
-LLAMA_STYLE: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": "llama", "ff_multiple": 256,
-                               "position": "rope", "norm": "rmsnorm", "bias": False,
-                               "tied_embeddings": False}
-GPT2_STYLE: dict[str, Any] = {"mlp": "gelu", "ff_ratio": 4.0, "position": "learned",
-                              "norm": "layernorm", "bias": True, "tied_embeddings": True}
+# the blocks of archfit.shapes.architectures, with each framework's d_ff: ff_ratio "llama" is
+# Meta's rule (llama_ffn_hidden), the one Llama d_ff rule of archfit
+LLAMA_STYLE: dict[str, Any] = {**LLAMA.fields, "ff_ratio": "llama", "ff_multiple": 256}
+GPT2_STYLE: dict[str, Any] = {**GPT2.fields, "ff_ratio": GPT2.ff_ratio}
 # the architecture a Llama-family config always has (its readers fill these in)
-LLAMA_FIXED: dict[str, Any] = {"mlp": "swiglu", "position": "rope", "norm": "rmsnorm",
-                               "bias": False}
-STYLE_TEXT = {
-    "llama": "a Llama-style shape: SwiGLU (d_ff by Llama's rule: 8/3 d_model rounded up to a "
-             "multiple of 256), RoPE, "
-             "RMSNorm, no biases, untied embeddings",
-    "gpt2": "a GPT-2-style shape: GELU (d_ff = 4 d_model), learned positions, LayerNorm, "
-            "biases, tied embeddings",
-}
+LLAMA_FIXED: dict[str, Any] = {k: v for k, v in LLAMA.fields.items() if k != "tied_embeddings"}
 
 
 def llama_ffn_hidden(dim: int, multiple_of: int, ffn_dim_multiplier: float | None = None) -> int:

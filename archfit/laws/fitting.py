@@ -16,6 +16,7 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
+from archfit.numbers import order_statistic
 from archfit.laws.conventions import check_params
 from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, lack_of_fit,
                                   run_scatter, subset)
@@ -100,10 +101,7 @@ def fit(
     if law == AUTO:
         return _auto(table, locals())
     lw = get_law(law)
-    if bootstrap != AUTO_BOOTSTRAP and (isinstance(bootstrap, bool) or not isinstance(bootstrap, int)
-                              or not 0 <= bootstrap <= MAX_BOOTSTRAP):
-        raise FitInputError(f"bootstrap must be 'auto' or between 0 and {MAX_BOOTSTRAP:,} "
-                            f"resamples, got {bootstrap!r}")
+    _check_bootstrap(bootstrap)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FitInputError(f"seed must be a whole number >= 0, got {seed!r}")
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
@@ -118,6 +116,15 @@ def fit(
     f.inputs, f.conventions, f.mapping = table.inputs, conventions, dict(table.mapping)
     f.diagnostics.setdefault("span", {}).update(runs_build(table))
     return f
+
+
+def _check_bootstrap(bootstrap: Any) -> None:
+    """``auto``, or a whole number of resamples from 0 to :data:`MAX_BOOTSTRAP`."""
+    if bootstrap != AUTO_BOOTSTRAP and not (
+            isinstance(bootstrap, int) and not isinstance(bootstrap, bool)
+            and 0 <= bootstrap <= MAX_BOOTSTRAP):
+        raise FitInputError(f"bootstrap must be 'auto' or between 0 and {MAX_BOOTSTRAP:,} "
+                            f"resamples, got {bootstrap!r}")
 
 
 # the block fields a recommendation from this fit builds with, where every run shares them (the
@@ -504,20 +511,19 @@ def interval_mc_error(samples: np.ndarray, level: float = 0.95) -> float:
     """The largest Monte-Carlo error of a percentile interval's ends over the columns of
     ``samples``, as a fraction of that interval's width: for each end (the 2.5th and 97.5th
     percentiles), half the span of the order statistics that bracket it with 95% confidence
-    (ranks B p -/+ 1.96 sqrt(B p (1 - p)); distribution-free). inf with fewer than 20 draws."""
-    B = len(samples)
-    if B < 20:
+    (:func:`archfit.numbers.order_statistic` at -/+ 1.96 sds of the rank; distribution-free).
+    inf with fewer than 20 draws."""
+    if len(samples) < 20:
         return math.inf
     worst = 0.0
-    a = (1 - level) / 2
+    q = 100 * (1 - level) / 2
     for col in np.sort(np.asarray(samples, dtype=float), axis=0).T:
-        lo, hi = np.percentile(col, [100 * a, 100 * (1 - a)])
+        lo, hi = np.percentile(col, [q, 100 - q])
         if not hi > lo:
             continue
-        for p in (a, 1 - a):
-            h = 1.96 * math.sqrt(B * p * (1 - p))
-            r0, r1 = max(0, math.floor(B * p - h)), min(B - 1, math.ceil(B * p + h))
-            worst = max(worst, (col[r1] - col[r0]) / 2 / (hi - lo))
+        for end in (q, 100 - q):
+            spread = order_statistic(col, end, 1.96) - order_statistic(col, end, -1.96)
+            worst = max(worst, spread / 2 / (hi - lo))
     return worst
 
 

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from archfit.errors import RecommendError, UninformativeWarning
+from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import DEPTH_SPAN, candidates, optimum, rank
@@ -22,7 +22,6 @@ from archfit.recommending.options import (check_options, ff_rule, fits_by_role, 
                                           resolve_target)
 from archfit.recommending.recipe import recipe_for
 from archfit.recommending.result import Recommendation
-from archfit.errors import ShapeError
 from archfit.shapes import Shape, kaplan_width
 from archfit.shapes.architectures import (ARCHITECTURES, DEFAULT_ARCHITECTURE, LLAMA,
                                           Architecture, get_architecture)
@@ -65,8 +64,9 @@ def recommend(
     a shape law (default levine2020), a compute law for ``compute`` (default epoch2024, or
     muennighoff2023 with ``unique_tokens``), an ff-ratio fit when ``ff_ratio="auto"`` and an
     lr-batch fit for the recipe. ``family`` (:mod:`archfit.shapes.architectures`: ``llama``
-    or ``gpt2``; default: the block the shape fit's runs shared, else ``llama``) gives every block field, the ff ratio, vocabulary, context, kv
-    heads and tensor parallelism left at None; with neither ``tp`` nor ``n_kv_head`` given, the
+    or ``gpt2``; default: the block the shape fit's runs shared, else ``llama``) gives every
+    block field, the ff ratio, vocabulary, context, kv heads and tensor parallelism left at
+    None; with neither ``tp`` nor ``n_kv_head`` given, the
     family's head split is kept where the size allows (a note says when it is not). Shape fields
     use :class:`Shape`'s names; ``d_ff`` is a multiple of ``ff_multiple`` (default
     ``multiple_of``), or ``d_ff_rule(d_model)``. ``head_dim`` and ``multiple_of`` default to
@@ -154,16 +154,20 @@ SHAPE_OPTIONS = ("vocab_size", "n_ctx", "head_dim", "multiple_of", "mlp", "n_kv_
                  "tied_embeddings", "position", "bias", "norm", "ff_multiple")
 
 
+def _named(family: str | Architecture) -> Architecture:
+    try:
+        return get_architecture(family)
+    except ShapeError as e:
+        raise RecommendError(str(e)) from None
+
+
 def _architecture(family: str | Architecture | None, fit: Fit, notes: list[str]
                   ) -> Architecture:
     """The family asked for; else the block the fit's runs shared (the law was fitted on it:
     a family of archfit's when the fields match, else that block as it is; a note says so);
     else the default, llama."""
     if family is not None:
-        try:
-            return get_architecture(family)
-        except ShapeError as e:
-            raise RecommendError(str(e)) from None
+        return _named(family)
     block = ((fit.diagnostics or {}).get("span") or {}).get("block")
     if not block:
         return get_architecture(DEFAULT_ARCHITECTURE)
@@ -249,8 +253,7 @@ def check_recommend_options(**options: Any) -> None:
     unknown = sorted(set(options) - set(params) - {"params", "compute", "fit"})
     if unknown:
         raise RecommendError(f"recommend takes no option {', '.join(unknown)}")
-    arch = _architecture(options.get("family") or DEFAULT_ARCHITECTURE, load_fit(
-        DEFAULT_SHAPE_LAW), [])
+    arch = _named(options.get("family") or DEFAULT_ARCHITECTURE)
     given = {k: options.get(k, params[k].default) for k in SHAPE_OPTIONS}
     family = {**arch.fields, "vocab_size": arch.vocab_size, "n_ctx": arch.n_ctx,
               "head_dim": WIDTH_STEP, "multiple_of": WIDTH_STEP}

@@ -99,8 +99,9 @@ def optimal_tokens(N_total: float) -> dict[str, Any]:
         each[name] = _tokens_at(f, N_total)
     value = each[DEFAULT_COMPUTE_LAW]
     return {"value": value, "range": None, "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
-            "pick": f"the default compute law, {DEFAULT_COMPUTE_LAW}", "each": each, "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this "
-                                     "size (total parameters)"}
+            "pick": f"the default compute law, {DEFAULT_COMPUTE_LAW}", "each": each,
+            "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this size (total "
+                      "parameters)"}
 
 
 def _tokens_at(fit: Fit, N: float) -> float:

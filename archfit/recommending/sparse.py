@@ -37,9 +37,7 @@ from archfit.shapes.architectures import LLAMA
 
 DEFAULT_MOE_LAW = "krajewski2024"
 # the family a sparse recommendation is built in (what Mixtral, Qwen3-MoE and DeepSeek share)
-MOE_FAMILY: dict[str, Any] = {"mlp": "swiglu", "ff_ratio": "llama", "position": "rope",
-                              "norm": "rmsnorm", "bias": False, "tied_embeddings": False,
-                              "n_kv_head": 8}
+MOE_FAMILY: dict[str, Any] = {**LLAMA.fields, "ff_ratio": "llama", "n_kv_head": LLAMA.n_kv_head}
 # expert widths are multiples of this (kernels and tensor parallelism like round widths)
 EXPERT_MULTIPLE = 64
 # how close the rounded shape should land on each target before a note says it does not

@@ -1,7 +1,7 @@
 """The shape core: the one place where a transformer is described (:class:`Shape`, its
 per-layer plan) and counted (parameters and FLOPs, each convention named). Beside it: families
-of shapes at one size (:mod:`.families`), the blocks a recommendation builds (:mod:`.architectures`) and the published shapes of known models
-(:mod:`.known`)."""
+of shapes at one size (:mod:`.families`), the blocks a recommendation builds
+(:mod:`.architectures`) and the published shapes of known models (:mod:`.known`)."""
 
 from archfit.shapes.architectures import (ARCHITECTURES, DEFAULT_ARCHITECTURE, Architecture,
                                           get_architecture)
