@@ -9,6 +9,7 @@ from __future__ import annotations
 from archfit import campaign
 from archfit.designing import design, replay
 from archfit.errors import ArchfitError, UninformativeWarning
+from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.laws.backtest import backtest
 from archfit.laws.fitting import fit
@@ -28,6 +29,7 @@ __all__ = [
     "ArchfitError",
     "Budget",
     "Fit",
+    "Interval",
     "Recommendation",
     "Shape",
     "TrainConfig",

@@ -12,6 +12,7 @@ import os
 from typing import Any, Callable, Iterable, Iterator
 
 from archfit.errors import OutputError
+from archfit.interval import Interval
 
 TMP_MARK = ".tmp-"  # every temporary file's name holds this (sweeps clean such leftovers)
 
@@ -71,7 +72,10 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def jsonable(obj: Any) -> Any:
-    """Make ``obj`` JSON-safe: NaN/inf become null, numpy scalars and arrays become Python."""
+    """Make ``obj`` JSON-safe: NaN/inf become null, numpy scalars and arrays become Python, an
+    :class:`archfit.interval.Interval` its one JSON shape."""
+    if isinstance(obj, Interval):
+        return jsonable(obj.to_json())
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -93,11 +93,6 @@ def fmt_sci(x: float) -> str:
     return f"{ms}e{e}"
 
 
-def fmt_range(lo: float, hi: float) -> str:
-    """An interval as every archfit output prints it: ``[lo, hi]`` to 3 significant digits."""
-    return f"[{lo:.3g}, {hi:.3g}]"
-
-
 # how many standard deviations of an order statistic's rank the Monte-Carlo band spans: 4 keeps
 # a verdict that is settled at one seed settled at (nearly) every other
 MC_BAND_Z = 4.0

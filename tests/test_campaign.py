@@ -420,9 +420,10 @@ def test_the_demo_narrows_its_target_within_budget_and_reports(tmp_path):
     assert {"rounds", "budget", "spent", "unit", "verdict", "target_ci", "runs",
             "stopped_because"} <= set(d)
     assert d["spent"] <= d["budget"] and d["stopped_because"]
-    first = next(r for r in d["rounds"] if r["target_ci_low"])
-    ratio0 = first["target_ci_high"] / first["target_ci_low"]
-    ratio = d["target_ci"][1] / d["target_ci"][0]
+    first = next(r["target_ci"] for r in d["rounds"] if r["target_ci"])
+    ratio0 = first["high"] / first["low"]
+    ratio = d["target_ci"]["high"] / d["target_ci"]["low"]
+    assert first["kind"] == d["target_ci"]["kind"] == "fitted"
     assert ratio0 / ratio >= 2 or "verdict" in d["stopped_because"], (ratio0, ratio)
     assert all(run["state"] == "ok" for run in d["runs"])
     assert len(d["runs"]) == sum(r["runs"] for r in d["rounds"])
@@ -509,14 +510,16 @@ def test_a_fitted_round_says_why_its_verdict_is_not_better():
     so a campaign that stops with a narrow interval and an uninformative verdict says why."""
     from archfit.campaign import describe
 
-    e = {"event": "fitted", "round": 1, "verdict": "uninformative", "target_ci": [2.0, 5.0],
+    ci = {"low": 2.0, "high": 5.0, "level": 0.95, "kind": "fitted", "method": "percentiles"}
+    e = {"event": "fitted", "round": 1, "verdict": "uninformative", "target_ci": ci,
          "reasons": ["q sits on a bound in 40% of the bootstrap resamples", "few sizes"]}
-    assert describe(e) == ("round 1: fitted: verdict uninformative, target 95% CI (fitted) [2, 5] (2.5x) "
-                           "(q sits on a bound in 40% of the bootstrap resamples; few sizes)")
+    assert describe(e) == ("round 1: fitted: verdict uninformative, target [2, 5] (95% CI, "
+                           "fitted), 2.5x (q sits on a bound in 40% of the bootstrap resamples; "
+                           "few sizes)")
     assert describe({**e, "reasons": [], "verdict": "informative"}) == (
-        "round 1: fitted: verdict informative, target 95% CI (fitted) [2, 5] (2.5x)")
+        "round 1: fitted: verdict informative, target [2, 5] (95% CI, fitted), 2.5x")
     assert describe({**e, "reasons": None, "target_ci": None, "error": "too few runs"}) == (
-        "round 1: fitted: verdict uninformative, target 95% CI none (too few runs)")
+        "round 1: fitted: verdict uninformative, target no interval (too few runs)")
 
 
 def test_a_ci_ratio_stop_needs_a_verdict_that_accepts_the_interval(tmp_path):

@@ -345,7 +345,7 @@ def test_a_weak_recommend_ends_with_the_first_run_to_train(joint):
     assert r.trust["verdict"] != "informative"
     assert r.next_runs and r.next_runs.startswith("to narrow this, 'archfit design' would run "
                                                   "first")
-    assert "predicts the 95% CI" in r.next_runs and r.to_dict()["next_runs"] == r.next_runs
+    assert "(95% CI, fitted) (now" in r.next_runs and r.to_dict()["next_runs"] == r.next_runs
     text = r.text()
     last = text[text.rindex("\nnext: ") + 1:]  # the last line, wrapped at 100 columns
     assert " ".join(last.split()) == " ".join(f"next: {r.next_runs}".split())
@@ -367,7 +367,7 @@ def test_a_weak_recommend_says_when_its_law_does_not_fit_its_runs(joint):
             r = recommend(3e11, fit=[g])
         said = r.next_runs.startswith(f"the law does not fit the runs so far (F test p = {p:.2g})")
         assert said is (not fits), r.next_runs
-        assert ("predicts the 95% CI" in r.next_runs) is fits
+        assert ("(95% CI, fitted) (now" in r.next_runs) is fits
 
 
 # ------------------------------------------------------------------ the figure
@@ -389,7 +389,7 @@ def test_the_figure_draws_the_batch_in_order_among_the_candidates_and_the_target
     assert len(by_label["runs so far"].get_offsets()) == df.height
     target = [ln for ln in ax.lines if ln.get_label() == "target N = 3e+10"]
     assert target and list(target[0].get_xdata()) == [3e10, 3e10]
-    ci = [c for c in ax.containers if "95% CI now" in c.get_label()]
+    ci = [c for c in ax.containers if "there now: " in c.get_label()]
     assert ci and f"{d.ci_now[1]:.3g}" in ci[0].get_label()
     assert ax.get_ylim()[1] < 1e3  # a wild interval runs off the axes, the runs stay legible
 
@@ -439,7 +439,7 @@ def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
     iso = next(ln for ln in ax.lines if ln.get_label().startswith("target C = 1e+25"))
     x, y = np.asarray(iso.get_xdata()), np.asarray(iso.get_ydata())
     assert np.allclose(6 * x * y, 1e25)
-    now = next(ln for ln in ax.lines if "95% CI now" in ln.get_label())
+    now = next(ln for ln in ax.lines if "there now: " in ln.get_label())
     assert np.allclose(6 * np.asarray(now.get_xdata()) * np.asarray(now.get_ydata()), 1e25)
     assert min(now.get_xdata()) >= d.ci_now[0] * (1 - 1e-9)
 

@@ -80,7 +80,9 @@ def test_predict_predicts_every_row_and_leaves_a_missing_loss_empty(tmp_path, cl
     assert len(d["rows"]) == 6 and [x["actual"] for x in d["rows"]][:2] == [None, None]
     assert [x["actual"] for x in d["rows"]][2:] == pytest.approx(losses[2:])
     assert d["n_with_loss"] == 4
-    inside = [x["low"] <= x["actual"] <= x["high"] for x in d["rows"][2:]]
+    inside = [x["interval"]["low"] <= x["actual"] <= x["interval"]["high"]
+              for x in d["rows"][2:]]
+    assert {x["interval"]["kind"] for x in d["rows"]} == {"fitted"}
     assert d["coverage"] == pytest.approx(sum(inside) / 4)
     rows.with_columns(pl.lit(None, dtype=pl.Float64).alias("loss")).write_csv(tmp_path / "no.csv")
     r = cli("predict", tmp_path / "f.json", tmp_path / "no.csv", "--json")  # none trained yet

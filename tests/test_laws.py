@@ -40,7 +40,9 @@ def test_chinchilla_from_raw_csv_with_map(tmp_path, cli):
     d = json.loads(out.read_text())
     assert d["law"] == "chinchilla" and d["n_points"] == 240
     assert set(d["params"]) == {"E", "A", "B", "alpha", "beta"}
-    assert set(d["ci"]) == set(d["params"]) and all(len(v) == 2 for v in d["ci"].values())
+    assert set(d["ci"]) == set(d["params"])
+    assert all(v["low"] <= d["params"][k] <= v["high"] and v["kind"] == "fitted"
+               and "40 bootstrap resamples" in v["method"] for k, v in d["ci"].items())
     assert d["inputs"][0]["sha256"] and d["archfit_version"]
     assert "D = FLOPs / (6 N)" in r.stderr
     assert abs(d["params"]["E"] - 1.8172) < 0.03

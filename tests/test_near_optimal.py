@@ -91,14 +91,17 @@ def test_recommend_without_a_fit_prices_every_alternative(cli):
         want = KAPLAN * (math.log(a["n_layer"] / L_star) ** 2
                          - math.log(d["n_layer"] / L_star) ** 2)
         assert a["loss_penalty"] == pytest.approx(want, abs=1e-9)
-        lo, hi = a["loss_penalty_ci"]  # the published range: half to twice the curvature
-        assert lo == pytest.approx(want / 2, abs=1e-9) and hi == pytest.approx(2 * want, abs=1e-9)
+        ci = a["loss_penalty_ci"]  # the assumed range: half to twice the curvature
+        assert ci["low"] == pytest.approx(want / 2, abs=1e-9)
+        assert ci["high"] == pytest.approx(2 * want, abs=1e-9) and ci["kind"] == "assumed"
     n = d["near_optimal"]
     w = math.sqrt(0.005 / KAPLAN)
     assert n["tolerance"] == 0.005 and n["rule"]
     assert n["n_layer"] == pytest.approx([L_star * math.exp(-w), L_star * math.exp(w)], rel=1e-6)
     lo_ci, hi_ci = n["ci"]["n_layer_low"], n["ci"]["n_layer_high"]
-    assert lo_ci[0] < n["n_layer"][0] < lo_ci[1] and hi_ci[0] < n["n_layer"][1] < hi_ci[1]
+    assert lo_ci["low"] < n["n_layer"][0] < lo_ci["high"]
+    assert hi_ci["low"] < n["n_layer"][1] < hi_ci["high"]
+    assert lo_ci["kind"] == hi_ci["kind"] == "assumed" and lo_ci["level"] is None
     text = cli("recommend", "--params", "7e9").output
     assert "near-optimal (predicted loss within 0.50%" in text and "the pick:" in text
 

@@ -4,62 +4,169 @@ the words; an assumed range is never called a confidence interval."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterator
 
 import numpy as np
 import pytest
 
-from archfit.laws.provenance import ASSUMED, FITTED, KINDS, PUBLISHED, describe, record
+from archfit.interval import (ASSUMED, FITTED, GIVEN, KINDS, PUBLISHED, Interval, describe,
+                              record)
 
 
-def intervals(d: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any], str]]:
-    """Every interval in a JSON tree: (its path, the dict holding it, its key). An interval is
-    a non-empty value under a key ending in ``_ci``, or a ``ci`` table."""
+INTERVAL_KEYS = ("ci", "interval", "range")
+NUMBER = r"-?[\d,.]+(?:e[+-]?\d+)?%?"
+PAIR = re.compile(rf"\[\s*(?:{NUMBER}|unbounded),\s*(?:{NUMBER}|unbounded)\s*\]")
+KIND_WORD = re.compile(r"\b(fitted|published|assumed|given)\b")
+
+
+def is_interval(v: Any) -> bool:
+    """The one JSON shape of an interval (archfit.interval.Interval.to_json)."""
+    return (isinstance(v, dict) and {"low", "high", "level", "kind", "method"} <= set(v)
+            and v["kind"] in KINDS and (v["level"] is None) == (v["kind"] in (ASSUMED, GIVEN)))
+
+
+def unlabelled(d: Any, path: str = "") -> Iterator[str]:
+    """The paths of every interval-like value in a JSON tree that is not an interval in the one
+    shape: a value under a key ``*_ci``, ``ci``, ``interval`` or ``range`` (an interval, a
+    table of them, a list of them, or null), and any object with ``low`` and ``high``."""
     if isinstance(d, dict):
+        if {"low", "high"} <= set(d) and not is_interval(d):
+            yield path
         for k, v in d.items():
-            if v and (k.endswith("_ci") or k == "ci"):
-                yield f"{path}.{k}", d, k
-            if k != "provenance":
-                yield from intervals(v, f"{path}.{k}")
+            here = f"{path}.{k}"
+            if (k.endswith("_ci") or k in INTERVAL_KEYS) and v is not None:
+                inner = (v.values() if isinstance(v, dict) and not is_interval(v) else
+                         v if isinstance(v, list) else [v])
+                if not all(x is None or is_interval(x) for x in inner):
+                    yield here
+            yield from unlabelled(v, here)
     elif isinstance(d, list):
         for i, v in enumerate(d):
-            yield from intervals(v, f"{path}[{i}]")
+            yield from unlabelled(v, f"{path}[{i}]")
 
 
-def provenance_of(holder: dict[str, Any], key: str) -> str | None:
-    """The kind an interval is labelled with: its own ``KEY_provenance``, the ``provenance`` of
-    a ``ci`` table, or the ``provenance`` record of the dict holding it."""
-    if f"{key}_provenance" in holder:
-        return holder[f"{key}_provenance"]
-    p = holder[key].get("provenance") if key == "ci" else holder.get("provenance")
-    return p.get("provenance") if isinstance(p, dict) else p
+def kinds(d: Any) -> set[str]:
+    """The kinds of every interval in a JSON tree."""
+    if is_interval(d):
+        return {d["kind"]}
+    vals = d.values() if isinstance(d, dict) else d if isinstance(d, list) else []
+    return set().union(*(kinds(v) for v in vals)) if vals else set()
 
 
-def labels(d: dict[str, Any]) -> dict[str, str | None]:
-    return {path: provenance_of(holder, key) for path, holder, key in intervals(d)}
+def unnamed_in_text(text: str) -> list[str]:
+    """The blocks of a command's text (runs of non-blank lines) that print an interval's ends,
+    ``[low, high]``, without naming a kind anywhere in the block."""
+    blocks = re.split(r"\n\s*\n", text)
+    return [b for b in blocks if PAIR.search(b) and not KIND_WORD.search(b)]
 
 
-def test_the_walk_finds_every_interval_and_misses_none():
-    tree = {"ci": {"n_layer": [1, 2], "provenance": {"provenance": "fitted"}},
-            "compute": {"N_opt_ci": [1, 2], "D_opt_ci": None, "provenance": {"provenance":
-                                                                           "published"}},
-            "rows": [{"loss_penalty_ci": [0, 1], "loss_penalty_ci_provenance": "assumed"},
-                     {"loss_penalty_ci": [0, 1]}]}
-    assert labels(tree) == {".ci": "fitted", ".compute.N_opt_ci": "published",
-                            ".rows[0].loss_penalty_ci": "assumed",
-                            ".rows[1].loss_penalty_ci": None}
+def test_the_walk_finds_every_unlabelled_interval_and_misses_none():
+    good = {"low": 1.0, "high": 2.0, "level": 0.95, "kind": "fitted", "method": "m"}
+    assumed = {**good, "level": None, "kind": "assumed"}
+    tree = {"ci": {"n_layer": good, "d_model": good}, "near": {"ci": {"n_layer_low": assumed,
+                                                                       "n_layer_high": None}},
+            "rows": [{"loss_penalty_ci": good}, {"loss_penalty_ci": [0, 1]},
+                     {"low": 1, "high": 2}, {"interval": [good, good]}],
+            "N_opt_ci": {**good, "level": None}, "range": None, "D_ci": [1, 2]}
+    assert sorted(set(unlabelled(tree))) == [".D_ci", ".N_opt_ci", ".rows[1].loss_penalty_ci",
+                                        ".rows[2]"]
+    assert kinds(tree) == {"fitted", "assumed"}
+    assert unnamed_in_text("a\nb [1, 2] (95% CI, fitted)\n\nc [1.5e3, unbounded]\n") == \
+        ["c [1.5e3, unbounded]\n"]
 
 
-def test_a_record_says_its_kind_and_an_assumed_range_is_never_a_ci():
-    assert describe(record(FITTED, "percentiles over 100 bootstrap resamples")) == \
-        "95% CI, fitted: percentiles over 100 bootstrap resamples"
-    assert describe(record(PUBLISHED, "±1.96 x the SEs", source="Paper 2024")) == \
-        "95% CI, published: ±1.96 x the SEs (Paper 2024)"
-    words = describe(record(ASSUMED, "x", why="a factor 2 of a bound"))
-    assert "CI" not in words.replace("not a confidence interval", "")
-    assert words.startswith("assumed range, not a confidence interval: a factor 2 of a bound")
-    with pytest.raises(ValueError, match="provenance must be one of"):
-        record("guessed", "x")
+def test_an_interval_says_its_kind_and_an_assumed_range_is_never_a_ci():
+    iv = Interval(1.0, 2.0, FITTED, "percentiles over 100 bootstrap resamples")
+    assert iv.text() == "[1, 2] (95% CI, fitted)"
+    assert iv.name() == "95% CI, fitted: percentiles over 100 bootstrap resamples"
+    assert Interval.from_json(iv.to_json()) == iv and list(iv) == [1.0, 2.0]
+    pub = Interval(1.0, 2.0, PUBLISHED, "±1.96 x the SEs", source="Paper 2024")
+    assert pub.name() == "95% CI, published: ±1.96 x the SEs (Paper 2024)"
+    pi = Interval(1.0, 2.0, FITTED, "draws", level=0.9, what="prediction interval")
+    assert pi.text() == "[1, 2] (90% prediction interval, fitted)"
+    ass = Interval(1.0, None, ASSUMED, "a factor 2 of a bound", level=None)
+    assert ass.text() == "[1, unbounded] (assumed range)"
+    assert "CI" not in ass.name().replace("not a confidence interval", "")
+    assert ass.name().startswith("assumed range, not a confidence interval: a factor 2")
+    assert describe(record(ASSUMED, "x", why="a factor 2 of a bound")) == \
+        "assumed range, not a confidence interval: a factor 2 of a bound"
+    for bad, match in ((dict(kind="guessed"), "kind is one of"),
+                       (dict(kind=ASSUMED), "no confidence level"),
+                       (dict(low=3.0), "above its high end"),
+                       (dict(low=float("nan")), "finite numbers")):
+        with pytest.raises(ValueError, match=match):
+            Interval(**{"low": 1.0, "high": 2.0, "kind": FITTED, "method": "m", **bad})
+
+
+@pytest.fixture(scope="module")
+def surfaces(tmp_path_factory):
+    """Every command that prints an interval, run on small real inputs: (name, argv) pairs,
+    each run twice (text, --json) by the walking test."""
+    import warnings
+
+    import archfit
+    from archfit.campaign import ledger as lg
+    from archfit.errors import UninformativeWarning
+    from archfit.laws.planted import correlated_sweep
+
+    root = tmp_path_factory.mktemp("surfaces")
+    repo = __import__("pathlib").Path(__file__).resolve().parent.parent
+    frame = correlated_sweep(seed=3)
+    frame.write_parquet(root / "runs.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UninformativeWarning)
+        f = archfit.fit(frame, law="depth-joint", bootstrap=40, seed=0)
+    f.to_json(root / "joint.json")
+    N, top = float(np.median(frame["params"])), float(frame["params"].max())
+    led = lg.Ledger(name="walk", spec={"target": {"params": N}}, budget=10.0, spent=2.0,
+                    unit="FLOPs", rounds=[lg.Round(round=1, state=lg.RoundState.FITTED,
+                                                   dir="round-1", chosen=[], spend=2.0,
+                                                   target_ci=[2.0, 5.0], verdict="weak")])
+    (root / "camp").mkdir()
+    lg.write(str(root / "camp"), led)
+    chin = repo / "fits" / "chinchilla-epoch2024.json"
+    small = ["--head-dim", "8", "--multiple-of", "8", "--vocab", "256", "--ctx", "128"]
+    return [
+        ("recommend 7e9", ["recommend", "--params", "7e9"]),
+        ("recommend 1e12", ["recommend", "--params", "1e12"]),
+        ("recommend steplaw", ["recommend", "--params", "7e9", "--law", "steplaw2025"]),
+        ("recommend fitted", ["recommend", "--params", f"{N:g}", "--fit", root / "joint.json",
+                              "--tokens", "3e5", *small]),
+        ("recommend compute", ["recommend", "--compute", "1e23", "--fit", chin]),
+        ("recommend over-trained", ["recommend", "--compute", "1e23", "--fit", chin,
+                                    "--tokens-per-param", "200"]),
+        ("recommend inference", ["recommend", "--compute", "1e23", "--fit", chin,
+                                 "--inference-tokens", "1e13"]),
+        ("recommend compare", ["recommend", "--compute", "1e23", "--compare", "--fit", chin]),
+        ("design", ["design", "--law", "depth-joint", "--fit", root / "joint.json",
+                    "--results", root / "runs.parquet", "--params", f"{3 * top:g}", "--sizes",
+                    f"{2 * top:g}", "--depths", "2,4,8", "--tokens", "3e5", "--budget-frac",
+                    "0.5", "--batch", "2", "--bootstrap", "20"]),
+        ("campaign status", ["campaign", "status", root / "camp"]),
+        ("predict", ["predict", root / "joint.json", root / "runs.parquet"]),
+        ("backtest", ["backtest", root / "runs.parquet", "--cut", f"{N:g}", "--bootstrap",
+                      "20"]),
+        ("laws", ["laws"]),
+        ("fit", ["fit", root / "runs.parquet", "--law", "depth-joint", "--bootstrap", "20"]),
+        ("compare", ["compare", "--fit", root / "joint.json"]),
+    ]
+
+
+def test_every_interval_in_every_commands_output_carries_its_kind(cli, surfaces):
+    """The walking test: each command's --json holds every interval in the one shape, with its
+    kind, and its text names a kind in every block that prints an interval's ends."""
+    seen: set[str] = set()
+    for name, argv in surfaces:
+        text = cli(*argv)
+        assert text.exit_code == 0, (name, text.output)
+        assert not unnamed_in_text(text.stdout), (name, unnamed_in_text(text.stdout))
+        js = cli(*argv, "--json")
+        assert js.exit_code == 0, (name, js.output)
+        d = json.loads(js.stdout)
+        assert not list(unlabelled(d)), (name, list(unlabelled(d)))
+        seen |= kinds(d)
+    assert seen >= {FITTED, PUBLISHED, ASSUMED}, seen
 
 
 @pytest.mark.parametrize("argv", [["--params", "7e9"], ["--params", "1e12"],
@@ -70,10 +177,12 @@ def test_published_laws_label_every_interval_and_never_call_an_assumed_range_a_c
     range, not a confidence interval' where it once said '95% CI of each end'."""
     r = cli("recommend", *argv, "--json")
     assert r.exit_code == 0, r.output
-    found = labels(json.loads(r.stdout))
-    assert found and all(v in KINDS for v in found.values()), found
+    d = json.loads(r.stdout)
+    assert not list(unlabelled(d))
     if argv[0] == "--params":
-        assert found[".near_optimal.ci"] == ASSUMED
+        ends = d["near_optimal"]["ci"]
+        assert ends["n_layer_low"]["kind"] == ends["n_layer_high"]["kind"] == ASSUMED
+        assert all(a["loss_penalty_ci"]["kind"] == ASSUMED for a in d["alternatives"][1:])
     text = cli("recommend", *argv).stdout
     assert "95% CI" not in text and "assumed range, not a confidence interval" in text
 
@@ -95,10 +204,9 @@ def test_a_bootstrapped_fit_labels_its_intervals_fitted_with_the_method(tmp_path
         r = archfit.recommend(float(np.median(frame["params"])), fit=f, head_dim=8,
                               multiple_of=8, vocab_size=256, n_ctx=128)
     d = r.to_dict()
-    found = labels(d)
-    assert found[".ci"] == FITTED and found[".near_optimal.ci"] == FITTED, found
-    assert all(v == FITTED for k, v in found.items() if "loss_penalty_ci" in k)
-    assert "bootstrap resamples" in d["ci"]["provenance"]["method"]
+    assert not list(unlabelled(d)) and kinds(d["ci"]) == kinds(d["near_optimal"]) == {FITTED}
+    assert kinds(d["alternatives"]) == {FITTED}
+    assert "bootstrap resamples" in d["ci"]["n_layer"]["method"]
     shape_part = r.text().split("recipe (")[0]  # the recipe below has its own provenance
     assert "95% CI, fitted" in shape_part and "assumed" not in shape_part
 
@@ -112,10 +220,11 @@ def test_laws_lists_every_published_constant_with_its_provenance_and_link(cli):
         (name, k) for name, e in SHIPPED.items() for k in e["params"]}
     assert all(x["link"].startswith("https://arxiv.org/abs/") for x in rows)
     curv = next(x for x in rows if x["constant"] == "curvature_rel")
-    assert curv["provenance"] == ASSUMED and curv["interval_provenance"] == ASSUMED
+    assert curv["provenance"] == ASSUMED and curv["interval"]["kind"] == ASSUMED
     epoch_e = next(x for x in rows if (x["fit"], x["constant"]) == ("epoch2024", "E"))
-    assert epoch_e["interval_provenance"] == PUBLISHED  # Besiroglu et al.'s own SEs
-    assert epoch_e["interval"] == pytest.approx([1.8172 - 1.96 * 0.03, 1.8172 + 1.96 * 0.03])
+    assert epoch_e["interval"]["kind"] == PUBLISHED  # Besiroglu et al.'s own SEs
+    assert [epoch_e["interval"]["low"], epoch_e["interval"]["high"]] == pytest.approx(
+        [1.8172 - 1.96 * 0.03, 1.8172 + 1.96 * 0.03])
 
 
 def test_a_published_learning_rate_law_asked_for_by_name_is_labelled_published(cli):

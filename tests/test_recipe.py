@@ -34,7 +34,7 @@ def test_published_laws_are_their_papers_formulas(N, D):
     # each law's value beside the pick, and no range: two point estimates are not an interval
     assert r["lr"]["each"] == pytest.approx({"steplaw2025": step_law(N, D)[0],
                                              "deepseek2024": deepseek(N, D)[0]})
-    assert r["lr"]["range"] is None and r["lr"]["provenance"] == "published"
+    assert r["lr"]["interval"] is None and r["lr"]["provenance"] == "published"
     assert "3,700 runs" in r["lr"]["pick"]
 
 
@@ -62,14 +62,15 @@ def test_recommend_gives_a_recipe_with_provenance_and_each_laws_value(cli, extra
     d = json.loads(r.stdout)
     rec = d["recipe"]
     for k in ("lr", "batch_tokens", "tokens", "warmup", "decay"):
-        assert "range" in rec[k] and rec[k]["provenance"] in ("published", "given", "assumed",
-                                                               "fitted"), (k, rec[k])
+        assert rec[k]["provenance"] in ("published", "given", "assumed", "fitted"), (k, rec[k])
+    # the published laws state no interval, and a given token count has none
+    assert all(rec[k]["interval"] is None for k in ("lr", "batch_tokens", "tokens"))
     N = d["params_non_embedding"]
     D = 1.4e11 if extra else rec["tokens"]["value"]
     assert rec["lr"]["value"] == pytest.approx(step_law(N, D)[0])
     assert rec["batch_tokens"]["value"] == pytest.approx(step_law(N, D)[1])
     if extra:
-        assert rec["tokens"] == {"value": 1.4e11, "range": None,
+        assert rec["tokens"] == {"value": 1.4e11, "interval": None,
                                  "provenance": "given", "convention": "training tokens"}
     else:  # the compute-optimal tokens of epoch2024 for this total size: N_opt(6 N D) = N
         from archfit.laws import load_fit
@@ -155,7 +156,8 @@ def test_a_fitted_rate_law_sets_the_recipe(tmp_path):
     N = r.shape.params_non_embedding
     assert lr["provenance"] == "fitted" and lr["value"] == pytest.approx(
         math.exp(f.params["a"] + f.params["b"] * math.log(N) + f.params["c"] * math.log(2e10)))
-    assert lr["range"][0] < lr["value"] < lr["range"][1]
+    assert lr["interval"].low < lr["value"] < lr["interval"].high
+    assert lr["interval"].kind == "fitted" and "bootstrap" in lr["interval"].method
     assert set(lr["each"]) == {"steplaw2025", "deepseek2024"}
 
 

@@ -157,8 +157,8 @@ def test_compute_recommendation_and_compare_give_cis_and_verdicts(tmp_path, cli)
     assert "(each interval: 95% CI, fitted: percentiles over" in r.output
     d = json.loads(cli("recommend", "--compute", "1e22", "--fit", p, "--json").output)
     c = d["compute"]
-    assert c["N_opt_ci"][0] < c["N_opt"] < c["N_opt_ci"][1]
-    assert c["provenance"]["provenance"] == "fitted"
+    assert c["N_opt_ci"]["low"] < c["N_opt"] < c["N_opt_ci"]["high"]
+    assert c["N_opt_ci"]["kind"] == "fitted" and c["N_opt_ci"]["level"] == 0.95
     assert c["tokens_per_param"] == pytest.approx(c["D_opt"] / c["N_opt"])
     rows = json.loads(cli("recommend", "--compute", "1e22", "--compare", "--fit", p,
                           "--json").output)["rows"]

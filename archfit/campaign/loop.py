@@ -20,6 +20,8 @@ from typing import Any, Callable
 from archfit.campaign import ledger as lg
 from archfit.campaign.ledger import Ledger, Round, RoundState
 from archfit.campaign.spec import VERDICTS, CampaignError, Spec, changes, load
+from archfit.campaign.status import target_ci
+from archfit.interval import to_json
 
 RECIPE = ("model", "train", "data", "executor")  # the sweep spec's sections a round inherits
 KEYS = ("params", "n_layer", "d_model", "tokens")  # a pool row's identity
@@ -421,8 +423,10 @@ def _design(spec: Spec, out: str, led: Ledger, ready: Prepared, say: Progress) -
     spend = float(sum(c["cost"] for c in d.chosen))
     pending = {r.run_id: "pending" for r in load_spec(os.path.join(folder, "spec.toml")).runs}
     led.rounds.append(Round(round=k, state=RoundState.DESIGNED, dir=f"round-{k}",
-                            chosen=d.chosen, spend=spend, ci_before=d.ci_now,
-                            ci_predicted=d.ci_after, notes=d.notes, runs=pending))
+                            chosen=d.chosen, spend=spend,
+                            ci_before=list(d.ci_now.finite_ends()) if d.ci_now else None,
+                            ci_predicted=list(d.ci_after.finite_ends()) if d.ci_after
+                            else None, notes=d.notes, runs=pending))
     led.spent += spend
     lg.write(out, led)
     say({"event": "designed", "round": k, "runs": len(d.chosen), "spend": spend,
@@ -481,7 +485,7 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
             warnings.simplefilter("ignore", UninformativeWarning)
             r.recommendation = recommend(spec.target, fit=f, **spec.shape_args).to_dict()
     say({"event": "fitted", "round": r.round, "verdict": r.verdict, "reasons": trust.reasons,
-         "target_ci": ci, "spent": led.spent, "budget": led.budget, "unit": led.unit})
+         "target_ci": to_json(target_ci(r)), "spent": led.spent, "budget": led.budget, "unit": led.unit})
 
 
 def _validate(spec: Spec, out: str, led: Ledger, say: Progress) -> dict[str, Any]:

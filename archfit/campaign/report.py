@@ -50,7 +50,7 @@ def ci_figure(led: Ledger) -> Any:
     t = led.spec["target"]
     what = (f"optimal depth at N = {t['params']:.3g}" if "params" in t
             else f"N_opt at C = {t['compute']:.3g} FLOPs")
-    ax.set_ylabel(f"{what}: 95% CI")
+    ax.set_ylabel(f"{what}: 95% CI, fitted (each round's bootstrap)")
     ax.set_title(f"campaign {led.name}: the target's interval against the spend", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from archfit.campaign import ledger as lg
-from archfit.campaign.ledger import Ledger
+from archfit.campaign.ledger import Ledger, Round
 from archfit.campaign.spec import CampaignError
+from archfit.interval import FITTED, Interval, record, to_json
 
 
 @dataclass
@@ -26,13 +27,11 @@ class Status:
         led = self.ledger
         last = led.last_fitted()
         rounds = [{"round": r.round, "state": r.state.value, "runs": len(r.chosen),
-                   "spend": r.spend, "verdict": r.verdict,
-                   "target_ci_low": (r.target_ci or [None, None])[0],
-                   "target_ci_high": (r.target_ci or [None, None])[1],
+                   "spend": r.spend, "verdict": r.verdict, "target_ci": to_json(target_ci(r)),
                    "notes": r.notes, "chosen": r.chosen} for r in led.rounds]
         return {"name": led.name, "budget": led.budget, "spent": led.spent, "unit": led.unit,
                 "verdict": last.verdict if last else None,
-                "target_ci": last.target_ci if last else None,
+                "target_ci": to_json(target_ci(last)) if last else None,
                 "stopped_because": led.stopped_because, "rounds": rounds,
                 "runs": self.runs.to_dicts(), "validation": led.validation,
                 "changes": [{"round": c.round, "changes": c.changes, "at": c.at}
@@ -65,8 +64,14 @@ def status(out: str | os.PathLike[str]) -> Status:
     return Status(led, rounds, runs)
 
 
+def target_ci(r: Round) -> Interval | None:
+    """A fitted round's interval on the target: percentiles over its fit's bootstrap draws."""
+    return Interval.of(r.target_ci, record(FITTED, "percentiles over the bootstrap resamples "
+                                                   f"of {r.dir}/fit.json"))
+
+
 def _ci(ci: Any) -> str:
-    return f"[{ci[0]:.3g}, {ci[1]:.3g}] ({ci[1] / ci[0]:.3g}x)" if ci and ci[0] > 0 else "none"
+    return f"{ci.text()}, {ci[1] / ci[0]:.3g}x" if ci and ci[0] > 0 else "no interval"
 
 
 def describe(e: dict[str, Any]) -> str:
@@ -81,9 +86,8 @@ def describe(e: dict[str, Any]) -> str:
         return f"round {k}: fitting every run so far"
     if e["event"] == "fitted":  # why the verdict is not better: the fit's error or reasons
         why = e.get("error") or "; ".join(e.get("reasons") or [])
-        kind = "(fitted) " if e.get("target_ci") else ""
-        return (f"round {k}: fitted: verdict {e['verdict']}, target 95% CI {kind}"
-                f"{_ci(e['target_ci'])}"
+        ci = Interval.from_json(e["target_ci"]) if e.get("target_ci") else None
+        return (f"round {k}: fitted: verdict {e['verdict']}, target {_ci(ci)}"
                 + (f" ({why})" if why else ""))
     if e["event"] == "stopped":
         return f"stopped: {e['because']}"
@@ -95,10 +99,9 @@ def summary(st: Status) -> str:
     stopped."""
     d = st.to_dict()
     lines = [f"campaign {d['name']}: spent {d['spent']:.4g} of {d['budget']:.4g} {d['unit']}",
-             "  round  state     runs      spend  verdict         target 95% CI (fitted: "
-             "bootstrap)"]
+             "  round  state     runs      spend  verdict         target"]
     for r in d["rounds"]:
-        ci = [r["target_ci_low"], r["target_ci_high"]] if r["target_ci_low"] else None
+        ci = Interval.from_json(r["target_ci"]) if r["target_ci"] else None
         lines.append(f"  {r['round']:>5}  {r['state']:<8} {r['runs']:>5}  {r['spend']:>9.3g}  "
                      f"{r['verdict'] or '-':<14}  {_ci(ci)}")
     for c in d["changes"]:

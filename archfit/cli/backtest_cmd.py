@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from archfit.cli.common import (SEED, COUNT, NUMBER, NUMBER_LIST, emit_json, group_option,
@@ -38,6 +40,7 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     Example:
       archfit predict fits/joint.json sweeps/bigger.parquet --interval 0.9
     """
+    from archfit.interval import describe
     from archfit.laws import load_fit
     from archfit.laws.backtest import Predictions
     from archfit.sweep.store import read_runs
@@ -48,16 +51,19 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     if w := p.outside_span:
         click.echo(f"warning: {w}", err=True)
     n, keys, actual, has, summary, row = p.n, p.keys, p.actual, p.has, p.summary, p.row
+    prov = f.band_provenance()
     if as_json:  # streamed a row at a time: a million rows never sit in memory as one string
         import json
 
+        from archfit.interval import banded_rows
         from archfit.io import jsonable
 
-        head = json.dumps(jsonable({"fit": f.label, "law": f.law, "interval": interval,
+        head = json.dumps(jsonable({"fit": f.label, "law": f.law, "level": interval,
                                     **summary}), allow_nan=False)
         click.echo(head[:-1] + ', "rows": [', nl=False)
         for i in range(n):
-            click.echo(("," if i else "") + "\n" + json.dumps(jsonable(row(i)), allow_nan=False),
+            one = banded_rows([row(i)], interval, prov)[0]
+            click.echo(("," if i else "") + "\n" + json.dumps(jsonable(one), allow_nan=False),
                        nl=False)
         click.echo("\n]}")
         return
@@ -66,13 +72,27 @@ def predict(fit_file, files, maps, interval, limit, as_json):
                                                  ("low", f"{interval:.0%} low"),
                                                  ("high", f"{interval:.0%} high")]
                 + ([("actual", "actual")] if actual is not None else []),
-                title=f"loss (nats/token) predicted by {f.label}",
+                title=f"loss (nats/token) predicted by {f.label}; low, high: "
+                      + describe(prov, interval, "prediction interval"),
                 caption=(f"{n - len(shown)} more rows: --limit 0 or --json"
                          if len(shown) < n else None))
     if summary:
         click.echo(f"coverage of the {interval:.0%} intervals: {summary['coverage']:.0%} of "
                    f"the {int(has.sum())} rows with a loss (of {n}); mean error "
                    f"{summary['mean_rel_error']:+.1%}, RMS {summary['rms_rel_error']:.1%}")
+
+
+def _banded(r: dict[str, Any]) -> dict[str, Any]:
+    """A backtest's JSON: each held-out row's prediction interval one ``interval``, the level
+    ``level``."""
+    from archfit.interval import banded_rows
+
+    if r.get("error"):
+        return r
+    out = {k: v for k, v in r.items() if k not in ("interval", "band_provenance")}
+    out["level"] = r["interval"]
+    out["rows"] = banded_rows(r["rows"], r["interval"], r["band_provenance"])
+    return out
 
 
 def loss_laws() -> list[str]:
@@ -149,8 +169,8 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
 
         draw_backtest(ran, plot_path)
     if as_json:
-        emit_json(results[0] if len(results) == 1 else {"backtests": results})
-        return
+        return emit_json(_banded(results[0]) if len(results) == 1 else
+                         {"backtests": [_banded(r) for r in results]})
     groups: dict[float, list[float]] = {}  # cuts that split the runs alike, printed once
     for r in results:
         groups.setdefault(r["split_of_cut"], []).append(r["cut"])
@@ -165,7 +185,8 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
             continue
         click.echo(f"backtest of {r['law']} at {at}: fitted on {r['n_train']} rows, "
                    f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
-        click.echo(f"  coverage of the {r['interval']:.0%} intervals: {r['coverage']:.0%}; "
+        click.echo(f"  coverage of the {r['interval']:.0%} prediction intervals (fitted): "
+                   f"{r['coverage']:.0%}; "
                    f"mean error {r['mean_rel_error']:+.1%}, RMS {r['rms_rel_error']:.1%}, "
                    f"mean interval ±{r['mean_halfwidth_rel']:.1%}")
         click.echo(f"  the fit's verdict: {r['verdict']}" + (

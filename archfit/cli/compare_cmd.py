@@ -53,12 +53,15 @@ def compare(fit, families, as_json):
     click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>16}  "
                f"{'verdict':<15}depth vs optimum")
     for r in rows:
-        ci = f"[{r.ci[0]:.1f}, {r.ci[1]:.1f}]" if r.ci else "-"
+        ci = r.ci.text(lambda x: f"{x:.1f}", named=False) if r.ci else "-"
         call = (f"({r.summary}: not supported by the evidence)" if r.verdict == "uninformative"
                 else r.summary)
         mark = "UNINFORMATIVE *" if r.verdict == "uninformative" else r.verdict
         click.echo(f"{r.model.name:<16}{r.N:>10.3g}{r.model.shape.n_layer:>8}"
                    f"{r.n_layer_opt:>9.1f}{ci:>16}  {mark:<15}{call}")
+    named = next((r.ci for r in rows if r.ci), None)
+    click.echo(f"95% CI: the optimum's, {named.name()}" if named else
+               "95% CI: none, the fit carries no parameter draws")
     if any(r.verdict == "uninformative" for r in rows):
         click.echo("* uninformative at that size: the law's answer there is not evidence "
                    "(see the verdict's reasons above)")

@@ -316,19 +316,18 @@ def laws(as_json):
                 title="Published fits (use by name: --fit NAME or --law NAME)", fit_width=True)
     click.echo("")
     print_table([{**c, "value": f"{c['value']:.6g}",
-                  "interval": ("[{:.4g}, {:.4g}]".format(*c["interval"]) if c["interval"]
-                               else "-"),
-                  "from": c["provenance"] + ("" if not c["interval"] else
-                                             f"; interval {c['interval_provenance']}")}
-                 for c in consts],
+                  "interval": c["interval"].text(lambda x: f"{x:.4g}") if c["interval"] else "-",
+                  "from": c["provenance"]} for c in consts],
                 [("fit", "published fit"), ("constant", "constant"), ("value", "value"),
-                 ("interval", "95% interval or range"), ("from", "provenance"),
+                 ("interval", "interval (its kind)"), ("from", "value"),
                  ("link", "source")],
                 title="Every published constant and where it comes from (published: the "
                       "source's own number; assumed: archfit's reading of a bound, never a CI)",
                 fit_width=True)
     click.echo("")
-    print_table([{**r, "curvature": f"{r['curvature_at_7e9']:.3g} {r['range']}"} for r in shapes],
+    print_table([{**r, "curvature": f"{r['curvature_at_7e9']:.3g} " + (
+                    r["range"].text() if r["range"] else "(no interval published)")}
+                 for r in shapes],
                 [("name", "published fit"), ("curvature", "curvature at 7e9 [range]"),
                  ("source", "source")],
                 title="Loss over depth at fixed N (relative curvature: the fraction of the loss "

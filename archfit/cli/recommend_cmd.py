@@ -279,8 +279,8 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
         return
     crows = [r for r in rows if r.get("role") == "compute"]
     if crows:
-        click.echo(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CIs over each fit's "
-                   "parameter draws, '-' where a published fit has none")
+        click.echo(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CI, fitted: "
+                   "percentiles over each fit's parameter draws, '-' where a fit has none")
         click.echo(f"{'law':<22}{'N_opt':>10}{'95% CI':>22}{'D_opt':>10}{'tokens/param':>14}"
                    f"{'95% CI':>18}  verdict")
         for r in crows:
@@ -289,8 +289,8 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
                            f"{r['error']}")
                 continue
             nci, tci = r["N_opt_ci"], r["tokens_per_param_ci"]
-            nci = f"[{nci[0]:.3g}, {nci[1]:.3g}]" if nci else "-"
-            tci = f"[{tci[0]:.3g}, {tci[1]:.3g}]" if tci else "-"
+            nci = nci.text(named=False) if nci else "-"
+            tci = tci.text(named=False) if tci else "-"
             click.echo(f"{r['law']:<22}{r['N_opt']:>10.3g}{nci:>22}{r['D_opt']:>10.3g}"
                        f"{r['tokens_per_param']:>14.3g}{tci:>18}  {_mark(r['verdict'])}")
         click.echo("\nshape laws, at N_opt of the compute law given (default epoch2024):")
@@ -303,12 +303,14 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
             click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}{'-':>16}  "
                        f"{r['error']}")
             continue
-        ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
+        ci = r["ci"].text(lambda x: f"{x:.1f}", named=False) if r["ci"] else "-"
         near = r.get("near_optimal")
         near = (f"{near[0]:.0f}-" + ("any" if near[1] is None else f"{near[1]:.0f}")
                 if near else "-")
         click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
                    f"{ci:>20}{near:>16}  {_mark(r['verdict'])}")
+    click.echo("95% CI: the optimum's, fitted: percentiles over each fit's draws ('-' where a "
+               "fit has none)")
     if any(r.get("near_optimal") for r in rows):
         click.echo("near-optimal: the depths whose predicted loss is within the tolerance "
                    "(default 0.5%) of each law's optimum; laws disagree where these do not "

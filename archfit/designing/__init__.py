@@ -29,6 +29,7 @@ from archfit.laws.numeric import columns
 from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step,
                                           check_request, draws, predicted, spread)
 from archfit.errors import SpecError
+from archfit.interval import Interval
 from archfit.text import wrap
 from archfit.sweep.plan import pool_from_grid, pool_from_sizes, pool_from_spec
 
@@ -52,15 +53,12 @@ class Design:
     cost_unit: str
     budget: float
     spent: float
-    ci_now: list[float] | None = None
-    ci_after: list[float] | None = None
+    ci_now: Interval | None = None  # the target's 95% CI, fitted over the fit's draws
+    ci_after: Interval | None = None  # predicted after the batch (the Gaussian shortcut)
     criterion: str = RULE
     test: dict[str, Any] | None = None  # the lack-of-fit test and what the rule did (archfit)
     stop: str | None = None
     notes: list[str] = field(default_factory=list)
-    # where ci_now comes from (archfit.laws.provenance: fitted over the fit's draws); ci_after
-    # is a prediction (the Gaussian shortcut), labelled so wherever it is printed
-    ci_provenance: dict[str, Any] | None = None
     # what the figure draws (archfit.plots.design): the pool's columns and which rows are
     # open, the runs so far, the Target and its point estimate; not part of to_dict()
     context: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -70,7 +68,7 @@ class Design:
 
         return jsonable({k: getattr(self, k) for k in (
             "law", "strategy", "target", "criterion", "test", "cost_unit", "budget", "spent",
-            "ci_now", "ci_provenance", "ci_after", "stop", "notes", "chosen")})
+            "ci_now", "ci_after", "stop", "notes", "chosen")})
 
     def to_frame(self) -> Any:
         import polars as pl
@@ -85,21 +83,15 @@ class Design:
             return f"archfit design: nothing to run ({self.stop or 'no affordable candidate'})"
         c = self.chosen[0]
         shape = (f"{int(c['n_layer'])} x {int(c['d_model']):,}, " if "n_layer" in c else "")
-        after = (f"; the batch of {len(self.chosen)} predicts the 95% CI "
-                 f"[{self.ci_after[0]:.3g}, {self.ci_after[1]:.3g}] (now [{self.ci_now[0]:.3g}, "
-                 f"{self.ci_now[1]:.3g}], {self._kind()})" if self.ci_after and self.ci_now
-                 else "")
+        after = (f"; the batch of {len(self.chosen)} predicts {self.ci_after.text()} (now "
+                 f"{self.ci_now.text(named=False)}, {self.ci_now.name()})"
+                 if self.ci_after and self.ci_now else "")
         t = self.test or {}
         why = (f"the law does not fit the runs so far (F test p = {t['p']:.2g}), so no interval "
                "after the batch is predicted; " if t.get("fits") is False else "")
         return (f"{why}to narrow this, 'archfit design' would run first {shape}N "
                 f"{c['params']:.3g}, {c.get('tokens', float('nan')):.3g} tokens ({c['cost']:.3g} "
                 f"{_unit(self)})" + after)
-
-    def _kind(self) -> str:
-        from archfit.laws.provenance import describe
-
-        return describe(self.ci_provenance)
 
     def summary(self) -> str:
         lines = [f"archfit design: {self.law}, strategy {self.strategy}",
@@ -108,11 +100,10 @@ class Design:
                  f"  cost: {self.cost_unit}; budget {self.budget:.4g}, this batch "
                  f"{self.spent:.4g}"]
         if self.ci_now:
-            lines.append(f"  target now [{self.ci_now[0]:.4g}, {self.ci_now[1]:.4g}] "
-                         f"({self._kind()})"
-                         + (f", predicted after the batch [{self.ci_after[0]:.4g}, "
-                            f"{self.ci_after[1]:.4g}] (Gaussian shortcut: today's interval "
-                            "scaled by the ensemble's predicted sd)" if self.ci_after else ""))
+            lines.append(f"  target now {self.ci_now.text(_4g, named=False)} "
+                         f"({self.ci_now.name()})"
+                         + (f", after the batch {self.ci_after.text(_4g, named=False)} "
+                            f"({self.ci_after.name()})" if self.ci_after else ""))
         if self.stop:
             lines.append(f"  stop: {self.stop}")
         if self.chosen:
@@ -151,6 +142,10 @@ class Design:
         return path
 
 
+def _4g(x: float) -> str:
+    return f"{x:.4g}"
+
+
 def _unit(d: Design) -> str:
     return d.cost_unit.split(" (")[0]
 
@@ -159,13 +154,13 @@ def _cell(v: Any) -> str:
     return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def _optimum(fit: Any, target: Target) -> tuple[float | None, list[float] | None]:
+def _optimum(fit: Any, target: Target) -> tuple[float | None, Interval | None]:
     """(the fit's estimate of the target, its 95% CI), or (None, None) where there is none."""
     if fit is None or target.kind == "table":
         return None, None
     key = "n_layer" if target.kind == "params" else "N_opt"
     opt = fit.optimum(target.need_value())
-    ci = opt.get(f"{key}_ci")
+    ci = Interval.of(opt.get(f"{key}_ci"), fit.interval_provenance())
     return (opt[key], ci) if ci else (None, None)
 
 
@@ -253,11 +248,11 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     point, ci_now = _optimum(fit, target)
     ctx = {"pool": columns(pool), "open": is_open, "results": res_cols, "target": target,
            "point": point, "params": fit.conventions.get("params") if fit else None}
-    if until_ci and ci_now and ci_now[1] / ci_now[0] <= until_ci:
+    span = ci_now.ratio() if ci_now else None
+    if until_ci and span is not None and span <= until_ci:
         return Design(law, strategy, target.describe(), [], unit, budget, 0.0, ci_now, None,
-                      stop=f"the target's 95% CI spans {ci_now[1] / ci_now[0]:.3g}x, within "
-                           f"--until-ci {until_ci:g}x", notes=notes, context=ctx,
-                      ci_provenance=fit.interval_provenance() if fit else None)
+                      stop=f"the target's 95% CI spans {span:.3g}x, within "
+                           f"--until-ci {until_ci:g}x", notes=notes, context=ctx)
     step = Step(lw, fit, ctx["pool"], cost, is_open.copy(), target,
                 np.random.default_rng(seed), res_cols)
     trace: list[tuple[float, float]] = []
@@ -265,10 +260,12 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     chosen = _chosen(pool, picks, cost, trace)
     ci_after = None
     if ci_now and trace and point is not None:  # each end moves toward the estimate
-        ci_after = [point * (end / point) ** trace[-1][1] for end in ci_now]
+        ci_after = Interval(*(point * (end / point) ** trace[-1][1]
+                              for end in ci_now.finite_ends()),
+                            kind="fitted", method="predicted after the batch: today's interval "
+                            "scaled by the ensemble's predicted sd (a Gaussian shortcut)")
     notes += [] if picks else ["no candidate fits the budget"]
     return Design(law, strategy, target.describe(), chosen, unit, budget,
                   float(sum(c["cost"] for c in chosen)), ci_now, ci_after,
                   test=step.test, notes=notes + ([step.test["why"]] if step.test else [])
-                  + step.notes, context=ctx,
-                  ci_provenance=fit.interval_provenance() if fit and ci_now else None)
+                  + step.notes, context=ctx)

@@ -102,10 +102,10 @@ class Fit:
         return [dict(zip(names, map(float, x))) for x in X if np.all(np.isfinite(x))]
 
     def interval_provenance(self) -> dict[str, Any] | None:
-        """Where the intervals over this fit's draws come from (:mod:`archfit.laws.provenance`):
+        """Where the intervals over this fit's draws come from (:mod:`archfit.interval`):
         ``fitted`` with the method (the bootstrap's resamples of the runs, or the Wald
         covariance's draws); None for a fit with neither (a point estimate)."""
-        from archfit.laws.provenance import FITTED, record
+        from archfit.interval import FITTED, record
 
         k = len(self.bootstrap_params())
         src = self.source or (", ".join(i.get("path", "") for i in self.inputs) or None)
@@ -119,10 +119,23 @@ class Fit:
                                   "covariance (Wald)", source=src)
         return None
 
+    def band_provenance(self) -> dict[str, Any]:
+        """Where :meth:`band`'s prediction intervals come from: ``fitted``, from the fit's
+        parameter draws and the scatter of runs about the law (widened where the held-out check
+        needed it)."""
+        from archfit.interval import FITTED, record
+
+        k = len(self.draws())
+        widen = float(((self.diagnostics or {}).get("heldout") or {}).get("widen") or 1.0)
+        return record(FITTED, (f"the fit's {k:,} parameter draws" if k else "the fit's point")
+                      + " and the runs' scatter about the law"
+                      + (f", widened x{widen:.3g} to cover the held-out sizes" if widen > 1
+                         else ""), source=self.label)
+
     def parameter_provenance(self) -> dict[str, Any] | None:
         """Where the parameters' intervals (:meth:`conf_int`) come from: the fit's draws, else
         the source's stated intervals (``published``), else None."""
-        from archfit.laws.provenance import PUBLISHED as STATED, record
+        from archfit.interval import PUBLISHED as STATED, record
 
         own = self.interval_provenance()
         if own is not None or not any(self.ci.values()):
@@ -379,12 +392,16 @@ class Fit:
         lines += [f"  {k}: {v}" for k, v in self.conventions.items()]
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
+        from archfit.interval import describe
         from archfit.laws.summary import diagnostic_lines, prior_table, table
 
         lines += ["", *(prior_table(self) if self.prior else
                         table("param", self.params, self.ci, 14, 14))]
         if self.derived:
             lines += ["", *table("derived", self.derived, self.derived_ci, 26, 12)]
+        prov = self.parameter_provenance()
+        lines.append(f"  each interval: {describe(prov)}" if prov else
+                     "  no intervals: the fit has no bootstrap draws or covariance")
         lines += diagnostic_lines(self.diagnostics)
         lines += [f"  note: {n}" for n in self.notes]
         lines += ["", "  fit " + self.verdict().line()]
@@ -393,15 +410,25 @@ class Fit:
     def to_dict(self) -> dict[str, Any]:
         return jsonable({
             "schema": FIT_SCHEMA, "law": self.law, "name": self.name,
-            "formula": self.law_obj.formula, "params": self.params, "ci": self.ci,
+            "formula": self.law_obj.formula, "params": self.params,
+            "ci": self._intervals(self.ci, self.parameter_provenance()),
             "cov": self.cov, "param_names": list(self.params), "derived": self.derived,
-            "derived_ci": self.derived_ci, "n_points": self.n_points,
+            "derived_ci": self._intervals(self.derived_ci, self.interval_provenance()),
+            "n_points": self.n_points,
             "diagnostics": self.diagnostics, "bootstrap": self.bootstrap, "inputs": self.inputs,
             "notes": self.notes, "conventions": self.conventions, "mapping": self.mapping,
             "prior": self.prior,
             "extra": self.extra, "source": self.source, "archfit_version": self.archfit_version,
             "trust": self.trust,
         })
+
+    @staticmethod
+    def _intervals(cis: Mapping[str, Any], prov: dict[str, Any] | None) -> dict[str, Any]:
+        """A table of pairs as a table of :class:`~archfit.interval.Interval` (the artifact's
+        JSON), None where a pair is missing or nothing records where it came from."""
+        from archfit.interval import Interval
+
+        return {k: Interval.of(v, prov) for k, v in (cis or {}).items()}
 
     def to_frame(self, alpha: float = 0.05) -> Any:
         """The parameters and derived quantities as a polars frame: name, kind (parameter or
@@ -446,16 +473,21 @@ class Fit:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise FitInputError(f"{where}: params.{k} is {type(v).__name__} {v!r}; a fit's "
                                     "constants are finite numbers (refit with 'archfit fit')")
-        ci = d.get("ci") or {}
-        for k, v in (ci.items() if isinstance(ci, Mapping) else [("", ci)]):
+        raw = d.get("ci") or {}
+        if not isinstance(raw, Mapping):
+            raise FitInputError(f"{where}: ci is {raw!r}; a fit's ci is a table of intervals, "
+                                "one per parameter")
+        ci: dict[str, Any] = {str(k): _pair(v) for k, v in raw.items()}
+        for k, v in ci.items():
             if v is not None and not (isinstance(v, (list, tuple)) and len(v) == 2 and all(
                     isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
-                raise FitInputError(f"{where}: ci{'.' + k if k else ''} is {v!r}; an interval "
-                                    "is a pair of numbers [low, high]")
+                raise FitInputError(f"{where}: ci.{k} is {v!r}; an interval "
+                                    "is an interval's JSON or a pair of numbers [low, high]")
         return cls(
             law=law.name, params={k: float(v) for k, v in params.items()},
-            ci=dict(ci), cov=d.get("cov"), bootstrap=dict(d.get("bootstrap") or {}),
-            derived=dict(d.get("derived") or {}), derived_ci=dict(d.get("derived_ci") or {}),
+            ci=ci, cov=d.get("cov"), bootstrap=dict(d.get("bootstrap") or {}),
+            derived=dict(d.get("derived") or {}),
+            derived_ci={k: _pair(v) for k, v in (d.get("derived_ci") or {}).items()},
             n_points=d.get("n_points"), diagnostics=dict(d.get("diagnostics") or {}),
             inputs=list(d.get("inputs") or []), notes=list(d.get("notes") or []),
             conventions=dict(d.get("conventions") or {}), extra=dict(d.get("extra") or {}),
@@ -528,3 +560,11 @@ def _plural(unit: str) -> str:
     ("training run (run_id)" -> "training runs (run_id)")."""
     noun, paren, rest = unit.partition(" (")
     return f"{noun}s{paren}{rest}"
+
+
+def _pair(v: Any) -> Any:
+    """An interval as the artifact stores it (its JSON, or a pair from an older artifact) as
+    the fit holds it: [low, high]."""
+    if isinstance(v, Mapping) and "low" in v and "high" in v:
+        return [v["low"], v["high"]]
+    return v

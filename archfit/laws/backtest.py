@@ -84,7 +84,8 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
             "verdict": f.verdict().verdict, "verdict_reasons": f.verdict().reasons,
             "verdict_at_largest": f.verdict(top).verdict,
             "fit": {"params": f.params, "unit": f.bootstrap.get("unit"),
-                    "scatter": f.diagnostics.get("scatter")}}
+                    "scatter": f.diagnostics.get("scatter")},
+            "band_provenance": f.band_provenance()}
 
 
 def _classes(test: Any, pred: np.ndarray, hi: np.ndarray, actual: np.ndarray
@@ -204,7 +205,10 @@ def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[
     coverage of its ``level`` prediction intervals; with a ``true_loss`` column (a planted
     truth's noiseless loss) also the mean |relative error| against it. ``predicted`` holds
     each row's predicted loss and ``interval`` its prediction interval, in the rows' order."""
+    from archfit.interval import Interval
+
     pred, lo, hi = fit.band(rows, level)
+    prov = fit.band_provenance()
     a = np.asarray(rows["loss"], float)
     rel = np.abs(pred / a - 1)
     ss = float(np.sum((a - a.mean()) ** 2))
@@ -212,7 +216,8 @@ def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[
            "r2": float(1 - np.sum((pred - a) ** 2) / ss) if ss > 0 else None,
            "coverage": float(np.mean((lo <= a) & (a <= hi))),
            "predicted": [float(v) for v in pred],
-           "interval": [[float(x), float(y)] for x, y in zip(lo, hi)]}
+           "interval": [Interval.of((x, y), prov, level, "prediction interval")
+                        for x, y in zip(lo, hi)]}
     if "true_loss" in rows:  # a planted truth: the law's own miss, without the rows' noise
         out["mean_abs_rel_error_vs_truth"] = float(np.mean(np.abs(pred / rows["true_loss"] - 1)))
     return out

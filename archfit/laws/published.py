@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from archfit.interval import PUBLISHED as PUBLISHED_KIND, Interval, record
 from archfit.shapes import SHAPE_LAW_N
 
 # The sizes each paper trained, as its abstract states them (for the extrapolation check).
@@ -164,24 +165,25 @@ DEFAULT_DATA_LAW = "muennighoff2023"
 
 def constants() -> list[dict[str, Any]]:
     """Every published constant archfit ships, one row each: the fit, the constant, its value,
-    its 95% interval where there is one, where the value and the interval come from
-    (``published``, or ``assumed`` for archfit's reading of a bound), the citation and the link.
+    its interval where there is one (an :class:`~archfit.interval.Interval`: the source's
+    ``published`` 95% CI, or ``assumed`` for archfit's reading of a bound), where the value comes
+    from, the citation and the link.
     What ``archfit laws`` lists."""
     rows = []
     for name, e in PUBLISHED.items():
         ci = e.get("ci") or {}
         for k, v in e["params"].items():
-            rows.append({"fit": name, "constant": k, "value": v, "interval": ci.get(k),
-                         "provenance": "published",
-                         "interval_provenance": "published" if ci.get(k) else None,
-                         "interval_method": e.get("ci_method") if ci.get(k) else None,
+            stated = record(PUBLISHED_KIND, e.get("ci_method") or "the source's stated 95% "
+                            "intervals", source=e["source"])
+            rows.append({"fit": name, "constant": k, "value": v,
+                         "interval": Interval.of(ci.get(k), stated), "provenance": "published",
                          "source": e["source"], "link": e.get("link")})
         rel = (e.get("extra") or {}).get("curvature_rel")
         if rel:
+            kind = rel.get("provenance", PUBLISHED_KIND)
             rows.append({"fit": name, "constant": "curvature_rel", "value": rel["value"],
-                         "interval": rel["range"],
-                         "provenance": rel.get("provenance", "published"),
-                         "interval_provenance": rel.get("provenance", "published"),
-                         "interval_method": rel.get("why"), "source": rel["source"],
-                         "link": rel.get("link")})
+                         "interval": Interval.of(rel["range"], record(
+                             kind, rel.get("why") or "the source's stated range",
+                             source=rel["source"])),
+                         "provenance": kind, "source": rel["source"], "link": rel.get("link")})
     return rows

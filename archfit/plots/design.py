@@ -88,8 +88,7 @@ def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
             if ci and point:
                 ax.errorbar([x], [point], yerr=[[point - ci[0]], [ci[1] - point]], fmt="o",
                             ms=4, capsize=4, zorder=1.5, **style,
-                            label=f"optimal depth there, 95% CI {what}: [{ci[0]:.3g}, "
-                                  f"{ci[1]:.3g}]")
+                            label=f"optimal depth there {what}: {ci.text()}")
         return
     C = float(t.value)  # compute: the iso-FLOP line, and N_opt's interval along it
     # the drawn span: the candidates and the point estimate, widened; an interval wider than
@@ -106,7 +105,7 @@ def _target(ax: Any, d: Any, xs: np.ndarray, ykey: str) -> None:
         if ci:
             seg = np.geomspace(max(ci[0], lo), min(ci[1], hi), 16)
             ax.plot(seg, C / (6 * seg), solid_capstyle="butt", zorder=4, **style,
-                    label=f"N_opt there, 95% CI {what}: [{ci[0]:.3g}, {ci[1]:.3g}]")
+                    label=f"N_opt there {what}: {ci.text()}")
     if point:
         ax.scatter([point], [C / (6 * point)], color="tab:blue", s=30, zorder=5)
 
@@ -211,7 +210,10 @@ def _replay_target(ax: Any, r: dict[str, Any], loss: np.ndarray) -> None:
         pred = np.asarray(m["predicted"], float)
         yerr = None
         if who == "design":
-            iv = np.asarray(m["interval"], float)
+            from archfit.interval import Interval
+
+            iv = np.asarray([list(Interval.from_json(i) if isinstance(i, dict) else i)
+                             for i in m["interval"]], float)
             yerr = [pred - iv[:, 0], iv[:, 1] - pred]
         ax.errorbar(loss, pred, yerr=yerr, ls="none", zorder=3 if who == "design" else 2,
                     label=f"{name}: mean |error| {m['mean_abs_rel_error']:.2%}", **style)

@@ -24,6 +24,7 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from archfit.errors import RecommendError
+from archfit.interval import Interval
 from archfit.laws import Fit
 
 INFERENCE_FLOPS = "2 N FLOPs per token served (the forward pass; N in the compute law's convention)"
@@ -108,17 +109,15 @@ def _with_intervals(fit: Fit, point: dict[str, float],
             rows.append(at(d))
         except (ValueError, OverflowError, ZeroDivisionError, RuntimeError):
             continue
-    if len(rows) >= 20:
+    prov = fit.interval_provenance()
+    if len(rows) >= 20 and prov:
+        prov = {**prov, "method": f"{prov['method']} (the first {len(rows)} draws)"}
         for k in point:
             vals = np.array([r[k] for r in rows], float)
             vals = vals[np.isfinite(vals)]
-            out[f"{k}_ci"] = (np.percentile(vals, [2.5, 97.5]).tolist() if len(vals) >= 20
-                              else None)
-        prov = fit.interval_provenance()
-        out["interval"] = ({**prov, "method": f"{prov['method']} (the first {len(rows)} draws)"}
-                           if prov else None)
+            out[f"{k}_ci"] = (Interval.of(np.percentile(vals, [2.5, 97.5]).tolist(), prov)
+                              if len(vals) >= 20 else None)
     else:
-        out["interval"] = None
         out["interval_note"] = ("no interval: the fit carries no parameter draws (fit your own "
                                 "runs with --bootstrap to get one)")
     return out

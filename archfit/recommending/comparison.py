@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Sequence
 
 from archfit.errors import RecommendError, UninformativeWarning
+from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.recommending.options import given_fits
 from archfit.recommending.pipeline import recommend
@@ -71,8 +72,9 @@ def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]
         except (ArithmeticError, ValueError) as e:
             row.update(error=f"no compute-optimal split at {C:.3g} FLOPs: {e}", verdict="-")
         else:
-            row.update({k: opt[k] for k in ("N_opt", "D_opt", "tokens_per_param", "N_opt_ci",
-                                           "D_opt_ci", "tokens_per_param_ci")})
+            row.update({k: opt[k] for k in ("N_opt", "D_opt", "tokens_per_param")})
+            row.update({f"{k}_ci": Interval.of(opt[f"{k}_ci"], f.interval_provenance())
+                        for k in ("N_opt", "D_opt", "tokens_per_param")})
             t = f.verdict(C)
             row.update(verdict=t.verdict, reasons=t.reasons)
         rows.append(row)

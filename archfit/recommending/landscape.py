@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from archfit.errors import RecommendError
+from archfit.interval import Interval
 from archfit.shapes.known import KnownModel, load_known_models
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
@@ -21,7 +22,7 @@ class Placement:
     N: int  # Kaplan's N: non-embedding parameters
     n_layer_opt: float
     d_model_opt: float
-    ci: list[float] | None  # 95% bootstrap CI of the optimal depth
+    ci: Interval | None  # the optimal depth's 95% CI over the fit's draws
     verdict: str  # the law's verdict on answering at this N
 
     @property
@@ -33,7 +34,8 @@ class Placement:
         """``deeper`` / ``shallower`` than the optimum (beyond its CI when there is one), or
         ``within CI``."""
         L = self.model.shape.n_layer
-        if self.ci is not None and self.ci[0] <= L <= self.ci[1]:
+        if self.ci is not None and self.ci.low is not None and self.ci.high is not None \
+                and self.ci.low <= L <= self.ci.high:
             return "within CI"
         return "deeper" if L > self.n_layer_opt else "shallower"
 
@@ -81,6 +83,7 @@ def place_known_models(fit: Fit | str | None = None,
             raise RecommendError(f"the {f.label} fit gives no finite optimal depth at {m.name}'s "
                                  f"size ({N:.3g})")
         ci = f.optimum_ci(N)
-        out.append(Placement(m, N, L, d, ci["n_layer"] if ci else None,
+        out.append(Placement(m, N, L, d, Interval.of(ci and ci["n_layer"],
+                                                      f.interval_provenance()),
                              f.verdict(N).verdict))
     return f, out

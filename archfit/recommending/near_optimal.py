@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from archfit.laws import Fit, load_fit
-from archfit.laws.provenance import ASSUMED, FITTED, record
+from archfit.interval import ASSUMED, FITTED, Interval, record
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.shapes import kaplan_width
 
@@ -106,8 +106,8 @@ def _ci(values: list[float | None], flip: bool) -> list[float | None] | None:
 
 def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] | None:
     """The near-optimal set of ``fit`` at N non-embedding parameters: ``{"tolerance",
-    "n_layer": [lo, hi], "d_model": [at lo, at hi], "ci": {"n_layer_low": [..],
-    "n_layer_high": [..]}, "centre", "centre_from", "rule", "basis", "loss_model"}``; None
+    "n_layer": [lo, hi], "d_model": [at lo, at hi], "ci": {"n_layer_low": Interval,
+    "n_layer_high": Interval}, "centre", "centre_from", "rule", "basis", "loss_model"}``; None
     when neither the fit nor the prior prices depth (never for a shape law's fit: the prior's
     set is the fallback)."""
     if not (isinstance(tol, (int, float)) and 0 < tol < 1):
@@ -159,18 +159,17 @@ def near_optimal(fit: Fit, N: float, tol: float = TOLERANCE) -> dict[str, Any] |
         "loss_model": loss_model(source)}
 
 
-def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, Any]:
-    """Each end's interval and its provenance (:mod:`archfit.laws.provenance`): the set
-    recomputed on every bootstrap draw (about ``centre``, when the fit's own centre is not
-    identified), a ``fitted`` 95% CI; or, for a published relative curvature, the ends at the
-    ends of its stated range, with that range's provenance (``assumed`` for Kaplan et al.'s
-    bound)."""
+def _ends_ci(f: Fit, N: float, tol: float, centre: float | None
+             ) -> dict[str, Interval | None]:
+    """Each end's :class:`~archfit.interval.Interval`: the set recomputed on every bootstrap
+    draw (about ``centre``, when the fit's own centre is not identified), a ``fitted`` 95% CI;
+    or, for a published relative curvature, the ends at the ends of its stated range, with that
+    range's provenance (``assumed`` for Kaplan et al.'s bound). None for a point estimate."""
     law = f.law_obj
     draws = f.bootstrap_params()[:MAX_DRAWS]
     rel = (f.extra or {}).get("curvature_rel")
     if not draws and not rel:
-        return {"n_layer_low": None, "n_layer_high": None, "method": None,
-                "provenance": None}  # a point estimate: nothing to take an interval over
+        return {"n_layer_low": None, "n_layer_high": None}
     if not draws and rel:  # a published curvature: its range
         draws = [dict(f.params)] * 2
         extras = [{"curvature_rel": {"value": v}} for v in rel["range"]]
@@ -186,15 +185,26 @@ def _ends_ci(f: Fit, N: float, tol: float, centre: float | None) -> dict[str, An
         los.append(None if w[1] is None else max(1.0, c * math.exp(-w[1])))
         his.append(None if w[2] is None else c * math.exp(w[2]))
     if rel and not f.bootstrap_params():
-        method = "the ends at the curvature's stated range"
-        return {"n_layer_low": sorted(v for v in los if v is not None),
-                "n_layer_high": sorted(v for v in his if v is not None), "method": method,
-                "provenance": curvature_provenance(rel, method)}
+        prov = curvature_provenance(rel, "the ends at the curvature's stated range")
+        return {"n_layer_low": Interval.of(_ends(los, below=True), prov),
+                "n_layer_high": Interval.of(_ends(his, below=False), prov)}
     total = len(f.bootstrap_params())
     method = (f"percentiles over {len(los)} of the fit's {total:,} bootstrap draws"
               if total > len(los) else f"percentiles over {len(los)} bootstrap draws")
-    return {"n_layer_low": _ci(los, True), "n_layer_high": _ci(his, False), "method": method,
-            "provenance": record(FITTED, method, source=f.label)}
+    prov = record(FITTED, method, source=f.label)
+    return {"n_layer_low": Interval.of(_ci(los, True), prov),
+            "n_layer_high": Interval.of(_ci(his, False), prov)}
+
+
+def _ends(values: list[float | None], below: bool) -> list[float | None] | None:
+    """An end's range over a published curvature's two values; an end the scan never reached
+    (None) leaves that side unbounded: below for the set's low end, above for its high end."""
+    finite = [v for v in values if v is not None]
+    if not finite:
+        return None
+    open_side = len(finite) < len(values)
+    return ([None if open_side and below else min(finite),
+             None if open_side and not below else max(finite)])
 
 
 def curvature_provenance(rel: dict[str, Any], method: str) -> dict[str, Any]:
@@ -223,9 +233,9 @@ def loss_model(f: Fit) -> dict[str, Any] | None:
             "source": f.source or "fitted by archfit"}
 
 
-def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | None:
+def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> Interval | None:
     """The 95% CI of the loss penalty of ``n_layer`` over ``ref`` layers at N, over the fit's
-    draws (or a published curvature's range)."""
+    draws (or the penalty at the ends of a published curvature's range, of its kind)."""
     law = f.law_obj
     rel = (f.extra or {}).get("curvature_rel")
     draws = f.bootstrap_params()[:MAX_DRAWS]
@@ -234,7 +244,8 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | No
                   law.depth_loss(f.params, {"curvature_rel": {"value": v}}, N, ref))
                  for v in rel["range"]]
         gaps = [a - b for a, b in pairs if a is not None and b is not None]
-        return sorted(gaps) if len(gaps) == len(pairs) else None
+        prov = curvature_provenance(rel, "the penalty at the curvature's stated range")
+        return Interval.of(sorted(gaps), prov) if len(gaps) == len(pairs) else None
     if len(draws) < 10:
         return None
     vals = []
@@ -247,8 +258,8 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> list[float] | No
             vals.append(a - b)
     if len(vals) < 10:
         return None
-    vals.sort()
-    return np.percentile(vals, [2.5, 97.5]).tolist()
+    prov = record(FITTED, f"percentiles over {len(vals)} bootstrap draws", source=f.label)
+    return Interval.of(np.percentile(vals, [2.5, 97.5]).tolist(), prov)
 
 
 def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:
@@ -267,7 +278,7 @@ def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:
             continue
         rel = (f.extra or {}).get("curvature_rel")
         out.append({"name": name, "curvature_at_7e9": TOLERANCE / w[1] ** 2,
-                    "range": "[{:.3g}, {:.3g}]".format(*rel["range"]) if rel else
-                    "(no interval published)",
+                    "range": Interval.of(rel["range"], curvature_provenance(
+                        rel, "the curvature's stated range")) if rel else None,
                     "source": rel["source"] if rel else f.source})
     return out

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, Sequence
 
 from archfit.errors import FitInputError, RecommendError
+from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.laws.base import AUTO
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW, DEFAULT_SHAPE_LAW
@@ -152,9 +153,9 @@ def resolve_target(params: float | None, compute: float | None, fits: dict[str, 
                             "convention": cf.conventions.get("params", "as fitted"),
                             "tokens_per_param": float(d_opt) / float(n_opt)}
     opt = cf.optimum(compute, conditions=cond)  # 95% intervals over the fit's draws
+    prov = cf.interval_provenance()
     for k in ("N_opt", "D_opt", "tokens_per_param"):
-        info[f"{k}_ci"] = opt[f"{k}_ci"]
-    info["provenance"] = cf.interval_provenance() if opt["N_opt_ci"] else None
+        info[f"{k}_ci"] = Interval.of(opt[f"{k}_ci"], prov)
     info.update(cf.law_obj.condition_report(cf.params, float(d_opt), **cond))
     if planned:
         from archfit.recommending.budget import inference_optimal, overtraining

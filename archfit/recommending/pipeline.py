@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
+from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import DEPTH_SPAN, candidates, optimum, rank
@@ -265,15 +266,15 @@ def check_recommend_options(**options: Any) -> None:
         raise RecommendError(f"ff_ratio must be a positive number, 'auto' or 'llama'; got {ff!r}")
 
 
-def _optimum_ci(fit: Fit, N: float, notes: list[str]) -> dict[str, Any] | None:
-    """The optimum's interval over the fit's draws, with its provenance; a note without one."""
-    ci: dict[str, Any] | None = fit.optimum_ci(N)
+def _optimum_ci(fit: Fit, N: float, notes: list[str]) -> dict[str, Interval | None] | None:
+    """The optimum's depth and width intervals over the fit's draws; a note without them."""
+    ci = fit.optimum_ci(N)
     if ci is None:
         notes.append(f"{fit.name or 'this fit'} carries no bootstrap samples: no CI on the "
                      "optimum (fit your own with --bootstrap to get one)")
         return None
-    ci["provenance"] = fit.interval_provenance()
-    return ci
+    prov = fit.interval_provenance()
+    return {k: Interval.of(v, prov) for k, v in ci.items()}
 
 
 def _near(fit: Fit, N: float, tol: float, notes: list[str]
@@ -310,10 +311,8 @@ def _penalty_cis(rows: list[dict[str, Any]], near: dict[str, Any] | None, fit: F
 
     src = pricing(fit, near)
     scale = src.law_obj.optimum(src.params, N)[0] / near["centre"]
-    kind = (near["ci"].get("provenance") or {}).get("provenance")
     for r in rows:
         r["loss_penalty_ci"] = penalty_ci(src, N, r["n_layer"] * scale, best.n_layer * scale)
-        r["loss_penalty_ci_provenance"] = kind if r["loss_penalty_ci"] else None
 
 
 def _below_data(fit: Fit, N: float) -> str | None:

@@ -12,15 +12,16 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.laws.provenance import describe
+from archfit.interval import Interval
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR
 from archfit.train.recipe import RecipeError, recipe as published_recipe
 
-# Bergsma et al. 2025, "Straight to Zero: Why Linearly Decaying the Learning Rate to Zero Works
-# Best for LLMs" (arXiv 2502.15938): decaying to zero beats a tenth of the peak
-DECAY_RANGE = [0.0, 0.1]
+# the published floors of the decay, as a fraction of the peak: a tenth (Hoffmann et al. 2022),
+# or zero (Bergsma et al. 2025, "Straight to Zero: Why Linearly Decaying the Learning Rate to
+# Zero Works Best for LLMs", arXiv 2502.15938). Two choices, not an interval
+DECAY_EACH = {"hoffmann2022": 0.1, "bergsma2025": 0.0}
 
 
 def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
@@ -35,18 +36,18 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
                 math.isfinite(tokens) and tokens > 0):
             raise RecommendError(f"--tokens must be a positive token count, got {tokens!r}")
-        toks = {"value": float(tokens), "range": None, "provenance": "given"}
+        toks = {"value": float(tokens), "interval": None, "provenance": "given"}
     elif compute is not None and compute.get("plan"):
         plan = compute["plan"]
-        toks = {"value": plan["D"], "range": plan.get("D_ci") or [plan["D"]] * 2,
-                "provenance": compute.get("provenance") or "published",
+        toks = {"value": plan["D"], "interval": _spread(plan.get("D_ci")), "law": compute["law"],
+                "provenance": _kind(compute["law"]),
                 "source": (f"D of {compute['law']}'s "
                            + ("inference-optimal split" if plan["kind"] == "inference" else
                               f"{plan['tokens_per_param']:g} tokens per parameter")
                            + f" at {compute['C']:.3g} FLOPs")}
     elif compute is not None:
-        toks = {"value": compute["D_opt"], "range": compute.get("D_opt_ci") or
-                [compute["D_opt"]] * 2, "provenance": compute.get("provenance") or "published",
+        toks = {"value": compute["D_opt"], "interval": compute.get("D_opt_ci"),
+                "law": compute["law"], "provenance": _kind(compute["law"]),
                 "source": f"D_opt of {compute['law']} at {compute['C']:.3g} FLOPs"}
     else:
         toks = optimal_tokens(float(shape.params_active))
@@ -54,11 +55,7 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         r = published_recipe(N, toks["value"])
     except RecipeError as e:
         raise RecommendError(str(e)) from None
-    r["decay"].update(range=DECAY_RANGE,
-                      range_provenance="published: to a tenth (Hoffmann et al. 2022) or to zero "
-                                       "(Bergsma et al. 2025, arXiv 2502.15938)")
-    r["warmup"].update(range=[r["warmup"]["steps"]] * 2,
-                       range_provenance="assumed: no published range")
+    r["decay"]["each"] = DECAY_EACH
     if "hparam" in fits:
         r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
     out = {"tokens": {**toks, "convention": "training tokens"}, **r}
@@ -98,7 +95,7 @@ def optimal_tokens(N_total: float) -> dict[str, Any]:
         f = load_fit(name)
         each[name] = _tokens_at(f, N_total)
     value = each[DEFAULT_COMPUTE_LAW]
-    return {"value": value, "range": None, "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
+    return {"value": value, "interval": None, "provenance": "published", "law": DEFAULT_COMPUTE_LAW,
             "pick": f"the default compute law, {DEFAULT_COMPUTE_LAW}", "each": each,
             "source": f"the tokens at which {DEFAULT_COMPUTE_LAW}'s N_opt is this size (total "
                       "parameters)"}
@@ -130,9 +127,9 @@ def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[
     draws = sorted(law.lr_at(d, N, D) for d in fit.draws())
     rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
            if len(draws) >= 20 else None)
-    given = "published" if (fit.name or "") in PUBLISHED else "fitted"
-    return {"value": value, "range": rng, "law": fit.label,
-            "provenance": given, "range_provenance": fit.interval_provenance() if rng else None,
+    given = _kind(fit.name or "")
+    return {"value": value, "interval": Interval.of(rng, fit.interval_provenance()),
+            "law": fit.label, "provenance": given,
             "each": published["each"], "convention": published["convention"],
             "note": (("fitted to your sweep" if given == "fitted" else
                       f"the published {fit.label} law, as asked")
@@ -140,16 +137,31 @@ def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 
+def _spread(iv: Interval | None) -> Interval | None:
+    """``iv``, or None where its ends coincide (the tokens of a fixed tokens-per-parameter plan:
+    the budget and the ratio fix them, so there is nothing to be uncertain about)."""
+    if iv is None or iv.low is None or iv.high is None:
+        return iv
+    return iv if iv.high > iv.low * (1 + 1e-9) else None
+
+
+def _kind(law: str) -> str:
+    """A law's value is ``published`` when the law is a shipped published fit, else
+    ``fitted``."""
+    return "published" if law in PUBLISHED else "fitted"
+
+
 def recipe_lines(r: dict[str, Any]) -> list[str]:
     """The recipe in one block of text."""
     def rng(e: dict[str, Any], fmt: str) -> str:
-        lo_hi = e.get("range")
-        return f" [{format(lo_hi[0], fmt)}, {format(lo_hi[1], fmt)}]" if lo_hi else ""
+        iv = e.get("interval")
+        return f" {iv.text(lambda x: format(x, fmt), named=False)}" if iv else ""
 
     lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
-    kind = lr.get("range_provenance")
+    named = [f"the {what} interval: {e['interval'].name()}"
+             for what, e in (("rate's", lr), ("tokens'", t)) if e.get("interval")]
     lines = [f"recipe (N {r['params']:.3g} non-embedding, AdamW"
-             + (f"; the rate's interval: {describe(kind)}" if kind else "") + "):",
+             + "".join(f"; {n}" for n in named) + "):",
              f"  peak lr     {lr['value']:.3g}{rng(lr, '.3g')} ({lr['law']}, {lr['provenance']})",
              f"  batch       {b['value']:.3g} tokens{rng(b, '.3g')} ({b['law']}, "
              f"{b['provenance']})",
@@ -157,13 +169,13 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
              + (f", {t['provenance']}" if "law" in t else "") + ")",
              f"  warmup      {w['steps']:,.0f} steps ({w['source']}, {w['provenance']})",
              f"  decay       {d['schedule']} to {d['min_lr_ratio']:.0%} of the peak "
-             f"({d['provenance']}; {d['range'][0]:.0%}-{d['range'][1]:.0%} published)"]
+             f"({d['provenance']}; or to zero, Bergsma et al. 2025)"]
     lines += [f"  note: {e['disagree']}: " + ", ".join(f"{k} {v:.3g}" for k, v in
                                                        e["each"].items())
               for e in (lr, b) if e.get("disagree")]
     each = [f"{what} " + ", ".join(f"{k} {v:.3g}" for k, v in e["each"].items())
             for what, e in (("lr", lr), ("batch", b), ("tokens", t))
-            if e.get("each") and not e.get("range")]
+            if e.get("each") and not e.get("interval")]
     if each:
         lines.append("  each law (none states an interval, so none is shown): "
                      + "; ".join(each))

@@ -7,8 +7,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from archfit.laws.provenance import describe
-from archfit.numbers import fmt_range
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
 from archfit.shapes.architectures import DEFAULT_ARCHITECTURE
 from archfit.text import WIDTH, wrap
@@ -86,7 +84,9 @@ class Recommendation:
         out["near_optimal"] = self.near_optimal
         out["loss_model"] = self.loss_model
         out["recipe"] = self.recipe
-        return out
+        from archfit.io import jsonable
+
+        return jsonable(out)  # every Interval in its one JSON shape
 
     def to_json(self, path: str | os.PathLike[str] | None = None, indent: int = 2) -> str:
         """The record as JSON (what ``recommend --json`` prints); written atomically to
@@ -142,10 +142,10 @@ class Recommendation:
                              ("tokens_per_param", "tokens per parameter")):
                 kci = c.get(f"{k}_ci")
                 lines.append(f"  {label:<22}{c[k]:.4g}" + (
-                    f"  [{kci[0]:.4g}, {kci[1]:.4g}]" if kci else
+                    f"  {kci.text(_4g, named=False)}" if kci else
                     "  (no interval: the fit has no parameter draws)"))
-            if c.get("provenance"):
-                lines.append(f"  (each interval: {describe(c['provenance'])})")
+            if c.get("N_opt_ci"):
+                lines.append(f"  (each interval: {c['N_opt_ci'].name()})")
             if c.get("plan"):
                 lines += _plan_lines(c["plan"])
             if c.get("unique_tokens"):
@@ -155,10 +155,10 @@ class Recommendation:
                           f"  epochs: {c['epochs_pay']}"]
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
-        dci = f" {fmt_range(*ci['n_layer'])}" if "n_layer" in ci else ""
-        wci = f" [{ci['d_model'][0]:,.0f}, {ci['d_model'][1]:,.0f}]" if "d_model" in ci else ""
+        dci = f" {ci['n_layer'].text(named=False)}" if ci.get("n_layer") else ""
+        wci = f" {ci['d_model'].text(_comma, named=False)}" if ci.get("d_model") else ""
         moved = (self.near_optimal or {}).get("centre_from") not in (None, self.law)
-        how = f" ({describe(ci.get('provenance'))})" if dci else ""
+        how = f" ({ci['n_layer'].name()})" if dci else ""
         lines += [(f"optimum: not located by this fit (its interval{dci}{how}); the answer "
                    f"is the near-optimal set, centred at depth {self.n_layer_opt:.1f}, width "
                    f"{self.d_model_opt:,.0f}") if moved else
@@ -222,6 +222,14 @@ class Recommendation:
         return self.text()
 
 
+def _4g(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _comma(x: float) -> str:
+    return f"{x:,.0f}"
+
+
 def _near_lines(n: dict[str, Any] | None) -> list[str]:
     """The near-optimal set in words: its range, the ends' CIs, its basis and the pick's rule."""
     if not n:
@@ -230,17 +238,16 @@ def _near_lines(n: dict[str, Any] | None) -> list[str]:
     ci = n.get("ci") or {}
 
     def end(k: str) -> str:
-        c = ci.get(k)
-        if not c or len(c) != 2:
-            return ""
-        return " [" + ", ".join("unbounded" if v is None else f"{v:.3g}" for v in c) + "]"
+        return f" {ci[k].text(named=False)}" if ci.get(k) else ""
+
+    named = ci.get("n_layer_low") or ci.get("n_layer_high")
 
     top = "unbounded" if hi is None else f"{hi:.3g}"
     narrow = "any" if n["d_model"][1] is None else f"{n['d_model'][1]:,.0f}"
     return [f"near-optimal (predicted loss within {n['tolerance']:.2%} of the optimum's): depth "
             f"{lo:.3g}{end('n_layer_low')} to {top}{end('n_layer_high')}, width "
             f"{narrow} to {n['d_model'][0]:,.0f}"
-            + (f" (each end: {describe(ci.get('provenance'))})" if ci.get("provenance") else
+            + (f" (each end: {named.name()})" if named else
                " (no interval on the ends: the fit carries no parameter draws)"),
             f"  basis: {n['basis']}; the pick: {n['rule']} ({n['centre']:.1f})"]
 
@@ -249,7 +256,9 @@ def _plan_lines(p: dict[str, Any]) -> list[str]:
     """The budget split otherwise than compute-optimally: inference or over-training."""
     def ci(k: str, fmt: str = ".4g") -> str:
         c = p.get(f"{k}_ci")
-        return f" [{format(c[0], fmt)}, {format(c[1], fmt)}]" if c else ""
+        return f" {c.text(lambda x: format(x, fmt), named=False)}" if c else ""
+
+    named = p.get("N_ci") or p.get("penalty_ci")
 
     if p["kind"] == "inference":
         saved = 1 - p["total_flops"] / p["compute_optimal_total_flops"]
@@ -267,7 +276,7 @@ def _plan_lines(p: dict[str, Any]) -> list[str]:
                f"{p['N']:.4g}, {p['D']:.4g} tokens; predicted loss {p['loss']:.4g} against "
                f"{p['loss_compute_optimal']:.4g} compute-optimal: {p['penalty']:+.2%}"
                f"{ci('penalty', '+.2%')}"]
-    out.append(f"  (each interval: {describe(p['interval'])})" if p.get("interval") else
+    out.append(f"  (each interval: {named.name()})" if named else
                f"  ({p.get('interval_note', 'no interval')})")
     return out
 

@@ -266,7 +266,9 @@ class Validation:
                          "notes": self.notes, "table": self.table,
                          "conventions": {"params": "non-embedding parameters (Kaplan's N)",
                                          "loss": "final validation loss, nats/token",
-                                         "interval": f"{LEVEL:.0%} prediction interval"}})
+                                         "low, high": f"{LEVEL:.0%} prediction interval, "
+                                                      "fitted: the fit's draws and the runs' "
+                                                      "scatter about the law"}})
 
     def to_frame(self) -> Any:
         import polars as pl
@@ -282,7 +284,7 @@ class Validation:
         """A table of the shapes and the verdict, for a terminal."""
         lines = [f"validation of {self.fit} at {self.target:.3g} non-embedding parameters "
                  f"(the recommendation's own verdict: {self.recommendation_verdict})",
-                 f"  {'':12}{'layers':>7}{'d_model':>9}{'params':>11}{'predicted [95%]':>26}"
+                 f"  {'':12}{'layers':>7}{'d_model':>9}{'params':>11}{'predicted [95% PI, fitted]':>26}"
                  f"{'measured ± sd':>20}{'rank':>6}"]
         for r in self.rows:
             pred = (f"{r['predicted']:.4f} [{r['low']:.3f}, {r['high']:.3f}]"

@@ -95,7 +95,7 @@ def _spread(values: dict[str, float], chosen: str, what: str) -> dict[str, Any]:
     """The chosen law's value, every published law's beside it, and a note where they differ
     by more than :data:`DISAGREE`; no range: the laws state no interval."""
     lo, hi = min(values.values()), max(values.values())
-    out: dict[str, Any] = {"value": values[chosen], "range": None, "law": chosen,
+    out: dict[str, Any] = {"value": values[chosen], "interval": None, "law": chosen,
                            "provenance": "published", "each": dict(values),
                            "pick": PICK_RULE if chosen == DEFAULT_HYPER_LAW else "as asked"}
     if hi / lo > DISAGREE:
@@ -108,7 +108,7 @@ def recipe(N: float, D: float, law: str = DEFAULT_HYPER_LAW) -> dict[str, Any]:
     """The recipe for N non-embedding parameters trained on D tokens by the published law
     ``law``: ``lr`` (peak), ``batch_tokens``, ``warmup`` and ``decay``, each with its
     provenance, and every published law's value beside it (``each``; the laws state no
-    interval, so there is no range)."""
+    interval, so ``interval`` is None)."""
     _check(N, D)
     if law not in HYPER_LAWS:
         raise RecipeError(f"unknown hyperparameter law {law!r}; choose one of "

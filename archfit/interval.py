@@ -1,0 +1,169 @@
+"""One interval type: its ends, its level, and where it comes from.
+
+Every interval archfit prints or returns is an :class:`Interval` of one of four kinds:
+
+``fitted``
+    computed from your runs: bootstrap percentiles over resamples of the runs, or draws from a
+    fit's Wald covariance (``method`` says which, and how many).
+``published``
+    the source's own interval, as the paper states it (``source`` cites it).
+``assumed``
+    archfit's reading where no interval is published (``method`` says what was read and how).
+    An assumed range has no level and is never called a confidence interval.
+``given``
+    a range you stated (an option, a spec), passed through as it is.
+
+:meth:`Interval.text` is the one way an interval is printed and :meth:`Interval.to_json` its one
+JSON shape: ``{"low", "high", "level", "kind", "what", "method", "source"}``. Where the ends are
+computed in bulk (a fit's parameters, the rows of a prediction), the code that computes them
+keeps plain numbers and makes an ``Interval`` where it hands them to a person or a script; the
+kind and the method of such a group are a :func:`record`, ``{"provenance", "method",
+"source"}``, and :func:`describe` is its words."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+FITTED, PUBLISHED, ASSUMED, GIVEN = "fitted", "published", "assumed", "given"
+KINDS = (FITTED, PUBLISHED, ASSUMED, GIVEN)
+WHATS = ("CI", "prediction interval")
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An interval and its provenance. ``what`` is ``CI`` (for a quantity) or ``prediction
+    interval`` (for a new run's value); ``level`` is None for an assumed or given range."""
+
+    low: float | None
+    high: float | None
+    kind: str
+    method: str
+    level: float | None = 0.95
+    source: str | None = None
+    what: str = "CI"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"an interval's kind is one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.what not in WHATS:
+            raise ValueError(f"an interval is a {' or a '.join(WHATS)}, got {self.what!r}")
+        if any(x is not None and not math.isfinite(x) for x in (self.low, self.high)):
+            raise ValueError(f"an interval's ends are finite numbers or unbounded (None), got "
+                             f"[{self.low}, {self.high}]")
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"an interval's low end {self.low:g} is above its high end "
+                             f"{self.high:g}")
+        if self.kind in (ASSUMED, GIVEN) and self.level is not None:
+            raise ValueError(f"an {self.kind} range has no confidence level")
+        if self.kind in (FITTED, PUBLISHED) and not (self.level and 0 < self.level < 1):
+            raise ValueError(f"a {self.kind} interval has a level in (0, 1), got {self.level!r}")
+
+    def __iter__(self) -> Iterator[float | None]:
+        """The ends, so ``low, high = interval`` reads as for a pair."""
+        return iter((self.low, self.high))
+
+    def __getitem__(self, i: int) -> float | None:
+        return (self.low, self.high)[i]
+
+    def finite_ends(self) -> tuple[float, float]:
+        """(low, high) of an interval bounded on both sides; ValueError where it is not."""
+        if self.low is None or self.high is None:
+            raise ValueError(f"the interval {self.text()} is unbounded on one side")
+        return self.low, self.high
+
+    def ratio(self) -> float | None:
+        """high / low for a bounded interval of positive ends (how many-fold it spans)."""
+        if self.low is None or self.high is None or not self.low > 0:
+            return None
+        return self.high / self.low
+
+    @classmethod
+    def of(cls, ends: Any, prov: Mapping[str, Any] | None, level: float | None = 0.95,
+           what: str = "CI") -> Interval | None:
+        """The interval with ``ends`` (a pair, or None) and a :func:`record`'s provenance;
+        None when there are no ends or no provenance."""
+        if not ends or not prov:
+            return None
+        kind = prov["provenance"]
+        lo, hi = (None if x is None else float(x) for x in ends)
+        return cls(lo, hi, kind, str(prov.get("method") or ""),
+                   level if kind in (FITTED, PUBLISHED) else None, prov.get("source"), what)
+
+    def short(self) -> str:
+        """The kind in a few words: '95% CI, fitted', '90% prediction interval, fitted',
+        'assumed range', 'given range'."""
+        if self.level is None:
+            return f"{self.kind} range"
+        return f"{self.level:.0%} {self.what}, {self.kind}"
+
+    def name(self) -> str:
+        """The kind with its method and source: '95% CI, fitted: percentiles over ...'."""
+        return describe({"provenance": self.kind, "method": self.method, "source": self.source},
+                        self.level or 0.95, self.what)
+
+    def text(self, fmt: Callable[[float], str] = _g, named: bool = True) -> str:
+        """'[low, high] (95% CI, fitted)'; ``named=False`` leaves the kind to a line nearby
+        that prints :meth:`name`."""
+        ends = "[" + ", ".join("unbounded" if x is None else fmt(x)
+                               for x in (self.low, self.high)) + "]"
+        return f"{ends} ({self.short()})" if named else ends
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "level": self.level, "kind": self.kind,
+                "what": self.what, "method": self.method, "source": self.source}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Interval:
+        lo, hi = (None if d.get(k) is None else float(d[k]) for k in ("low", "high"))
+        return cls(lo, hi, str(d["kind"]), str(d.get("method") or ""),
+                   d.get("level"), d.get("source"), str(d.get("what") or "CI"))
+
+
+def banded_rows(rows: list[dict[str, Any]], level: float, prov: Mapping[str, Any]
+                ) -> list[dict[str, Any]]:
+    """Rows with ``low`` and ``high`` columns (a prediction table) as rows with one
+    ``interval`` each: a ``level`` prediction interval of the kind ``prov`` records."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        ends = (r.pop("low", None), r.pop("high", None))
+        r["interval"] = Interval.of(ends, prov, level, "prediction interval") \
+            if None not in ends else None
+        out.append(r)
+    return out
+
+
+def to_json(iv: Interval | None) -> dict[str, Any] | None:
+    """An interval's JSON, None for none."""
+    return None if iv is None else iv.to_json()
+
+
+def record(kind: str, method: str, source: str | None = None,
+           why: str | None = None) -> dict[str, Any]:
+    """The provenance shared by a group of intervals (a fit's, a set's ends)."""
+    if kind not in KINDS:
+        raise ValueError(f"provenance must be one of {', '.join(KINDS)}, got {kind!r}")
+    out: dict[str, Any] = {"provenance": kind, "method": why or method}
+    if source:
+        out["source"] = source
+    return out
+
+
+def describe(p: Mapping[str, Any] | None, level: float = 0.95, what: str = "CI") -> str:
+    """A provenance in words: "95% CI, fitted: METHOD", "95% CI, published: METHOD (SOURCE)",
+    "assumed range, not a confidence interval: METHOD", "given range: METHOD"."""
+    if not p:
+        return "no interval"
+    kind, method = p.get("provenance"), p.get("method")
+    if kind == ASSUMED:
+        return f"assumed range, not a confidence interval: {method}"
+    if kind == GIVEN:
+        return f"given range: {method}"
+    words = f"{level:.0%} {what}, {kind}: {method}"
+    return words + (f" ({p['source']})" if kind == PUBLISHED and p.get("source") else "")
