@@ -209,7 +209,10 @@ def test_backtest_cli_json_and_plot(correlated_sweep, cli, tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert {"coverage", "mean_rel_error", "rms_rel_error", "rows", "classes", "verdict"} <= set(d)
-    assert {"predicted", "low", "high", "actual"} <= set(d["rows"][0])
+    assert {"predicted", "interval", "actual"} <= set(d["rows"][0]) and d["level"] == 0.95
+    iv = d["rows"][0]["interval"]
+    assert iv["low"] <= d["rows"][0]["predicted"] <= iv["high"]
+    assert iv["kind"] == "fitted" and iv["what"] == "prediction interval"
     assert png.read_bytes().startswith(b"\x89PNG")
     r = cli("backtest", str(path), "--law", "levine", "--cut", "4e8")
     assert r.exit_code == 2 and "no loss model" in r.output
@@ -228,7 +231,8 @@ def test_predict_cli(correlated_sweep, cli, tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert len(d["rows"]) == 56 and 0 <= d["coverage"] <= 1
-    assert all(x["low"] <= x["predicted"] <= x["high"] for x in d["rows"])
+    assert all(x["interval"]["low"] <= x["predicted"] <= x["interval"]["high"]
+               for x in d["rows"])
     r = cli("predict", "levine2020", str(path))
     assert r.exit_code == 2
 

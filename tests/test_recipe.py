@@ -65,7 +65,8 @@ def test_recommend_gives_a_recipe_with_provenance_and_each_laws_value(cli, extra
         assert rec[k]["provenance"] in ("published", "given", "assumed", "fitted"), (k, rec[k])
     # the published laws state no interval, and a given token count has none
     assert all(rec[k]["interval"] is None for k in ("lr", "batch_tokens", "tokens"))
-    N = d["params_non_embedding"]
+    N = d["target_params"]  # the recipe is computed at the size asked, the shape's beside it
+    assert rec["params"] == N and rec["shape_params"] == d["params_non_embedding"]
     D = 1.4e11 if extra else rec["tokens"]["value"]
     assert rec["lr"]["value"] == pytest.approx(step_law(N, D)[0])
     assert rec["batch_tokens"]["value"] == pytest.approx(step_law(N, D)[1])
@@ -75,9 +76,10 @@ def test_recommend_gives_a_recipe_with_provenance_and_each_laws_value(cli, extra
     else:  # the compute-optimal tokens of epoch2024 for this total size: N_opt(6 N D) = N
         from archfit.laws import load_fit
 
-        f = load_fit("epoch2024")
-        n_opt, _ = f.law_obj.compute_optimal(f.params, 6 * d["params_total"] * D)
-        assert n_opt == pytest.approx(d["params_total"], rel=1e-6)
+        f = load_fit("epoch2024")  # total: the size asked and the shape's embeddings
+        total = N + d["params_embedding"]
+        n_opt, _ = f.law_obj.compute_optimal(f.params, 6 * total * D)
+        assert n_opt == pytest.approx(total, rel=1e-6)
     text = cli("recommend", "--params", "7e9", *extra).stdout
     block = text[text.index("recipe ("):].splitlines()
     assert [ln.split()[0] for ln in block[1:6]] == ["peak", "batch", "tokens", "warmup", "decay"]
@@ -153,7 +155,7 @@ def test_a_fitted_rate_law_sets_the_recipe(tmp_path):
     f.to_json(path)
     r = recommend(1e9, fit=[str(path)], tokens=2e10)
     lr = r.recipe["lr"]
-    N = r.shape.params_non_embedding
+    N = 1e9  # the size asked
     assert lr["provenance"] == "fitted" and lr["value"] == pytest.approx(
         math.exp(f.params["a"] + f.params["b"] * math.log(N) + f.params["c"] * math.log(2e10)))
     assert lr["interval"].low < lr["value"] < lr["interval"].high
@@ -208,8 +210,7 @@ def test_an_export_carries_the_recipe_where_the_framework_has_fields(cli):
     r = cli("recommend", "--params", "1.2e8", "--tokens", "2.4e9", "--emit", "nanogpt")
     assert r.exit_code == 0, r.output
     lit = python_literals(r.stdout, "export")
-    N = get_format("nanogpt").read(r.stdout, "export").shape.params_non_embedding
-    lr, batch = step_law(N, 2.4e9)
+    lr, batch = step_law(1.2e8, 2.4e9)  # the recipe at the size asked
     assert lit["learning_rate"] == pytest.approx(lr, rel=1e-5)
     assert lit["min_lr"] == pytest.approx(0.1 * lr, rel=1e-5)
     seq = lit["batch_size"] * lit["block_size"]

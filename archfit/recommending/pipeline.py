@@ -147,7 +147,7 @@ def recommend(
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
-        recipe=recipe_for(best, fits, tokens, target.compute),
+        recipe=recipe_for(best, fits, tokens, target.compute, asked=N_ne),
     )
 
 

@@ -25,13 +25,17 @@ DECAY_EACH = {"hoffmann2022": 0.1, "bergsma2025": 0.0}
 
 
 def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
-               compute: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The recipe for ``shape`` trained on ``tokens`` (given), on the compute law's D_opt
-    (``compute``, a FLOP-budget target), or on the compute-optimal tokens for its size (the
-    published Chinchilla-form laws: their value and spread). A mixture of experts is read at
-    its active size (the published laws were fitted on dense models: that they carry over at
-    the active count is archfit's assumption, which a sparse recommendation's notes say)."""
-    N = float(shape.params_active_non_embedding)
+               compute: dict[str, Any] | None = None, asked: float | None = None
+               ) -> dict[str, Any]:
+    """The recipe at the size asked (``asked``, non-embedding; default the shape's), trained on
+    ``tokens`` (given), on the compute law's D_opt (``compute``, a FLOP-budget target), or on
+    the compute-optimal tokens for that size (the published Chinchilla-form laws: each value
+    beside the pick); the shape's own size is recorded beside it (``shape_params``). A mixture
+    of experts is read at its active size (the published laws were fitted on dense models: that
+    they carry over at the active count is archfit's assumption, which a sparse recommendation's
+    notes say)."""
+    N_shape = float(shape.params_active_non_embedding)
+    N = float(asked) if asked else N_shape
     if tokens is not None:
         if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
                 math.isfinite(tokens) and tokens > 0):
@@ -49,8 +53,8 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         toks = {"value": compute["D_opt"], "interval": compute.get("D_opt_ci"),
                 "law": compute["law"], "provenance": _kind(compute["law"]),
                 "source": f"D_opt of {compute['law']} at {compute['C']:.3g} FLOPs"}
-    else:
-        toks = optimal_tokens(float(shape.params_active))
+    else:  # the Chinchilla fits count every parameter: the asked size plus the embeddings
+        toks = optimal_tokens(N + float(shape.params_active) - N_shape)
     try:
         r = published_recipe(N, toks["value"])
     except RecipeError as e:
@@ -58,7 +62,7 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
     r["decay"]["each"] = DECAY_EACH
     if "hparam" in fits:
         r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
-    out = {"tokens": {**toks, "convention": "training tokens"}, **r}
+    out = {"tokens": {**toks, "convention": "training tokens"}, **r, "shape_params": N_shape}
     reasons = unusable(out, shape.n_ctx)
     out["verdict"] = "uninformative" if reasons else "usable"
     out["reasons"] = reasons
@@ -160,7 +164,10 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
     lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
     named = [f"the {what} interval: {e['interval'].name()}"
              for what, e in (("rate's", lr), ("tokens'", t)) if e.get("interval")]
-    lines = [f"recipe (N {r['params']:.3g} non-embedding, AdamW"
+    shape = r.get("shape_params")
+    lines = [f"recipe (N {r['params']:.3g} non-embedding, the size asked"
+             + (f"; the shape's {shape:.3g}" if shape and abs(shape / r["params"] - 1) > 1e-3
+                else "") + "; AdamW"
              + "".join(f"; {n}" for n in named) + "):",
              f"  peak lr     {lr['value']:.3g}{rng(lr, '.3g')} ({lr['law']}, {lr['provenance']})",
              f"  batch       {b['value']:.3g} tokens{rng(b, '.3g')} ({b['law']}, "
