@@ -205,7 +205,6 @@ def test_a_spec_with_lrs_auto_resolves_each_run(tmp_path):
 def test_an_export_carries_the_recipe_where_the_framework_has_fields(cli):
     from archfit.formats.base import python_literals
 
-    from archfit.formats import get_format
 
     r = cli("recommend", "--params", "1.2e8", "--tokens", "2.4e9", "--emit", "nanogpt")
     assert r.exit_code == 0, r.output
@@ -217,3 +216,29 @@ def test_an_export_carries_the_recipe_where_the_framework_has_fields(cli):
     assert seq == pytest.approx(batch, rel=0.01) and lit["gradient_accumulation_steps"] == 1
     assert lit["max_iters"] * seq == pytest.approx(2.4e9, rel=0.01)
     assert auto_lr(1e8, 2e9)[0] == pytest.approx(step_law(1e8, 2e9)[0])
+
+
+def test_the_recipe_says_how_far_past_its_laws_checked_range_it_reaches(cli):
+    """Step Law's largest grid search is 1B parameters on 100B tokens (Li et al. 2025, Fig. 1):
+    the recipe names that reach and the factor past it, graded with the fit verdict's
+    extrapolation thresholds (weak past 10x, uninformative past 1000x)."""
+    def recipe_of(*argv):
+        r = cli("recommend", *argv, "--json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["recipe"]
+
+    at_7e9 = recipe_of("--params", "7e9", "--tokens", "1.4e11")
+    reach = at_7e9["lr"]["reach"]["steplaw2025"]
+    assert (reach["params"], reach["tokens"]) == (1e9, 1e11) and "Fig. 1" in reach["source"]
+    assert reach["factor"] == pytest.approx(7.0)  # 7e9 / 1e9 beats 1.4e11 / 1e11
+    assert at_7e9["verdict"] == "usable" and at_7e9["reasons"] == []
+    assert at_7e9["lr"]["reach"]["deepseek2024"]["factor"] is None  # not recorded, not guessed
+    at_5e10 = recipe_of("--params", "5e10", "--tokens", "1e12")
+    assert at_5e10["verdict"] == "weak" and "50x past" in at_5e10["reasons"][0]
+    far = recipe_of("--params", "3e12", "--tokens", "6e13")
+    assert far["verdict"] == "uninformative" and "3e+03x past" in far["reasons"][0]
+    silly = recipe_of("--params", "7e9", "--tokens", "1e30")
+    assert silly["verdict"] == "uninformative"
+    assert any("past the plausible bound" in x for x in silly["reasons"])
+    text = cli("recommend", "--params", "7e9", "--tokens", "1").stdout
+    assert "recipe unusable" in text.splitlines()[0] and "recipe verdict: uninformative" in text

@@ -14,6 +14,7 @@ from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.interval import Interval
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
+from archfit.laws.trust import EXTRAPOLATION
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR
 from archfit.train.recipe import RecipeError, recipe as published_recipe
@@ -64,9 +65,33 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
     out = {"tokens": {**toks, "convention": "training tokens"}, **r, "shape_params": N_shape}
     reasons = unusable(out, shape.n_ctx)
-    out["verdict"] = "uninformative" if reasons else "usable"
-    out["reasons"] = reasons
+    far, weak = beyond_reach(out)
+    out["verdict"] = "uninformative" if reasons or far else "weak" if weak else "usable"
+    out["reasons"] = reasons + far + weak
     return out
+
+
+def beyond_reach(r: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """How far past the largest model its law was checked on each published value of recipe
+    ``r`` lies: (reasons past the verdict's uninformative extrapolation threshold, reasons past
+    its weak one), with the thresholds a fit's verdict uses (:data:`EXTRAPOLATION`)."""
+    far: list[str] = []
+    weak: list[str] = []
+    laws: dict[str, list[str]] = {}  # each law and what it sets
+    for what, e in (("peak rate", r["lr"]), ("batch", r["batch_tokens"])):
+        if (e.get("reach") or {}).get(e["law"]) is not None:  # a fitted rate: its own verdict
+            laws.setdefault(e["law"], []).append(what)
+    for law, whats in laws.items():
+        reach = r["batch_tokens" if "batch" in whats else "lr"]["reach"][law]
+        f, sets = reach["factor"], " and ".join(whats)
+        if f is None:
+            weak.append(f"{law} ({sets}) has no recorded range: how far it extrapolates "
+                        "cannot be checked")
+        elif f > EXTRAPOLATION[0]:
+            (far if f > EXTRAPOLATION[1] else weak).append(
+                f"{law} ({sets}) is used {f:.3g}x past the largest model it was checked on "
+                f"({reach['params']:.3g} parameters on {reach['tokens']:.3g} tokens)")
+    return far, weak
 
 
 def unusable(r: dict[str, Any], n_ctx: int) -> list[str]:
@@ -191,7 +216,14 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  the picks: {'; '.join(picks)}")
     if lr.get("note"):
         lines.append(f"  note: {lr['note']}")
+    reach = (b.get("reach") or {}).get(b["law"])
+    if reach and reach["factor"] is not None and r.get("verdict") == "usable":
+        where = ("within" if reach["factor"] <= 1 else f"{reach['factor']:.3g}x past")
+        lines.append(f"  reach: {b['law']} is used {where} the largest model it was checked on "
+                     f"({reach['source']})")
     if r.get("verdict") == "uninformative":
-        lines.append(f"  recipe verdict: uninformative ({'; '.join(r['reasons'])}): no run "
-                     "could use it as given")
+        lines.append(f"  recipe verdict: uninformative ({'; '.join(r['reasons'])}): do not "
+                     "train with it as given")
+    elif r.get("verdict") == "weak":
+        lines.append(f"  recipe verdict: weak ({'; '.join(r['reasons'])})")
     return lines

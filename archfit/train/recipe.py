@@ -35,6 +35,21 @@ class RecipeError(ArchfitError):
 
 
 @dataclass(frozen=True)
+class Reach:
+    """The largest model a published law was checked on: its non-embedding parameters and
+    training tokens, and where the paper says so."""
+
+    params: float
+    tokens: float
+    source: str
+
+    def factor(self, N: float, D: float) -> float:
+        """How far past that model (N, D) lies: the larger of N / params and D / tokens (at
+        most 1 inside it)."""
+        return max(N / self.params, D / self.tokens)
+
+
+@dataclass(frozen=True)
 class HyperLaw:
     """A published law for the optimal peak learning rate and batch size (tokens), as
     ``coef * N**n * D**d`` (N non-embedding parameters, D training tokens)."""
@@ -45,6 +60,7 @@ class HyperLaw:
     lr: tuple[float, float, float]  # (coef, n, d)
     batch: tuple[float, float, float]  # (coef, n, d), tokens
     conventions: dict[str, str] = field(default_factory=dict)
+    reach: Reach | None = None  # None: the paper's range is not recorded here
 
     def lr_at(self, N: float, D: float) -> float:
         c, n, d = self.lr
@@ -61,7 +77,9 @@ HYPER_LAWS: dict[str, HyperLaw] = {
         "Scaling Law in Large Language Model Pretraining' (Step Law)",
         "https://arxiv.org/abs/2503.04715", lr=(1.79, -0.713, 0.307), batch=(0.58, 0.0, 0.571),
         conventions={"params": "non-embedding parameters", "batch": "tokens",
-                     "optimizer": "AdamW", "schedule": "cosine decay"}),
+                     "optimizer": "AdamW", "schedule": "cosine decay"},
+        reach=Reach(1e9, 1e11, "the largest grid search the paper reports: 1B parameters on "
+                               "100B tokens (Li et al. 2025, Fig. 1)")),
     "deepseek2024": HyperLaw(
         "deepseek2024", "DeepSeek-AI 2024, 'DeepSeek LLM: Scaling Open-Source Language Models "
         "with Longtermism'", "https://arxiv.org/abs/2401.02954",
@@ -70,6 +88,8 @@ HYPER_LAWS: dict[str, HyperLaw] = {
         conventions={"params": "non-embedding parameters (M = 6 N FLOPs per token; the "
                                "attention's share left out)", "batch": "tokens",
                      "optimizer": "AdamW", "schedule": "multi-step decay"}),
+    # DeepSeek-AI 2024's range of compute budgets is not recorded: archfit could not verify it
+    # from the sources it can reach, and a range without its source is not given
 }
 DEFAULT_HYPER_LAW = "steplaw2025"
 # which published law's value a recipe takes where they disagree, and why
@@ -91,12 +111,26 @@ def _check(N: float, D: float) -> None:
             raise RecipeError(f"a recipe needs a positive, finite {name}; got {v!r}")
 
 
-def _spread(values: dict[str, float], chosen: str, what: str) -> dict[str, Any]:
-    """The chosen law's value, every published law's beside it, and a note where they differ
-    by more than :data:`DISAGREE`; no range: the laws state no interval."""
+def reach(law: str, N: float, D: float) -> dict[str, Any]:
+    """The largest model ``law`` was checked on and how far past it (N, D) lies
+    (``factor``); ``None`` values where the paper's range is not recorded."""
+    r = HYPER_LAWS[law].reach
+    if r is None:
+        return {"params": None, "tokens": None, "factor": None,
+                "source": "not recorded: archfit could not verify this paper's range"}
+    return {"params": r.params, "tokens": r.tokens, "factor": r.factor(N, D),
+            "source": r.source}
+
+
+def _spread(values: dict[str, float], chosen: str, what: str, N: float, D: float
+            ) -> dict[str, Any]:
+    """The chosen law's value, every published law's beside it, each law's reach (the largest
+    model it was checked on, and how far past it this is), and a note where they differ by
+    more than :data:`DISAGREE`; no range: the laws state no interval."""
     lo, hi = min(values.values()), max(values.values())
     out: dict[str, Any] = {"value": values[chosen], "interval": None, "law": chosen,
                            "provenance": "published", "each": dict(values),
+                           "reach": {k: reach(k, N, D) for k in values},
                            "pick": PICK_RULE if chosen == DEFAULT_HYPER_LAW else "as asked"}
     if hi / lo > DISAGREE:
         out["disagree"] = (f"the published laws' {what} differ by {hi / lo:.2g}x, more than "
@@ -114,8 +148,10 @@ def recipe(N: float, D: float, law: str = DEFAULT_HYPER_LAW) -> dict[str, Any]:
         raise RecipeError(f"unknown hyperparameter law {law!r}; choose one of "
                           f"{', '.join(HYPER_LAWS)}")
     h = HYPER_LAWS[law]
-    lr = _spread({k: v.lr_at(N, D) for k, v in HYPER_LAWS.items()}, law, "peak learning rates")
-    batch = _spread({k: v.batch_at(N, D) for k, v in HYPER_LAWS.items()}, law, "batch sizes")
+    lr = _spread({k: v.lr_at(N, D) for k, v in HYPER_LAWS.items()}, law, "peak learning rates",
+                  N, D)
+    batch = _spread({k: v.batch_at(N, D) for k, v in HYPER_LAWS.items()}, law, "batch sizes",
+                    N, D)
     steps = max(1.0, D / batch["value"])
     warm = min(float(WARMUP_STEPS), WARMUP_CAP * steps)
     out = {"lr": {**lr, "convention": f"peak learning rate, {h.conventions['optimizer']}"},
