@@ -148,7 +148,7 @@ def surfaces(tmp_path_factory):
         ("backtest", ["backtest", root / "runs.parquet", "--cut", f"{N:g}", "--bootstrap",
                       "20"]),
         ("laws", ["laws"]),
-        ("fit", ["fit", root / "runs.parquet", "--law", "depth-joint", "--bootstrap", "20"]),
+        ("fit", ["fit", root / "runs.parquet", "--law", "depth-joint", "--bootstrap", "10"]),
         ("compare", ["compare", "--fit", root / "joint.json"]),
     ]
 

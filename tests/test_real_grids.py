@@ -151,7 +151,6 @@ def test_a_prior_pulls_kaplan_n_toward_it():
 # ------------------------------------------------------------------ one interval per quantity
 @pytest.mark.slow
 def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, cli, tmp_path):
-    from archfit.numbers import fmt_range
     from archfit.recommending import recommend
 
     df = correlated_sweep(seed=2)
@@ -165,14 +164,15 @@ def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, c
         text = r.text()
         optimum_line = next(x for x in text.splitlines() if x.startswith("optimum"))
         verdict_lines = [x for x in text.splitlines() if "optimal depth at" in x]
-        assert fmt_range(*ci) in optimum_line, optimum_line
-        assert verdict_lines and all(fmt_range(*ci) in x for x in verdict_lines), verdict_lines
+        ends = ci.text(named=False)  # "[low, high]", as every interval prints its ends
+        assert ends in optimum_line and "95% CI, fitted" in optimum_line, optimum_line
+        assert verdict_lines and all(ci.text() in x for x in verdict_lines), verdict_lines
         res = cli("recommend", "--params", f"{target:g}", "--fit", path, "--json")
         assert res.exit_code == 0, res.output
         d = json.loads(res.stdout)
-        assert d["ci"]["n_layer"] == pytest.approx(ci) == d["trust"]["optimum_ci"]
-        print(f"\n{target:.0e}: depth CI {fmt_range(*ci)} in the optimum line, the verdict "
-              "and --json")
+        assert d["ci"]["n_layer"] == d["trust"]["optimum_ci"] == json.loads(
+            json.dumps(ci.to_json()))
+        print(f"\n{target:.0e}: depth CI {ends} in the optimum line, the verdict and --json")
 
 
 # ------------------------------------------------------------------ seed-stable verdicts

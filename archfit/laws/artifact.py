@@ -107,7 +107,7 @@ class Fit:
         covariance's draws); None for a fit with neither (a point estimate)."""
         from archfit.interval import FITTED, record
 
-        k = len(self.bootstrap_params())
+        k = self.n_bootstrap()
         src = self.source or (", ".join(i.get("path", "") for i in self.inputs) or None)
         if k:
             b = self.bootstrap or {}
@@ -125,7 +125,7 @@ class Fit:
         needed it)."""
         from archfit.interval import FITTED, record
 
-        k = len(self.draws())
+        k = self.n_bootstrap() or (1000 if self.cov else 0)  # what draws() gives
         widen = float(((self.diagnostics or {}).get("heldout") or {}).get("widen") or 1.0)
         return record(FITTED, (f"the fit's {k:,} parameter draws" if k else "the fit's point")
                       + " and the runs' scatter about the law"
@@ -327,6 +327,13 @@ class Fit:
         from archfit.laws.trust import verdict
 
         return verdict(self.law_obj, self, target, conditions)
+
+    def n_bootstrap(self) -> int:
+        """How many bootstrap resamples the fit carries (what :meth:`bootstrap_params` would
+        return, counted without building them)."""
+        names = self.law_obj.param_names
+        samples = (self.bootstrap or {}).get("samples") or {}
+        return len(samples[names[0]]) if all(n in samples for n in names) else 0
 
     def bootstrap_params(self, limit: int | None = None) -> list[dict[str, float]]:
         """The bootstrap's resamples as parameter dicts (none when the fit carries no samples)."""
