@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 FITTED, PUBLISHED, ASSUMED, GIVEN = "fitted", "published", "assumed", "given"
 KINDS = (FITTED, PUBLISHED, ASSUMED, GIVEN)
 WHATS = ("CI", "prediction interval")
-
-
-def _g(x: float) -> str:
-    return f"{x:.3g}"
 
 
 @dataclass(frozen=True)
@@ -107,10 +103,10 @@ class Interval:
         return describe({"provenance": self.kind, "method": self.method, "source": self.source},
                         self.level or 0.95, self.what)
 
-    def text(self, fmt: Callable[[float], str] = _g, named: bool = True) -> str:
-        """'[low, high] (95% CI, fitted)'; ``named=False`` leaves the kind to a line nearby
-        that prints :meth:`name`."""
-        ends = "[" + ", ".join("unbounded" if x is None else fmt(x)
+    def text(self, spec: str = ".3g", named: bool = True) -> str:
+        """'[low, high] (95% CI, fitted)', the ends in the format ``spec``; ``named=False``
+        leaves the kind to a line nearby that prints :meth:`name`."""
+        ends = "[" + ", ".join("unbounded" if x is None else format(x, spec)
                                for x in (self.low, self.high)) + "]"
         return f"{ends} ({self.short()})" if named else ends
 

@@ -53,7 +53,7 @@ def compare(fit, families, as_json):
     click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>16}  "
                f"{'verdict':<15}depth vs optimum")
     for r in rows:
-        ci = r.ci.text(lambda x: f"{x:.1f}", named=False) if r.ci else "-"
+        ci = r.ci.text(".1f", named=False) if r.ci else "-"
         call = (f"({r.summary}: not supported by the evidence)" if r.verdict == "uninformative"
                 else r.summary)
         mark = "UNINFORMATIVE *" if r.verdict == "uninformative" else r.verdict

@@ -316,7 +316,7 @@ def laws(as_json):
                 title="Published fits (use by name: --fit NAME or --law NAME)", fit_width=True)
     click.echo("")
     print_table([{**c, "value": f"{c['value']:.6g}",
-                  "interval": c["interval"].text(lambda x: f"{x:.4g}") if c["interval"] else "-",
+                  "interval": c["interval"].text(".4g") if c["interval"] else "-",
                   "from": c["provenance"]} for c in consts],
                 [("fit", "published fit"), ("constant", "constant"), ("value", "value"),
                  ("interval", "interval (its kind)"), ("from", "value"),

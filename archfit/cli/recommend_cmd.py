@@ -303,7 +303,7 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
             click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}{'-':>16}  "
                        f"{r['error']}")
             continue
-        ci = r["ci"].text(lambda x: f"{x:.1f}", named=False) if r["ci"] else "-"
+        ci = r["ci"].text(".1f", named=False) if r["ci"] else "-"
         near = r.get("near_optimal")
         near = (f"{near[0]:.0f}-" + ("any" if near[1] is None else f"{near[1]:.0f}")
                 if near else "-")

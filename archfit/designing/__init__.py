@@ -100,9 +100,9 @@ class Design:
                  f"  cost: {self.cost_unit}; budget {self.budget:.4g}, this batch "
                  f"{self.spent:.4g}"]
         if self.ci_now:
-            lines.append(f"  target now {self.ci_now.text(_4g, named=False)} "
+            lines.append(f"  target now {self.ci_now.text('.4g', named=False)} "
                          f"({self.ci_now.name()})"
-                         + (f", after the batch {self.ci_after.text(_4g, named=False)} "
+                         + (f", after the batch {self.ci_after.text('.4g', named=False)} "
                             f"({self.ci_after.name()})" if self.ci_after else ""))
         if self.stop:
             lines.append(f"  stop: {self.stop}")
@@ -140,10 +140,6 @@ class Design:
             raise DesignError(str(e)) from None
         atomic_write(path, tomli_w.dumps(raw))
         return path
-
-
-def _4g(x: float) -> str:
-    return f"{x:.4g}"
 
 
 def _unit(d: Design) -> str:

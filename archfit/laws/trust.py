@@ -173,7 +173,7 @@ def spread(law: Any, fit: Any, target: float | None,
     over the parameter draws); ``ratio`` is its high / low. ``ratio_band`` is that ratio's
     Monte-Carlo range over the draws (:func:`archfit.numbers.quantile_band`): how far another
     bootstrap seed could move it, so a verdict is only as settled as that range allows."""
-    from archfit.interval import Interval
+    from archfit.interval import FITTED, Interval, record
     from archfit.numbers import quantile_band
 
     span = (fit.diagnostics or {}).get("span") or {}
@@ -194,8 +194,8 @@ def spread(law: Any, fit: Any, target: float | None,
     band = quantile_band(vals, 2.5, 97.5)
     where = (f"at {fmt_sci(at)}" if target is not None else
              f"at the largest run ({fmt_sci(at)}{' FLOPs' if law.role == 'compute' else ''})")
-    iv = Interval.of(ci, fit.interval_provenance() or {"provenance": "fitted", "method":
-                                                      f"percentiles over {len(vals)} draws"})
+    iv = Interval.of(ci, fit.interval_provenance()
+                     or record(FITTED, f"percentiles over {len(vals)} draws"))
     return {"what": f"{what} {where}: {iv.text() if iv else ''}", "ratio": ci[1] / ci[0],
             "ratio_band": band, "ci": iv, "n_draws": len(vals)}
 

@@ -44,7 +44,7 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         toks = {"value": float(tokens), "interval": None, "provenance": "given"}
     elif compute is not None and compute.get("plan"):
         plan = compute["plan"]
-        toks = {"value": plan["D"], "interval": _spread(plan.get("D_ci")), "law": compute["law"],
+        toks = {"value": plan["D"], "interval": _with_width(plan.get("D_ci")), "law": compute["law"],
                 "provenance": _kind(compute["law"]),
                 "source": (f"D of {compute['law']}'s "
                            + ("inference-optimal split" if plan["kind"] == "inference" else
@@ -77,12 +77,12 @@ def beyond_reach(r: dict[str, Any]) -> tuple[list[str], list[str]]:
     its weak one), with the thresholds a fit's verdict uses (:data:`EXTRAPOLATION`)."""
     far: list[str] = []
     weak: list[str] = []
-    laws: dict[str, list[str]] = {}  # each law and what it sets
+    laws: dict[str, tuple[dict[str, Any], list[str]]] = {}  # each law: its reach, what it sets
     for what, e in (("peak rate", r["lr"]), ("batch", r["batch_tokens"])):
-        if (e.get("reach") or {}).get(e["law"]) is not None:  # a fitted rate: its own verdict
-            laws.setdefault(e["law"], []).append(what)
-    for law, whats in laws.items():
-        reach = r["batch_tokens" if "batch" in whats else "lr"]["reach"][law]
+        reach = (e.get("reach") or {}).get(e["law"])
+        if reach is not None:  # a rate fitted to your sweep has none: its own verdict grades it
+            laws.setdefault(e["law"], (reach, []))[1].append(what)
+    for law, (reach, whats) in laws.items():
         f, sets = reach["factor"], " and ".join(whats)
         if f is None:
             weak.append(f"{law} ({sets}) has no recorded range: how far it extrapolates "
@@ -166,7 +166,7 @@ def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 
-def _spread(iv: Interval | None) -> Interval | None:
+def _with_width(iv: Interval | None) -> Interval | None:
     """``iv``, or None where its ends coincide (the tokens of a fixed tokens-per-parameter plan:
     the budget and the ratio fix them, so there is nothing to be uncertain about)."""
     if iv is None or iv.low is None or iv.high is None:
@@ -184,7 +184,7 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
     """The recipe in one block of text."""
     def rng(e: dict[str, Any], fmt: str) -> str:
         iv = e.get("interval")
-        return f" {iv.text(lambda x: format(x, fmt), named=False)}" if iv else ""
+        return f" {iv.text(fmt, named=False)}" if iv else ""
 
     lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
     named = [f"the {what} interval: {e['interval'].name()}"

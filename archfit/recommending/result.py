@@ -142,7 +142,7 @@ class Recommendation:
                              ("tokens_per_param", "tokens per parameter")):
                 kci = c.get(f"{k}_ci")
                 lines.append(f"  {label:<22}{c[k]:.4g}" + (
-                    f"  {kci.text(_4g, named=False)}" if kci else
+                    f"  {kci.text('.4g', named=False)}" if kci else
                     "  (no interval: the fit has no parameter draws)"))
             if c.get("N_opt_ci"):
                 lines.append(f"  (each interval: {c['N_opt_ci'].name()})")
@@ -156,7 +156,7 @@ class Recommendation:
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" {ci['n_layer'].text(named=False)}" if ci.get("n_layer") else ""
-        wci = f" {ci['d_model'].text(_comma, named=False)}" if ci.get("d_model") else ""
+        wci = f" {ci['d_model'].text(',.0f', named=False)}" if ci.get("d_model") else ""
         moved = (self.near_optimal or {}).get("centre_from") not in (None, self.law)
         how = f" ({ci['n_layer'].name()})" if dci else ""
         lines += [(f"optimum: not located by this fit (its interval{dci}{how}); the answer "
@@ -222,14 +222,6 @@ class Recommendation:
         return self.text()
 
 
-def _4g(x: float) -> str:
-    return f"{x:.4g}"
-
-
-def _comma(x: float) -> str:
-    return f"{x:,.0f}"
-
-
 def _near_lines(n: dict[str, Any] | None) -> list[str]:
     """The near-optimal set in words: its range, the ends' CIs, its basis and the pick's rule."""
     if not n:
@@ -256,7 +248,7 @@ def _plan_lines(p: dict[str, Any]) -> list[str]:
     """The budget split otherwise than compute-optimally: inference or over-training."""
     def ci(k: str, fmt: str = ".4g") -> str:
         c = p.get(f"{k}_ci")
-        return f" {c.text(lambda x: format(x, fmt), named=False)}" if c else ""
+        return f" {c.text(fmt, named=False)}" if c else ""
 
     named = p.get("N_ci") or p.get("penalty_ci")
 
