@@ -429,9 +429,10 @@ def test_a_long_fit_prints_progress_off_a_terminal(cli, repo, monkeypatch):
 
 
 def test_lr_batch_never_averages_over_batch_sizes(cli, tmp_path):
-    """A learning-rate grid at two batch sizes per cell is refused whole, naming --by; fitted
-    one batch at a time it recovers each batch's planted optimum, ln lr* = -7 - 0.3 ln(b/2^16)
-    (a loss quadratic in ln lr about it)."""
+    """A learning-rate grid at two batch sizes per cell is refused whole (a best batch cannot be
+    placed between two), naming --by; fitted one batch at a time it recovers each batch's
+    planted optimum, ln lr* = -7 - 0.3 ln(b/2^16) (a loss quadratic in ln lr about it). A grid of
+    four batches is fitted with the batch as a variable: the batch law's constants come back."""
     import json
     import math
 
@@ -444,13 +445,22 @@ def test_lr_batch_never_averages_over_batch_sizes(cli, tmp_path):
     path = tmp_path / "grid.csv"
     pl.DataFrame(rows).write_csv(path)
     r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
-    assert r.exit_code == 2 and "the batch varies within the cell" in r.output
+    assert r.exit_code == 2 and "2 batch sizes: the best batch cannot be placed" in r.output
     assert "--by batch_tokens" in r.output
     r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0, "--by", "batch_tokens", "--json")
     assert r.exit_code == 0, r.output
     got = {float(k): v["params"]["a"] for k, v in json.loads(r.output)["fits"].items()}
     assert got[2.0 ** 16] == pytest.approx(-7.0, abs=1e-6)
     assert got[2.0 ** 18] == pytest.approx(-7.0 - 0.3 * math.log(4), abs=1e-6)
+    from archfit.laws.planted import lr_batch_sweep
+
+    grid = tmp_path / "rate-x-batch.csv"
+    lr_batch_sweep(seed=0).drop("lr_opt_true", "batch_opt_true").write_csv(grid)
+    r = cli("fit", grid, "--law", "lr-batch", "--bootstrap", 0, "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["extra"]["batch_fitted"] and set(out["params"]) >= {"a_B", "b_B", "c_B"}
+    assert all(c["batch_opt"] > 0 for c in out["extra"]["cells"])
 
 
 def test_an_lr_cell_of_three_rates_says_it_has_no_interval(cli, tmp_path):
@@ -464,4 +474,4 @@ def test_an_lr_cell_of_three_rates_says_it_has_no_interval(cli, tmp_path):
     pl.DataFrame(rows).write_csv(path)
     r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
     assert r.exit_code == 0, r.output
-    assert "3 rates fit the parabola exactly" in " ".join(r.output.split())
+    assert "this cell's best rate has no interval" in " ".join(r.output.split())

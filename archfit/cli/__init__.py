@@ -22,6 +22,7 @@ from archfit.cli.shape_cmd import grid, shape
 from archfit.cli.sweep_cmd import sweep
 from archfit.cli.throughput_cmd import throughput
 from archfit.cli.trade_cmd import trade
+from archfit.cli.tune_cmd import tune
 from archfit.cli.train_cmd import train
 from archfit.cli.validate_cmd import validate
 from archfit.errors import ArchfitError, Stopped, describe_os_error
@@ -43,6 +44,7 @@ COMMANDS: dict[str, tuple[click.Command, str]] = {
     "recommend": (recommend, "Recommend a shape for a size or budget."),
     "design": (design, "Choose the next runs: most information about a target for their cost."),
     "validate": (validate, "Train the recommended shape and its rivals: did it hold?"),
+    "tune": (tune, "Write the learning-rate x batch sweep at proxy sizes that finds the recipe."),
     "trade": (trade,
               "A per-layer plan against the uniform shape: loss, step time, time to a loss."),
     "plot": (plot, "Draw a fit and its evidence."),

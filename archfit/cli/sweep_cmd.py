@@ -70,9 +70,12 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     moe = [("n_experts", "experts"), ("top_k", "top-k"),
            ("params_active_non_embedding", "active non-emb")] if any(
         r["n_experts"] for r in rows) else []
+    batch = ([("batch_tokens", "batch (tokens)")]
+             if len({r["batch_tokens"] for r in rows}) > 1 else [])
     print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
                        ("n_head", "heads"), ("d_ff", "d_ff"), *plans, *moe,
-                       ("params_non_embedding", "non-emb params"), ("lr", "lr"), ("seed", "seed"),
+                       ("params_non_embedding", "non-emb params"), ("lr", "lr"), *batch,
+                       ("seed", "seed"),
                        ("tokens", "tokens"), ("flops", "FLOPs (6N+6LTd)"), ("est_s", "est. s")],
                 title=f"sweep {spec.name}: {len(rows)} runs")
     total = sum(r["flops"] for r in rows)

@@ -1,8 +1,10 @@
-"""The optimal peak learning rate as a power law in size and tokens, fitted from a learning-rate
-sweep: each (N, D) cell's best rate is the minimum of a quadratic fit of loss against ln lr
-(not the best run), and ln lr* = a + b ln N + c ln D across the cells, weighted by each cell
-optimum's standard error. Step Law (Li et al. 2025) and DeepSeek LLM (2024) are published fits
-of this form (:mod:`archfit.train.recipe`, ``archfit laws``)."""
+"""The optimal peak learning rate and batch as power laws in size and tokens, fitted from a
+learning-rate sweep or a learning-rate x batch grid: each (N, D) cell's best rate (and batch,
+where the batch varies) is the minimum of a local fit around its lowest run
+(:mod:`archfit.laws.lr_window`), then ln lr* = a + b ln N + c ln D and
+ln B* = a_B + b_B ln N + c_B ln D across the cells, each weighted by its optimum's bootstrap
+spread. Step Law (Li et al. 2025) and DeepSeek LLM (2024) are published fits of this form
+(:mod:`archfit.train.recipe`, ``archfit laws``)."""
 
 from __future__ import annotations
 
@@ -15,58 +17,64 @@ from archfit.laws.base import Constraints, Data, Estimate, Law, register
 if TYPE_CHECKING:
     import numpy as np
 
-MARGIN = math.log(2)  # a cell optimum more than a factor of 2 beyond the rates tried: skipped
-# a cell with repeated seeds whose losses differ across rates no more than between seeds at this
-# level (one-way analysis of variance, rates as groups) has no measurable best rate
+# a cell with repeated seeds whose losses differ across its grid points no more than between
+# seeds at this level (one-way analysis of variance, the points as groups) has no measurable
+# best rate
 RATE_MATTERS_LEVEL = 0.05
+LR_TERMS = ("a", "b", "c")
+BATCH_TERMS = ("a_B", "b_B", "c_B")
 
 
 @register
 class LRBatch(Law):
     name = "lr-batch"
-    formula = ("ln lr* = a + b * ln N + c * ln D,  lr* = each (N, D) cell's best peak learning "
-               "rate (minimum of a quadratic fit of loss vs ln lr)")
-    description = "The optimal peak learning rate per (size, tokens) cell and its power law."
+    formula = ("ln lr* = a + b * ln N + c * ln D,  ln B* = a_B + b_B * ln N + c_B * ln D;  "
+               "lr*, B* = each (N, D) cell's best peak learning rate and batch (tokens), the "
+               "minimum of a local fit around its lowest run")
+    description = ("The optimal peak learning rate and batch per (size, tokens) cell and their "
+                   "power laws.")
     columns = ("loss", "params", "tokens", "lr")
-    param_names = ("a", "b", "c")
+    param_names = LR_TERMS + BATCH_TERMS
     min_points = 9  # three cells of three rates
     role = "hparam"
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
+        """Each cell's optimum (with its interval only when ``full``), then the rate's and the
+        batch's power laws across the cells. Where the batch does not vary within the cells it
+        is not fitted: a_B is the one batch used (0 where the table has none), b_B = c_B = 0."""
         import numpy as np
 
-        from archfit.laws.numeric import linear_map, ols
-
-        check_one_batch(data)
-        cells, notes = cell_optima(data)
+        cells, notes = cell_optima(data, intervals=full)
         if len(cells) < 2:
             raise FitError(f"lr-batch found {len(cells)} (size, tokens) cell(s) with an interior "
                            "best learning rate; it needs 2 or more (3 or more rates each)"
                            + (f" ({notes[0]})" if notes else ""))
-        lnN = np.log([c["params"] for c in cells])
-        lnD = np.log([c["tokens"] for c in cells])
-        y = np.array([c["log_opt"] for c in cells])
-        se = np.array([c["log_opt_se"] for c in cells])
-        w = 1.0 / se ** 2 if np.all(np.isfinite(se) & (se > 0)) else None
-        fixed = dict(constraints.fixed) if constraints else {}
-        for name, x, what in (("b", lnN, "size"), ("c", lnD, "tokens")):
-            if np.ptp(x) == 0 and name not in fixed:
-                fixed[name] = 0.0
-                notes.append(f"every cell at one {what}: {name} = 0")
-        if "b" not in fixed and "c" not in fixed and abs(np.corrcoef(lnN, lnD)[0, 1]) > 0.999:
-            fixed["c"] = 0.0
-            notes.append("size and tokens move together across the cells (one tokens per "
-                         "parameter), so c cannot be told from b: c = 0, and b carries both")
-        X = np.stack([np.ones_like(lnN), lnN, lnD], axis=1)
-        cons = Constraints(fixed=fixed, prior=dict(constraints.prior) if constraints else {},
-                           source=constraints.source if constraints else "",
-                           scale=constraints.scale if constraints else None)
-        if cons:
-            coef, cov = linear_map(X, y, w, self.param_names, cons)
+        cons = constraints or Constraints()
+        held: dict[str, float] = {}
+        coef_lr, cov_lr = _power_law(cells, "log_opt", "log_opt_se", LR_TERMS, cons, full,
+                                     notes, held)
+        batched = all(c["batch_opt"] is not None for c in cells)
+        if batched:
+            coef_b, cov_b = _power_law(cells, "log_batch_opt", "log_batch_se", BATCH_TERMS,
+                                       cons, full, notes, held)
         else:
-            coef, cov, _ = ols(X, y, w, full and len(cells) > 3)
-        extra: dict[str, Any] = {"notes": notes, "residual_space": "ln lr*"}
+            used = sorted({float(b) for b in data.get("batch_tokens", []) if np.isfinite(b)})
+            coef_b, cov_b = np.array([math.log(used[0]) if len(used) == 1 else 0.0, 0, 0]), None
+            held.update(zip(BATCH_TERMS, coef_b.tolist()))
+            notes.append(("every run at one batch (" + f"{used[0]:,.0f}" + " tokens): the best "
+                          "batch is not fitted; a_B is that batch, b_B = c_B = 0")
+                         if len(used) == 1 else "the batch is not fitted (it does not vary "
+                         "within the cells, or the table has none): a_B = b_B = c_B = 0")
+        coef = np.concatenate([coef_lr, coef_b])
+        cov = None
+        if cov_lr is not None:
+            cov = np.zeros((6, 6))
+            cov[:3, :3] = cov_lr
+            if cov_b is not None:
+                cov[3:, 3:] = cov_b
+        extra: dict[str, Any] = {"notes": notes, "residual_space": "ln lr*",
+                                 "batch_fitted": batched, "fixed": held}
         if full:
             extra["cells"] = cells
         return Estimate(coef, cov, extra)
@@ -82,6 +90,11 @@ class LRBatch(Law):
     def lr_at(self, params: Mapping[str, float], N: float, D: float) -> float:
         return math.exp(params["a"] + params["b"] * math.log(N) + params["c"] * math.log(D))
 
+    def batch_at(self, params: Mapping[str, float], N: float, D: float) -> float:
+        """The best batch in tokens (meaningful only where the fit's ``batch_fitted``)."""
+        return math.exp(params["a_B"] + params["b_B"] * math.log(N)
+                        + params["c_B"] * math.log(D))
+
     def residuals(self, params: Mapping[str, float], data: Data,
                   extra: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
@@ -92,7 +105,8 @@ class LRBatch(Law):
 
     def heldout(self, data: Data, constraints: Any = None) -> dict[str, Any] | None:
         """Fit the cells of all but the largest size, predict the largest size's best rates
-        with 95% intervals (the line's uncertainty and each cell optimum's own)."""
+        (and batches, where fitted) with 95% intervals (the line's uncertainty and each cell
+        optimum's own)."""
         import numpy as np
 
         from archfit.laws.numeric import band_report, conformal_factor
@@ -108,113 +122,178 @@ class LRBatch(Law):
             est = self.fit_point(train, full=True, constraints=constraints)
         except FitError as e:
             return {"ok": False, "reason": f"the cells below the largest size: {e}"}
-        p = dict(zip(self.param_names, est.params))
-        x = np.array([[1.0, math.log(c["params"]), math.log(c["tokens"])] for c in test])
-        line = (np.einsum("ij,jk,ik->i", x, est.cov, x) if est.cov is not None
-                else np.zeros(len(test)))
-        own = np.array([c["log_opt_half95"] if math.isfinite(c["log_opt_half95"]) else 0.0
-                        for c in test]) ** 2
-        half = np.sqrt(1.96 ** 2 * line + own)
-        pred = np.array([self.lr_at(p, c["params"], c["tokens"]) for c in test])
-        actual = np.array([c["opt"] for c in test])
-        lo, hi = pred * np.exp(-half), pred * np.exp(half)
-        return {"ok": True, "split": "largest size", "n_test": len(test),
-                "n_train": len(cells) - len(test), "held_out_sizes": [top], "level": 0.95,
-                **band_report(pred, lo, hi, actual),
-                "widen": conformal_factor(pred, lo, hi, actual, 0.95)}
+        out: dict[str, Any] = {"ok": True, "split": "largest size", "n_test": len(test),
+                               "n_train": len(cells) - len(test), "held_out_sizes": [top],
+                               "level": 0.95}
+        for what, key, names in (("rate", "opt", LR_TERMS), ("batch", "batch_opt", BATCH_TERMS)):
+            if what == "batch" and not est.extra["batch_fitted"]:
+                continue
+            band = _line_prediction(est.extra["cells"], test, key, est.extra["fixed"], names)
+            if band is None:
+                return {"ok": False, "reason": f"{len(cells) - len(test)} cells below the "
+                        "largest size leave the line no residual degrees of freedom to "
+                        "bound a prediction: sweep more sizes or token counts"}
+            pred, lo, hi = band
+            actual = np.array([c[key] for c in test])
+            report = {**band_report(pred, lo, hi, actual),
+                      "widen": conformal_factor(pred, lo, hi, actual, 0.95),
+                      "predicted": pred.tolist(), "measured": actual.tolist(),
+                      "low": lo.tolist(), "high": hi.tolist()}
+            if what == "rate":
+                out.update(report)
+            else:
+                out["batch"] = report
+        return out
 
 
-def check_one_batch(data: Data) -> None:
-    """Refuse a table whose batch size varies within a (size, tokens) cell: each cell's best
-    rate is read from one curve of loss against the rate, and averaging curves of several
-    batch sizes as if they were seeds moves it (and can flip the data exponent's sign)."""
+def _line_prediction(train: list[dict[str, Any]], test: list[dict[str, Any]], key: str,
+                     fixed: Mapping[str, float], names: tuple[str, ...]
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The 95% prediction interval of the test cells' optima ``key`` from the power law over
+    the train cells (statsmodels' ordinary or weighted least squares, Student's t at the line's
+    residual degrees of freedom; a new cell's own scatter included, scaled by its bootstrap
+    spread where every cell has one), its coefficients in ``fixed`` held; None where no degree
+    of freedom is left."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    def columns(cells: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        X = np.array([[1.0, math.log(c["params"]), math.log(c["tokens"])] for c in cells])
+        free = [i for i, n in enumerate(names) if n not in fixed]
+        offset = sum(X[:, i] * fixed[n] for i, n in enumerate(names) if n in fixed)
+        return X[:, free], np.asarray(offset, float) * np.ones(len(cells))
+
+    se_key = "log_opt_se" if key == "opt" else "log_batch_se"
+    se = np.array([c[se_key] for c in train + test])
+    weighted = bool(np.all(np.isfinite(se) & (se > 0)))
+    Xtr, off_tr = columns(train)
+    if len(train) <= Xtr.shape[1]:
+        return None
+    y = np.log([c[key] for c in train]) - off_tr
+    res = (sm.WLS(y, Xtr, weights=1 / se[:len(train)] ** 2) if weighted  # type: ignore[arg-type]
+           else sm.OLS(y, Xtr)).fit()
+    Xte, off_te = columns(test)
+    kw = {"weights": 1 / se[len(train):] ** 2} if weighted else {}
+    frame = res.get_prediction(Xte, **kw).summary_frame(alpha=0.05)
+    mid = np.asarray(frame["mean"]) + off_te
+    lo = np.asarray(frame["obs_ci_lower"]) + off_te
+    hi = np.asarray(frame["obs_ci_upper"]) + off_te
+    return np.exp(mid), np.exp(lo), np.exp(hi)
+
+
+def _power_law(cells: list[dict[str, Any]], key: str, se_key: str, names: tuple[str, ...],
+               cons: Constraints, full: bool, notes: list[str], fixed_out: dict[str, float]
+               ) -> tuple[np.ndarray, np.ndarray | None]:
+    """ln y = names[0] + names[1] ln N + names[2] ln D over the cells' optima ``key``, weighted
+    by 1 / se^2 where every cell has a spread; a coefficient with no spread in its variable (one
+    size, one token count) or that cannot be told from the other (tokens per parameter fixed) is
+    held at 0, and ``notes`` says so; ``fixed_out`` gets the coefficients held."""
     import numpy as np
 
-    if "batch_tokens" not in data:
-        return
-    by_cell: dict[tuple[float, float], set[float]] = {}
-    for N, D, b in zip(data["params"], data["tokens"], data["batch_tokens"]):
-        if np.isfinite(b):
-            by_cell.setdefault(_cell_key(float(N), float(D)), set()).add(float(b))
-    for (lnN, lnD), batches in sorted(by_cell.items()):
-        if len(batches) > 1:
-            N, D, vals = math.exp(lnN), math.exp(lnD), sorted(batches)
-            raise FitError(f"lr-batch: the batch varies within the cell N {N:.3g}, D {D:.3g} "
-                           f"({', '.join(f'{v:.4g}' for v in vals[:4])} tokens per step); the "
-                           "rate's optimum is read per batch, never averaged over them: fit "
-                           "one batch size at a time (fit --by batch_tokens, or filter the "
-                           "table)")
+    from archfit.laws.numeric import linear_map, ols
+
+    lnN = np.log([c["params"] for c in cells])
+    lnD = np.log([c["tokens"] for c in cells])
+    y = np.array([c[key] for c in cells])
+    se = np.array([c[se_key] for c in cells])
+    w = 1.0 / se ** 2 if np.all(np.isfinite(se) & (se > 0)) else None
+    a, b, c = names
+    fixed = {k: v for k, v in cons.fixed.items() if k in names}
+    for name, x, what in ((b, lnN, "size"), (c, lnD, "tokens")):
+        if np.ptp(x) == 0 and name not in fixed:
+            fixed[name] = 0.0
+            notes.append(f"every cell at one {what}: {name} = 0")
+    if b not in fixed and c not in fixed and abs(np.corrcoef(lnN, lnD)[0, 1]) > 0.999:
+        fixed[c] = 0.0
+        notes.append(f"size and tokens move together across the cells (one tokens per "
+                     f"parameter), so {c} cannot be told from {b}: {c} = 0, and {b} carries "
+                     "both")
+    X = np.stack([np.ones_like(lnN), lnN, lnD], axis=1)
+    sub = Constraints(fixed=fixed, prior={k: v for k, v in cons.prior.items() if k in names},
+                      source=cons.source, scale=cons.scale)
+    fixed_out.update(fixed)
+    if sub:
+        return linear_map(X, y, w, names, sub)
+    coef, cov, _ = ols(X, y, w, full and len(cells) > 3)
+    return coef, cov
 
 
-def _cell_key(N: float, D: float) -> tuple[float, float]:
-    return (round(math.log(N), 3), round(math.log(D), 3))
+TOKENS_TOLERANCE = 0.02  # runs of one size whose tokens differ less than this share one cell
+
+
+def cell_keys(data: Data) -> list[tuple[float, float]]:
+    """Each row's cell: its size, and its tokens grouped with those of the same size within
+    :data:`TOKENS_TOLERANCE` (a run's tokens land within a step of its budget, and a step is
+    longer at a larger batch); a cell is named by its size and its smallest tokens."""
+    import numpy as np
+
+    lnN = np.round(np.log(np.asarray(data["params"], float)), 3)
+    lnD = np.log(np.asarray(data["tokens"], float))
+    keys: list[tuple[float, float]] = [(0.0, 0.0)] * len(lnN)
+    for size in np.unique(lnN):
+        rows = np.flatnonzero(lnN == size)
+        start = -math.inf
+        for i in rows[np.argsort(lnD[rows])]:
+            if lnD[i] - start > TOKENS_TOLERANCE:
+                start = float(lnD[i])
+            keys[i] = (float(size), round(start, 3))
+    return keys
 
 
 def _cell_mask(data: Data, cell: dict[str, Any]) -> np.ndarray:
     import numpy as np
 
-    keys = [_cell_key(n, d) for n, d in zip(data["params"], data["tokens"])]
-    return np.flatnonzero([k == cell["key"] for k in keys])
+    return np.flatnonzero([k == cell["key"] for k in cell_keys(data)])
 
 
-def cell_optima(data: Data) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per (size, tokens) cell: the loss averaged over seeds at each rate, a quadratic fit of
-    it against ln lr, and its minimum with a delta-method standard error and a 95% interval
-    (Student's t at the fit's residual degrees of freedom); cells with fewer than
-    3 rates, no interior minimum, losses that differ across rates no more than across seeds
-    (where seeds repeat: the loss does not measurably depend on the rate), or a minimum far
-    beyond the rates tried are skipped,
-    and the notes say so."""
+def cell_optima(data: Data, intervals: bool = True, seed: int = 0
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Per (size, tokens) cell: the best rate (and batch, where it varies) from the local fit
+    of :mod:`archfit.laws.lr_window`, with its residual-bootstrap 95% interval when
+    ``intervals`` (``seed`` seeds the draws). Cells with no window (too few rates, two batches,
+    a best run at an edge of the grid), no minimum, or losses that differ across the grid no
+    more than across seeds are skipped; the notes say which and why, and name each cell left
+    without an interval."""
     import numpy as np
     from scipy import stats
 
-    from archfit.laws.numeric import log_minimum
+    from archfit.laws import lr_window
 
-    by_cell: dict[tuple[float, float], dict[float, list[float]]] = {}
-    sizes: dict[tuple[float, float], tuple[float, float]] = {}
-    for N, D, lr, loss in zip(data["params"], data["tokens"], data["lr"], data["loss"]):
-        key = _cell_key(float(N), float(D))
-        by_cell.setdefault(key, {}).setdefault(float(lr), []).append(float(loss))
-        sizes[key] = (float(N), float(D))
+    rng = np.random.default_rng(seed)
+    batch_all = (np.asarray(data["batch_tokens"], float) if "batch_tokens" in data else None)
+    keys = cell_keys(data)
     cells, notes = [], []
-    for key in sorted(by_cell):
-        N, D = sizes[key]
-        rates = sorted(by_cell[key])
+    for key in sorted(set(keys)):
+        idx = np.flatnonzero([k == key for k in keys])
+        N, D = float(np.median(data["params"][idx])), float(np.median(data["tokens"][idx]))
+        lr = np.asarray(data["lr"], float)[idx]
+        loss = np.asarray(data["loss"], float)[idx]
+        batch = batch_all[idx] if batch_all is not None else None
+        if batch is not None and not np.all(np.isfinite(batch)):
+            batch = None
         where = f"cell N {N:.3g}, D {D:.3g}"
-        if len(rates) < 3:
-            notes.append(f"{where}: {len(rates)} learning rate(s), fewer than 3: skipped")
+        window, why = lr_window.choose(lr, batch, loss)
+        if window is None:
+            notes.append(f"{where}: {why}: skipped")
             continue
-        x = np.log(rates)
-        y = np.array([np.mean(by_cell[key][r]) for r in rates])
-        (xs, se, c2, _), why = log_minimum(x, y, MARGIN)
-        if why == "none":
-            notes.append(f"{where}: the loss has no interior minimum over the rates tried: "
-                         "skipped")
-            continue
-        groups = [by_cell[key][r] for r in rates]
-        if any(len(g) > 1 for g in groups):
+        points = [tuple(p) for p in np.column_stack([lr, batch if batch is not None else lr])]
+        groups = [loss[[q == p for q in points]] for p in dict.fromkeys(points)]
+        if any(len(g) > 1 for g in groups) and len(groups) > 1:
             p_rate = float(stats.f_oneway(*groups).pvalue)
             if not p_rate <= RATE_MATTERS_LEVEL:
                 notes.append(f"{where}: the loss does not measurably depend on the rate (its "
                              f"spread across rates against that across seeds: p = {p_rate:.2g}"
                              "): skipped")
                 continue
-        if why == "beyond":
-            side = "above" if xs > x.max() else "below"
-            notes.append(f"{where}: the best rate lies {side} the rates tried "
-                         f"({rates[0]:.3g}-{rates[-1]:.3g}): skipped; widen the sweep")
+        opt, why = lr_window.fit(window, rng, draws=lr_window.DRAWS if intervals else 0)
+        if opt is None:
+            notes.append(f"{where}: {why}: skipped")
             continue
-        # the 95% half-width from Student's t at the parabola's residual degrees of freedom
-        # (a few rates: the normal quantile would be far too narrow)
-        half = float(stats.t.ppf(0.975, len(x) - 3)) * se if len(x) > 3 else math.nan
-        if not math.isfinite(half):
-            notes.append(f"{where}: {len(x)} rates fit the parabola exactly, leaving nothing to "
-                         "measure its error: this cell's best rate has no interval (sweep 4 or "
-                         "more rates)")
-        cells.append({"key": key, "params": N, "tokens": D, "log_opt": xs, "log_opt_se": se,
-                      "log_opt_half95": half, "opt": math.exp(xs),
-                      "opt_ci": ([math.exp(xs - half), math.exp(xs + half)]
-                                 if math.isfinite(half) else None),
-                      "curvature": c2, "best_run_lr": rates[int(np.argmin(y))],
-                      "loss_min": float(y.min()), "rates": rates})
+        if intervals and opt.why_no_interval:
+            notes.append(f"{where}: {opt.why_no_interval}")
+        best = int(np.argmin(loss))
+        cells.append({"key": key, "params": N, "tokens": D, **lr_window.summary(window, opt),
+                      "best_run_lr": float(lr[best]),
+                      "best_run_batch": float(batch[best]) if batch is not None else None,
+                      "loss_min": float(loss.min()), "rates": sorted(set(lr.tolist()))})
     return cells, notes

@@ -111,3 +111,53 @@ def lr_sweep(seed: int = 0, sizes: tuple[float, ...] = (1e7, 3e7, 1e8, 3e8),
                     rows.append({"params": N, "tokens": D, "lr": best * m, "seed": s,
                                  "loss": loss, "lr_opt_true": best})
     return pl.DataFrame(rows)
+
+
+BATCH_LAW = {"a_B": math.log(0.58), "b_B": 0.0, "c_B": 0.571}  # Step Law's batch, in tokens
+LR_ASYMMETRY = 1.0  # the loss rises e^{k u} - 1 - k u (scaled to u^2 near 0) at u = ln(lr / lr*)
+LR_PER_BATCH = 0.5  # the best rate moves as batch^0.5 (the square-root rule) away from B*
+# loss rise per (ln lr - ln lr*)^2 and per (ln B - ln B*)^2 near the optimum, in nats: a factor 2
+# off in either costs about 0.02 nats, the order of the bands in DeepSeek-AI 2024's Fig. 3
+RATE_CURVATURE = 0.04
+BATCH_CURVATURE = 0.04
+
+
+def lr_batch_sweep(seed: int = 0, sizes: tuple[float, ...] = (1e7, 3e7, 1e8, 3e8),
+                   tokens_per_param: tuple[float, ...] = (20.0, 80.0), n_rates: int = 9,
+                   n_batches: int = 4, seeds: int = 1, noise: float = 0.003) -> Any:
+    """A learning-rate x batch grid with known optima (lr* of :data:`LR_LAW`, B* of
+    :data:`BATCH_LAW`), shaped as real curves are: steeper above the best rate than below
+    (:data:`LR_ASYMMETRY`), and a best rate that moves with the batch (:data:`LR_PER_BATCH`).
+    Rates a factor of sqrt(2) apart and batches a factor of 2 apart, each grid shifted by a
+    random fraction of a step (so the best run falls anywhere between grid points), the batches
+    more below B* than above; ``seeds`` noise draws per point, Gaussian with sd ``noise``
+    (nats). The columns ``lr_opt_true`` and ``batch_opt_true`` hold each cell's optimum."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    k = LR_ASYMMETRY
+    rows = []
+    for N in sizes:
+        for tpp in tokens_per_param:
+            D = N * tpp
+            ln_lr = LR_LAW["a"] + LR_LAW["b"] * math.log(N) + LR_LAW["c"] * math.log(D)
+            ln_b = BATCH_LAW["a_B"] + BATCH_LAW["b_B"] * math.log(N) + BATCH_LAW["c_B"] * \
+                math.log(D)
+            floor = 1.8 + 400 / N ** 0.34 + 2000 / D ** 0.36
+            shift_r, shift_b = rng.uniform(-0.5, 0.5, 2)
+            for j in range(n_batches):  # one batch above B*, the rest below
+                v = (j - (n_batches - 2) + shift_b) * math.log(2)
+                for i in range(n_rates):
+                    x = (i - n_rates // 2 + shift_r) * math.log(2) / 2  # ln(lr / lr*)
+                    u = x - LR_PER_BATCH * v
+                    rise = (math.exp(k * u) - 1 - k * u) / (k * k / 2)
+                    for s in range(seeds):
+                        loss = (floor + RATE_CURVATURE * rise + BATCH_CURVATURE * v * v
+                                + rng.normal(0, noise))
+                        rows.append({"params": N, "tokens": D,
+                                     "lr": math.exp(ln_lr + x),
+                                     "batch_tokens": math.exp(ln_b + v), "seed": s,
+                                     "loss": loss, "lr_opt_true": math.exp(ln_lr),
+                                     "batch_opt_true": math.exp(ln_b)})
+    return pl.DataFrame(rows)

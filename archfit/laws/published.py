@@ -141,17 +141,19 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 
 def _hyper(name: str) -> dict[str, Any]:
     """A published hyperparameter law (archfit.train.recipe) as a fit of the lr-batch law: its
-    learning-rate power law; the batch law rides along in ``extra``."""
+    learning-rate and batch power laws."""
     from archfit.train.recipe import HYPER_LAWS
 
     h = HYPER_LAWS[name]
     c, n, d = h.lr
+    cb, nb, db = h.batch
     return {"link": h.link, "law": "lr-batch",
-            "params": {"a": math.log(c), "b": n, "c": d},
+            "params": {"a": math.log(c), "b": n, "c": d,
+                       "a_B": math.log(cb), "b_B": nb, "c_B": db},
             "source": h.citation + "; no interval published",
             "conventions": {**h.conventions, "tokens": "training tokens",
-                            "lr": "peak learning rate"},
-            "extra": {"batch_tokens": {"coef": h.batch[0], "n": h.batch[1], "d": h.batch[2]}}}
+                            "lr": "peak learning rate", "batch": "tokens per optimizer step"},
+            "extra": {"batch_fitted": True}}
 
 
 PUBLISHED["steplaw2025"] = _hyper("steplaw2025")

@@ -129,11 +129,13 @@ BOUND_SHARE = 0.1
 def bound_reasons(law: Any, fit: Any) -> list[str]:
     """One line per free parameter on (or within 1e-4 of) a bound of the fit, or whose
     bootstrap CI has zero width (every resample landed on one value: a bound the optimizer
-    holds, not a measurement). Fixed and tied parameters are not free and are skipped."""
+    holds, not a measurement). Fixed and tied parameters, and those the law holds itself
+    (``extra["fixed"]``), are not free and are skipped."""
     held = set((fit.prior or {}).get("fixed") or {}) | set((fit.prior or {}).get("tied")
                                                             or {})
     if fit.extra.get("uses_tokens") is False:
         held |= set(law.folded_without_tokens)
+    held |= set(fit.extra.get("fixed") or {})  # held by the law itself (lr-batch: no spread)
     out = []
     for name, (lo, hi) in law.bounds.items():
         v = fit.params.get(name)

@@ -62,7 +62,10 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         raise RecommendError(str(e)) from None
     r["decay"]["each"] = DECAY_EACH
     if "hparam" in fits:
-        r["lr"] = _fitted_lr(fits["hparam"], N, toks["value"], r["lr"])
+        r["lr"] = _fitted(fits["hparam"], "lr", N, toks["value"], r["lr"])
+        if fits["hparam"].extra.get("batch_fitted"):
+            r["batch_tokens"] = _fitted(fits["hparam"], "batch_tokens", N, toks["value"],
+                                        r["batch_tokens"])
     out = {"tokens": {**toks, "convention": "training tokens"}, **r, "shape_params": N_shape}
     reasons = unusable(out, shape.n_ctx)
     far, weak = beyond_reach(out)
@@ -72,15 +75,16 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
 
 
 def beyond_reach(r: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """How far past the largest model its law was checked on each published value of recipe
-    ``r`` lies: (reasons past the verdict's uninformative extrapolation threshold, reasons past
-    its weak one), with the thresholds a fit's verdict uses (:data:`EXTRAPOLATION`)."""
+    """How far past the largest model its law was checked on (a published law's, or the largest
+    cell of the sweep a fitted law was fitted on) each value of recipe ``r`` lies: (reasons past
+    the verdict's uninformative extrapolation threshold, reasons past its weak one), with the
+    thresholds a fit's verdict uses (:data:`EXTRAPOLATION`)."""
     far: list[str] = []
     weak: list[str] = []
     laws: dict[str, tuple[dict[str, Any], list[str]]] = {}  # each law: its reach, what it sets
     for what, e in (("peak rate", r["lr"]), ("batch", r["batch_tokens"])):
         reach = (e.get("reach") or {}).get(e["law"])
-        if reach is not None:  # a rate fitted to your sweep has none: its own verdict grades it
+        if reach is not None:  # a published law's checked range, or your sweep's largest cell
             laws.setdefault(e["law"], (reach, []))[1].append(what)
     for law, (reach, whats) in laws.items():
         f, sets = reach["factor"], " and ".join(whats)
@@ -143,26 +147,33 @@ def _tokens_at(fit: Fit, N: float) -> float:
     return math.exp((lo + hi) / 2) / (6 * N)
 
 
-def _fitted_lr(fit: Fit, N: float, D: float, published: dict[str, Any]) -> dict[str, Any]:
-    """The rate of the user's lr-batch fit at (N, D), its 95% interval over the fit's draws, the
-    published laws' values beside it."""
+def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
+            ) -> dict[str, Any]:
+    """The peak rate (``what`` "lr") or the batch (``"batch_tokens"``) of an lr-batch fit at
+    (N, D), its 95% interval over the fit's draws, the published laws' values beside it."""
     from archfit.laws.lr_batch import LRBatch  # only when a learning-rate fit is given
 
     law = fit.law_obj
     if not isinstance(law, LRBatch):
         raise RecommendError(f"the learning-rate fit must be an lr-batch fit, got {fit.label}; "
                              "fit a learning-rate sweep with --law lr-batch")
-    value = law.lr_at(fit.params, N, D)
-    draws = sorted(law.lr_at(d, N, D) for d in fit.draws())
+    at = law.lr_at if what == "lr" else law.batch_at
+    value = at(fit.params, N, D)
+    draws = sorted(at(d, N, D) for d in fit.draws())
     rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
            if len(draws) >= 20 else None)
     given = _kind(fit.name or "")
+    span = (fit.diagnostics or {}).get("span") or {}
+    top, most = span.get("params_max"), span.get("tokens_max")
+    reach = ({fit.label: {"params": top, "tokens": most, "factor": max(N / top, D / most),
+                          "source": "the largest cell of the sweep it was fitted on"}}
+             if given == "fitted" and top and most else {})
     return {"value": value, "interval": Interval.of(rng, fit.interval_provenance()),
-            "law": fit.label, "provenance": given,
+            "law": fit.label, "provenance": given, "reach": reach,
             "each": published["each"], "convention": published["convention"],
             "note": (("fitted to your sweep" if given == "fitted" else
                       f"the published {fit.label} law, as asked")
-                     + "; the published laws give "
+                     + f"; the published laws give {'rates' if what == 'lr' else 'batches'} "
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 
@@ -187,8 +198,12 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
         return f" {iv.text(fmt, named=False)}" if iv else ""
 
     lr, b, t, w, d = r["lr"], r["batch_tokens"], r["tokens"], r["warmup"], r["decay"]
-    named = [f"the {what} interval: {e['interval'].name()}"
-             for what, e in (("rate's", lr), ("tokens'", t)) if e.get("interval")]
+    kinds: dict[str, list[str]] = {}  # each interval's name: whose intervals it names
+    for what, e in (("rate", lr), ("batch", b), ("tokens", t)):
+        if e.get("interval"):
+            kinds.setdefault(e["interval"].name(), []).append(what)
+    named = [f"the {' and '.join(whats)} interval{'s' if len(whats) > 1 else ''}: {name}"
+             for name, whats in kinds.items()]
     shape = r.get("shape_params")
     lines = [f"recipe (N {r['params']:.3g} non-embedding, the size asked"
              + (f"; the shape's {shape:.3g}" if shape and abs(shape / r["params"] - 1) > 1e-3
@@ -214,8 +229,8 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
         picks = [f"{what} {e['pick']}" for what, e in (("lr and batch", b), ("tokens", t))
                  if e.get("pick")]
         lines.append(f"  the picks: {'; '.join(picks)}")
-    if lr.get("note"):
-        lines.append(f"  note: {lr['note']}")
+    lines += [f"  note: the {what}: {e['note']}" for what, e in (("rate", lr), ("batch", b))
+              if e.get("note")]
     reach = (b.get("reach") or {}).get(b["law"])
     if reach and reach["factor"] is not None and r.get("verdict") == "usable":
         where = ("within" if reach["factor"] <= 1 else f"{reach['factor']:.3g}x past")

@@ -53,7 +53,8 @@ def plan_rows(spec: Spec, throughput: float | None = None,
                      "plan": s.plan, "variant": r.meta.get("variant"),
                      "n_experts": s.n_experts, "top_k": s.top_k,
                      "params_active_non_embedding": s.params_active_non_embedding,
-                     "lr": cfg.lr, "seed": cfg.seed, "tokens": tokens, "flops": flops,
+                     "lr": cfg.lr, "batch_tokens": cfg.tokens_per_step, "seed": cfg.seed,
+                     "tokens": tokens, "flops": flops,
                      "est_s": flops / rate if rate else None})
     return rows
 

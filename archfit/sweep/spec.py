@@ -7,6 +7,7 @@ planned size: the same spec always gives the same ids, so a sweep directory resu
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -81,6 +82,9 @@ EXECUTOR = {"kind": Key("str", choices=("local", "slurm", "ray")), "concurrency"
 SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
         "seeds": Key("list", item="int", nonempty=True, nonnegative=True),
         "lrs": Key("list", item="lr", positive=True, nonempty=True),
+        # sequences per optimizer step, each trained at every learning rate (a rate x batch grid,
+        # which 'fit --law lr-batch' reads); absent: [train] batch_size alone
+        "batch_sizes": Key("list", item="int", positive=True, nonempty=True),
         "model": Key("table", table=MODEL), "grid": Key("table", table=GRID),
         "budget": Key("table", table=BUDGET), "train": Key("table", table=TRAIN),
         "executor": Key("table", table=EXECUTOR)}
@@ -274,21 +278,23 @@ def _runs(raw: dict[str, Any], name: str,
     train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
     runs = []
     data_sha = _manifest_sha(raw.get("data"))
+    batches = raw.get("batch_sizes") or [None]  # None: [train] batch_size, or the default
     for s, target, variant in shapes:
-        for lr in raw.get("lrs") or [3e-3]:
-            for seed in raw.get("seeds") or [0]:
-                cfg = TrainConfig(shape=s, budget=budget,
-                                  vocab_from_data=model.get("vocab_size") is None,
-                                  parametrization=model.get("parametrization", "standard"),
-                                  data=raw.get("data"), data_sha256=data_sha,
-                                  lr=1.0 if lr == "auto" else number(lr), seed=seed, **train_kw)
-                meta: dict[str, Any] = {"target_params": target, "sweep": name}
-                if lr == "auto":
-                    cfg, meta["lr_source"] = resolve_lr(cfg)
-                c = cfg.to_dict()
-                if variant is not None:
-                    meta["variant"] = variant
-                runs.append(Run(run_id_of(c, meta), c, meta))
+        for lr, batch, seed in itertools.product(raw.get("lrs") or [3e-3], batches,
+                                                 raw.get("seeds") or [0]):
+            kw = train_kw if batch is None else {**train_kw, "batch_size": batch}
+            cfg = TrainConfig(shape=s, budget=budget,
+                              vocab_from_data=model.get("vocab_size") is None,
+                              parametrization=model.get("parametrization", "standard"),
+                              data=raw.get("data"), data_sha256=data_sha,
+                              lr=1.0 if lr == "auto" else number(lr), seed=seed, **kw)
+            meta: dict[str, Any] = {"target_params": target, "sweep": name}
+            if lr == "auto":
+                cfg, meta["lr_source"] = resolve_lr(cfg)
+            c = cfg.to_dict()
+            if variant is not None:
+                meta["variant"] = variant
+            runs.append(Run(run_id_of(c, meta), c, meta))
     return runs
 
 
@@ -347,7 +353,7 @@ def _size_bound(raw: dict[str, Any]) -> int:
     shapes = len(g["shapes"]) if "shapes" in g else len(g.get("params", [])) * max(
         len(g.get("depths", [])), len(g.get("aspect_ratios", []))) * len(g.get("ff_ratios", [4]))
     return (shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
-            * len(g.get("variants") or [0]))
+            * len(raw.get("batch_sizes") or [0]) * len(g.get("variants") or [0]))
 
 
 def _check_gpus(spec: Spec, problems: list[str]) -> None:
@@ -411,7 +417,7 @@ def spec_from_raw(raw: dict[str, Any], path: str, max_runs: int = MAX_RUNS,
     if not problems:
         runs = _runs(raw, name, shapes, budget)  # type: ignore[arg-type]
         if len({r.run_id for r in runs}) != len(runs):
-            problems.append("grid: some runs are identical (duplicate shapes, lrs or seeds)")
+            problems.append("grid: some runs are identical (duplicate shapes, lrs, batch_sizes or seeds)")
         for r in runs[:1] + [r for r in runs[1:] if r.config["lr"] != runs[0].config["lr"]]:
             try:  # every value a run is trained with, checked as the trainer checks it
                 r.train_config.validate()
