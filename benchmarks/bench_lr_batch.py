@@ -18,6 +18,7 @@ Run: python benchmarks/bench_lr_batch.py"""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -27,22 +28,9 @@ DRAWS = 40
 
 
 def planted(noise: float, batch: bool) -> dict[str, float]:
-    from archfit.laws.lr_batch import cell_optima
-    from archfit.laws.numeric import columns
-    from archfit.laws.planted import lr_batch_sweep
+    from archfit.laws.planted import lr_cell_recovery
 
-    ratios, covered, tried = [], [], 0
-    for seed in range(DRAWS):
-        df = lr_batch_sweep(seed=seed, noise=noise)
-        truth = {(n, t): lr for n, t, lr in
-                 df.select("params", "tokens", "lr_opt_true").unique().iter_rows()}
-        tried += len(truth)
-        cells, _ = cell_optima(columns(df if batch else df.drop("batch_tokens")), seed=seed)
-        for c in cells:
-            true = truth[c["params"], c["tokens"]]
-            ratios.append(c["opt"] / true)
-            if c["opt_ci"]:
-                covered.append(c["opt_ci"][0] <= true <= c["opt_ci"][1])
+    ratios, covered, tried = lr_cell_recovery(noise, DRAWS, batch)
     r = np.array(ratios)
     return {"bias": float(np.median(r)) - 1, "error": float(np.median(np.abs(r - 1))),
             "fitted": len(r) / tried, "with_ci": len(covered) / max(1, len(r)),
@@ -50,33 +38,54 @@ def planted(noise: float, batch: bool) -> dict[str, float]:
 
 
 def real() -> None:
+    """The CPU grid: each cell's optimum, the law of the smaller sizes' cells (its point) at
+    the largest size, the held-out check's verdict on it, and the loss of the largest size's
+    run nearest the predicted (rate, batch) against its best run."""
     import polars as pl
 
-    from archfit.laws.fitting import fit
+    from archfit.laws import get_law
+    from archfit.laws.lr_batch import cell_optima
+    from archfit.sweep.store import read_runs
 
     path = Path(__file__).parents[1] / "datasets" / "lr_batch_sweep_cpu.parquet"
-    runs = pl.read_parquet(path)
-    f = fit(runs, "lr-batch", bootstrap=200, seed=0)
-    held = f.diagnostics["heldout"]
-    print(f"\nreal grid ({path.name}): {len(f.extra['cells'])} cells; the fit of the "
-          f"{held['n_train']} smaller sizes predicts the largest ({held['held_out_sizes'][0]:,.0f}"
-          " non-embedding parameters):")
-    top = runs.filter(pl.col("params_non_embedding") == int(held["held_out_sizes"][0]))
-    pr, pb = held["predicted"][0], held["batch"]["predicted"][0]
-    near = top.with_columns(
+    runs = pl.read_parquet(path).with_columns(
+        (pl.col("batch_size") * pl.col("grad_accum") * pl.col("n_ctx")).alias("batch_tokens"))
+    law = get_law("lr-batch")
+    data = law.prepare(read_runs([], frame=runs).frame)
+    cells, notes = cell_optima(data)
+    print(f"\nreal grid ({path.name}, {len(runs)} runs, one seed): "
+          f"{len(cells)} of {runs['params_non_embedding'].n_unique()} cells fitted")
+    for c in cells:
+        ci = "[{:.3g}, {:.3g}]".format(*c["opt_ci"]) if c["opt_ci"] else "no interval"
+        print(f"  N {c['params']:>9,.0f}: best lr {c['opt']:.3g} {ci}, best batch "
+              f"{c['batch_opt']:,.0f} tokens")
+    for n in notes:
+        print(textwrap.fill(f"note: {n}", 100, initial_indent="  ", subsequent_indent="      "))
+    top = max(runs["params_non_embedding"].unique())
+    below = runs.filter(pl.col("params_non_embedding") < top)
+    est = law.fit_point(law.prepare(read_runs([], frame=below).frame))
+    p = dict(zip(law.param_names, est.params))
+    tokens = float(runs["tokens"].median())
+    pr, pb = law.lr_at(p, top, tokens), law.batch_at(p, top, tokens)
+    held = law.heldout(data)
+    print(textwrap.fill(
+        f"the law of the {len(est.extra['cells'])} smaller cells at N {top:,}: lr {pr:.3g}, "
+        f"batch {pb:,.0f} tokens; held-out check: "
+        + ("within its interval" if held.get("within_interval") else held.get("reason", "-")),
+        100, initial_indent="  ", subsequent_indent="      "))
+    largest = runs.filter(pl.col("params_non_embedding") == top)
+    near = largest.with_columns(
         ((pl.col("lr").log() - math.log(pr)) ** 2
-         + (pl.col("batch_tokens").log() - math.log(pb)) ** 2).alias("d")).sort("d")
-    best = top.sort("final_val_loss").row(0, named=True)
-    for what, h, unit in (("rate", held, ""), ("batch", held["batch"], " tokens")):
-        print(f"  {what:<6} predicted {h['predicted'][0]:.3g}{unit} [{h['low'][0]:.3g}, "
-              f"{h['high'][0]:.3g}] (95% prediction interval), measured optimum "
-              f"{h['measured'][0]:.3g}: {'within' if h['within_interval'] else 'outside'}")
-    n = near.row(0, named=True)
-    print(f"  the run nearest the predicted (rate, batch): lr {n['lr']:.3g}, batch "
-          f"{n['batch_tokens']:,.0f}: loss {n['final_val_loss']:.4f}; the best run: lr "
-          f"{best['lr']:.3g}, batch {best['batch_tokens']:,.0f}: loss "
-          f"{best['final_val_loss']:.4f} (excess {n['final_val_loss'] - best['final_val_loss']:+.4f}"
-          " nats)")
+         + (pl.col("batch_tokens").log() - math.log(pb)) ** 2).alias("d")).sort("d").row(
+        0, named=True)
+    best = largest.sort("final_val_loss").row(0, named=True)
+    excess = near["final_val_loss"] - best["final_val_loss"]
+    print(textwrap.fill(
+        f"the run nearest the prediction: lr {near['lr']:.3g}, batch "
+        f"{near['batch_tokens']:,.0f}: loss {near['final_val_loss']:.4f}; the best run: lr "
+        f"{best['lr']:.3g}, batch {best['batch_tokens']:,.0f}: loss "
+        f"{best['final_val_loss']:.4f} (excess {excess:+.4f} nats)",
+        100, initial_indent="  ", subsequent_indent="      "))
 
 
 def main() -> None:
@@ -88,7 +97,7 @@ def main() -> None:
             r = planted(noise, batch)
             print(f"{noise:>6} {'rate x batch' if batch else 'batch averaged':<18}"
                   f"{r['bias']:>+8.1%}{r['error']:>9.1%}{r['fitted']:>8.0%}{r['with_ci']:>9.0%}"
-                  f"{r['coverage']:>10.1%}")
+                  + (f"{r['coverage']:>10.1%}" if r["with_ci"] >= 0.05 else f"{'-':>10}"))
     real()
 
 

@@ -122,31 +122,6 @@ def test_the_lr_batch_law_recovers_a_planted_sweep():
     assert f.verdict().verdict != "uninformative"
 
 
-def _planted_cells(batch: bool, draws: int = 40) -> tuple[list[float], list[bool], int]:
-    """Over ``draws`` noise draws of the planted rate x batch grid (noise 0.004 nats, a tenth of
-    the curvature): each cell's fitted best rate over the planted one, whether its 95% interval
-    holds the planted rate (cells with an interval), and the cells tried. ``batch`` False drops
-    the batch column: the losses at each rate are then read as one curve, averaged over the
-    batches, as lr-batch did before it fitted the batch."""
-    from archfit.laws.lr_batch import cell_optima
-    from archfit.laws.numeric import columns
-    from archfit.laws.planted import lr_batch_sweep
-
-    ratios, covered, tried = [], [], 0
-    for seed in range(draws):
-        df = lr_batch_sweep(seed=seed, noise=0.004)
-        truth = {(n, t): lr for n, t, lr in
-                 df.select("params", "tokens", "lr_opt_true").unique().iter_rows()}
-        tried += len(truth)
-        cells, _ = cell_optima(columns(df if batch else df.drop("batch_tokens")), seed=seed)
-        for c in cells:
-            true = truth[c["params"], c["tokens"]]
-            ratios.append(c["opt"] / true)
-            if c["opt_ci"]:
-                covered.append(c["opt_ci"][0] <= true <= c["opt_ci"][1])
-    return ratios, covered, tried
-
-
 def test_each_cells_best_rate_on_an_asymmetric_rate_x_batch_surface():
     """The planted grid (archfit.laws.planted.lr_batch_sweep: 9 rates sqrt(2) apart x 4 batches
     2x apart per cell, the loss steeper above the best rate than below, the best rate moving as
@@ -156,14 +131,16 @@ def test_each_cells_best_rate_on_an_asymmetric_rate_x_batch_surface():
     than 10%: the grid's batches lie mostly below the best, where the best rate is lower."""
     import numpy as np
 
-    ratios, covered, tried = _planted_cells(batch=True)
+    from archfit.laws.planted import lr_cell_recovery
+
+    ratios, covered, tried = lr_cell_recovery(0.004)
     bias = float(np.median(ratios)) - 1
     print(f"\nrate x batch: median bias {bias:+.1%}, coverage {np.mean(covered):.1%} of "
           f"{len(covered)} intervals ({len(ratios)} of {tried} cells fitted)")
     assert len(ratios) >= 0.9 * tried and len(covered) >= 0.6 * len(ratios)
     assert abs(bias) <= 0.10
     assert 0.90 <= np.mean(covered) <= 0.98
-    averaged, _, _ = _planted_cells(batch=False)
+    averaged, _, _ = lr_cell_recovery(0.004, batch=False)
     print(f"averaged over batch: median bias {np.median(averaged) - 1:+.1%}")
     assert abs(float(np.median(averaged)) - 1) > 0.10
 
@@ -298,25 +275,25 @@ def test_the_recipe_says_how_far_past_its_laws_checked_range_it_reaches(cli):
     assert "recipe unusable" in text.splitlines()[0] and "recipe verdict: uninformative" in text
 
 
-@pytest.mark.slow  # 165 tiny runs on 2 cores: about 5 minutes
+@pytest.mark.slow  # 63 tiny runs on 2 cores: about 6 minutes
+@pytest.mark.timeout(1500)
 def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path):
     """archfit tune writes the proxies' learning-rate x batch sweep; sweep run trains it, sweep
     collect tables it, fit --law lr-batch fits both knobs, and recommend --fit takes the rate and
     the batch from it, fitted, with intervals, the factor past the largest proxy in the verdict,
-    and the published laws beside them."""
+    and the published laws beside them. At these CPU sizes the published laws' rates and batches
+    are far above the best (sweeps/lr-batch-small.toml found the best batch at 1-2 sequences of
+    128 tokens and rates of 0.002-0.008), so the sweep is given that grid, as a second pass
+    would be (the grid around the published laws is the fast test's)."""
     import json
 
     spec = tmp_path / "tune.toml"
-    r = cli("tune", "--params", "1e7", "--sizes", "2e4,4e4,8e4", "--tokens-per-param", "5",
-            "-o", spec, "--json")
+    rates = "1e-3,1.41e-3,2e-3,2.83e-3,4e-3,5.66e-3,8e-3"
+    r = cli("tune", "--params", "1e7", "--sizes", "2e4,3.5e4,6e4", "--tokens-per-param", "5",
+            "--rates", rates, "--batch-sizes", "1,2,4", "-o", spec, "--json")
     assert r.exit_code == 0, r.output
     plan = json.loads(r.output)
-    assert plan["runs"] == 3 * len(plan["rates"]) * len(plan["batch_sizes"])
-    for p in plan["published"]:  # the grid brackets every published value at every proxy
-        assert min(plan["rates"]) < min(p["lr"].values()) <= max(p["lr"].values()) < max(
-            plan["rates"])
-        assert min(plan["batch_tokens"]) < min(p["batch"].values())
-        assert max(p["batch"].values()) < max(plan["batch_tokens"])
+    assert plan["runs"] == 3 * 7 * 3 and plan["batch_sizes"] == [1, 2, 4]
     out = tmp_path / "runs"
     r = cli("sweep", "run", spec, "--out", out)
     assert r.exit_code == 0, r.output
@@ -324,7 +301,7 @@ def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path):
     r = cli("sweep", "collect", spec, "--out", out, "-o", table)
     assert r.exit_code == 0, r.output
     fit_path = tmp_path / "lr.json"
-    r = cli("fit", table, "--law", "lr-batch", "--bootstrap", 50, "-o", fit_path)
+    r = cli("fit", table, "--law", "lr-batch", "--bootstrap", 50, "--out", fit_path)
     assert r.exit_code == 0, r.output
     r = cli("recommend", "--params", "1e7", "--fit", fit_path, "--json")
     assert r.exit_code == 0, r.output
@@ -332,10 +309,58 @@ def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path):
     for key in ("lr", "batch_tokens"):
         e = recipe[key]
         assert e["provenance"] == "fitted" and e["law"] != "steplaw2025"
-        assert e["interval"]["kind"] == "fitted" and e["interval"]["low"] <= e["value"]
         assert set(e["each"]) == {"steplaw2025", "deepseek2024"}
+        # one seed of tiny runs: the fit's resamples may leave too few draws for an interval,
+        # and the recipe then says so
+        assert (e["interval"] and e["interval"]["kind"] == "fitted"
+                and e["interval"]["low"] <= e["value"] <= e["interval"]["high"]) or (
+            "no interval" in e["note"])
     reach = recipe["lr"]["reach"][recipe["lr"]["law"]]
     top = max(run["params"] for run in plan["published"])
     assert reach["factor"] >= 1e7 / reach["params"] and reach["params"] > top / 2
     assert recipe["verdict"] in ("weak", "uninformative") and any(
         "past the largest model" in why for why in recipe["reasons"])
+
+
+def test_a_sweep_spec_trains_every_rate_at_every_batch():
+    """sweeps/lr-batch-small.toml: 4 sizes x 10 rates x 6 batches x 1 seed = 240 runs, each
+    batch (1 to 32 sequences of 128 tokens) on the same 614,400 tokens (150 to 4,800 steps)."""
+    from pathlib import Path
+
+    from archfit.sweep.spec import load_spec
+
+    spec = load_spec(str(Path(__file__).parents[1] / "sweeps" / "lr-batch-small.toml"))
+    assert len(spec.runs) == 4 * 10 * 6
+    cfgs = [r.train_config for r in spec.runs]
+    assert {c.batch_size for c in cfgs} == {1, 2, 4, 8, 16, 32}
+    assert {c.steps() * c.tokens_per_step for c in cfgs} == {614_400}
+    assert len({(c.shape.d_model, c.lr, c.batch_size) for c in cfgs}) == 240
+
+
+def test_the_tuning_sweep_brackets_the_published_laws(cli, tmp_path):
+    """archfit tune: rates sqrt(2) apart from below half the lowest published rate at any proxy
+    to above twice the highest; batches 2x apart bracketing the published batches by 2x; 3 or
+    more proxies, all below the target; an existing file is never overwritten."""
+    import json
+
+    from archfit.train.recipe import HYPER_LAWS
+
+    out = tmp_path / "tune.toml"
+    r = cli("tune", "--params", "7e9", "--sizes", "3e4,6e4,1.2e5", "-o", out, "--json")
+    assert r.exit_code == 0, r.output
+    p = json.loads(r.output)
+    rates, batches = p["rates"], p["batch_tokens"]
+    assert all(b / a == pytest.approx(math.sqrt(2), rel=0.01) for a, b in zip(rates, rates[1:]))
+    for N in (3e4, 6e4, 1.2e5):
+        D = 20 * N
+        lrs = [h.lr_at(N, D) for h in HYPER_LAWS.values()]
+        bs = [h.batch_at(N, D) for h in HYPER_LAWS.values()]
+        assert rates[0] <= min(lrs) / 2 * 1.01 and rates[-1] >= max(lrs) * 2 / 1.01
+        assert batches[0] <= min(bs) / 2 and batches[-1] >= max(bs) * 2
+    assert len(batches) >= 4 and "lrs = [" in out.read_text()
+    r = cli("tune", "--params", "7e9", "--sizes", "3e4,6e4,1.2e5", "-o", out)
+    assert r.exit_code == 2 and "does not overwrite" in r.output
+    r = cli("tune", "--params", "7e9", "--sizes", "3e4,6e4", "-o", tmp_path / "b.toml")
+    assert r.exit_code == 2 and "3 or more" in r.output
+    r = cli("tune", "--params", "1e5", "--sizes", "3e4,6e4,1.2e5", "-o", tmp_path / "c.toml")
+    assert r.exit_code == 2 and "smaller than the target" in r.output

@@ -26,11 +26,17 @@ from archfit.text import wrap
               help="The proxies' context length (tokens per sequence).")
 @click.option("--family", type=click.Choice(["llama", "gpt2"]), default="llama",
               show_default=True, help="The proxies' block, the target's.")
+@click.option("--rates", type=NumberListType(), default=None,
+              help="Your own learning rates (5 or more) instead of the grid around the "
+                   "published laws, e.g. after a first pass found its best runs at an edge.")
+@click.option("--batch-sizes", type=NumberListType(integer=True), default=None,
+              help="Your own batches in sequences per step (3 or more), likewise.")
 @click.option("--name", default=None, help="The sweep's name (default tune-<params>).")
 @click.option("-o", "--output", required=True,
               help="The sweep spec to write (TOML); an existing file is not overwritten.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-def tune(params, sizes, tokens_per_param, depth, ctx, family, name, output, as_json):
+def tune(params, sizes, tokens_per_param, depth, ctx, family, rates, batch_sizes, name, output,
+         as_json):
     """Write the tuning sweep: every proxy at every learning rate and batch, the grid reaching
     a factor 2 past the published laws' values at each proxy. Train it with 'archfit sweep run',
     fit it with 'archfit fit --law lr-batch' and pass the fit to 'archfit recommend --fit': the
@@ -40,7 +46,7 @@ def tune(params, sizes, tokens_per_param, depth, ctx, family, name, output, as_j
     \b
       archfit tune --params 7e9 --sizes 3e4,6e4,1.2e5 -o tune.toml
       archfit sweep run tune.toml && archfit sweep collect tune.toml -o tune.parquet
-      archfit fit tune.parquet --law lr-batch -o lr.json
+      archfit fit tune.parquet --law lr-batch --out lr.json
       archfit recommend --params 7e9 --fit lr.json
     """
     from archfit.recommending.tuning import plan
@@ -49,19 +55,20 @@ def tune(params, sizes, tokens_per_param, depth, ctx, family, name, output, as_j
         raise click.UsageError(f"-o {output}: the file exists; archfit does not overwrite it "
                                "(name another, or remove it first)")
     p = plan(params, sizes, tokens_per_param=tokens_per_param, depth=depth, ctx=ctx,
-             name=name, family=family)
+             name=name, family=family, rates=rates, batch_sizes=batch_sizes)
     p.write(output)
     if as_json:
         emit_json({**p.to_json(), "output": output})
         return
     click.echo(f"wrote {output}: {p.n_runs} runs ({len(p.sizes)} proxy sizes x "
                f"{len(p.rates)} learning rates x {len(p.batches)} batches, one seed)")
-    click.echo(wrap(f"rates {p.rates[0]:.3g} to {p.rates[-1]:.3g} (a factor of sqrt(2) "
-                    f"apart); batches {p.batches[0]} to {p.batches[-1]} sequences of "
+    step = "as given" if rates else "a factor of sqrt(2) apart"
+    click.echo(wrap(f"rates {p.rates[0]:.3g} to {p.rates[-1]:.3g} ({step}); batches "
+                    f"{p.batches[0]} to {p.batches[-1]} sequences of "
                     f"{p.ctx} tokens; {p.tokens_per_param:g} tokens per parameter, depth "
                     f"{p.depth}, {family} block"))
     for n in p.notes:
         click.echo(wrap(f"note: {n}"))
     click.echo(wrap(f"next: archfit sweep run {output}, then 'archfit sweep collect', 'archfit "
-                    f"fit RUNS --law lr-batch -o lr.json' and 'archfit recommend --params "
+                    f"fit RUNS --law lr-batch --out lr.json' and 'archfit recommend --params "
                     f"{params:g} --fit lr.json'"))

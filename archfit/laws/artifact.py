@@ -400,7 +400,7 @@ class Fit:
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
         from archfit.interval import describe
-        from archfit.laws.summary import diagnostic_lines, prior_table, table
+        from archfit.laws.summary import cell_lines, diagnostic_lines, prior_table, table
 
         lines += ["", *(prior_table(self) if self.prior else
                         table("param", self.params, self.ci, 14, 14))]
@@ -409,6 +409,8 @@ class Fit:
         prov = self.parameter_provenance()
         lines.append(f"  each interval: {describe(prov)}" if prov else
                      "  no intervals: the fit has no bootstrap draws or covariance")
+        if self.extra.get("cells"):
+            lines += cell_lines(self.extra["cells"])
         lines += diagnostic_lines(self.diagnostics)
         lines += [f"  note: {n}" for n in self.notes]
         lines += ["", "  fit " + self.verdict().line()]

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 # seeds at this level (one-way analysis of variance, the points as groups) has no measurable
 # best rate
 RATE_MATTERS_LEVEL = 0.05
+# the draws behind each cell's spread (its weight in the law) in the law's bootstrap refits
+REFIT_DRAWS = 99
 LR_TERMS = ("a", "b", "c")
 BATCH_TERMS = ("a_B", "b_B", "c_B")
 
@@ -40,12 +42,14 @@ class LRBatch(Law):
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
-        """Each cell's optimum (with its interval only when ``full``), then the rate's and the
-        batch's power laws across the cells. Where the batch does not vary within the cells it
-        is not fitted: a_B is the one batch used (0 where the table has none), b_B = c_B = 0."""
+        """Each cell's optimum (its spread from :data:`REFIT_DRAWS` draws where not ``full``: the
+        law's own bootstrap refits weigh the cells as the point fit does, without their 95%
+        intervals), then the rate's and the batch's power laws across the cells. Where the batch
+        does not vary within the cells it is not fitted: a_B is the one batch used (0 where the
+        table has none), b_B = c_B = 0."""
         import numpy as np
 
-        cells, notes = cell_optima(data, intervals=full)
+        cells, notes = cell_optima(data, draws=None if full else REFIT_DRAWS)
         if len(cells) < 2:
             raise FitError(f"lr-batch found {len(cells)} (size, tokens) cell(s) with an interior "
                            "best learning rate; it needs 2 or more (3 or more rates each)"
@@ -122,7 +126,8 @@ class LRBatch(Law):
             est = self.fit_point(train, full=True, constraints=constraints)
         except FitError as e:
             return {"ok": False, "reason": f"the cells below the largest size: {e}"}
-        out: dict[str, Any] = {"ok": True, "split": "largest size", "n_test": len(test),
+        out: dict[str, Any] = {"ok": True, "split": "largest size", "unit": "cells",
+                               "n_test": len(test),
                                "n_train": len(cells) - len(test), "held_out_sizes": [top],
                                "level": 0.95}
         for what, key, names in (("rate", "opt", LR_TERMS), ("batch", "batch_opt", BATCH_TERMS)):
@@ -150,10 +155,14 @@ def _line_prediction(train: list[dict[str, Any]], test: list[dict[str, Any]], ke
                      fixed: Mapping[str, float], names: tuple[str, ...]
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The 95% prediction interval of the test cells' optima ``key`` from the power law over
-    the train cells (statsmodels' ordinary or weighted least squares, Student's t at the line's
-    residual degrees of freedom; a new cell's own scatter included, scaled by its bootstrap
-    spread where every cell has one), its coefficients in ``fixed`` held; None where no degree
-    of freedom is left."""
+    the train cells, its coefficients in ``fixed`` held; None where no degree of freedom is
+    left to bound it.
+
+    Where every cell has a bootstrap spread, the line is weighted least squares with those
+    spreads as known errors, a new cell's own spread added, the normal quantile; when the cells
+    scatter about the line more than their spreads allow, every error is scaled up by the Birge
+    ratio sqrt(chi^2 / dof) (the Particle Data Group's scale factor). Without spreads, ordinary
+    least squares with Student's t at the line's residual degrees of freedom (statsmodels)."""
     import numpy as np
     import statsmodels.api as sm
 
@@ -167,14 +176,19 @@ def _line_prediction(train: list[dict[str, Any]], test: list[dict[str, Any]], ke
     se = np.array([c[se_key] for c in train + test])
     weighted = bool(np.all(np.isfinite(se) & (se > 0)))
     Xtr, off_tr = columns(train)
+    Xte, off_te = columns(test)
+    y = np.log([c[key] for c in train]) - off_tr
+    if weighted and len(train) >= Xtr.shape[1]:
+        res = sm.WLS(y, Xtr, weights=1 / se[:len(train)] ** 2).fit()  # type: ignore[arg-type]
+        dof = len(train) - Xtr.shape[1]
+        birge2 = max(1.0, float(res.ssr) / dof) if dof > 0 else 1.0
+        line = np.einsum("ij,jk,ik->i", Xte, res.normalized_cov_params, Xte)
+        half = 1.96 * np.sqrt(birge2 * (line + se[len(train):] ** 2))
+        mid = Xte @ res.params + off_te
+        return np.exp(mid), np.exp(mid - half), np.exp(mid + half)
     if len(train) <= Xtr.shape[1]:
         return None
-    y = np.log([c[key] for c in train]) - off_tr
-    res = (sm.WLS(y, Xtr, weights=1 / se[:len(train)] ** 2) if weighted  # type: ignore[arg-type]
-           else sm.OLS(y, Xtr)).fit()
-    Xte, off_te = columns(test)
-    kw = {"weights": 1 / se[len(train):] ** 2} if weighted else {}
-    frame = res.get_prediction(Xte, **kw).summary_frame(alpha=0.05)
+    frame = sm.OLS(y, Xtr).fit().get_prediction(Xte).summary_frame(alpha=0.05)
     mid = np.asarray(frame["mean"]) + off_te
     lo = np.asarray(frame["obs_ci_lower"]) + off_te
     hi = np.asarray(frame["obs_ci_upper"]) + off_te
@@ -246,11 +260,11 @@ def _cell_mask(data: Data, cell: dict[str, Any]) -> np.ndarray:
     return np.flatnonzero([k == cell["key"] for k in cell_keys(data)])
 
 
-def cell_optima(data: Data, intervals: bool = True, seed: int = 0
+def cell_optima(data: Data, draws: int | None = None, seed: int = 0
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per (size, tokens) cell: the best rate (and batch, where it varies) from the local fit
-    of :mod:`archfit.laws.lr_window`, with its residual-bootstrap 95% interval when
-    ``intervals`` (``seed`` seeds the draws). Cells with no window (too few rates, two batches,
+    of :mod:`archfit.laws.lr_window`, with its residual-bootstrap 95% interval from ``draws``
+    draws (default :data:`~archfit.laws.lr_window.DRAWS`; ``seed`` seeds them). Cells with no window (too few rates, two batches,
     a best run at an edge of the grid), no minimum, or losses that differ across the grid no
     more than across seeds are skipped; the notes say which and why, and name each cell left
     without an interval."""
@@ -285,11 +299,11 @@ def cell_optima(data: Data, intervals: bool = True, seed: int = 0
                              f"spread across rates against that across seeds: p = {p_rate:.2g}"
                              "): skipped")
                 continue
-        opt, why = lr_window.fit(window, rng, draws=lr_window.DRAWS if intervals else 0)
+        opt, why = lr_window.fit(window, rng, draws=draws or lr_window.DRAWS)
         if opt is None:
             notes.append(f"{where}: {why}: skipped")
             continue
-        if intervals and opt.why_no_interval:
+        if opt.why_no_interval:
             notes.append(f"{where}: {opt.why_no_interval}")
         best = int(np.argmin(loss))
         cells.append({"key": key, "params": N, "tokens": D, **lr_window.summary(window, opt),

@@ -4,7 +4,10 @@ peak learning rate and batch, read from a local fit around the run that measured
 
 The window, a stated rule: the :data:`RATES_IN_WINDOW` rates nearest the best run's (two either
 side of it, shifted inward at the grid's edges) and, where the batch varies, the
-:data:`BATCHES_IN_WINDOW` batches nearest the best run's. A real loss-vs-rate curve is steeper
+:data:`BATCHES_IN_WINDOW` batches nearest the best run's. The minimum must lie within the
+window's rates and batches: a best run at an edge of the grid still gives one where the loss
+turns up within the window (two batches nearly tied at the smallest, say), and says "widen the
+sweep" where it does not. A real loss-vs-rate curve is steeper
 above its optimum than below, so a parabola over a wide range of rates reads its minimum low;
 over five rates a cubic in ln lr follows the asymmetry (``benchmarks/bench_lr_window.py``: median
 bias under 7% on a grid of rates a factor of sqrt(2) apart). The batch enters as a quadratic in
@@ -55,6 +58,8 @@ class Window:
     z0: float  # the best run's ln batch (nan where unknown)
     rates: list[float]
     batches: list[float]
+    tried_rates: tuple[float, float]  # the lowest and highest rate the cell tried
+    tried_batches: tuple[float, float] | None
     cubic: bool
     batch: bool
 
@@ -76,8 +81,8 @@ class Window:
 def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
            ) -> tuple[Window | None, str | None]:
     """The window around the lowest mean loss (seeds averaged at each rate and batch), or why
-    there is none: fewer than 3 rates, 2 batches (a best batch cannot be placed between two), or
-    a best run at an edge of the rates or batches tried."""
+    there is none: fewer than 3 rates, or 2 batches (a best batch cannot be placed between
+    two)."""
     rates = sorted(set(lr.tolist()))
     if len(rates) < 3:
         return None, f"{len(rates)} learning rate(s), fewer than 3"
@@ -90,14 +95,6 @@ def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
               for r in rates for b in (batches or [None])
               if np.any((lr == r) & ((batch == b) if batch is not None else True))}
     best_r, best_b = min(points, key=points.__getitem__)
-    if best_r in (rates[0], rates[-1]):
-        side = "below" if best_r == rates[0] else "above"
-        return None, (f"the best rate lies {side} the rates tried ({rates[0]:.3g}-"
-                      f"{rates[-1]:.3g}: the lowest loss is at an end); widen the sweep")
-    if len(batches) > 2 and best_b in (batches[0], batches[-1]):
-        side = "below" if best_b == batches[0] else "above"
-        return None, (f"the best batch lies {side} the batches tried ({batches[0]:.4g}-"
-                      f"{batches[-1]:.4g} tokens: the lowest loss is at an end); widen the sweep")
     w_rates = _around(rates, best_r, RATES_IN_WINDOW)
     w_batches = _around(batches, best_b, BATCHES_IN_WINDOW) if len(batches) > 2 else batches
     keep = np.isin(lr, w_rates) & (np.isin(batch, w_batches) if batch is not None and w_batches
@@ -110,7 +107,8 @@ def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
     # parabola in ln lr (a cubic through five runs would chase their noise)
     spare = int(keep.sum()) - (4 + 3 * batched)
     return Window(x=np.log(lr[keep]) - x0, z=z, y=loss[keep], x0=x0, z0=z0, rates=w_rates,
-                  batches=w_batches, cubic=len(w_rates) >= 5 and spare >= MIN_RESIDUAL_DF,
+                  batches=w_batches, tried_rates=(rates[0], rates[-1]),
+                  tried_batches=(batches[0], batches[-1]) if batches else None, cubic=len(w_rates) >= 5 and spare >= MIN_RESIDUAL_DF,
                   batch=batched), None
 
 
@@ -141,6 +139,25 @@ def minimum(coef: np.ndarray, batch: bool) -> tuple[np.ndarray, np.ndarray]:
     return x, z
 
 
+def _outside(w: Window, x: float, z: float) -> str | None:
+    """Why the local minimum (x, z), centred as the window is, cannot be taken, or None: it
+    lies past the window's rates or batches (past the grid, where the window sits at its edge:
+    widen the sweep)."""
+    for v, lo, hi, tried, what, whats, unit in (
+            (x, w.x.min(), w.x.max(), w.tried_rates, "rate", "rates", ""),
+            (z, w.z.min(), w.z.max(), w.tried_batches, "batch", "batches", " tokens")):
+        if what == "batch" and not w.batch or lo <= v <= hi or tried is None:
+            continue
+        edge = math.exp((w.x0 if what == "rate" else w.z0) + (hi if v > hi else lo))
+        side = "above" if v > hi else "below"
+        if math.isclose(edge, tried[1] if v > hi else tried[0], rel_tol=1e-9):
+            return (f"the best {what} lies {side} the {whats} tried ({tried[0]:.4g}-"
+                    f"{tried[1]:.4g}{unit}); widen the sweep")
+        return (f"the local fit's minimum lies {side} the window of {whats} around the best run "
+                "(the loss is too noisy or too flat there to place it)")
+    return None
+
+
 @dataclass
 class Optimum:
     x: float  # ln lr*, absolute
@@ -165,13 +182,10 @@ def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS) -> tuple[Optimu
     x, z = (float(v[0]) for v in minimum(coef, w.batch))
     if not math.isfinite(x) or (w.batch and not math.isfinite(z)):
         return None, "the local fit has no minimum (the loss is not convex around the best run)"
-    if not w.x.min() <= x <= w.x.max() or (w.batch and not w.z.min() <= z <= w.z.max()):
-        return None, ("the local fit's minimum lies outside the window around the best run "
-                      "(the loss is too noisy or too flat to place it)")
+    why = _outside(w, x, z)
+    if why:
+        return None, why
     df = len(w.y) - len(cols)
-    if draws == 0:  # the point alone (the law's own bootstrap refits)
-        return Optimum(w.x0 + x, w.z0 + z if w.batch else math.nan, None, None, math.nan,
-                       math.nan, df, None), ""
     if df < MIN_RESIDUAL_DF:
         why = (f"{len(w.y)} runs in the window fit its {len(cols)} terms with {df} residual "
                f"degree(s) of freedom (fewer than {MIN_RESIDUAL_DF}): this cell's best rate has "

@@ -161,3 +161,27 @@ def lr_batch_sweep(seed: int = 0, sizes: tuple[float, ...] = (1e7, 3e7, 1e8, 3e8
                                      "loss": loss, "lr_opt_true": math.exp(ln_lr),
                                      "batch_opt_true": math.exp(ln_b)})
     return pl.DataFrame(rows)
+
+
+def lr_cell_recovery(noise: float, draws: int = 40, batch: bool = True
+                     ) -> tuple[list[float], list[bool], int]:
+    """Over ``draws`` noise draws of :func:`lr_batch_sweep` at ``noise``: each fitted cell's
+    best rate over the planted one, whether its 95% interval holds the planted rate (for the
+    cells with an interval), and the cells tried. ``batch`` False drops the batch column, so the
+    losses at each rate are read as one curve averaged over the batches."""
+    from archfit.laws.lr_batch import cell_optima
+    from archfit.laws.numeric import columns
+
+    ratios, covered, tried = [], [], 0
+    for seed in range(draws):
+        df = lr_batch_sweep(seed=seed, noise=noise)
+        truth = {(n, t): lr for n, t, lr in
+                 df.select("params", "tokens", "lr_opt_true").unique().iter_rows()}
+        tried += len(truth)
+        cells, _ = cell_optima(columns(df if batch else df.drop("batch_tokens")), seed=seed)
+        for c in cells:
+            true = truth[c["params"], c["tokens"]]
+            ratios.append(c["opt"] / true)
+            if c["opt_ci"]:
+                covered.append(c["opt_ci"][0] <= true <= c["opt_ci"][1])
+    return ratios, covered, tried

@@ -53,6 +53,24 @@ def prior_table(f: Any) -> list[str]:
     return lines
 
 
+def cell_lines(cells: list[Mapping[str, Any]]) -> list[str]:
+    """The lr-batch law's cells: each (size, tokens) cell's best rate and batch with their 95%
+    intervals (a residual bootstrap of the local fit; '-' where the cell has none)."""
+    def ci(c: Mapping[str, Any], key: str) -> str:
+        iv = c.get(key)
+        return f"[{iv[0]:.3g}, {iv[1]:.3g}]" if iv else "-"
+
+    lines = ["", "  each cell's optimum (95% CI: residual bootstrap of the local fit, fitted):",
+             f"  {'N':>10}{'tokens':>10}{'best lr':>10}{'95% CI':>22}{'best batch':>12}"
+             f"{'95% CI':>22}{'res. df':>8}"]
+    for c in cells:
+        b = c.get("batch_opt")
+        lines.append(f"  {c['params']:>10.3g}{c['tokens']:>10.3g}{c['opt']:>10.3g}"
+                     f"{ci(c, 'opt_ci'):>22}{(f'{b:,.0f}' if b else '-'):>12}"
+                     f"{ci(c, 'batch_ci'):>22}{c.get('residual_df', '-'):>8}")
+    return lines
+
+
 def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     if not d:
         return []
@@ -82,7 +100,8 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
         hs = h.get("held_out_sizes") or [0.0]
         sizes = (f"{hs[0]:.3g}" if len(hs) == 1 else
                  f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} sizes)")
-        lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} rows at N "
+        lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} "
+                     f"{h.get('unit', 'rows')} at N "
                      f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
                      f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
                      f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")

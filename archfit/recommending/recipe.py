@@ -173,6 +173,9 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
             "each": published["each"], "convention": published["convention"],
             "note": (("fitted to your sweep" if given == "fitted" else
                       f"the published {fit.label} law, as asked")
+                     + ("" if rng or given != "fitted" else
+                        f" (no interval: {len(draws)} of the fit's bootstrap resamples "
+                        "succeeded, fewer than 20)")
                      + f"; the published laws give {'rates' if what == 'lr' else 'batches'} "
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 

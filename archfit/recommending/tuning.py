@@ -67,7 +67,7 @@ class TunePlan:
                  f"parameter, depth {self.depth}): {self.n_runs} runs.",
                  "# Run it, fit it and carry it to the target:",
                  "#   archfit sweep run FILE && archfit sweep collect FILE -o tune.parquet",
-                 "#   archfit fit tune.parquet --law lr-batch -o lr.json",
+                 "#   archfit fit tune.parquet --law lr-batch --out lr.json",
                  f"#   archfit recommend --params {self.target:.4g} --fit lr.json",
                  "# The published laws at each proxy (the grid reaches a factor "
                  f"{MARGIN:g} past them):"]
@@ -102,8 +102,11 @@ def geometric_grid(low: float, high: float, step: float) -> list[float]:
 
 def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = None,
          depth: int | None = None, ctx: int = 128, name: str | None = None,
-         family: str = "llama") -> TunePlan:
-    """The tuning sweep for ``target`` non-embedding parameters at the proxy ``sizes``."""
+         family: str = "llama", rates: list[float] | None = None,
+         batch_sizes: list[int] | None = None) -> TunePlan:
+    """The tuning sweep for ``target`` non-embedding parameters at the proxy ``sizes``; the
+    rates and the batches (sequences per step) bracket the published laws unless given (a
+    second pass, after a first found its best runs at an edge of the grid)."""
     from archfit.train.recipe import HYPER_LAWS
 
     sizes = sorted(float(s) for s in sizes)
@@ -124,15 +127,29 @@ def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = 
                  for N in sizes]
     lrs = [v for p in published for v in p["lr"].values()]
     btoks = [v for p in published for v in p["batch"].values()]
-    rates = [float(f"{r:.3g}") for r in geometric_grid(min(lrs) / MARGIN, max(lrs) * MARGIN,
-                                                       RATE_STEP)]
-    lo = max(1, math.floor(math.log2(min(btoks) / MARGIN / ctx)))
-    hi = max(lo + MIN_BATCHES - 1, math.ceil(math.log2(max(btoks) * MARGIN / ctx)))
-    batches = [2 ** i for i in range(lo, hi + 1)]
+    notes = []
+    if rates:
+        rates = sorted(float(r) for r in rates)
+        notes.append("the rates as given")
+    else:
+        rates = [float(f"{r:.3g}") for r in geometric_grid(min(lrs) / MARGIN,
+                                                           max(lrs) * MARGIN, RATE_STEP)]
+    if batch_sizes:
+        batches = sorted(int(b) for b in batch_sizes)
+        notes.append("the batches as given")
+    else:
+        lo = max(0, math.floor(math.log2(min(btoks) / MARGIN / ctx)))
+        hi = max(lo + MIN_BATCHES - 1, math.ceil(math.log2(max(btoks) * MARGIN / ctx)))
+        batches = [2 ** i for i in range(lo, hi + 1)]
+    if len(rates) < 5 or len(batches) < 3:
+        raise TuneError(f"a tuning sweep needs 5 or more rates and 3 or more batches (the fit "
+                        f"reads each cell's best from 5 rates around it and 3 batches); got "
+                        f"{len(rates)} and {len(batches)}")
     depth = depth or proxy_depth(sizes)
     raw = spec(target, sizes, tpp, depth, ctx, rates, batches, name, family)
-    notes = [f"the proxies' depth {depth}, the default shape law's optimum at their middle "
-             "size (at least 2)" if depth == proxy_depth(sizes) else f"depth {depth}, as given"]
+    notes.insert(0, f"the proxies' depth {depth}, the default shape law's optimum at their "
+                 "middle size (at least 2)" if depth == proxy_depth(sizes) else
+                 f"depth {depth}, as given")
     return TunePlan(target, sizes, tpp, depth, ctx, rates, batches, published, raw, notes)
 
 

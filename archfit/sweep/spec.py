@@ -481,6 +481,9 @@ def spec_for_runs(chosen: list[dict[str, Any]], spec: Any = None, description: s
     runs = {(repr(sh), _lr(c.get("lr") or default_lr), int(c.get("seed") or 0))
             for sh, c in zip(shapes, chosen)}
     lrs, seeds = {r[1] for r in runs}, {r[2] for r in runs}
+    if len({c.get("batch_size") for c in chosen if c.get("batch_size")}) > 1:
+        raise SpecError("the chosen runs train at several batch sizes; a sweep spec built from "
+                        "runs holds one: write them as a table (-o next.csv)")
     uniq = {r[0] for r in runs}
     if len(runs) != len(uniq) * len(lrs) * len(seeds):  # a spec trains shapes x lrs x seeds
         raise SpecError(f"the chosen runs are not every shape at every one of their "
