@@ -77,6 +77,7 @@ kind = "k8s"
         sw.load_spec(str(p))
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_local_run_idempotent_collect_fit(tmp_path):
     out = tmp_path / "runs"
     r = subprocess.run(archfit_cmd("sweep", "run", SMOKE, "--out", out), capture_output=True,
@@ -306,6 +307,7 @@ def test_spec_numbers_out_of_range_are_reported(tmp_path):
         sw.load_spec(str(tmp_path))
 
 
+@pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_read_runs_gives_a_frame_of_a_sweep_directory_without_collecting(tmp_path, cli):
     import archfit
     from tests.conftest import tiny_spec
