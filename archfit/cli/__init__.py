@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[click.Command, str]] = {
     "recommend": (recommend, "Recommend a shape for a size or budget."),
     "design": (design, "Choose the next runs: most information about a target for their cost."),
     "validate": (validate, "Train the recommended shape and its rivals: did it hold?"),
-    "tune": (tune, "Write the learning-rate x batch sweep at proxy sizes that finds the recipe."),
+    "tune": (tune, "Write the learning-rate x batch sweep that tunes the recipe."),
     "trade": (trade,
               "A per-layer plan against the uniform shape: loss, step time, time to a loss."),
     "plot": (plot, "Draw a fit and its evidence."),

@@ -66,10 +66,10 @@ class LRBatch(Law):
             used = sorted({float(b) for b in data.get("batch_tokens", []) if np.isfinite(b)})
             coef_b, cov_b = np.array([math.log(used[0]) if len(used) == 1 else 0.0, 0, 0]), None
             held.update(zip(BATCH_TERMS, coef_b.tolist()))
-            notes.append(("every run at one batch (" + f"{used[0]:,.0f}" + " tokens): the best "
-                          "batch is not fitted; a_B is that batch, b_B = c_B = 0")
-                         if len(used) == 1 else "the batch is not fitted (it does not vary "
-                         "within the cells, or the table has none): a_B = b_B = c_B = 0")
+            notes.append(f"every run at one batch ({used[0]:,.0f} tokens): the best batch is "
+                         "not fitted; a_B is that batch, b_B = c_B = 0" if len(used) == 1 else
+                         "the batch is not fitted (it does not vary within the cells, or the "
+                         "table has none): a_B = b_B = c_B = 0")
         coef = np.concatenate([coef_lr, coef_b])
         cov = None
         if cov_lr is not None:
@@ -120,7 +120,8 @@ class LRBatch(Law):
             return {"ok": False, "reason": "no cell with an interior best learning rate"}
         top = max(c["params"] for c in cells)
         test = [c for c in cells if c["params"] >= top * (1 - 1e-9)]
-        keep = np.concatenate([_cell_mask(data, c) for c in cells if c not in test])
+        held_keys = {c["key"] for c in test}
+        keep = np.flatnonzero([k not in held_keys for k in cell_keys(data)])
         train = {k: np.asarray(v)[keep] for k, v in data.items()}
         try:
             est = self.fit_point(train, full=True, constraints=constraints)
@@ -254,20 +255,14 @@ def cell_keys(data: Data) -> list[tuple[float, float]]:
     return keys
 
 
-def _cell_mask(data: Data, cell: dict[str, Any]) -> np.ndarray:
-    import numpy as np
-
-    return np.flatnonzero([k == cell["key"] for k in cell_keys(data)])
-
-
 def cell_optima(data: Data, draws: int | None = None, seed: int = 0
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per (size, tokens) cell: the best rate (and batch, where it varies) from the local fit
     of :mod:`archfit.laws.lr_window`, with its residual-bootstrap 95% interval from ``draws``
-    draws (default :data:`~archfit.laws.lr_window.DRAWS`; ``seed`` seeds them). Cells with no window (too few rates, two batches,
-    a best run at an edge of the grid), no minimum, or losses that differ across the grid no
-    more than across seeds are skipped; the notes say which and why, and name each cell left
-    without an interval."""
+    draws (default :data:`~archfit.laws.lr_window.DRAWS`; ``seed`` seeds them). Cells with no
+    window (too few rates, two batches), no minimum within their window, or losses that differ
+    across the grid no more than across seeds are skipped; the notes say which and why, and
+    name each cell left without an interval."""
     import numpy as np
     from scipy import stats
 
@@ -275,10 +270,12 @@ def cell_optima(data: Data, draws: int | None = None, seed: int = 0
 
     rng = np.random.default_rng(seed)
     batch_all = (np.asarray(data["batch_tokens"], float) if "batch_tokens" in data else None)
-    keys = cell_keys(data)
+    rows: dict[tuple[float, float], list[int]] = {}
+    for i, key in enumerate(cell_keys(data)):
+        rows.setdefault(key, []).append(i)
     cells, notes = [], []
-    for key in sorted(set(keys)):
-        idx = np.flatnonzero([k == key for k in keys])
+    for key in sorted(rows):
+        idx = np.array(rows[key])
         N, D = float(np.median(data["params"][idx])), float(np.median(data["tokens"][idx]))
         lr = np.asarray(data["lr"], float)[idx]
         loss = np.asarray(data["loss"], float)[idx]
@@ -290,8 +287,7 @@ def cell_optima(data: Data, draws: int | None = None, seed: int = 0
         if window is None:
             notes.append(f"{where}: {why}: skipped")
             continue
-        points = [tuple(p) for p in np.column_stack([lr, batch if batch is not None else lr])]
-        groups = [loss[[q == p for q in points]] for p in dict.fromkeys(points)]
+        groups = list(lr_window.grid_points(lr, batch, loss).values())
         if any(len(g) > 1 for g in groups) and len(groups) > 1:
             p_rate = float(stats.f_oneway(*groups).pvalue)
             if not p_rate <= RATE_MATTERS_LEVEL:

@@ -33,7 +33,7 @@ says so."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -63,19 +63,28 @@ class Window:
     cubic: bool
     batch: bool
 
-    def design(self, x: np.ndarray | None = None, z: np.ndarray | None = None) -> np.ndarray:
-        """The columns of the surface's terms (:data:`TERMS`), zero where a term is not
-        fitted (no cubic below 5 rates; no batch terms where the batch does not vary)."""
-        x = self.x if x is None else x
-        z = self.z if z is None else z
-        zero = np.zeros_like(x)
-        return np.stack([np.ones_like(x), x, x ** 2, x ** 3 if self.cubic else zero,
-                         z if self.batch else zero, z ** 2 if self.batch else zero,
-                         x * z if self.batch else zero], axis=1)
-
     @property
-    def n_terms(self) -> int:
-        return 3 + self.cubic + 3 * self.batch
+    def terms(self) -> list[int]:
+        """The indices (in :data:`TERMS`) of the terms the surface fits: no cubic below 5 rates
+        or without the runs to spare for it, no batch terms where the batch does not vary."""
+        return [0, 1, 2] + [3] * self.cubic + [4, 5, 6] * self.batch
+
+    def design(self) -> np.ndarray:
+        """The columns of the fitted terms, in the order of :attr:`terms`."""
+        x, z = self.x, self.z
+        every = (np.ones_like(x), x, x ** 2, x ** 3, z, z ** 2, x * z)
+        return np.stack([every[i] for i in self.terms], axis=1)
+
+
+def grid_points(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
+                ) -> dict[tuple[float, float | None], list[float]]:
+    """The losses at each (rate, batch) the cell tried (batch None where it does not vary):
+    a point's seeds together."""
+    points: dict[tuple[float, float | None], list[float]] = {}
+    bs = batch.tolist() if batch is not None else [None] * len(lr)
+    for r, b, y in zip(lr.tolist(), bs, loss.tolist()):
+        points.setdefault((r, b), []).append(y)
+    return points
 
 
 def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
@@ -90,13 +99,11 @@ def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
     if len(batches) == 2:
         return None, ("2 batch sizes: the best batch cannot be placed between two; sweep 3 or "
                       "more, or fit one batch at a time (fit --by batch_tokens)")
-    points = {(r, b): float(np.mean(loss[(lr == r) & ((batch == b) if batch is not None
-                                                      else True)]))
-              for r in rates for b in (batches or [None])
-              if np.any((lr == r) & ((batch == b) if batch is not None else True))}
-    best_r, best_b = min(points, key=points.__getitem__)
+    points = grid_points(lr, batch, loss)
+    best_r, best_b = min(points, key=lambda p: float(np.mean(points[p])))
     w_rates = _around(rates, best_r, RATES_IN_WINDOW)
-    w_batches = _around(batches, best_b, BATCHES_IN_WINDOW) if len(batches) > 2 else batches
+    w_batches = (_around(batches, best_b, BATCHES_IN_WINDOW)
+                 if len(batches) > 2 and best_b is not None else batches)
     keep = np.isin(lr, w_rates) & (np.isin(batch, w_batches) if batch is not None and w_batches
                                    else True)
     x0 = math.log(best_r)
@@ -108,8 +115,8 @@ def choose(lr: np.ndarray, batch: np.ndarray | None, loss: np.ndarray
     spare = int(keep.sum()) - (4 + 3 * batched)
     return Window(x=np.log(lr[keep]) - x0, z=z, y=loss[keep], x0=x0, z0=z0, rates=w_rates,
                   batches=w_batches, tried_rates=(rates[0], rates[-1]),
-                  tried_batches=(batches[0], batches[-1]) if batches else None, cubic=len(w_rates) >= 5 and spare >= MIN_RESIDUAL_DF,
-                  batch=batched), None
+                  tried_batches=(batches[0], batches[-1]) if batches else None,
+                  cubic=len(w_rates) >= 5 and spare >= MIN_RESIDUAL_DF, batch=batched), None
 
 
 def _around(values: list[float], best: float, k: int) -> list[float]:
@@ -170,13 +177,12 @@ class Optimum:
     why_no_interval: str | None
 
 
-def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS) -> tuple[Optimum | None, str]:
-    """The window's minimum and its residual-bootstrap interval, or None and why there is
-    none (no minimum, or one outside the window)."""
-    X = w.design()
-    cols = np.flatnonzero(np.any(X != 0, axis=0))
-    Xc = X[:, cols]
-    pinv = np.linalg.pinv(Xc)
+def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS
+        ) -> tuple[Optimum | None, str | None]:
+    """The window's minimum and its residual-bootstrap interval (or why it has none), or None
+    and why there is no minimum (none, or one outside the window)."""
+    X, cols = w.design(), w.terms
+    pinv = np.linalg.pinv(X)
     coef = np.zeros(len(TERMS))
     coef[cols] = pinv @ w.y
     x, z = (float(v[0]) for v in minimum(coef, w.batch))
@@ -186,14 +192,15 @@ def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS) -> tuple[Optimu
     if why:
         return None, why
     df = len(w.y) - len(cols)
+    point = Optimum(w.x0 + x, w.z0 + z if w.batch else math.nan, None, None, math.nan,
+                    math.nan, df, None)
     if df < MIN_RESIDUAL_DF:
-        why = (f"{len(w.y)} runs in the window fit its {len(cols)} terms with {df} residual "
-               f"degree(s) of freedom (fewer than {MIN_RESIDUAL_DF}): this cell's best rate has "
-               "no interval (sweep more rates, batches or seeds)")
-        return Optimum(w.x0 + x, w.z0 + z if w.batch else math.nan, None, None, math.nan,
-                       math.nan, df, why), ""
-    fitted = Xc @ coef[cols]
-    leverage = np.einsum("ij,ji->i", Xc, pinv)
+        return replace(point, why_no_interval=(
+            f"{len(w.y)} runs in the window fit its {len(cols)} terms with {df} residual "
+            f"degree(s) of freedom (fewer than {MIN_RESIDUAL_DF}): this cell's best rate has "
+            "no interval (sweep more rates, batches or seeds)")), None
+    fitted = X @ coef[cols]
+    leverage = np.einsum("ij,ji->i", X, pinv)
     resid = (w.y - fitted) / np.sqrt(np.clip(1 - leverage, 1e-12, None))
     resid -= resid.mean()
     ystar = fitted[:, None] + rng.choice(resid, size=(len(w.y), draws))
@@ -205,17 +212,17 @@ def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS) -> tuple[Optimu
     # draws without a minimum fill a tail that cannot be placed: more of them than the tail
     # holds, and the interval has no end
     if 1 - ok.mean() > tail:
-        why = (f"{1 - ok.mean():.0%} of the bootstrap's refits have no minimum: the loss is too "
-               "flat or too noisy around the best run to bound its best rate")
-        return Optimum(w.x0 + x, w.z0 + z if w.batch else math.nan, None, None, math.nan,
-                       math.nan, df, why), ""
+        return replace(point, why_no_interval=(
+            f"{1 - ok.mean():.0%} of the bootstrap's refits have no minimum: the loss is too "
+            "flat or too noisy around the best run to bound its best rate")), None
     q = [100 * tail, 100 * (1 - tail)]
     xq = w.x0 + np.percentile(xs[ok], q)
-    zq = w.z0 + np.percentile(zs[ok], q) if w.batch else None
-    return Optimum(w.x0 + x, w.z0 + z if w.batch else math.nan, (float(xq[0]), float(xq[1])),
-                   (float(zq[0]), float(zq[1])) if zq is not None else None,
-                   float(np.std(xs[ok])), float(np.std(zs[ok])) if w.batch else math.nan,
-                   df, None), ""
+    if not w.batch:
+        return replace(point, x_ci=(float(xq[0]), float(xq[1])),
+                       x_sd=float(np.std(xs[ok]))), None
+    zq = w.z0 + np.percentile(zs[ok], q)
+    return replace(point, x_ci=(float(xq[0]), float(xq[1])), z_ci=(float(zq[0]), float(zq[1])),
+                   x_sd=float(np.std(xs[ok])), z_sd=float(np.std(zs[ok]))), None
 
 
 def summary(w: Window, o: Optimum) -> dict[str, Any]:
@@ -226,5 +233,5 @@ def summary(w: Window, o: Optimum) -> dict[str, Any]:
             "log_batch_se": o.z_sd,
             "batch_ci": [math.exp(v) for v in o.z_ci] if o.z_ci else None,
             "window_rates": w.rates, "window_batches": w.batches,
-            "terms": [t for t, on in zip(TERMS, np.any(w.design() != 0, axis=0)) if on],
+            "terms": [TERMS[i] for i in w.terms],
             "residual_df": o.residual_df, "no_interval": o.why_no_interval}

@@ -44,7 +44,8 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
         toks = {"value": float(tokens), "interval": None, "provenance": "given"}
     elif compute is not None and compute.get("plan"):
         plan = compute["plan"]
-        toks = {"value": plan["D"], "interval": _with_width(plan.get("D_ci")), "law": compute["law"],
+        toks = {"value": plan["D"], "interval": _with_width(plan.get("D_ci")),
+                "law": compute["law"],
                 "provenance": _kind(compute["law"]),
                 "source": (f"D of {compute['law']}'s "
                            + ("inference-optimal split" if plan["kind"] == "inference" else

@@ -145,11 +145,13 @@ def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = 
         raise TuneError(f"a tuning sweep needs 5 or more rates and 3 or more batches (the fit "
                         f"reads each cell's best from 5 rates around it and 3 batches); got "
                         f"{len(rates)} and {len(batches)}")
-    depth = depth or proxy_depth(sizes)
+    if depth:
+        notes.insert(0, f"depth {depth}, as given")
+    else:
+        depth = proxy_depth(sizes)
+        notes.insert(0, f"the proxies' depth {depth}, the default shape law's optimum at their "
+                     "middle size (at least 2)")
     raw = spec(target, sizes, tpp, depth, ctx, rates, batches, name, family)
-    notes.insert(0, f"the proxies' depth {depth}, the default shape law's optimum at their "
-                 "middle size (at least 2)" if depth == proxy_depth(sizes) else
-                 f"depth {depth}, as given")
     return TunePlan(target, sizes, tpp, depth, ctx, rates, batches, published, raw, notes)
 
 
