@@ -10,9 +10,10 @@ planted rate; then the same grids read with the batch averaged away (the fit bef
 the batch). This plants the surface the window approximates: it shows the code and the interval
 rule are right there, not that the method wins on real curves (the real grid below is that).
 
-Real (datasets/lr_batch_sweep_cpu.parquet, sweeps/lr-batch-small.toml): the fit of the three
-smaller sizes predicts the largest size's best rate and batch; printed with their intervals, the
-measured optimum and the loss the largest size measured nearest the predicted (rate, batch).
+Real (datasets/lr_batch_sweep_cpu.parquet, sweeps/lr-batch-cpu.toml): each cell's optimum;
+the laws of the smaller sizes' cells predict the largest size's best rate and batch, printed
+with their intervals and the measured optima; and the loss the largest size measured at the
+grid point nearest the predicted (rate, batch) against its best point (means over seeds).
 Run: python benchmarks/bench_lr_batch.py"""
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def planted(noise: float, batch: bool) -> dict[str, float]:
 
 
 def real() -> None:
-    """The CPU grid: each cell's optimum, the law of the smaller sizes' cells (its point) at
-    the largest size, the held-out check's verdict on it, and the loss of the largest size's
-    run nearest the predicted (rate, batch) against its best run."""
+    """The CPU grid: each cell's optimum, the held-out check (the law of the smaller sizes'
+    cells predicts the largest size's best rate and batch, each with its 95% interval), and the
+    loss the largest size measured at the grid point nearest the predicted (rate, batch) against
+    its best point (both means over seeds)."""
     import polars as pl
 
     from archfit.laws import get_law
@@ -53,38 +55,43 @@ def real() -> None:
     law = get_law("lr-batch")
     data = law.prepare(read_runs([], frame=runs).frame)
     cells, notes = cell_optima(data)
-    print(f"\nreal grid ({path.name}, {len(runs)} runs, one seed): "
+    print(f"\nreal grid ({path.name}, {len(runs)} runs, {runs['seed'].n_unique()} seeds): "
           f"{len(cells)} of {runs['params_non_embedding'].n_unique()} cells fitted")
+
+    def ci(v: list[float] | None) -> str:
+        return "[{:.3g}, {:.3g}]".format(*v) if v else "no interval"
+
     for c in cells:
-        ci = "[{:.3g}, {:.3g}]".format(*c["opt_ci"]) if c["opt_ci"] else "no interval"
-        print(f"  N {c['params']:>9,.0f}: best lr {c['opt']:.3g} {ci}, best batch "
-              f"{c['batch_opt']:,.0f} tokens")
+        print(f"  N {c['params']:>9,.0f}: best lr {c['opt']:.3g} {ci(c['opt_ci'])}, best batch "
+              f"{c['batch_opt']:,.0f} tokens {ci(c['batch_ci'])} (fitted, 95%)")
     for n in notes:
         print(textwrap.fill(f"note: {n}", 100, initial_indent="  ", subsequent_indent="      "))
-    top = max(runs["params_non_embedding"].unique())
-    below = runs.filter(pl.col("params_non_embedding") < top)
-    est = law.fit_point(law.prepare(read_runs([], frame=below).frame))
-    p = dict(zip(law.param_names, est.params))
-    tokens = float(runs["tokens"].median())
-    pr, pb = law.lr_at(p, top, tokens), law.batch_at(p, top, tokens)
-    held = law.heldout(data)
-    print(textwrap.fill(
-        f"the law of the {len(est.extra['cells'])} smaller cells at N {top:,}: lr {pr:.3g}, "
-        f"batch {pb:,.0f} tokens; held-out check: "
-        + ("within its interval" if held.get("within_interval") else held.get("reason", "-")),
-        100, initial_indent="  ", subsequent_indent="      "))
-    largest = runs.filter(pl.col("params_non_embedding") == top)
-    near = largest.with_columns(
-        ((pl.col("lr").log() - math.log(pr)) ** 2
-         + (pl.col("batch_tokens").log() - math.log(pb)) ** 2).alias("d")).sort("d").row(
-        0, named=True)
-    best = largest.sort("final_val_loss").row(0, named=True)
+    held = law.heldout(data) or {}
+    if not held.get("ok"):
+        print(f"  held-out check: {held.get('reason', '-')}")
+        return
+    top = held["held_out_sizes"][0]
+    predicted = {"rate": held["predicted"][0], "batch": held["batch"]["predicted"][0]}
+    for what, r in (("rate", held), ("batch", held["batch"])):
+        print(textwrap.fill(
+            f"held-out {what} at N {top:,.0f} from {held['n_train']} smaller cells: predicted "
+            f"{r['predicted'][0]:.3g}, 95% interval [{r['low'][0]:.3g}, {r['high'][0]:.3g}] "
+            f"(fitted), measured {r['measured'][0]:.3g}: "
+            + ("within the interval" if r["coverage"] == 1 else "outside the interval"),
+            100, initial_indent="  ", subsequent_indent="      "))
+    points = (runs.filter(pl.col("params_non_embedding") == round(top))
+              .group_by("lr", "batch_tokens").agg(pl.col("final_val_loss").mean()))
+    near = points.with_columns(
+        ((pl.col("lr").log() - math.log(predicted["rate"])) ** 2
+         + (pl.col("batch_tokens").log() - math.log(predicted["batch"])) ** 2).alias("d")
+    ).sort("d").row(0, named=True)
+    best = points.sort("final_val_loss").row(0, named=True)
     excess = near["final_val_loss"] - best["final_val_loss"]
     print(textwrap.fill(
-        f"the run nearest the prediction: lr {near['lr']:.3g}, batch "
-        f"{near['batch_tokens']:,.0f}: loss {near['final_val_loss']:.4f}; the best run: lr "
+        f"the grid point nearest the prediction: lr {near['lr']:.3g}, batch "
+        f"{near['batch_tokens']:,.0f}: loss {near['final_val_loss']:.4f}; the best point: lr "
         f"{best['lr']:.3g}, batch {best['batch_tokens']:,.0f}: loss "
-        f"{best['final_val_loss']:.4f} (excess {excess:+.4f} nats)",
+        f"{best['final_val_loss']:.4f} (excess {excess:+.4f} nats; means over seeds)",
         100, initial_indent="  ", subsequent_indent="      "))
 
 

@@ -60,8 +60,6 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     if gpu is not None or gpu_memory is not None:
         _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json)
         return
-    if not as_json:
-        click.echo(f"sweep {spec.name}: {len(spec.runs)} runs", err=True)
     rows = plan_rows(spec, throughput, _out(spec, out))
     if as_json:
         emit_json(rows)

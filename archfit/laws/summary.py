@@ -100,11 +100,17 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
         hs = h.get("held_out_sizes") or [0.0]
         sizes = (f"{hs[0]:.3g}" if len(hs) == 1 else
                  f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} sizes)")
+        unit = h.get("unit", "rows")
         lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} "
-                     f"{h.get('unit', 'rows')} at N "
+                     f"{unit if h['n_test'] != 1 else unit.removesuffix('s')} at N "
                      f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
                      f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
                      f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")
+        for what, r in (("rate", h), ("batch", h.get("batch"))):
+            if r and len(r.get("predicted", ())) == 1:
+                lines.append(f"    best {what}: predicted {r['predicted'][0]:.3g}, "
+                             f"{h.get('level', 0.95):.0%} interval [{r['low'][0]:.3g}, "
+                             f"{r['high'][0]:.3g}] (fitted), measured {r['measured'][0]:.3g}")
         if h.get("widen", 1.0) > 1.0:
             lines.append(f"  prediction intervals widened x{h['widen']:.2f}: what the held-out "
                          f"sizes needed for {h.get('level', 0.95):.0%} coverage (split conformal)")
