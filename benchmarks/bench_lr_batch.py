@@ -50,13 +50,13 @@ def real() -> None:
     from archfit.sweep.store import read_runs
 
     path = Path(__file__).parents[1] / "datasets" / "lr_batch_sweep_cpu.parquet"
-    runs = pl.read_parquet(path).with_columns(
-        (pl.col("batch_size") * pl.col("grad_accum") * pl.col("n_ctx")).alias("batch_tokens"))
+    # archfit's columns: params (non-embedding), loss, batch_tokens; finished runs only
+    runs = read_runs([path]).frame
     law = get_law("lr-batch")
-    data = law.prepare(read_runs([], frame=runs).frame)
+    data = law.prepare(runs)
     cells, notes = cell_optima(data)
-    print(f"\nreal grid ({path.name}, {len(runs)} runs, {runs['seed'].n_unique()} seeds): "
-          f"{len(cells)} of {runs['params_non_embedding'].n_unique()} cells fitted")
+    print(f"\nreal grid ({path.name}, {len(runs)} finished runs, {runs['seed'].n_unique()} "
+          f"seeds): {len(cells)} of {runs['params'].n_unique()} cells fitted")
 
     def ci(v: list[float] | None) -> str:
         return "[{:.3g}, {:.3g}]".format(*v) if v else "no interval"
@@ -79,19 +79,19 @@ def real() -> None:
             f"(fitted), measured {r['measured'][0]:.3g}: "
             + ("within the interval" if r["coverage"] == 1 else "outside the interval"),
             100, initial_indent="  ", subsequent_indent="      "))
-    points = (runs.filter(pl.col("params_non_embedding") == round(top))
-              .group_by("lr", "batch_tokens").agg(pl.col("final_val_loss").mean()))
+    points = (runs.filter(pl.col("params") == top)
+              .group_by("lr", "batch_tokens").agg(pl.col("loss").mean()))
     near = points.with_columns(
         ((pl.col("lr").log() - math.log(predicted["rate"])) ** 2
          + (pl.col("batch_tokens").log() - math.log(predicted["batch"])) ** 2).alias("d")
     ).sort("d").row(0, named=True)
-    best = points.sort("final_val_loss").row(0, named=True)
-    excess = near["final_val_loss"] - best["final_val_loss"]
+    best = points.sort("loss").row(0, named=True)
+    excess = near["loss"] - best["loss"]
     print(textwrap.fill(
         f"the grid point nearest the prediction: lr {near['lr']:.3g}, batch "
-        f"{near['batch_tokens']:,.0f}: loss {near['final_val_loss']:.4f}; the best point: lr "
+        f"{near['batch_tokens']:,.0f}: loss {near['loss']:.4f}; the best point: lr "
         f"{best['lr']:.3g}, batch {best['batch_tokens']:,.0f}: loss "
-        f"{best['final_val_loss']:.4f} (excess {excess:+.4f} nats; means over seeds)",
+        f"{best['loss']:.4f} (excess {excess:+.4f} nats; means over seeds)",
         100, initial_indent="  ", subsequent_indent="      "))
 
 

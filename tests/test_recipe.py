@@ -336,23 +336,22 @@ def test_the_rate_x_batch_grid_trained_here_predicts_its_largest_size():
     from archfit.sweep.store import read_runs
 
     path = Path(__file__).parents[1] / "datasets" / "lr_batch_sweep_cpu.parquet"
-    runs = pl.read_parquet(path).with_columns(
-        (pl.col("batch_size") * pl.col("grad_accum") * pl.col("n_ctx")).alias("batch_tokens"))
+    runs = read_runs([path]).frame  # params (non-embedding), loss, batch_tokens; finished runs
     law = get_law("lr-batch")
-    held = law.heldout(law.prepare(read_runs([], frame=runs).frame))
+    held = law.heldout(law.prepare(runs))
     assert held and held["ok"], held
-    top = round(held["held_out_sizes"][0])
-    assert top == runs["params_non_embedding"].max() and held["n_train"] >= 3
+    top = held["held_out_sizes"][0]
+    assert top == runs["params"].max() and held["n_train"] >= 3
     assert held["coverage"] == 1 and held["batch"]["coverage"] == 1
-    points = (runs.filter((pl.col("params_non_embedding") == top) & (pl.col("status") == "ok"))
-              .group_by("lr", "batch_tokens").agg(pl.col("final_val_loss").mean()))
-    best = points.sort("final_val_loss").row(0, named=True)
+    points = (runs.filter(pl.col("params") == top)
+              .group_by("lr", "batch_tokens").agg(pl.col("loss").mean()))
+    best = points.sort("loss").row(0, named=True)
     assert held["low"][0] <= best["lr"] <= held["high"][0]
     lr, batch = held["predicted"][0], held["batch"]["predicted"][0]
     near = points.with_columns(((pl.col("lr") / lr).log() ** 2
                                 + (pl.col("batch_tokens") / batch).log() ** 2).alias("d")
                                ).sort("d").row(0, named=True)
-    assert near["final_val_loss"] - best["final_val_loss"] < 0.01
+    assert near["loss"] - best["loss"] < 0.01
 
 
 def test_a_sweep_spec_trains_every_rate_at_every_batch():
