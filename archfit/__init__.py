@@ -23,7 +23,7 @@ from archfit.sweep import load_spec
 from archfit.sweep.store import runs_frame as read_runs  # a polars frame of a sweep dir or table
 from archfit.train import Budget, TrainConfig
 
-__version__ = "0.1.0"
+from archfit._version import __version__
 
 __all__ = [
     "ArchfitError",

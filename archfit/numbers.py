@@ -1,5 +1,5 @@
 """Human-friendly numbers (``1e12``, ``50e6``, ``50M``, ``1.3B``, ``1T``, ``2k``) and the few
-plain-float helpers the numpy-free paths (``archfit recommend``) need."""
+plain-float helpers the cold paths (``archfit recommend``) need."""
 
 from __future__ import annotations
 

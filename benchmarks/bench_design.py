@@ -57,7 +57,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-STRATEGIES = ("archfit", "variance", "spread", "random", "cheapest", "cost-weighted",
+STRATEGIES = ("near-target", "variance", "spread", "random", "cheapest", "cost-weighted",
               "d-optimal", "v-optimal", "nearest")
 TRUTHS = ("chinchilla", "drift", "repeated", "depth-joint")
 REPORT_SEEDS = 1000
@@ -204,7 +204,7 @@ def main() -> None:
                     help="replay only these (comma-separated; the table shows what was run)")
     ap.add_argument("--bootstrap", type=int, default=48, help="draws per refit in the loop")
     ap.add_argument("--random-draws", type=int, default=5,
-                    help="random's draws on each pool (the bar: archfit against their median "
+                    help="random's draws on each pool (the bar: near-target against their median "
                          "on the same pool, as bench_design_real.py judges a public sweep)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--json", metavar="PATH", help="also write every replay's row here")
@@ -262,8 +262,8 @@ def main() -> None:
     failed = [r for r in rows if "error" in r or "design_error" in r]
     if failed:
         print(f"\n{len(failed)} replays could not fit their runs (counted out above)")
-    print("\nAt 10% of the pool's cost: archfit minus each baseline, paired by seed, mean [95% "
-          "interval] in points of target error (negative: archfit lower)")
+    print("\nAt 10% of the pool's cost: near-target minus each baseline, paired by seed, mean [95% "
+          "interval] in points of target error (negative: near-target lower)")
     for v in verdicts:
         print(v)
     if a.plot:
@@ -357,9 +357,9 @@ def _plot(ok: list[dict], fracs: list[float], truths: list[str], path: str) -> s
                 m.append(100 * np.mean(v) if v else np.nan)
                 se.append(100 * np.std(v, ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0)
             ax.errorbar(fracs, m, yerr=se, marker="o", ms=4, capsize=3, color=f"C{k}",
-                        lw=2.5 if s == "archfit" else 1, label=s, zorder=3 if s == "archfit"
+                        lw=2.5 if s == "near-target" else 1, label=s, zorder=3 if s == "near-target"
                         else 2)
-        every = [100 * r["all_" + TRUE] for r in sel if r["strategy"] == "archfit"]
+        every = [100 * r["all_" + TRUE] for r in sel if r["strategy"] == "near-target"]
         if every:
             ax.axhline(float(np.mean(every)), color="k", ls="--", lw=1,
                        label="fit on every row")
@@ -396,7 +396,7 @@ def _paired(sel: list[dict], key: str, other: str) -> tuple[float, float, int]:
     (mean, 95% half-width, pools)."""
     from scipy.stats import t as student_t
 
-    a, b = per_pool(sel, key, "archfit"), per_pool(sel, key, other)
+    a, b = per_pool(sel, key, "near-target"), per_pool(sel, key, other)
     d = np.array([a[k] - b[k] for k in a if k in b])
     if len(d) < 2:
         return math.nan, math.nan, len(d)
@@ -406,21 +406,21 @@ def _paired(sel: list[dict], key: str, other: str) -> tuple[float, float, int]:
 
 def _conditions(truth: str, sel: list[dict], allr: list[dict]) -> list[str]:
     """The public-sweep bar (bench_design_real.py) on a planted truth, pool by pool as it is
-    judged on a public sweep: archfit no worse than random's median over its draws on the same
+    judged on a public sweep: near-target no worse than random's median over its draws on the same
     pool (averaged over the pools), within 1 point of every row (against the truth), and its
     95% intervals covering >= 80% of the target rows' observed losses."""
-    a, rnd = per_pool(sel, "design_" + TRUE, "archfit"), per_pool(sel, "design_" + TRUE, "random")
+    a, rnd = per_pool(sel, "design_" + TRUE, "near-target"), per_pool(sel, "design_" + TRUE, "random")
     pools = sorted(set(a) & set(rnd))
-    cov = [r["design_coverage"] for r in sel if r["strategy"] == "archfit"]
+    cov = [r["design_coverage"] for r in sel if r["strategy"] == "near-target"]
     if not pools or not allr:
         return []
     every = float(np.mean([r["all_" + TRUE] for r in allr]))
     m, med = float(np.mean([a[k] for k in pools])), float(np.mean([rnd[k] for k in pools]))
     draws = max(sum(r["strategy"] == "random" and r["seed"] == k for r in sel) for k in pools)
     wins = sum(a[k] <= rnd[k] for k in pools)
-    return [f"{truth}, the public-sweep bar, pool by pool: archfit {100 * m:.3f}% vs random's "
+    return [f"{truth}, the public-sweep bar, pool by pool: near-target {100 * m:.3f}% vs random's "
             f"median of {draws} draws on the same pool {100 * med:.3f}% (mean over {len(pools)} "
-            f"pools; {'holds' if m <= med else 'FAILS'}; archfit no worse on {wins} of "
+            f"pools; {'holds' if m <= med else 'FAILS'}; near-target no worse on {wins} of "
             f"{len(pools)} pools); all rows {100 * every:.3f}% ({'within' if m - every <= 0.01 else 'NOT within'} "
             f"1 point); coverage {float(np.mean(cov)):.0%} "
             f"({'holds' if np.mean(cov) >= 0.8 else 'FAILS'}, goal >= 80%)"]
@@ -431,20 +431,20 @@ def _verdicts(truth: str, sel: list[dict], allr: list[dict]) -> list[str]:
     for name, key in (("observed", OBS), ("vs truth", TRUE)):
         means = {s: float(np.mean([r["design_" + key] for r in sel if r["strategy"] == s]))
                  for s in STRATEGIES if any(r["strategy"] == s for r in sel)}
-        base = {k: v for k, v in means.items() if k != "archfit"}
-        if "archfit" not in means or not base:  # e.g. --strategies archfit: nothing to pair
+        base = {k: v for k, v in means.items() if k != "near-target"}
+        if "near-target" not in means or not base:  # e.g. --strategies near-target: nothing to pair
             continue
         best = min(base, key=base.get)
         all_err = float(np.mean([r["all_" + key] for r in allr]))
-        wins = means["archfit"] < base[best]
+        wins = means["near-target"] < base[best]
         pairs = []
         for s in base:
             m, h, _ = _paired(sel, "design_" + key, s)
             pairs.append(f"{s} {100 * m:+.3f} [{100 * (m - h):+.3f}, {100 * (m + h):+.3f}]")
-        out.append(f"{truth}, {name}: archfit {100 * means['archfit']:.3f}%, best baseline "
+        out.append(f"{truth}, {name}: near-target {100 * means['near-target']:.3f}%, best baseline "
                    f"{best} {100 * base[best]:.3f}% ({'lower' if wins else 'NOT lower'}); all "
                    f"rows {100 * all_err:.3f}% (within 1 point: "
-                   f"{'yes' if means['archfit'] - all_err <= 0.01 else 'NO'})\n    paired: "
+                   f"{'yes' if means['near-target'] - all_err <= 0.01 else 'NO'})\n    paired: "
                    + "; ".join(pairs))
     return out
 

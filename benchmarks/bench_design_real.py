@@ -9,14 +9,14 @@ the pool's cheaper half), reveals the losses of the runs it picks, refits, until
 target: mean |relative error| and the coverage of the 95% prediction intervals, beside the fit
 on every row.
 
-The candidate rules: `archfit` (the default: the candidates nearest the target), `variance`
+The candidate rules: `near-target` (the default: the candidates nearest the target), `variance`
 (the target's predictive variance per square root of cost, the choice if the law were exactly
 true), `spread` (greedy maximin over the pool), and `switch-A`: the lack-of-fit test at level
 A in {0.01, 0.05, 0.2} decides each round, `variance` where the law passes, the nearest
 candidates where it fails. Leave-one-sweep-out: for each sweep in turn, the rule with the
 lowest mean excess error over the every-row fit on the *other* sweeps at 10% is chosen, and
 its error on the held-out sweep is what is reported against random's median and the every-row
-fit. In a replay `archfit` picks exactly what `nearest` picks, so `nearest` is not run twice.
+fit. In a replay `near-target` picks exactly what `nearest` picks, so `nearest` is not run twice.
 
 Pools judged: chinchilla, marin-dclm, marin-comma, marin-nemotron, gemstones-cool,
 muennighoff. gemstones-hot is replayed and reported, not judged: its rows are checkpoints of
@@ -27,7 +27,7 @@ could run.
     python benchmarks/bench_design_real.py --fracs 0.1 --pools chinchilla,marin-dclm
     python benchmarks/bench_design_real.py --json rows.json   # keep every replay
     python benchmarks/bench_design_real.py --from-json rows.json
-    python benchmarks/bench_design_real.py --fracs 0.1 --rules archfit   # one rule's row
+    python benchmarks/bench_design_real.py --fracs 0.1 --rules near-target   # one rule's row
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ JUDGED = ("chinchilla", "marin-dclm", "marin-comma", "marin-nemotron", "gemstone
           "muennighoff")
 EXTRA = ("gemstones-hot",)
 LEVELS = (0.01, 0.05, 0.2)
-RULES = ("archfit", "variance", "spread", "hedge") + tuple(f"switch-{a:g}" for a in LEVELS)
+RULES = ("near-target", "variance", "spread", "hedge") + tuple(f"switch-{a:g}" for a in LEVELS)
 SEEDS = 1000  # the first seed; random runs RANDOM_SEEDS of them, the rules RULE_SEEDS
 RANDOM_SEEDS, RULE_SEEDS = 5, 2
 BAR = 0.1  # the budget the issue's bar is judged at
@@ -72,7 +72,7 @@ def _register() -> None:
 
     def hedge(step, k, left):  # type: ignore[no-untyped-def]
         """Half of each round's runs nearest the target, half spread over the pool."""
-        near = S.archfit_criterion(step, (k + 1) // 2, left)
+        near = S.near_target(step, (k + 1) // 2, left)
         step.open[near] = False
         rest = S.spread(step, k // 2, left - float(step.cost[near].sum()))
         step.open[near] = True

@@ -17,7 +17,10 @@ PKG = ROOT / "archfit"
 LAYERS = [
     ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers", "archfit.text")),
     ("shapes", ("archfit.shapes", "archfit.formats")),
-    ("model", ("archfit.train.model",)),
+    # the published hyperparameter laws: plain data and math, which the trainer's --lr auto
+    # and a sweep's lrs = ["auto"] read, below both
+    ("hyperparameters", ("archfit.laws.hyperparameters",)),
+    ("model", ("archfit.train.model", "archfit.train.experts")),
     ("train", ("archfit.train",)),
     ("sweep", ("archfit.sweep",)),
     ("store", ("archfit.sweep.store",)),

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-STRATEGIES = ("archfit", "random", "cheapest", "cost-weighted", "d-optimal", "v-optimal")
+STRATEGIES = ("near-target", "random", "cheapest", "cost-weighted", "d-optimal", "v-optimal")
 
 
 def _rows(seeds: range, archfit_err: float) -> list[dict]:
@@ -42,7 +42,7 @@ def test_saved_runs_are_pooled_by_seed(repo, tmp_path):
     assert "6 repeats (seeds 0-2, 100-102)" in r.stdout, r.stdout
     line = next(x for x in r.stdout.splitlines() if x.startswith("chinchilla, vs truth:"))
     # archfit 0.3% + the wobble's mean (0.01%); the best baseline, random, 0.3 points more
-    assert "archfit 0.310%, best baseline random 0.610% (lower)" in line, line
+    assert "near-target 0.310%, best baseline random 0.610% (lower)" in line, line
     assert "cheapest -0.400 [-0.400, -0.400]" in r.stdout, r.stdout
 
 
@@ -101,9 +101,9 @@ def test_the_real_bench_chooses_each_rule_on_the_other_sweeps(repo, tmp_path):
     """bench_design_real.py --from-json: leave-one-sweep-out from saved rows. Each held-out
     sweep gets the rule with the lowest mean excess over the every-row fit on the others,
     reported against random's median and every row (the answers worked by hand below)."""
-    rules = ("archfit", "variance", "spread", "hedge", "switch-0.01", "switch-0.05",
+    rules = ("near-target", "variance", "spread", "hedge", "switch-0.01", "switch-0.05",
              "switch-0.2")
-    err = {"archfit": (2.0, 2.0, 5.0), "variance": (3.0, 3.0, 2.0)}  # other rules: 9%
+    err = {"near-target": (2.0, 2.0, 5.0), "variance": (3.0, 3.0, 2.0)}  # other rules: 9%
     pools = ("chinchilla", "marin-dclm", "marin-comma")
     rows = []
     for i, pool in enumerate(pools):
@@ -129,7 +129,7 @@ def test_the_real_bench_chooses_each_rule_on_the_other_sweeps(repo, tmp_path):
     assert ("chinchilla: chosen     variance: 3.00% vs random's median 3.40% (holds); "
             "every row 1.50% (NOT within 1 point)") in out, out
     # Comma held out: archfit 0.5 against variance 1.5 on the others; archfit's 5.0% there fails
-    assert ("marin-comma: chosen      archfit: 5.00% vs random's median 3.40% (FAILS); "
+    assert ("marin-comma: chosen  near-target: 5.00% vs random's median 3.40% (FAILS); "
             "every row 1.50% (NOT within 1 point)") in out, out
 
 
@@ -143,7 +143,7 @@ def test_the_planted_bar_is_judged_pool_by_pool_against_randoms_median_there(rep
     runs = {0: (1.0, (0.8, 0.9, 1.2)), 1: (0.5, (0.6, 0.7, 0.9))}
     rows = []
     for seed, (mine, theirs) in runs.items():
-        for s, draw, err in [("archfit", 0, mine)] + [("random", k, e) for k, e in
+        for s, draw, err in [("near-target", 0, mine)] + [("random", k, e) for k, e in
                                                       enumerate(theirs)]:
             rows.append({"truth": "repeated", "seed": seed, "draw": draw, "frac": 0.1,
                          "strategy": s, "n": 10, "design_mean_abs_rel_error": err / 100,
@@ -155,7 +155,7 @@ def test_the_planted_bar_is_judged_pool_by_pool_against_randoms_median_there(rep
     saved.write_text(json.dumps(rows))
     r = _bench(repo, "--fracs", "0.1", "--truths", "repeated", "--from-json", str(saved))
     assert r.returncode == 0, r.stderr
-    assert ("repeated, the public-sweep bar, pool by pool: archfit 0.750% vs random's median of "
-            "3 draws on the same pool 0.800% (mean over 2 pools; holds; archfit no worse on 1 "
+    assert ("repeated, the public-sweep bar, pool by pool: near-target 0.750% vs random's median of "
+            "3 draws on the same pool 0.800% (mean over 2 pools; holds; near-target no worse on 1 "
             "of 2 pools)") in r.stdout, r.stdout
     assert "random -0.050 [" in r.stdout, r.stdout

@@ -22,10 +22,10 @@ def _bench(repo, name: str, *args: str) -> str:
 @pytest.mark.slow
 def test_the_public_sweep_bench_runs_every_rule_once(repo):
     out = _bench(repo, "bench_design_real.py", "--fracs", "0.1", "--pools", "marin-dclm",
-                 "--rules", "archfit,variance,spread,hedge,switch-0.05", "--bootstrap", "10",
+                 "--rules", "near-target,variance,spread,hedge,switch-0.05", "--bootstrap", "10",
                  "--jobs", "1")
     # one pool: nothing to choose a rule on, so each rule's row and random's median are shown
-    for rule in ("archfit", "variance", "spread", "hedge", "switch-0.05"):
+    for rule in ("near-target", "variance", "spread", "hedge", "switch-0.05"):
         assert rule in out, out
     assert "random" in out, out
 
@@ -33,9 +33,9 @@ def test_the_public_sweep_bench_runs_every_rule_once(repo):
 @pytest.mark.slow
 def test_the_planted_bench_runs_and_judges_the_bar_pool_by_pool(repo):
     out = _bench(repo, "bench_design.py", "--repeats", "1", "--fracs", "0.1", "--truths",
-                 "repeated", "--strategies", "archfit,variance,spread,random",
+                 "repeated", "--strategies", "near-target,variance,spread,random",
                  "--random-draws", "2", "--bootstrap", "10", "--jobs", "1")
-    assert "repeated, the public-sweep bar, pool by pool: archfit" in out, out
+    assert "repeated, the public-sweep bar, pool by pool: near-target" in out, out
     assert "random's median of 2 draws on the same pool" in out, out
 
 

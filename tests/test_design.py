@@ -47,7 +47,11 @@ def test_a_batch_holds_no_near_duplicates(joint):
                          pool.with_columns(pl.col("params") * 1.0001)])
     d = design(tripled, law="depth-joint", target=Target("params", 3e10), fit=f,
                budget_frac=0.5, batch=4)
-    assert d.strategy == "archfit"
+    assert d.strategy == "near-target"
+    # the default's earlier name still stands for it: the same batch
+    old = design(tripled, law="depth-joint", target=Target("params", 3e10), fit=f,
+                 budget_frac=0.5, batch=4, strategy="archfit")
+    assert old.strategy == "near-target" and old.chosen == d.chosen
     keys = {(c["params"], c["n_layer"]) for c in d.chosen}
     assert len(d.chosen) == 4 and len(keys) == 4, d.chosen
     # each pick shrinks the target's sd further, and says by how much per unit cost

@@ -17,7 +17,7 @@ import pytest
 from archfit.designing import calibrated_fit, replay, split_most_expensive
 from archfit.laws.backtest import cost_check
 from archfit.designing.pool import Target
-from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, archfit_criterion,
+from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, near_target,
                                           check_fit, nearest, target_distances)
 from archfit.laws.numeric import lack_of_fit
 from archfit.laws import get_law
@@ -378,7 +378,7 @@ def test_the_default_rule_takes_the_nearest_candidates_and_skips_near_duplicates
                 for e in expected):
             expected.append(int(j))
             rest -= float(cost[j])
-    picks = archfit_criterion(dup, 6, left)
+    picks = near_target(dup, 6, left)
     assert picks == expected
     assert (j0 in picks) != (len(cost) - 1 in picks)  # the candidate or its double, not both
     assert len(cost) - 2 in picks  # 3% apart: its own run

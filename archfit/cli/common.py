@@ -47,7 +47,7 @@ class NumberType(click.ParamType):
 
 class LearningRateType(NumberType):
     """A positive learning rate, or ``auto`` (the published recipe's at the run's size and
-    tokens, :mod:`archfit.train.recipe`)."""
+    tokens, :mod:`archfit.laws.hyperparameters`)."""
 
     name = "LR|auto"
 

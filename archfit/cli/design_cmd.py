@@ -72,10 +72,10 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
               help="Price runs in GPU-hours on this accelerator (the throughput model).")
 @click.option("--batch", type=COUNT, default=4, show_default=True,
               help="Runs per batch.")
-@click.option("--strategy", default="archfit", show_default=True,
-              help="archfit (the default rule above), variance (its variance half every "
-                   "round), spread (its other half), nearest, random, cheapest, "
-                   "cost-weighted, d-optimal or v-optimal.")
+@click.option("--strategy", default="near-target", show_default=True,
+              help="near-target (the default rule above; 'archfit' is its earlier name), "
+                   "variance (its variance half every round), spread (its other half), "
+                   "nearest, random, cheapest, cost-weighted, d-optimal or v-optimal.")
 @click.option("--until-ci", default=None, metavar="RATIO",
               help="Stop rule: nothing to run once the target's 95% CI high/low is at most "
                    "this (e.g. 1.5x).")

@@ -14,6 +14,7 @@ from archfit.errors import ShapeError
 from archfit.shapes.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
                                require_a_fit)
 from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
+from archfit.text import wrap
 
 
 @click.command()
@@ -92,23 +93,35 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
         _print_import(from_file, imported)
     _print_shape(s)
     if perf is not None:
-        t, lat = perf["training"], perf["decode"]
-        click.echo(f"training on {perf['gpu']}: {t['tokens_per_s']:,.0f} tokens/s per GPU at "
-                   f"{t['batch_tokens']:,.0f} tokens per step ({t['kind']}: {t['source']})")
-        click.echo(f"decode on {perf['gpu']}: {lat['ms_per_token']:.3g} ms/token at batch 1, "
-                   f"context {lat['context']:,} ({lat['bound']}-bound, "
-                   f"{lat['layer_overhead_ms']:.2g} ms of it per-layer overhead; modelled: "
-                   f"{lat['assumptions']})")
-        a2a = perf["all_to_all"]
-        if a2a is not None:
-            click.echo(f"expert all-to-all on {perf['gpu']} at expert parallelism "
-                       f"{a2a['expert_parallel']}: {a2a['bytes_per_step'] / 2**30:.3g} GiB, "
-                       f"{a2a['s_per_step'] * 1e3:.3g} ms per step of {t['batch_tokens']:,.0f} "
-                       f"tokens (modelled: {a2a['assumptions']})")
+        _print_perf(perf)
+
+
+def _print_perf(perf):  # type: ignore[no-untyped-def]
+    t, lat, mem = perf["training"], perf["decode"], perf["memory"]
+    gpu = perf["gpu"]
+    click.echo(wrap(f"training on {gpu}: {t['tokens_per_s']:,.0f} tokens/s per GPU at "
+                    f"{t['batch_tokens']:,.0f} tokens per step ({t['kind']}: {t['source']})"))
+    if mem["fits"]:
+        click.echo(wrap(f"memory on {gpu}: {mem['gib']:.1f} GiB per GPU at a micro-batch of "
+                        f"{mem['micro_batch']} sequences ({mem['grad_accum']} pass(es) per step of "
+                        f"{mem['sequences']}; {mem['convention']})"))
+    else:
+        click.echo(wrap(f"memory on {gpu}: {mem['note']}"))
+    click.echo(wrap(f"decode on {gpu}: {lat['ms_per_token']:.3g} ms/token at batch 1, "
+                    f"context {lat['context']:,} ({lat['bound']}-bound, "
+                    f"{lat['layer_overhead_ms']:.2g} ms of it per-layer overhead; modelled: "
+                    f"{lat['assumptions']})"))
+    a2a = perf["all_to_all"]
+    if a2a is not None:
+        click.echo(wrap(f"expert all-to-all on {gpu} at expert parallelism "
+                        f"{a2a['expert_parallel']}: {a2a['bytes_per_step'] / 2**30:.3g} GiB, "
+                        f"{a2a['s_per_step'] * 1e3:.3g} ms per step of {t['batch_tokens']:,.0f} "
+                        f"tokens (modelled: {a2a['assumptions']})"))
 
 
 def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
-    """Training speed (calibrated or modelled) and decode latency (modelled) of a shape."""
+    """Training speed (calibrated or modelled), peak memory (estimated) and decode latency
+    (modelled) of a shape."""
     from archfit.recommending.objectives import DEFAULT_BATCH_TOKENS, DEFAULT_GPU
     from archfit.train.perf import (decode_latency, device, expert_all_to_all, load_step_model,
                                     modelled)
@@ -120,7 +133,32 @@ def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     return {"gpu": gpu,
             "training": {"tokens_per_s": model.tokens_per_s(s, bt), "batch_tokens": bt,
                          "kind": model.kind, "device": model.device, "source": model.source},
+            "memory": _memory(s, gpu, bt),
             "decode": decode_latency(s, gpu), "all_to_all": expert_all_to_all(s, bt, gpu)}
+
+
+def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
+    """Peak memory of one GPU training the shape on ``batch_tokens`` per step: at the largest
+    micro-batch that fits the device with 10% headroom (archfit.train.memory)."""
+    from archfit.errors import ArchfitError
+    from archfit.train import memory
+    from archfit.train.perf import calibration
+    from archfit.train.configure import overhead_gib
+
+    dev = memory.device(gpu)
+    seqs = max(1, int(batch_tokens) // s.n_ctx)
+    over = overhead_gib(gpu)
+    cal = calibration(dev.key)
+    conv = (f"estimated: bf16 autocast, fp32 master weights, grads and AdamW states, "
+            f"activations, {over:.3g} GiB overhead ({cal.source if cal else 'assumed'})")
+    try:
+        m, accum, e = memory.choose_micro_batch(s, seqs, dev.memory_gib * memory.GIB,
+                                                precision="bf16", overhead_gib=over)
+    except ArchfitError as err:
+        return {"fits": False, "note": str(err), "sequences": seqs, "convention": conv}
+    return {"fits": True, "gib": e.total / memory.GIB, "micro_batch": m, "grad_accum": accum,
+            "sequences": seqs, "device_gib": dev.memory_gib, "convention": conv,
+            "kind": "measured overhead" if cal else "estimated"}
 
 
 def _print_import(path, imp):  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ import click
 
 from archfit.cli.common import DEVICES, INT, NUMBER, emit_json, print_table
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
+from archfit.text import wrap
 
 
 def _out(spec: Any, out: str | None) -> str:
@@ -106,8 +107,8 @@ def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyp
     hours = p["total_gpu_hours"]
     click.echo(f"total {p['total_flops']:.3g} training FLOPs ({p['flops_convention']})")
     if hours is not None:
-        click.echo(f"total {hours:,.2f} GPU-hours on {p['gpu']} at MFU {p['mfu']:.2f} "
-                   f"(peak {p['peak_flops']:.3g} bf16 FLOP/s)")
+        click.echo(wrap(f"total {hours:,.2f} GPU-hours on {p['gpu']} at MFU {p['mfu']:.2f} "
+                        f"({p['mfu_source']}; peak {p['peak_flops']:.3g} bf16 FLOP/s)"))
     click.echo(f"memory: {p['memory_convention']}; micro-batches keep 10% headroom, and the "
                "global batch (batch_size x grad_accum) is unchanged")
     for r in p["rows"]:

@@ -14,7 +14,8 @@ from archfit.train.config import (FIELD_HELP, MOE_BALANCES, OPTIMIZERS, PARALLEL
 from archfit.train.trackers import TRACKERS
 
 RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_train_loss", "tokens",
-               "steps", "wall_s", "train_s", "tokens_per_s", "flops", "flops_convention", "mfu",
+               "steps", "wall_s", "train_s", "tokens_per_s", "first_step_s", "compile_s", "flops",
+               "flops_convention", "mfu",
                "params_total", "params_non_embedding", "peak_memory_bytes", "device",
                "data_hash", "data_name", "world_size", "parallel", "expert_load_max")
 
@@ -97,7 +98,7 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
                       vocab_from_data=True, compile=compile_, **settings)
     lr_source = None
     if auto:
-        from archfit.train.recipe import resolve_lr
+        from archfit.laws.hyperparameters import resolve_lr
 
         cfg, lr_source = resolve_lr(cfg)
         click.echo(lr_source, err=True)

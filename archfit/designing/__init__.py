@@ -26,7 +26,8 @@ from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, 
 from archfit.designing.replays import fit_runs, replay
 from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
 from archfit.laws.numeric import columns
-from archfit.designing.strategies import (CRITERIA, MIN_DRAWS, RULE, STRATEGIES, Step,
+from archfit.designing.strategies import (CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS, RULE,
+                                          STRATEGIES, Step, strategy_name,
                                           check_request, draws, predicted, spread)
 from archfit.errors import SpecError
 from archfit.interval import Interval
@@ -96,7 +97,7 @@ class Design:
     def summary(self) -> str:
         lines = [f"archfit design: {self.law}, strategy {self.strategy}",
                  f"  target: {self.target}",
-                 f"  criterion: {self.criterion if self.strategy == 'archfit' else self.strategy}",
+                 f"  criterion: {self.criterion if self.strategy == DEFAULT_STRATEGY else self.strategy}",
                  f"  cost: {self.cost_unit}; budget {self.budget:.4g}, this batch "
                  f"{self.spent:.4g}"]
         if self.ci_now:
@@ -189,7 +190,7 @@ def _pick(step: Step, strategy: str, batch: int, budget: float,
 
 def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
            budget_frac: float | None = None, results: Any = None, fit: Any = None,
-           batch: int = 4, strategy: str = "archfit", seed: int = 0, bootstrap: int = 200,
+           batch: int = 4, strategy: str = "near-target", seed: int = 0, bootstrap: int = 200,
            gpu: str | None = None, base: dict[str, Any] | None = None,
            tokens_per_step: float | None = None, until_ci: float | None = None,
            prior: Any = None, prior_widths: dict[str, float] | None = None,
@@ -214,6 +215,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     law, chosen_by = resolve(law, role, pool.columns, results, seed)  # --law auto
     lw = get_law(law)
     check_request(lw, strategy, batch, seed)
+    strategy = strategy_name(strategy)
     check_pool(pool, lw)
     target.check(lw)
     has_results = results is not None and results.height > 0

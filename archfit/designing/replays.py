@@ -10,7 +10,8 @@ import numpy as np
 
 from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
                                    costs, not_among)
-from archfit.designing.strategies import (ADAPTIVE, CRITERIA, MIN_DRAWS, STRATEGIES, Step,
+from archfit.designing.strategies import (ADAPTIVE, CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS,
+                                          STRATEGIES, Step, strategy_name,
                                           check_request, draws, spread)
 from archfit.errors import FitError, FitInputError
 from archfit.laws.backtest import calibrated_fit, metrics
@@ -41,7 +42,7 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
 
 
 def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
-           strategy: str = "archfit", seed: int = 0, batch: int = 5, bootstrap: int = 64,
+           strategy: str = "near-target", seed: int = 0, batch: int = 5, bootstrap: int = 64,
            final_bootstrap: int = 60, all_rows: dict[str, Any] | None = None,
            dedupe: bool = False) -> dict[str, Any]:
     """The sequential design on a finished sweep: a spread first batch, then rounds of
@@ -56,6 +57,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
 
     lw = get_law(law)
     check_request(lw, strategy, batch, seed)
+    strategy = strategy_name(strategy)
     done, target_rows = as_runs(done, "the replay table"), as_runs(target_rows, "the target table")
     for name, frame in (("the replay table", done), ("the target table", target_rows)):
         if frame is None or "loss" not in frame.columns:
@@ -102,7 +104,7 @@ def replay(done: Any, target_rows: Any, *, law: str, budget_frac: float,
             break
         if step.test is not None:
             tests.append({"round": round_of[-1] + 1, **step.test})
-        if why is not None and strategy != "archfit":  # its picks need no fit
+        if why is not None and strategy != DEFAULT_STRATEGY:  # its picks need no fit
             fallbacks.append({"round": round_of[-1] + 1, "why": why})
         chosen += picks
         step.open[picks] = False

@@ -213,7 +213,7 @@ def check_fit(step: Step) -> dict[str, Any]:
                    f"{LACK_OF_FIT_LEVEL:g})"}
 
 
-def archfit_criterion(step: Step, k: int, left: float) -> list[int]:
+def near_target(step: Step, k: int, left: float) -> list[int]:
     """The default rule past its first batch: the affordable candidates nearest the target, no
     two near-duplicates; for an optimal depth each pick takes the nearest point of the depth
     bracket not yet taken (all taken: all open again). ``step.test`` records the fit test."""
@@ -306,12 +306,20 @@ def v_optimal(step: Step, k: int, left: float) -> list[int]:
 
 
 STRATEGIES: dict[str, Callable[..., list[int]]] = {
-    "archfit": archfit_criterion, "random": random, "cheapest": cheapest,
+    "near-target": near_target, "random": random, "cheapest": cheapest,
     "cost-weighted": cost_weighted, "d-optimal": d_optimal, "v-optimal": v_optimal,
     "nearest": nearest, "variance": variance_criterion, "spread": spread,
 }
 # the strategies that read a fit (the others pick without one)
-ADAPTIVE = ("archfit", "variance", "d-optimal", "v-optimal")
+ADAPTIVE = ("near-target", "variance", "d-optimal", "v-optimal")
+DEFAULT_STRATEGY = "near-target"
+# the default's earlier name, which specs and scripts written before may still give
+STRATEGY_ALIASES = {"archfit": "near-target"}
+
+
+def strategy_name(strategy: str) -> str:
+    """The strategy a name stands for: itself, or the one an earlier name now has."""
+    return STRATEGY_ALIASES.get(strategy, strategy)
 CRITERIA = ("variance",)  # the ensemble's criterion: it needs the fit's parameter draws
 
 
@@ -322,7 +330,7 @@ def check_request(law: Any, strategy: str, batch: int, seed: int) -> None:
         raise DesignError(f"{law.name} has no loss model, so a run's outcome cannot be "
                           "predicted; design with depth-joint or depth-width (shape), chinchilla "
                           "(compute)")
-    if strategy not in STRATEGIES:
+    if strategy_name(strategy) not in STRATEGIES:
         raise DesignError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise DesignError(f"--seed must be a whole number, 0 or more, got {seed!r}")

@@ -135,7 +135,7 @@ def count_note(s: Shape) -> str:
 
 
 def version() -> str:
-    from archfit import __version__
+    from archfit._version import __version__
 
     return __version__
 

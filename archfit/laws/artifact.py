@@ -1,7 +1,8 @@
 """The :class:`Fit` artifact (a fitted or published law), its JSON, and :func:`load_fit`.
 The Fit is the inference on a law (:mod:`archfit.laws.base` is the model): draws, intervals,
-predictions with bands, the optimum's CI, the verdict and the figure list. numpy-free:
-``archfit recommend`` reads fits through this module."""
+predictions with bands, the optimum's CI, the verdict and the figure list. ``archfit
+recommend`` reads fits through this module; numpy is imported inside the methods that draw or
+band (``recommend`` loads it for its near-optimal set)."""
 
 from __future__ import annotations
 
@@ -552,11 +553,11 @@ def load_fit(name_or_path: str | os.PathLike[str] | Fit | Mapping[str, Any]) -> 
                             f"not {type(name_or_path).__name__}")
     s = os.fspath(name_or_path)
     if s in PUBLISHED:
-        import archfit
+        from archfit._version import __version__
 
         d = dict(PUBLISHED[s])
         d["name"] = s
-        d.setdefault("archfit_version", archfit.__version__)
+        d.setdefault("archfit_version", __version__)
         return Fit.from_dict(d, s)
     if not os.path.exists(s) and not s.endswith(".json"):
         raise FitInputError(f"{s!r} is neither a published law ({', '.join(PUBLISHED)}) nor a "

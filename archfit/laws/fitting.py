@@ -264,8 +264,9 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
              notes: list[str] | None = None) -> Fit:
     """:func:`fit` on prepared columns (``lw.prepare``): the point estimate, the bootstrap over
     runs, the scatter of runs about the law and the held-out check."""
-    import archfit
     from threadpoolctl import threadpool_limits
+
+    from archfit._version import __version__
 
     cons = cons or Constraints()
     notes = list(notes or [])
@@ -279,7 +280,7 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
                 diagnostics=_diagnostics(lw, data, params, est, groups),
                 extra={k: v for k, v in est.extra.items() if k not in ("notes",
                                                                          "residual_space")},
-                archfit_version=archfit.__version__, prior=prior_record(cons, data_only))
+                archfit_version=__version__, prior=prior_record(cons, data_only))
         f.diagnostics["unit"] = {"unit": unit, "n_units": int(len(np.unique(groups)))}
         if group:  # a unit that splits one training run's checkpoints apart: they are not
             natural, run_unit = lw.groups(data, None)  # independent, the CIs come out narrow

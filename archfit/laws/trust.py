@@ -1,6 +1,6 @@
 """How far a fit's evidence reaches: a verdict (``informative`` / ``weak`` / ``uninformative``)
-with one line per reason and the numbers behind it. numpy-free (``archfit recommend`` prints
-it). :meth:`archfit.laws.Fit.verdict` reads it: the reasons (span, bounds, the optimum's
+with one line per reason and the numbers behind it, in plain ``math`` (``archfit recommend``
+prints it). :meth:`archfit.laws.Fit.verdict` reads it: the reasons (span, bounds, the optimum's
 interval, held-out error, failed resamples) and their thresholds live here, stated once; a law
 supplies only what it declares (``bounds``, ``heldout_limits``, its role)."""
 

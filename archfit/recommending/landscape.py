@@ -1,5 +1,5 @@
 """Known models on a shape law's map: each published model's depth against the law's optimal
-depth at its size (Kaplan's N), with the optimum's CI where the fit has one. numpy-free."""
+depth at its size (Kaplan's N), with the optimum's CI where the fit has one. Plain ``math``."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ When even the curvature is unknown (no loss model, or loss flat over the whole s
 is the prior's, priced by Kaplan et al. 2020's curvature, and the record says so.
 
 The recommended depth is the centre of the set in log depth, the rule the record names.
-numpy-free: ``archfit recommend`` is a cold path.
+``archfit recommend`` is a cold path: numpy is imported where a law's draws are read.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from archfit.errors import ArchfitError, SpecError
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.sweep.rundir import read_result
 from archfit.sweep.spec import Run, Spec
-from archfit.train.configure import OVERHEAD_GIB, micro_batch_for
+from archfit.train.configure import OVERHEAD_GIB, micro_batch_for, overhead_gib
 
 
 def measured_flops_rate(spec: Spec, out: str | None) -> float | None:
@@ -61,7 +61,7 @@ def plan_rows(spec: Spec, throughput: float | None = None,
 
 def memory_plan(spec: Spec, run: Run, budget_bytes: float, *,
                 activation_checkpointing: bool | None = None,
-                precision: str = "bf16") -> dict[str, Any]:
+                precision: str = "bf16", overhead: float = OVERHEAD_GIB) -> dict[str, Any]:
     """A run's GPUs, micro-batch, gradient accumulation and peak memory per GPU for a memory
     budget (bf16 autocast, as a GPU run trains); ``fits`` False with the reason when not even
     one sequence fits."""
@@ -73,11 +73,11 @@ def memory_plan(spec: Spec, run: Run, budget_bytes: float, *,
                            "activation_checkpointing": ac}
     try:
         m, extra, e = micro_batch_for(cfg, g, budget_bytes, precision=precision,
-                                      activation_checkpointing=ac)
+                                      activation_checkpointing=ac, overhead=overhead)
     except ArchfitError as err:
         e = memory.estimate(cfg.shape, 1, precision=precision, optimizer=cfg.optimizer,
                             activation_checkpointing=ac, parallel=cfg.parallel, world=g,
-                            overhead_gib=OVERHEAD_GIB)
+                            overhead_gib=overhead)
         row.update(fits=False, micro_batch=None, grad_accum=None,
                    memory_gib=e.total / memory.GIB, note=str(err))
         return row
@@ -90,7 +90,11 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
                   mfu: float | None = None, peak_flops: float | None = None,
                   activation_checkpointing: bool | None = None) -> dict[str, Any]:
     """The sweep on a named accelerator: per run its GPUs, micro-batch, accumulation, peak
-    memory per GPU, training FLOPs and GPU-hours at an assumed MFU; and the totals."""
+    memory per GPU, training FLOPs and GPU-hours at an MFU (given, else measured on that
+    accelerator by benchmarks/bench_gpu.py, else assumed: ``mfu_source`` says which); and the
+    totals."""
+    from archfit.train.perf import calibration
+
     name = gpu if gpu is not None else spec.executor.get("gpu")
     mem_gib, peak = memory.accelerator(name) if name is not None else (None, None)
     budget = gpu_memory or (spec.executor.get("gpu_memory_gb") or mem_gib or 0) * memory.GIB
@@ -98,20 +102,26 @@ def gpu_plan_rows(spec: Spec, gpu: str | None = None, gpu_memory: float | None =
         raise ArchfitError("give --gpu NAME (" + ", ".join(DEVICES) + ") or "
                            "--gpu-memory SIZE")
     peak = peak_flops or peak
-    mfu = float(mfu or spec.executor.get("mfu") or memory.DEFAULT_MFU)
+    cal = calibration(name.lower()) if name is not None else None
+    given = mfu or spec.executor.get("mfu")
+    mfu = float(given or (cal.mfu if cal else memory.DEFAULT_MFU))
+    mfu_source = "given" if given else (cal.source if cal else "assumed")
+    overhead = overhead_gib(name)
     rows = []
     for r, base in zip(spec.runs, plan_rows(spec)):
         row = {k: base[k] for k in ("run_id", "n_layer", "d_model", "n_head", "d_ff",
                                      "params_non_embedding", "tokens", "flops")}
-        row.update(memory_plan(spec, r, budget,
+        row.update(memory_plan(spec, r, budget, overhead=overhead,
                                activation_checkpointing=activation_checkpointing))
         row["gpu_hours"] = memory.gpu_hours(row["flops"], peak, mfu) if peak else None
         rows.append(row)
     hours = [r["gpu_hours"] for r in rows if r["gpu_hours"] is not None]
     return {"gpu": name, "gpu_memory_gib": budget / memory.GIB, "peak_flops": peak, "mfu": mfu,
+            "mfu_source": mfu_source,
             "flops_convention": TRAIN_FLOPS_CONVENTION,
             "memory_convention": "peak per GPU: bf16 autocast, fp32 master weights, grads and "
-                                 "AdamW states, activations, 1 GiB overhead (archfit.train.memory)",
+                                 f"AdamW states, activations, {overhead:.3g} GiB overhead "
+                                 "(archfit.train.memory)",
             "rows": rows, "total_flops": sum(r["flops"] for r in rows),
             "total_gpu_hours": sum(hours) if hours else None,
             "fits": all(r["fits"] for r in rows)}

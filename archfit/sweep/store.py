@@ -50,7 +50,8 @@ _COUNTS = ("params_total", "params_non_embedding", "target_params")
 _ACTIVE = ("params_active", "params_active_non_embedding")
 _BUDGET_COLUMNS = ("budget_tokens", "budget_tokens_per_param", "budget_steps")
 _RESULT_KEYS = ("tokens", "steps", "flops", "final_val_loss", "best_val_loss",
-                "final_train_loss", "wall_s", "train_s", "tokens_per_s", "mfu",
+                "final_train_loss", "wall_s", "train_s", "tokens_per_s", "first_step_s",
+                "compile_s", "mfu",
                 "peak_memory_bytes", "device", "data_hash", "archfit_version",
                 "expert_load_max", "expert_load")
 # expert_load: each sparse layer's share of routed tokens per expert, as JSON text

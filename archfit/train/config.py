@@ -305,8 +305,12 @@ class RunResult:
     tokens: int = 0
     steps: int = 0
     wall_s: float = 0.0
-    train_s: float = 0.0
+    train_s: float = 0.0  # every training step, evaluation and checkpoints left out
+    # tokens/s (and MFU) of the steady steps: the warm-up steps (the compile among them), the
+    # evaluation and the checkpoints left out (archfit.train.loop's _Clock)
     tokens_per_s: float | None = None
+    first_step_s: float | None = None  # the first step of this process, synced
+    compile_s: float | None = None  # with compile: the first step's time above a steady step's
     flops: float | None = None
     flops_convention: str = TRAIN_FLOPS_CONVENTION
     mfu: float | None = None

@@ -52,6 +52,9 @@ class _Session:
     curve: list[dict[str, Any]] = field(default_factory=list)
     train_time: float = 0.0
     last_train: float | None = None
+    ema: float | None = None  # the train loss's moving average and its running minimum (the
+    run_min: float = math.inf  # divergence check)
+    clock: Any = None  # the loop's _Clock: first step, steady steps
     tracker: Any = None  # archfit.train.trackers.Tracker on the main process, when asked for
     mfu_per_token_rate: float | None = None  # MFU = this x tokens/s (a GPU of known peak)
 
@@ -115,8 +118,8 @@ class _Session:
 def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> _Session:
     import torch
 
-    import archfit
     import archfit.train.data as data_mod
+    from archfit._version import __version__
     from archfit.train.model import GPT
 
     device = resolve_device(cfg)  # before anything slow: a missing device is a bad input
@@ -139,7 +142,7 @@ def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> 
     result = RunResult(status="ok", device=device, data_hash=td.data_hash, data_name=td.name,
                        params_total=shape.params_total,
                        params_non_embedding=shape.params_non_embedding, shape=shape.to_dict(),
-                       config=cfg.to_dict(), archfit_version=archfit.__version__)
+                       config=cfg.to_dict(), archfit_version=__version__)
     result.shape.pop("breakdown", None)
     torch.manual_seed(cfg.seed)
     if device.startswith("cuda"):
@@ -169,8 +172,10 @@ def _setup(cfg: TrainConfig, run_dir: str | None, memory_check: bool = True) -> 
         result=result, rng=np.random.default_rng(cfg.seed), dist=dist)
 
 
-def _step(s: _Session, step: int) -> tuple[float, float]:
-    """One optimizer step (with gradient accumulation); returns (train loss, lr)."""
+def _step(s: _Session, step: int) -> tuple[Any, float]:
+    """One optimizer step (with gradient accumulation); returns (train loss, lr). The loss stays
+    a tensor on the device: reading it waits for the step (a host sync on a GPU), which
+    :func:`_loop` does only when it logs."""
     import torch
 
     cfg = s.cfg
@@ -178,7 +183,7 @@ def _step(s: _Session, step: int) -> tuple[float, float]:
     for o in s.opts:
         for g in o.param_groups:
             g["lr"] = lr * g.get("lr_mult", 1.0)
-    total = 0.0
+    total: Any = 0.0
     d = s.dist
     share = cfg.batch_size // d.world  # every process draws the same batch, takes its rows
     micro = min(cfg.micro_batch or share, share)
@@ -199,58 +204,132 @@ def _step(s: _Session, step: int) -> tuple[float, float]:
             with s.autocast:
                 _, loss = s.step_fn(xb, yb)
             (loss / passes).backward()
-        total += float(loss.detach()) / passes
-    total = d.mean(total)
+        total = total + loss.detach() / passes
     if cfg.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
     for o in s.opts:
         o.step()
         o.zero_grad(set_to_none=True)
-    if s.device.startswith("cuda"):
-        torch.cuda.synchronize()
     return total, lr
+
+
+# the first steps of a run (or of its resumption) are not timed for its tokens/s: the first
+# compiles the step's graphs (with compile) and fills the allocator's caches, the second can
+# still recompile (torch.compile's guards); a run of fewer steps times those after its first
+GPU_WARMUP_STEPS = 2
+# on a GPU the loop reads the loss (a host sync) every this many steps, and at every
+# evaluation, checkpoint and the warm-up's end; on a CPU, where reading it is free, every step
+GPU_LOG_EVERY = 10
+
+
+@dataclass
+class _Clock:
+    """Where the run's time went: the first step, the steady steps after the warm-up (what
+    tokens/s and MFU count), and every training step (train_s). Evaluation and checkpoints are
+    in none of them."""
+
+    warmup: int  # steps before the steady ones
+    mark: float = field(default_factory=time.perf_counter)  # the last sync
+    first_step_s: float | None = None
+    steady_s: float = 0.0
+    steady_steps: int = 0
+
+    def lap(self, s: _Session, steps: int, done_before: int) -> float:
+        """The seconds since the last mark, for ``steps`` steps after ``done_before`` steps of
+        this process; the device synced first, so they are the steps' own."""
+        if s.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        dt, self.mark = now - self.mark, now
+        if done_before == 0:
+            self.first_step_s = dt if steps == 1 else None
+        if done_before >= self.warmup:
+            self.steady_s += dt
+            self.steady_steps += steps
+        return dt
 
 
 def _loop(s: _Session, sig: StopSignals, progress: Callable[[dict[str, Any]], None] | None
           ) -> None:
-    cfg, ema, run_min = s.cfg, None, math.inf
+    cfg = s.cfg
+    run = s.total_steps - s.start_step
+    clock = _Clock(warmup=min(GPU_WARMUP_STEPS, run - 1))
+    s.clock = clock
+    every = 1 if not s.device.startswith("cuda") else GPU_LOG_EVERY
+    pending: list[tuple[int, Any, float]] = []  # steps run, their losses not read yet
     s.model.train()
     for step in range(s.start_step, s.total_steps):
         if s.dist.any(sig.signum is not None):
+            _log(s, pending, clock, progress)
             s.save(step)
             sig.chain()
             raise Preempted(f"stopped by signal {sig.signum or 'on another process'} at step "
                             f"{step}")
-        t0 = time.perf_counter()
-        total, lr = _step(s, step)
-        dt = time.perf_counter() - t0
-        s.train_time += dt
+        loss, lr = _step(s, step)
+        pending.append((step, loss, lr))
+        done = step + 1 - s.start_step
+        evaluate = (step + 1) % cfg.eval_every == 0 or step + 1 == s.total_steps
+        save = bool(cfg.checkpoint_every) and (step + 1) % cfg.checkpoint_every == 0
+        if evaluate or save or done in (1, clock.warmup) or done % every == 0:
+            ok, rate = _log(s, pending, clock, progress, hold_last=evaluate)
+            if not ok:
+                return
+            if evaluate:
+                s.curve[-1]["val_loss"] = s.evaluate()
+                s.best_val = min(s.best_val, s.curve[-1]["val_loss"])
+                _report(s, s.curve[-1], progress, rate)
+            if save:
+                s.save(step + 1)
+            clock.mark = time.perf_counter()  # evaluation and checkpoints are not train time
+
+
+def _log(s: _Session, pending: list[tuple[int, Any, float]], clock: _Clock,
+         progress: Callable[[dict[str, Any]], None] | None, hold_last: bool = False
+         ) -> tuple[bool, float | None]:
+    """Read the pending steps' losses (one sync), time them and record each step's point,
+    reported as it is recorded (the last one held back for its evaluation, with ``hold_last``).
+    Returns (False, ...) when a step diverged: the points after it are dropped and the run ends
+    there; and the steps' tokens/s."""
+    if not pending:
+        return True, None
+    cfg = s.cfg
+    losses = [s.dist.mean(float(loss)) for _, loss, _ in pending]
+    dt = clock.lap(s, len(pending), pending[0][0] - s.start_step)
+    s.train_time += dt
+    rate = len(pending) * cfg.tokens_per_step / dt if dt > 0 else None
+    last = pending[-1][0]
+    for (step, _, lr), total in zip(pending, losses):
         s.last_train = total
         point: dict[str, Any] = {"step": step + 1, "tokens": (step + 1) * cfg.tokens_per_step,
                                  "train_loss": total, "lr": lr}
-        ema = total if ema is None else 0.8 * ema + 0.2 * total
-        run_min = min(run_min, ema)
+        s.ema = total if s.ema is None else 0.8 * s.ema + 0.2 * total
+        s.run_min = min(s.run_min, s.ema)
         if not math.isfinite(total):
             s.result.status, s.result.error = "diverged", f"non-finite loss at step {step + 1}"
-        elif step > 10 and ema > cfg.divergence_factor * run_min:
+        elif step > 10 and s.ema > cfg.divergence_factor * s.run_min:
             s.result.status = "diverged"
-            s.result.error = (f"loss {ema:.3g} rose above {cfg.divergence_factor}x its running "
-                              f"minimum {run_min:.3g} at step {step + 1}")
-        if s.result.status == "diverged":
-            s.curve.append(point)
-            return
-        if (step + 1) % cfg.eval_every == 0 or step + 1 == s.total_steps:
-            point["val_loss"] = s.evaluate()
-            s.best_val = min(s.best_val, point["val_loss"])
+            s.result.error = (f"loss {s.ema:.3g} rose above {cfg.divergence_factor}x its "
+                              f"running minimum {s.run_min:.3g} at step {step + 1}")
         s.curve.append(point)
-        if progress is not None and s.dist.main:
-            progress({**point, "total_steps": s.total_steps})
-        if s.tracker is not None:
-            tps = cfg.tokens_per_step / dt if dt > 0 else None
-            s.tracker.log(point, tps, s.mfu_per_token_rate * tps
-                          if tps and s.mfu_per_token_rate else None)
-        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-            s.save(step + 1)
+        if s.result.status == "diverged":
+            pending.clear()
+            return False, rate
+        if not (hold_last and step == last):
+            _report(s, point, progress, rate)
+    pending.clear()
+    return True, rate
+
+
+def _report(s: _Session, point: dict[str, Any],
+            progress: Callable[[dict[str, Any]], None] | None, rate: float | None) -> None:
+    """A step's point to the progress callback and the tracker (its tokens/s: its window's)."""
+    if progress is not None and s.dist.main:
+        progress({**point, "total_steps": s.total_steps})
+    if s.tracker is not None:
+        s.tracker.log(point, rate, s.mfu_per_token_rate * rate
+                      if rate and s.mfu_per_token_rate else None)
 
 
 def _finish(s: _Session, t_wall: float) -> RunResult:
@@ -261,8 +340,12 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
     r.final_val_loss = vals[-1] if vals else None
     r.best_val_loss = min(vals) if vals else None
     r.final_train_loss, r.curve, r.train_s = s.last_train, s.curve, s.train_time
-    if s.train_time > 0 and done_steps > s.start_step:
-        r.tokens_per_s = (done_steps - s.start_step) * cfg.tokens_per_step / s.train_time
+    c = s.clock
+    if c is not None and c.steady_steps and c.steady_s > 0:
+        r.tokens_per_s = c.steady_steps * cfg.tokens_per_step / c.steady_s
+        r.first_step_s = c.first_step_s
+        if cfg.compile and c.first_step_s is not None:  # the first step less a steady one
+            r.compile_s = max(0.0, c.first_step_s - c.steady_s / c.steady_steps)
     fpt = s.shape.flops_per_token("kaplan_train")  # a mixture of experts: its active N
     r.flops = fpt * r.tokens
     if s.shape.moe:

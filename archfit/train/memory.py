@@ -22,8 +22,12 @@ The estimate follows what :mod:`archfit.train.model` and :mod:`archfit.train` ke
     layer's gradient temporaries are alive too. With activation checkpointing, a layer keeps
     only its input, and one layer's full activations are alive during its recomputation.
 ``head``
-    The output layer fused with its loss: its gradient buffers (fp32 weight-sized, and the
-    final hidden states' gradient) and one chunk of logits (the softmax is taken in place).
+    The output layer and its loss, as the trainer computes them: on a CPU in fp32 (``fused``),
+    fused with the loss: its gradient buffers (fp32 weight-sized, and the final hidden states'
+    gradient) and one chunk of logits (the softmax is taken in place). On a GPU in bf16
+    (``logits``): the logits in the compute dtype, their fp32 copy the cross-entropy keeps,
+    and that copy's gradient during the backward pass (what eager mode holds; a compiled step
+    fuses the copy away, so this errs high there), and the final hidden states' gradient.
 
 FSDP shards weights, grads and optimizer state over the processes and gathers one layer's
 weights at a time. Not counted: the framework's fixed overhead (CUDA context, kernels), given
@@ -108,10 +112,12 @@ def activation_token_bytes(s: Shape, act: int) -> int:
 
 def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
              optimizer: str = "adamw", activation_checkpointing: bool = False,
-             parallel: str = "ddp", world: int = 1, overhead_gib: float = 0.0
-             ) -> MemoryEstimate:
+             parallel: str = "ddp", world: int = 1, overhead_gib: float = 0.0,
+             loss: str | None = None) -> MemoryEstimate:
     """Peak memory of one process training ``shape`` on ``micro_batch`` sequences of
-    ``shape.n_ctx`` tokens (``precision`` fp32 or bf16: the compute dtype of activations)."""
+    ``shape.n_ctx`` tokens (``precision`` fp32 or bf16: the compute dtype of activations;
+    ``loss`` fused or logits, the output layer's way, by default fused in fp32 as a CPU
+    trains and logits in bf16 as a GPU does)."""
     if micro_batch < 1:
         raise ArchfitError(f"micro_batch must be at least 1, got {micro_batch}")
     if precision not in ("fp32", "bf16"):
@@ -140,11 +146,14 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
     up = int(s.d_ff or 0) * (2 if s.mlp == "swiglu" else 1)  # d_ff is set once a Shape is built
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
-    # the fused output layer and loss: its fp32 weight gradient, the final hidden states, and
-    # one chunk of fp32 logits (archfit.train.model never holds all the logits)
-    chunk = loss_chunk(s.vocab_size)
-    head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
-            + 4 * min(chunk, tokens) * s.vocab_size)
+    if (loss or ("fused" if act == 4 else "logits")) == "fused":
+        # the fused output layer and loss: its fp32 weight gradient, the final hidden states,
+        # and one chunk of fp32 logits (archfit.train.model never holds all the logits)
+        chunk = loss_chunk(s.vocab_size)
+        head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
+                + 4 * min(chunk, tokens) * s.vocab_size)
+    else:  # the logits, their fp32 copy and its gradient; the final hidden states' gradient
+        head = (act + 4 + 4) * s.vocab_size * tokens + act * s.d_model * tokens
     return MemoryEstimate(weights=int(weights), grads=int(grads), optimizer=int(opt),
                           activations=int(acts), head=int(head),
                           overhead=int(overhead_gib * GIB), micro_batch=micro_batch)

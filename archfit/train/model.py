@@ -9,7 +9,8 @@ layer) and mixtures of experts (:class:`MoE`). Its parameter count equals
 A mixture of experts (``shape.n_experts`` > 0) routes each token to its ``top_k`` experts by the
 router's softmax, weights their outputs by those probabilities renormalized over the k (Mixtral;
 Qwen3-MoE's ``norm_topk_prob``), and adds the shared experts; dropless (no capacity factor: every
-token reaches its k experts), in plain torch ops, one expert at a time. Load balancing:
+token reaches its k experts). The routed experts run as one grouped matrix product over the
+tokens sorted by expert (:mod:`archfit.train.experts`). Load balancing:
 
 ``aux-loss`` (the default)
     Switch Transformer's auxiliary loss (Fedus et al. 2022, eq. 4): ``E * sum_i f_i P_i`` per
@@ -139,6 +140,22 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
+def activate(kind: str, h: torch.Tensor) -> torch.Tensor:
+    """The MLP's nonlinearity on its up projection ``h`` (SwiGLU: both halves of it)."""
+    if kind == "gelu":
+        return F.gelu(h, approximate="tanh")
+    if kind == "relu2":
+        return F.relu(h).square()
+    a, b = h.chunk(2, dim=-1)
+    return F.silu(a) * b
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype matrix products run in here: autocast's where it is on, else ``x``'s."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+
+
 class MLP(nn.Module):
     def __init__(self, s: Shape, width: int | None = None):
         super().__init__()
@@ -151,24 +168,20 @@ class MLP(nn.Module):
         self.down.is_residual = True  # type: ignore[attr-defined]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.up(x)
-        if self.kind == "gelu":
-            h = F.gelu(h, approximate="tanh")
-        elif self.kind == "relu2":
-            h = F.relu(h).square()
-        else:
-            a, b = h.chunk(2, dim=-1)
-            h = F.silu(a) * b
-        return self.down(h)
+        return self.down(activate(self.kind, self.up(x)))
 
 
 MOE_BALANCE = ("aux-loss", "bias")
 
 
 class MoE(nn.Module):
-    """A sparse MLP: a bias-free router over ``n_experts`` experts (each an :class:`MLP` of width
-    ``d_expert``), each token sent to its ``top_k`` and to every shared expert; dropless. Counts
-    the tokens each expert receives while training (:attr:`load`), for the run's metrics."""
+    """A sparse MLP: a bias-free router over ``n_experts`` experts, each token sent to its
+    ``top_k`` and to every shared expert; dropless. The routed experts' weights are stacked,
+    ``up`` (experts, up width, d_model) and ``down`` (experts, d_model, d_expert), as
+    ``nn.Linear`` would hold each, and run as one grouped matrix product
+    (:mod:`archfit.train.experts`). Counts the tokens each expert receives while training
+    (:attr:`load`), for the run's metrics. A checkpoint of the earlier layout (one ``MLP``
+    module per expert, ``experts.{e}.up.weight``) loads into this one."""
 
     select_bias: torch.Tensor  # buffers, registered below
     load: torch.Tensor
@@ -179,16 +192,22 @@ class MoE(nn.Module):
         if balance not in MOE_BALANCE:
             raise ShapeError(f"moe_balance must be one of {', '.join(MOE_BALANCE)}, got "
                              f"{balance!r}")
-        self.k, self.balance = s.top_k, balance
+        self.k, self.balance, self.kind = s.top_k, balance, s.mlp
         self.aux_coef, self.bias_rate = aux_coef, bias_rate
-        self.router = nn.Linear(s.d_model, s.n_experts, bias=False)
-        self.experts = nn.ModuleList(MLP(s, s.d_expert) for _ in range(s.n_experts))
-        self.shared = nn.ModuleList(MLP(s, s.d_expert) for _ in range(s.n_shared_experts))
+        E, d, f = s.n_experts, s.d_model, s.d_expert
+        assert f is not None
+        up = 2 * f if s.mlp == "swiglu" else f
+        self.router = nn.Linear(d, E, bias=False)
+        self.up = nn.Parameter(torch.empty(E, up, d))
+        self.down = nn.Parameter(torch.empty(E, d, f))
+        self.up_bias = nn.Parameter(torch.zeros(E, up)) if s.bias else None
+        self.down_bias = nn.Parameter(torch.zeros(E, d)) if s.bias else None
+        self.shared = nn.ModuleList(MLP(s, f) for _ in range(s.n_shared_experts))
         # DeepSeek-V3's selection bias (used by balance="bias"), and the tokens each expert got
-        self.register_buffer("select_bias", torch.zeros(s.n_experts))
-        self.register_buffer("load", torch.zeros(s.n_experts, dtype=torch.float64),
-                             persistent=False)
+        self.register_buffer("select_bias", torch.zeros(E))
+        self.register_buffer("load", torch.zeros(E, dtype=torch.float64), persistent=False)
         self.aux: torch.Tensor | None = None  # the last training pass's balancing loss
+        self._register_load_state_dict_pre_hook(_stack_expert_modules)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
@@ -197,29 +216,61 @@ class MoE(nn.Module):
         pick = probs + self.select_bias if self.balance == "bias" else probs
         top = pick.topk(self.k, dim=-1).indices
         gate = probs.gather(-1, top)
-        gate = (gate / gate.sum(-1, keepdim=True)).to(x.dtype)
-        out = torch.zeros_like(x)
-        for e, expert in enumerate(self.experts):
-            token, slot = (top == e).nonzero(as_tuple=True)
-            if token.numel():
-                out.index_add_(0, token, expert(x[token]) * gate[token, slot, None])
+        gate = gate / gate.sum(-1, keepdim=True)
+        counts = torch.zeros_like(self.select_bias, dtype=torch.long).scatter_add_(
+            0, top.flatten(), torch.ones_like(top.flatten()))
+        out = self.routed(x, top, gate, counts)
         for expert in self.shared:
             out = out + expert(x)
         if self.training:
-            self._balance(probs, top)
+            self._balance(probs, counts)
         return out.reshape(shape)
 
-    def _balance(self, probs: torch.Tensor, top: torch.Tensor) -> None:
+    def routed(self, x: torch.Tensor, top: torch.Tensor, gate: torch.Tensor,
+               counts: torch.Tensor) -> torch.Tensor:
+        """The routed experts' output: every (token, choice) pair sorted by expert, the
+        experts' up and down projections as grouped products over those rows, each row weighted
+        by its gate and summed back into its token."""
+        from archfit.train.experts import grouped_mm
+
+        expert = top.flatten()
+        order = expert.argsort(stable=True)
+        token = order // self.k
+        offs = counts.cumsum(0).to(torch.int32)
+        dt = compute_dtype(x)
+        h = grouped_mm(x[token].to(dt), self.up.to(dt).transpose(1, 2), offs)
+        if self.up_bias is not None:
+            h = h + self.up_bias[expert[order]].to(h.dtype)
+        y = grouped_mm(activate(self.kind, h), self.down.to(dt).transpose(1, 2), offs)
+        if self.down_bias is not None:
+            y = y + self.down_bias[expert[order]].to(y.dtype)
+        y = y * gate.flatten()[order, None].to(y.dtype)
+        return torch.zeros(x.shape, dtype=y.dtype, device=x.device).index_add_(0, token, y)
+
+    def _balance(self, probs: torch.Tensor, counts: torch.Tensor) -> None:
         E = probs.shape[-1]
-        counts = torch.bincount(top.flatten(), minlength=E)
         self.load += counts.detach().to(self.load.dtype)
-        share = counts.float() / top.numel()
+        share = counts.float() / (probs.shape[0] * self.k)
         if self.balance == "aux-loss":  # Switch: E * sum_i f_i P_i (f has no gradient)
             self.aux = self.aux_coef * E * (share.detach() * probs.mean(0)).sum()
         else:
             self.aux = None
             with torch.no_grad():  # DeepSeek-V3: raise the under-loaded, lower the over-loaded
                 self.select_bias += self.bias_rate * torch.sign(share.mean() - share)
+
+
+def _stack_expert_modules(state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+    """Load a checkpoint written with one module per expert (``experts.{e}.up.weight``, ...)
+    into the stacked layout: each kind of weight stacked over the experts in order."""
+    old = f"{prefix}experts."
+    if not any(k.startswith(old) for k in state_dict):
+        return
+    n = 1 + max(int(k[len(old):].split(".")[0]) for k in state_dict if k.startswith(old))
+    for name, key in (("up", "up.weight"), ("down", "down.weight"), ("up_bias", "up.bias"),
+                      ("down_bias", "down.bias")):
+        parts = [state_dict.pop(f"{old}{e}.{key}", None) for e in range(n)]
+        if all(p is not None for p in parts):
+            state_dict[prefix + name] = torch.stack(parts)  # type: ignore[arg-type]
 
 
 class Block(nn.Module):
@@ -360,11 +411,16 @@ def linear_cross_entropy(x: torch.Tensor, w: torch.Tensor, targets: torch.Tensor
 
 class GPT(nn.Module):
     """The model. ``forward(idx, targets=None)`` returns (logits, None), or with targets
-    (None, mean cross-entropy): the loss is fused with the output layer
-    (:func:`linear_cross_entropy`) and no logits are materialized (``fused_loss=False``
-    computes full logits and ``F.cross_entropy``, the reference)."""
+    (logits or None, mean cross-entropy).
 
-    fused_loss = True
+    The loss: in eager mode on a CPU, the output layer fused with its loss
+    (:func:`linear_cross_entropy`: no logits materialized, about 1.5x faster there). Compiled,
+    or on a GPU, the logits in the compute dtype (bf16 under autocast) and ``F.cross_entropy``
+    in fp32, which the compiler fuses and which keeps the step one graph: the fused loss
+    decides per chunk on the host, a sync and a graph break each. ``fused_loss`` True or False
+    forces one or the other (None: that choice)."""
+
+    fused_loss: bool | None = None
 
     def __init__(self, shape: Shape, parametrization: str = "standard", base_width: int = 128,
                  base_depth: int = 2, moe_balance: str = "aux-loss", moe_aux_coef: float = 0.01):
@@ -389,7 +445,10 @@ class GPT(nn.Module):
     def reset_parameters(self) -> None:
         sc = self.scaling
         for m in self.modules():
-            if isinstance(m, nn.Linear):
+            if isinstance(m, MoE):  # the stacked experts, as each expert's nn.Linear would be
+                nn.init.normal_(m.up, 0.0, sc.hidden_std)
+                nn.init.normal_(m.down, 0.0, sc.residual_std)
+            elif isinstance(m, nn.Linear):
                 std = sc.residual_std if getattr(m, "is_residual", False) else sc.hidden_std
                 if m is self.head:
                     std = sc.init_std
@@ -400,8 +459,9 @@ class GPT(nn.Module):
                 nn.init.normal_(m.weight, 0.0, sc.init_std)
 
     def hidden_matrices(self) -> list[nn.Parameter]:
-        """2-D weights inside the blocks (what μP rescales and Muon orthogonalizes)."""
-        return [p for n, p in self.blocks.named_parameters() if p.ndim == 2]
+        """The weight matrices inside the blocks (what μP rescales and Muon orthogonalizes):
+        2-D, and the mixtures' stacked experts (3-D, a matrix per expert)."""
+        return [p for n, p in self.blocks.named_parameters() if p.ndim >= 2]
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -422,7 +482,8 @@ class GPT(nn.Module):
         """The loss whose gradient carries the experts' balancing loss and whose value is the
         cross-entropy alone: ``loss + aux - aux.detach()`` (so the reported train loss is the
         model's, as the validation loss is)."""
-        aux = [m.aux for m in self.moe_layers() if self.training and m.aux is not None]
+        aux = [b.mlp.aux for b in self.blocks if self.training and isinstance(b.mlp, MoE)
+               and b.mlp.aux is not None]
         if not aux:
             return loss
         total = torch.stack(aux).sum()
@@ -442,13 +503,13 @@ class GPT(nn.Module):
         x = self.ln_f(x)
         w = self.tok_emb.weight if self.head is None else self.head.weight
         mult = self.scaling.logit_mult
-        if targets is not None and self.fused_loss:
-            # the logits buffer is kept between steps on CPU, where a fresh one costs its page
-            # faults; CUDA's caching allocator reuses memory by itself, and a compiled graph
-            # gets no Python-side state
-            keep = idx.device.type == "cpu" and not torch.compiler.is_compiling()
+        eager_cpu = idx.device.type == "cpu" and not torch.compiler.is_compiling()
+        if targets is not None and (eager_cpu if self.fused_loss is None else self.fused_loss):
+            # in the compute dtype, as autocast would run the output layer; the logits buffer
+            # is kept between steps on an eager CPU, where a fresh one costs its page faults
+            x = x.to(compute_dtype(x))
             loss = linear_cross_entropy(x.reshape(B * T, -1), w, targets.reshape(-1), mult,
-                                        scratch=self._loss_scratch if keep else None)
+                                        scratch=self._loss_scratch if eager_cpu else None)
             return None, self._with_balance(loss)
         logits = F.linear(x, w)
         if mult != 1.0:

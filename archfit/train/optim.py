@@ -1,6 +1,7 @@
 """The optimizers of a run: AdamW (fused on CUDA and CPU; weight decay on matrices only, per-group
 learning-rate multipliers for muP/CompleteP hidden matrices), or Muon for the hidden matrices
-with AdamW for the rest."""
+with AdamW for the rest. torch's Muon takes 2-D matrices only: a mixture's stacked experts (one
+3-D tensor per layer) train with AdamW under it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def make_optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
     if cfg.optimizer == "muon":
         if not hasattr(torch.optim, "Muon"):
             raise ArchfitError("optimizer muon needs torch >= 2.9 (torch.optim.Muon)")
+        matrices += [p for p in hid if p.ndim != 2]
+        hid = [p for p in hid if p.ndim == 2]
         adam = torch.optim.AdamW(
             [{"params": matrices, "weight_decay": cfg.weight_decay, "lr_mult": 1.0},
              {"params": vectors, "weight_decay": 0.0, "lr_mult": 1.0}], lr=cfg.lr, **kw)

@@ -1,6 +1,8 @@
 """How fast a shape trains and serves on a device: a step-time model, calibrated by a sweep's
-own measured tokens/s or modelled from a data sheet, and a decode-latency model. Plain
-arithmetic on the shape (no torch; numpy and scipy only inside :func:`fit_step_model`).
+own measured tokens/s or modelled from a data sheet (its matmul efficiency measured on the
+device by ``benchmarks/bench_gpu.py`` where it was: :func:`calibration`), and a decode-latency
+model. Plain arithmetic on the shape (no torch; numpy and scipy only inside
+:func:`fit_step_model`).
 
 **Training step time** (seconds per optimizer step, one process or GPU)::
 
@@ -31,8 +33,12 @@ graphs). Tensor parallelism, speculative decoding and quantized weights are not 
 
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from archfit.train.accelerators import Device, device
 from archfit.errors import ArchfitError
@@ -150,13 +156,20 @@ class StepModel:
             raise ArchfitError(f"a damaged step model: {e}") from None
 
 
-def modelled(dev: str | Device) -> StepModel:
-    """The step-time model of a data sheet and :data:`ASSUMPTIONS` (bf16)."""
+def modelled(dev: str | Device, calibrated: bool = True) -> StepModel:
+    """The step-time model of a data sheet and :data:`ASSUMPTIONS` (bf16); where archfit's
+    trainer was measured on the device (:mod:`archfit.train.perf`), its matmuls at the
+    measured efficiency instead (``calibrated=False``: the assumed one)."""
     d = device(dev) if isinstance(dev, str) else dev
-    return StepModel(flop_s=1 / (MATMUL_EFFICIENCY * d.peak_flops),
+    cal = calibration(d.key) if calibrated else None
+    eff = cal.matmul_efficiency if cal else MATMUL_EFFICIENCY
+    source = f"{d.source}; {ASSUMPTIONS}" if cal is None else (
+        f"{d.source}; matmuls at {eff:.0%} of peak, {cal.source}; memory at "
+        f"{BANDWIDTH_EFFICIENCY:.0%} of bandwidth, {LAYER_OVERHEAD_S * 1e6:.0f} us per layer "
+        f"and step, {STEP_OVERHEAD_S * 1e3:.0f} ms per step (assumed)")
+    return StepModel(flop_s=1 / (eff * d.peak_flops),
                      byte_s=1 / (BANDWIDTH_EFFICIENCY * d.bandwidth), layer_s=LAYER_OVERHEAD_S,
-                     step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled",
-                     source=f"{d.source}; {ASSUMPTIONS}")
+                     step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled", source=source)
 
 
 def gpu_hours(rows: list[dict[str, Any]], gpu: str, *, base: dict[str, Any] | None = None,
@@ -396,3 +409,78 @@ def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
                             f"matmuls at {MATMUL_EFFICIENCY:.0%} of peak, "
                             f"{DECODE_LAYER_S * 1e6:.0f} us of kernel launches per layer "
                             "(eager); no tensor parallelism, no speculative decoding")}
+
+
+# ============================================================================ measured
+# What archfit's trainer measured on each accelerator, and the planner's numbers taken from it.
+#
+# ``archfit/published/gpu_measured.json`` holds the runs of ``benchmarks/bench_gpu.py --out``
+# (one entry per device and date: each shape's measured tokens/s and peak memory, archfit's and
+# HF's, eager and compiled). From archfit's compiled rows on a device the planner takes:
+# - ``matmul_efficiency``: the share of the data sheet's peak at which the step-time model
+#   (:func:`modelled`) reproduces each row's measured step time, its other terms (bytes,
+#   per-layer and per-step costs) as assumed; the median over the rows.
+# - ``mfu``: measured tokens/s times the ``kaplan_train`` FLOPs per token over the data sheet's
+#   peak, the median over the rows: what ``sweep plan --gpu`` prices GPU-hours at.
+# - ``overhead_gib``: the measured peak less :func:`archfit.train.memory.estimate`'s (without
+#   overhead), the median over the rows: the fixed memory a process holds beyond the estimate.
+# A device with no measured rows keeps the assumed figures (MATMUL_EFFICIENCY, DEFAULT_MFU,
+# OVERHEAD_GIB), and every output says which it used.
+MEASURED_FILE = "gpu_measured.json"
+
+
+class Calibration(NamedTuple):
+    """A device's planner figures measured by benchmarks/bench_gpu.py (the section's comment)."""
+
+    matmul_efficiency: float
+    mfu: float
+    overhead_gib: float
+    rows: int
+    source: str
+
+
+@lru_cache(maxsize=1)
+def measured_runs() -> tuple[dict[str, Any], ...]:
+    """The shipped bench_gpu.py runs (none until one is measured)."""
+    text = resources.files("archfit").joinpath("published", MEASURED_FILE).read_text("utf-8")
+    return tuple(json.loads(text).get("runs", []))
+
+
+def derive(runs: Any, key: str) -> Calibration | None:
+    """The figures of device ``key`` (h100, h200, ...) from bench_gpu.py ``runs``; None when
+    none of them measured archfit compiled on that device."""
+    from archfit.train import memory
+    from archfit.train.accelerators import DEVICES, device_key
+
+    dev = DEVICES[key]
+    base = modelled(dev, calibrated=False)
+    effs, mfus, over, dates = [], [], [], []
+    for run in runs:
+        if device_key(run.get("device", "")) != key:
+            continue
+        for r in run.get("rows", []):
+            if r.get("model") != "archfit" or not r.get("compiled") or not r.get("tokens_per_s"):
+                continue
+            s = Shape(**r["fields"])
+            tokens = r["batch"] * s.n_ctx
+            flops, nbytes, layers, one = step_features(s, tokens, "bf16")
+            rest = base.byte_s * nbytes + base.layer_s * layers + base.step_s * one
+            t = tokens / r["tokens_per_s"]
+            if t > rest:
+                effs.append(flops / (dev.peak_flops * (t - rest)))
+            mfus.append(r["tokens_per_s"] * s.flops_per_token("kaplan_train") / dev.peak_flops)
+            if r.get("peak_memory_gib"):
+                est = memory.estimate(s, r["batch"], precision="bf16").total / memory.GIB
+                over.append(r["peak_memory_gib"] - est)
+            dates.append(run.get("date", "undated"))
+    if not effs:
+        return None
+    return Calibration(statistics.median(effs), statistics.median(mfus),
+                       statistics.median(over) if over else 1.0, len(mfus),
+                       f"measured by benchmarks/bench_gpu.py on {dev.name}, "
+                       f"{', '.join(sorted(set(dates)))} ({len(mfus)} compiled runs)")
+
+
+def calibration(key: str) -> Calibration | None:
+    """The shipped measurements' figures for device ``key``, or None (assumed figures)."""
+    return derive(measured_runs(), key)

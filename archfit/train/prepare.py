@@ -250,7 +250,7 @@ def _finish(out_dir: str, settings: dict[str, Any], state: dict[str, Any]) -> di
         os.replace(part, final)
         splits[split] = {"file": f"{split}.bin", "tokens": state[split]["tokens"],
                          "documents": state[split]["docs"], "sha256": file_sha256(final)}
-    from archfit import __version__
+    from archfit._version import __version__
 
     manifest = {"format": "nanogpt-bin", "archfit_version": __version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

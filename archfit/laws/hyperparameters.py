@@ -1,7 +1,7 @@
 """How to train a model of a given size on a given number of tokens, from published
 hyperparameter laws: the peak learning rate and the batch size (in tokens), with the warmup and
 the decay the recipe pairs them with. Plain ``math``: ``archfit recommend`` reads it on its
-numpy-free path, and ``archfit train --lr auto`` and a sweep spec's ``lrs = ["auto"]`` resolve
+cold path, and ``archfit train --lr auto`` and a sweep spec's ``lrs = ["auto"]`` resolve
 through it.
 
 Each law is written in one form, ``value = coef * N**n * D**d`` with N the non-embedding

@@ -1,0 +1,294 @@
+"""archfit's trainer against HF transformers on one GPU, side by side in one process, with the
+same loop for every model: random tokens, bf16 autocast, torch's fused AdamW, ``--warmup``
+untimed steps (the compile among them), then ``--steps`` timed ones between two syncs.
+
+    python benchmarks/bench_gpu.py [--out measured.json]          # on a CUDA machine
+    python benchmarks/bench_gpu.py --device cpu                   # tiny shapes: it runs
+
+The shapes (``--device cuda``):
+- 12 x 768, llama block (SwiGLU, RoPE, RMSNorm, no biases, untied), vocab 32,000, ctx 1,024,
+  32 sequences, against ``LlamaForCausalLM`` (sdpa);
+- 24 x 2,048, 16 heads of 128, 8 kv heads, d_ff 5,632, vocab 32,000, ctx 2,048, 8 sequences,
+  against ``LlamaForCausalLM`` (sdpa);
+- a mixture of 8 x 768, 12 heads of 64 and 4 kv heads, QK-norm, 8 experts of 2,048, top-2,
+  against ``Qwen3MoeForCausalLM``, and its dense twin of the same active size (d_ff 4,096);
+each eager and compiled (``torch.compile``, inductor). Then ``archfit.train.train`` itself,
+compiled, at the first shape: its reported steady tokens/s against the loop's.
+
+Printed per row: tokens/s, MFU (the shape's ``matmul_train`` FLOPs per token, every matrix
+product of a training step with the attention over the whole context and the logits, times
+tokens/s, over the bf16 matmul peak measured in this run: the best of 8192^3 products), peak
+memory (``torch.cuda.max_memory_allocated``), the first step's seconds above a steady step's
+(the compile, with compile), and archfit's planner beside them: ``archfit shape --gpu``'s
+modelled tokens/s (:func:`archfit.train.perf.modelled`) and its memory estimate
+(:func:`archfit.train.memory.estimate`, bf16, 1 GiB overhead). ``--out`` writes the rows as
+JSON in the form ``archfit/published/gpu_measured.json`` holds (the planner's calibration).
+Targets (issue 92): archfit >= 1.1x HF at both dense shapes compiled, >= 50% MFU at 24 x 2,048,
+the mixture's MFU >= 60% of its dense twin's, train() within 10% of the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+LLAMA = dict(mlp="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False)
+
+
+def shapes(device: str) -> list[tuple[str, dict, int]]:
+    """(name, Shape fields, sequences per step) of the benchmark's models on ``device``."""
+    if device == "cpu":  # the same kinds, small enough to run in a minute on two cores
+        return [("dense 2x128", dict(n_layer=2, d_model=128, n_head=2, d_ff=344, vocab_size=2048,
+                                     n_ctx=128, **LLAMA), 4),
+                ("moe 2x128 E4 top-2", dict(n_layer=2, d_model=128, n_head=4, n_kv_head=2,
+                                            qk_norm=True, d_ff=512, d_expert=256, n_experts=4,
+                                            top_k=2, vocab_size=2048, n_ctx=128, **LLAMA), 4),
+                ("dense twin 2x128", dict(n_layer=2, d_model=128, n_head=4, n_kv_head=2,
+                                          qk_norm=True, d_ff=512, vocab_size=2048, n_ctx=128,
+                                          **LLAMA), 4)]
+    return [("dense 12x768", dict(n_layer=12, d_model=768, n_head=12, d_ff=2048,
+                                  vocab_size=32000, n_ctx=1024, **LLAMA), 32),
+            ("dense 24x2048", dict(n_layer=24, d_model=2048, n_head=16, n_kv_head=8, d_ff=5632,
+                                   vocab_size=32000, n_ctx=2048, **LLAMA), 8),
+            ("moe 8x768 E8 top-2", dict(n_layer=8, d_model=768, n_head=12, n_kv_head=4,
+                                        qk_norm=True, d_ff=4096, d_expert=2048, n_experts=8,
+                                        top_k=2, vocab_size=32000, n_ctx=1024, **LLAMA), 32),
+            ("dense twin 8x768", dict(n_layer=8, d_model=768, n_head=12, n_kv_head=4,
+                                      qk_norm=True, d_ff=4096, vocab_size=32000, n_ctx=1024,
+                                      **LLAMA), 32)]
+
+
+def hf_model(s):  # type: ignore[no-untyped-def]
+    """The HF model of the same shape: LlamaForCausalLM, or Qwen3MoeForCausalLM for a mixture
+    (every layer sparse, top-k renormalized as archfit does)."""
+    import transformers as tf
+
+    common = dict(vocab_size=s.vocab_size, hidden_size=s.d_model, num_hidden_layers=s.n_layer,
+                  num_attention_heads=s.n_head, num_key_value_heads=s.n_kv_head,
+                  max_position_embeddings=s.n_ctx, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                  attn_implementation="sdpa")
+    if s.moe:
+        cfg = tf.Qwen3MoeConfig(head_dim=s.head_dim, intermediate_size=s.d_ff,
+                                moe_intermediate_size=s.d_expert, num_experts=s.n_experts,
+                                num_experts_per_tok=s.top_k, decoder_sparse_step=1,
+                                mlp_only_layers=[], norm_topk_prob=True, **common)
+        return tf.Qwen3MoeForCausalLM(cfg)
+    return tf.LlamaForCausalLM(tf.LlamaConfig(intermediate_size=s.d_ff, head_dim=s.head_dim,
+                                              **common))
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed_loop(model, archfit: bool, s, batch: int, steps: int, warmup: int, device: str,
+               compile_: bool) -> dict:
+    """The one loop every model runs: tokens/s over ``steps`` steps after ``warmup`` (timed
+    between two syncs), the first step's time, and the peak memory."""
+    step_model = torch.compile(model) if compile_ else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, s.vocab_size, (batch, s.n_ctx), generator=gen).to(device)
+    bf16 = device == "cuda"
+    model.train()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
+    for i in range(warmup + 1):
+        sync(device)
+        t0 = time.perf_counter()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(x, x)[1] if archfit else step_model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(x, x)[1] if archfit else step_model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    sync(device)
+    dt = time.perf_counter() - t0
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    return {"tokens_per_s": batch * s.n_ctx * steps / dt, "step_s": dt / steps,
+            "first_step_s": times[0], "compile_s": max(0.0, times[0] - dt / steps)
+            if compile_ else None, "peak_memory_gib": peak / 2**30 if peak else None,
+            "loss": float(loss.detach())}
+
+
+def matmul_peak(device: str) -> float:
+    """FLOP/s of the best of 8 products of n^3 (bf16 8192^3 on CUDA, fp32 2048^3 on CPU)."""
+    n, dt = (8192, torch.bfloat16) if device == "cuda" else (2048, torch.float32)
+    a = torch.randn(n, n, device=device, dtype=dt)
+    b = torch.randn(n, n, device=device, dtype=dt)
+    best = float("inf")
+    for i in range(10):
+        sync(device)
+        t0 = time.perf_counter()
+        a @ b
+        sync(device)
+        if i >= 2:
+            best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def planner(s, batch: int, device: str) -> dict:
+    """archfit's own prediction for the shape: tokens/s (archfit shape --gpu h200's model) and
+    peak memory (bf16, 1 GiB overhead)."""
+    from archfit.train import memory
+    from archfit.train.perf import modelled
+
+    if device != "cuda":
+        return {"tokens_per_s": None, "memory_gib": None}
+    from archfit.train.accelerators import device_key
+
+    key = device_key(torch.cuda.get_device_name()) or "h200"
+    return {"tokens_per_s": modelled(key).tokens_per_s(s, batch * s.n_ctx),
+            "memory_gib": memory.estimate(s, batch, precision="bf16", overhead_gib=1.0).total
+            / 2**30}
+
+
+def train_row(s, batch: int, steps: int, warmup: int, device: str) -> dict:
+    """archfit.train.train itself, compiled, at the shape: its steady tokens/s and compile_s."""
+    import numpy as np
+
+    from archfit.train import Budget, TrainConfig, train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "tokens.npy")
+        rng = np.random.default_rng(0)
+        np.save(data, rng.integers(0, s.vocab_size, 4_000_000, dtype=np.int32))
+        total = warmup + steps
+        cfg = TrainConfig(shape=s, budget=Budget(steps=total), data=data, batch_size=batch,
+                          lr=3e-4, eval_every=total, eval_windows=4, eval_batch=batch,
+                          device=device, compile=True, seed=0)
+        r = train(cfg, memory_check=False)
+    return {"status": r.status, "error": r.error, "tokens_per_s": r.tokens_per_s,
+            "first_step_s": r.first_step_s, "compile_s": r.compile_s}
+
+
+def main() -> None:
+    from archfit.shapes import Shape
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (cuda 20, cpu 4)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--skip-hf", action="store_true", help="archfit's rows only")
+    ap.add_argument("--out", default=None, help="write the rows as JSON here")
+    a = ap.parse_args()
+    dev = a.device
+    steps = a.steps or (20 if dev == "cuda" else 4)
+    name = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
+    peak = matmul_peak(dev)
+    print(f"{name}, torch {torch.__version__}; {'bf16' if dev == 'cuda' else 'fp32'} matmul "
+          f"peak {peak / 1e12:.1f} TFLOP/s (measured); {a.warmup} untimed + {steps} timed steps",
+          flush=True)
+    print(f"{'shape':<20}{'model':<11}{'mode':<9}{'tokens/s':>11}{'MFU':>6}{'mem GiB':>9}"
+          f"{'compile s':>10}{'plan tok/s':>11}{'plan GiB':>9}", flush=True)
+    rows = []
+    from archfit.train.model import GPT
+
+    for label, fields, batch in shapes(dev):
+        s = Shape(**fields)
+        per_token = s.flops_per_token("matmul_train")
+        plan = planner(s, batch, dev)
+        makers = [("archfit", lambda: GPT(s))]
+        if not a.skip_hf and not label.startswith("dense twin"):
+            makers.append(("hf", lambda: hf_model(s)))
+        for impl, make in makers:
+            for compile_ in (False, True):
+                torch.manual_seed(0)
+                model = make().to(dev)
+                try:
+                    out = timed_loop(model, impl == "archfit", s, batch, steps, a.warmup, dev,
+                                     compile_)
+                except Exception as e:  # a failure is a finding: its row says so
+                    out = {"error": f"{type(e).__name__}: {e}"[:200]}
+                del model
+                gc.collect()
+                torch._dynamo.reset()
+                if dev == "cuda":
+                    torch.cuda.empty_cache()
+                row = {"shape": label, "model": impl, "compiled": compile_, "batch": batch,
+                       "fields": fields, "matmul_flops_per_token": per_token,
+                       "mfu": out["tokens_per_s"] * per_token / peak if "tokens_per_s" in out
+                       else None, **out, "plan": plan}
+                rows.append(row)
+                _print_row(row)
+    first = shapes(dev)[0]
+    s = Shape(**first[1])
+    tr = train_row(s, first[2], steps, a.warmup, dev)
+    loop = next(r for r in rows if r["shape"] == first[0] and r["model"] == "archfit"
+                and r["compiled"] and "tokens_per_s" in r)
+    print(f"\ntrain() compiled at {first[0]}: {tr['tokens_per_s'] or 0:,.0f} tokens/s (steady), "
+          f"compile_s {tr['compile_s'] or 0:.1f}, against the loop's {loop['tokens_per_s']:,.0f}"
+          f": {tr['tokens_per_s'] / loop['tokens_per_s']:.3f}x (target within 10%)"
+          if tr["tokens_per_s"] else f"\ntrain() failed: {tr['error']}")
+    _print_ratios(rows)
+    if a.out:
+        from archfit.io import atomic_write
+
+        atomic_write(a.out, json.dumps({"format": "archfit-gpu-measured", "device": name,
+                                  "date": datetime.date.today().isoformat(),
+                                  "torch": torch.__version__, "matmul_peak": peak,
+                                  "rows": rows, "train": tr}, indent=1))
+        print(f"wrote {a.out}")
+
+
+def _print_row(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['shape']:<20}{r['model']:<11}{'compiled' if r['compiled'] else 'eager':<9}"
+              f"  {r['error']}", flush=True)
+        return
+    p = r["plan"]
+    mem = f"{r['peak_memory_gib']:.1f}" if r["peak_memory_gib"] else "-"
+    comp = f"{r['compile_s']:.1f}" if r["compile_s"] is not None else "-"
+    ptok = f"{p['tokens_per_s']:,.0f}" if p["tokens_per_s"] else "-"
+    pmem = f"{p['memory_gib']:.1f}" if p["memory_gib"] else "-"
+    print(f"{r['shape']:<20}{r['model']:<11}{'compiled' if r['compiled'] else 'eager':<9}"
+          f"{r['tokens_per_s']:>11,.0f}{r['mfu']:>6.0%}{mem:>9}{comp:>10}{ptok:>11}{pmem:>9}",
+          flush=True)
+
+
+def _print_ratios(rows: list[dict]) -> None:
+    def get(shape: str, model: str, compiled: bool) -> dict | None:
+        return next((r for r in rows if r["shape"] == shape and r["model"] == model
+                     and r["compiled"] == compiled and "tokens_per_s" in r), None)
+
+    print("\narchfit / HF (tokens/s), and the planner's tokens/s and memory over the measured:")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        for compiled in (False, True):
+            a, h = get(shape, "archfit", compiled), get(shape, "hf", compiled)
+            if a is None:
+                continue
+            vs = f"{a['tokens_per_s'] / h['tokens_per_s']:.2f}x HF" if h else "no HF row"
+            p = a["plan"]
+            plan = (f"; planner {p['tokens_per_s'] / a['tokens_per_s']:.2f}x tokens/s, "
+                    f"{p['memory_gib'] / a['peak_memory_gib']:.2f}x memory"
+                    if p["tokens_per_s"] and a["peak_memory_gib"] else "")
+            print(f"  {shape:<20}{'compiled' if compiled else 'eager':<9}{vs}{plan}")
+    moe = [r for r in rows if r["shape"].startswith("moe") and r["model"] == "archfit"
+           and r["compiled"] and r.get("mfu")]
+    twin = [r for r in rows if r["shape"].startswith("dense twin") and r["compiled"]
+            and r.get("mfu")]
+    if moe and twin:
+        print(f"  the mixture's MFU over its dense twin's (compiled): "
+              f"{moe[0]['mfu'] / twin[0]['mfu']:.2f} (target >= 0.60)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
