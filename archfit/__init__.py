@@ -12,7 +12,7 @@ from archfit.errors import ArchfitError, UninformativeWarning
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.laws.backtest import backtest
-from archfit.laws.fitting import fit
+from archfit.laws.selection import fit
 from archfit.numbers import parse_number
 from archfit.recommending import Recommendation, compare, recommend
 from archfit.recommending.trading import trade

@@ -103,7 +103,7 @@ def timed_loop(model, archfit: bool, s, batch: int, steps: int, warmup: int, dev
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     times = []
-    for i in range(warmup + 1):
+    for _ in range(warmup + 1):
         sync(device)
         t0 = time.perf_counter()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
@@ -206,9 +206,9 @@ def main() -> None:
         s = Shape(**fields)
         per_token = s.flops_per_token("matmul_train")
         plan = planner(s, batch, dev)
-        makers = [("archfit", lambda: GPT(s))]
+        makers = [("archfit", lambda s=s: GPT(s))]
         if not a.skip_hf and not label.startswith("dense twin"):
-            makers.append(("hf", lambda: hf_model(s)))
+            makers.append(("hf", lambda s=s: hf_model(s)))
         for impl, make in makers:
             for compile_ in (False, True):
                 torch.manual_seed(0)

@@ -13,7 +13,8 @@ import pytest
 
 from archfit.laws.backtest import backtest
 from archfit.laws.fitting import fit
-from archfit.laws.numeric import band_report, run_groups
+from archfit.laws.bands import band_report
+from archfit.laws.columns import run_groups
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 
@@ -302,7 +303,7 @@ def test_the_conformal_unit_is_a_run_scored_by_its_worst_checkpoint():
     outvote the others."""
     import numpy as np
 
-    from archfit.laws.numeric import conformal_factor
+    from archfit.laws.bands import conformal_factor
 
     pred = np.ones(9)
     lo, hi = pred * np.exp(-0.1), pred * np.exp(0.1)  # half-width 0.1 in log space

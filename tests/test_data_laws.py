@@ -97,11 +97,12 @@ def test_a_repeated_token_decays_as_the_paper_defines_it():
 
 @pytest.mark.parametrize("C,U", [(1e21, 5e9), (1e22, 1e10), (1e23, 2e11)])
 def test_the_constrained_optimum_is_the_least_loss_on_the_budget(C, U):
-    """The golden-section search against a brute-force scan of 4,001 sizes (numpy)."""
+    """The loss laws' bounded search against a brute-force scan of 4,001 sizes (numpy)."""
+    from archfit.laws import LAWS
     from archfit.laws import data_constrained as dc
 
     p = DATA_CONSTRAINED
-    N, D = dc.compute_optimal(p, C, U)
+    N, D = LAWS["data-constrained"].compute_optimal(p, C, unique_tokens=U)
     grid = np.logspace(6, 13, 4001)
     L = [dc.loss(p, n, C / (6 * n), U) for n in grid]
     best = grid[int(np.argmin(L))]
@@ -148,10 +149,10 @@ def test_farseer_recovers_a_planted_surface_and_its_drifting_exponent():
 
 
 def test_farseer_optimum_is_the_least_loss_on_the_budget():
-    from archfit.laws import farseer
+    from archfit.laws import LAWS, farseer
 
     for C in (1e20, 1e23):
-        N, D = farseer.compute_optimal(FARSEER, C)
+        N, D = LAWS["farseer"].compute_optimal(FARSEER, C)
         grid = np.logspace(5, 14, 4001)
         L = [farseer.loss(FARSEER, n, C / (6 * n)) for n in grid]
         assert N == pytest.approx(grid[int(np.argmin(L))], rel=0.01)

@@ -19,7 +19,7 @@ from archfit.laws.backtest import cost_check
 from archfit.designing.pool import Target
 from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, near_target,
                                           check_fit, nearest, target_distances)
-from archfit.laws.numeric import lack_of_fit
+from archfit.laws.regression import lack_of_fit
 from archfit.laws import get_law
 from archfit.laws.planted import dense_grid
 

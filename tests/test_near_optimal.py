@@ -123,7 +123,7 @@ def test_the_published_curvature_is_listed_with_its_source():
 def test_the_extrapolation_term_grows_with_distance_past_the_check():
     import numpy as np
 
-    from archfit.laws.numeric import extrapolation_rate
+    from archfit.laws.bands import extrapolation_rate
 
     # held-out rows at 2x and 4x the largest fitted size, missing by 2% and 4% beyond intervals
     # of +-1%: a miss of 1% per unit ln N past the check's median reach, at rank ceil(3 x 0.95)

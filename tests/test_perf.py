@@ -276,7 +276,7 @@ def test_the_planner_takes_its_efficiency_mfu_and_overhead_from_a_measured_gpu_r
         {"model": "archfit", "compiled": True, "batch": 32, "tokens_per_s": tokens / t,
          "peak_memory_gib": est + 2.5, "fields": fields},
         {"model": "hf", "compiled": True, "batch": 32, "tokens_per_s": 1.0, "fields": fields}]}
-    monkeypatch.setattr(perf, "measured_runs", lambda: (run,))
+    monkeypatch.setattr(perf, "gpu_measured", lambda: (run,))
     cal = perf.calibration("h200")
     assert cal.matmul_efficiency == pytest.approx(0.55, rel=1e-9)
     assert cal.overhead_gib == pytest.approx(2.5, rel=1e-9) and cal.rows == 1

@@ -13,7 +13,7 @@ import pytest
 
 from archfit.laws import load_fit
 from archfit.laws.fitting import fit, fit_groups
-from archfit.laws.numeric import size_classes
+from archfit.laws.columns import size_classes
 from archfit.laws.planted import DENSE_CHINCHILLA, dense_grid
 from archfit.laws.trust import bound_reasons, spread
 

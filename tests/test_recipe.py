@@ -94,7 +94,7 @@ def test_the_lr_batch_law_recovers_a_planted_sweep():
     largest size's best rates are predicted from the others inside their intervals."""
     from archfit.laws.fitting import fit
     from archfit.laws.lr_batch import cell_optima
-    from archfit.laws.numeric import columns
+    from archfit.laws.columns import columns
     from archfit.laws.planted import LR_LAW, lr_sweep
 
     def cover(seed: int) -> list[bool]:

@@ -10,10 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from archfit.laws import LAWS, Figure, Law, MeasuredOptimum, register
+from archfit.laws import LAWS, Figure, MeasuredOptimum, ShapeLaw, register
 from archfit.laws.base import Estimate
 from archfit.laws.fitting import fit
-from archfit.laws.numeric import best_per_shape, class_optima
+from archfit.laws.optima import best_per_shape, class_optima
 from archfit.plots import draw_all
 from archfit.recommending import recommend
 
@@ -26,7 +26,7 @@ def draw_optima(fit, ax, data):
 
 
 @register
-class PowerDepth(Law):
+class PowerDepth(ShapeLaw):
     """n_layer* = c · N^q: the optimal depth as a power of size (a toy, not a published law)."""
 
     name = "toy-power-depth"
@@ -35,7 +35,6 @@ class PowerDepth(Law):
     columns = ("loss", "params", "n_layer")
     param_names = ("c", "q")
     min_points = 6
-    role = "shape"
     default_targets = (1e9,)
     own_figures = (Figure("toy_optima", "Measured optimal depths", draw_optima),)
 

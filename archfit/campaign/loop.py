@@ -461,7 +461,7 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
     import warnings
 
     from archfit.errors import FitError, FitInputError, UninformativeWarning
-    from archfit.laws.fitting import fit
+    from archfit.laws.selection import fit
     from archfit.recommending import recommend
 
     say({"event": "fitting", "round": r.round})

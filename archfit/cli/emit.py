@@ -61,14 +61,12 @@ def explicit(ctx: click.Context, name: str) -> bool:
                                               ParameterSource.ENVIRONMENT)
 
 
-def apply_family(ctx: click.Context, fmt: str | None, kw: dict[str, Any]) -> str | None:
+def apply_family(ctx: click.Context, fmt: str) -> tuple[dict[str, Any], str]:
     """:func:`archfit.formats.apply_family` with the options the user gave on the command
-    line (the rest are the format's family's); returns the line that says so."""
-    if fmt is None:
-        return None
+    line (the rest are the format's family's): the block options, and the line that says so."""
     from archfit.formats import apply_family as apply
 
-    return apply(fmt, kw, given={k for k in kw if explicit(ctx, k)},
+    return apply(fmt, given={k for k in ctx.params if explicit(ctx, k)},
                  flag_of=lambda k: _FLAG_OF.get(k, k))
 
 

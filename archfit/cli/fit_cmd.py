@@ -137,7 +137,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     by more than 5% is named in a note.
     """
     from archfit.laws import get_law
-    from archfit.laws.fitting import fit as fit_law
+    from archfit.laws.selection import fit as fit_law
     from archfit.sweep.store import read_runs
 
     from archfit.laws.selection import AUTO

@@ -13,28 +13,26 @@ from archfit.text import wrap
 from archfit.cli.common import emit_json, print_table
 
 
-def run_objective(params: Any, compute: Any, fits: list[str], ff_ratio: Any, objective: str,
-                  kw: dict[str, Any], o: dict[str, Any], strict: bool, as_json: bool) -> None:
+def run_objective(req: Any, pareto: str | None, as_json: bool) -> None:
+    """The objective's pick among the request's candidates, as a table or JSON, and with
+    ``pareto`` (a .png path) its figure."""
     from archfit.recommending.objectives import recommend_for
 
-    if o["pareto"]:
+    if pareto:
         from archfit.io import check_output
         from archfit.plots import is_archfit_png
 
-        if not o["pareto"].endswith(".png"):
-            raise click.UsageError(f"--pareto {o['pareto']}: give a .png path")
-        check_output(o["pareto"], "figure", inputs=[o["perf_file"]] if o["perf_file"] else (),
+        if not pareto.endswith(".png"):
+            raise click.UsageError(f"--pareto {pareto}: give a .png path")
+        step_model = req.objective.step_model
+        check_output(pareto, "figure", inputs=[step_model] if step_model else (),
                      ours=is_archfit_png)
-    c = recommend_for(objective, params, compute=compute, fit=fits or None, ff_ratio=ff_ratio,
-                      gpu=o["gpu"], step_model=o["perf_file"], gpu_hours=o["gpu_hours"],
-                      tokens=o["tokens"], max_latency_ms=o["max_latency_ms"],
-                      batch_tokens=o["gpu_batch_tokens"],
-                      usd_per_gpu_hour=o["usd_per_gpu_hour"], strict=strict, **kw)
+    c = recommend_for(req)
     figure = None
-    if o["pareto"]:
+    if pareto:
         from archfit.plots import draw_pareto
 
-        figure = draw_pareto(c, o["pareto"])
+        figure = draw_pareto(c, pareto)
     if as_json:
         emit_json({**c.to_dict(), "figure": figure})
         return

@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from archfit.recommending import recommend as recommend_shape
-from archfit.shapes.architectures import ARCHITECTURES, LLAMA
+from archfit.recommending.request import (Block, Experts, Grid, Objective, RecommendRequest,
+                                          Target)
+from archfit.shapes.architectures import ARCHITECTURES
 from archfit.text import wrap
 
 from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
@@ -108,11 +110,7 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
 @emit_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, granularity,
-              n_shared_experts, inference_tokens, tokens_per_param, unique_tokens, fits, laws,
-              ff_ratio, compare, strict, objective, gpu, perf_file, gpu_hours, tokens,
-              max_latency_ms, gpu_batch_tokens, usd_per_gpu_hour, pareto, emit, out_dir, force,
-              vocab_divisible_by, as_json, **kw):
+def recommend(ctx, **p):  # type: ignore[no-untyped-def]
     """Recommend a buildable shape (depth, width, heads, d_ff) for a size or a FLOP budget,
     with a recipe to train it (peak learning rate, batch, tokens, warmup, decay).
 
@@ -126,76 +124,92 @@ def recommend(ctx, params, compute, active_params, moe_law, n_experts, top_k, gr
       archfit recommend --params 7e9 --emit hf-llama -o out/
       archfit recommend --params 1e12 --active-params 3.2e10 --compare
     """
-    if (params is None) == (compute is None):
+    if (p["params"] is None) == (p["compute"] is None):
         raise click.UsageError("give --params (a size) or --compute (a FLOP budget)")
-    check_emit_args(emit, out_dir, force, as_json)
-    moe = dict(moe_law=moe_law, n_experts=n_experts, top_k=top_k, granularity=granularity,
-               n_shared_experts=n_shared_experts)
-    if active_params is not None:
-        _sparse(ctx, params, active_params, moe, list(fits) + list(laws), tokens, compare, strict,
-                emit, out_dir, force, vocab_divisible_by, as_json, kw)
+    emit, as_json = p["emit"], p["as_json"]
+    check_emit_args(emit, p["out_dir"], p["force"], as_json)
+    req, design = _request(ctx, p)
+    if req.experts is not None:
+        _sparse(ctx, req, p)
         return
-    given = [f"--{k.replace('n_', '', 1).replace('_', '-')}" for k, v in moe.items()
-             if v is not None]
-    if given:
-        raise click.UsageError(f"{', '.join(given)} go with --active-params (a mixture of "
-                               "experts)")
-    if emit is not None and compare:
+    if emit is not None and p["compare"]:
         raise click.UsageError("--emit exports one shape; drop --compare")
-    kw["ff_ratio"] = ff_ratio
-    design = _family(ctx, emit, kw)
-    ff_ratio = kw.pop("ff_ratio")
-    if ff_ratio not in ("auto", "llama", None):
-        ff_ratio = NUMBER.convert(ff_ratio, None, None)
-    if compare:
-        _compare(params, compute, list(fits) + list(laws), ff_ratio, as_json, kw, strict)
+    if p["compare"]:
+        _compare(req, as_json)
         return
-    objective_opts = dict(gpu=gpu, perf_file=perf_file, gpu_hours=gpu_hours, tokens=tokens,
-                          max_latency_ms=max_latency_ms, gpu_batch_tokens=gpu_batch_tokens,
-                          usd_per_gpu_hour=usd_per_gpu_hour, pareto=pareto)
-    if objective != "loss" or any(v is not None for k, v in objective_opts.items()
-                                  if k != "tokens"):
+    if req.objective.on_hardware or p["pareto"]:
         from archfit.cli.objective_view import run_objective
 
         if emit is not None:
             raise click.UsageError("--objective shows the trade-off; export its pick with "
                                    "archfit shape --emit")
-        run_objective(params, compute, list(fits) + list(laws), ff_ratio, objective, kw,
-                      objective_opts, strict, as_json)
+        run_objective(req, p["pareto"], as_json)
         return
-    r = recommend_shape(params, compute=compute, fit=list(fits) + list(laws) or None,
-                        ff_ratio=ff_ratio, strict=strict, unique_tokens=unique_tokens,
-                        tokens=tokens, inference_tokens=inference_tokens,
-                        tokens_per_param=tokens_per_param, **kw)
+    r = recommend_shape(req)
     if as_json:
         emit_json(r.to_dict())
         return
     if emit is not None:
-        _export(ctx, r, emit, design, out_dir, force, kw.get("tp"), vocab_divisible_by)
+        _export(ctx, r, emit, design, p["out_dir"], p["force"], p["tp"], p["vocab_divisible_by"])
         return
     click.echo(r.text())
     click.echo("")
     click.echo(r.alternatives_text())
 
 
-def _family(ctx: click.Context, emit: str | None, kw: dict) -> str | None:
-    """The family to design in: ``--family``, else (None) the block of the --fit's runs, else
-    llama; every block flag not given is left to it (None). With ``--emit``, the format's
-    family (the line returned says so); a ``--family`` the format cannot hold is refused."""
-    for k in ("mlp", "position", "bias", "norm", "tied_embeddings"):
-        if not explicit(ctx, k):
-            kw[k] = None
-    kw["family"] = kw["family"] and kw["family"].lower()
-    if emit is None:
-        return None
+MOE_FLAGS = {"moe_law": "--moe-law", "n_experts": "--experts", "top_k": "--top-k",
+             "granularity": "--granularity", "n_shared_experts": "--shared-experts"}
+
+
+def _request(ctx: click.Context, p: dict) -> tuple[RecommendRequest, str | None]:
+    """The one request the flags make, and with ``--emit`` the line that says which family
+    the format builds in. A block flag not given is left to the family (None)."""
+    if p["active_params"] is None:
+        given = [MOE_FLAGS[k] for k in MOE_FLAGS if p[k] is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} go with --active-params (a mixture of "
+                                   "experts)")
+    ff = p["ff_ratio"]
+    block = dict(family=p["family"] and p["family"].lower(),
+                 ff_ratio=ff if ff in ("auto", "llama", None) else NUMBER.convert(ff, None, None),
+                 ff_multiple=p["ff_multiple"],
+                 **{k: p[k] if explicit(ctx, k) else None
+                    for k in ("mlp", "position", "bias", "norm", "tied_embeddings")})
+    design = None
+    if p["emit"] is not None and p["active_params"] is None:
+        changes, design = _emit_family(ctx, p["emit"], block["family"])
+        block.update(changes)
+    experts = None if p["active_params"] is None else Experts(
+        active_params=p["active_params"], moe_law=p["moe_law"], n_experts=p["n_experts"],
+        top_k=p["top_k"], granularity=p["granularity"],
+        n_shared_experts=p["n_shared_experts"] or 0)
+    req = RecommendRequest(
+        target=Target(params=p["params"], compute=p["compute"], tokens=p["tokens"],
+                      unique_tokens=p["unique_tokens"], inference_tokens=p["inference_tokens"],
+                      tokens_per_param=p["tokens_per_param"]),
+        block=Block(**block),
+        grid=Grid(head_dim=p["head_dim"], multiple_of=p["multiple_of"], tp=p["tp"],
+                  n_kv_head=p["n_kv_head"], vocab_size=p["vocab_size"], n_ctx=p["n_ctx"],
+                  top=p["top"], tolerance=p["tolerance"]),
+        experts=experts,
+        objective=Objective(kind=p["objective"], gpu=p["gpu"], step_model=p["perf_file"],
+                            gpu_hours=p["gpu_hours"], max_latency_ms=p["max_latency_ms"],
+                            batch_tokens=p["gpu_batch_tokens"],
+                            usd_per_gpu_hour=p["usd_per_gpu_hour"]),
+        fits=tuple(p["fits"]) + tuple(p["laws"]), strict=p["strict"])
+    return req, design
+
+
+def _emit_family(ctx: click.Context, emit: str, family: str | None) -> tuple[dict, str]:
+    """With ``--emit``, the format's family (the line returned says so); a ``--family`` the
+    format cannot hold is refused."""
     from archfit.formats import get_format
 
     style = get_format(emit).style
-    if kw["family"] not in (None, style):
+    if family not in (None, style):
         raise click.UsageError(f"--emit {emit} writes a {style}-family model, not --family "
-                               f"{kw['family']}; drop --family or choose a {kw['family']}-family "
-                               "format")
-    return apply_family(ctx, emit, kw)
+                               f"{family}; drop --family or choose a {family}-family format")
+    return apply_family(ctx, emit)
 
 
 def _export(ctx, r, emit, design, out_dir, force, tp, vocab_divisible_by):  # type: ignore[no-untyped-def]
@@ -218,54 +232,49 @@ def _export(ctx, r, emit, design, out_dir, force, tp, vocab_divisible_by):  # ty
     write_export(r.shape, emit, out_dir, force, tp, vocab_divisible_by, r.recipe)
 
 
-def _sparse(ctx, params, active, moe, fits, tokens, compare, strict, emit, out_dir, force,  # type: ignore[no-untyped-def]
-            vocab_divisible_by, as_json, kw):
+def _sparse(ctx: click.Context, req: RecommendRequest, p: dict) -> None:
     """recommend --params TOTAL --active-params ACTIVE: a mixture of experts."""
-    from archfit.recommending.pipeline import WIDTH_STEP
-    from archfit.recommending.sparse import DEFAULT_MOE_LAW, recommend_sparse
+    from archfit.recommending.sparse import recommend_sparse
 
-    if params is None:
+    if req.target.params is None:
         raise click.UsageError("--active-params goes with --params (the total non-embedding "
                                "parameters); a FLOP budget for a mixture of experts is not "
                                "supported yet")
     flags = {k: SHAPE_FLAGS[k][0] for k in ("mlp", "position", "norm", "bias",
                                             "tied_embeddings", "n_kv_head")}
     set_here = [flag for k, flag in {**flags, "family": "--family"}.items()
-                if explicit(ctx, k) and kw.get(k) != "llama"]
+                if explicit(ctx, k) and p.get(k) != "llama"]
     if set_here:
         raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
                                f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
                                f"{', '.join(set_here)}")
-    r = recommend_sparse(
-        params, active, law=moe["moe_law"] or DEFAULT_MOE_LAW, fit=fits or None, tokens=tokens,
-        n_experts=moe["n_experts"], top_k=moe["top_k"], granularity=moe["granularity"],
-        n_shared_experts=moe["n_shared_experts"] or 0,
-        vocab_size=kw["vocab_size"] or LLAMA.vocab_size, n_ctx=kw["n_ctx"] or LLAMA.n_ctx,
-        head_dim=kw["head_dim"] or WIDTH_STEP, multiple_of=kw["multiple_of"] or WIDTH_STEP,
-        tp=8 if kw["tp"] is None else kw["tp"], compare=compare, tolerance=kw["tolerance"],
-        strict=strict)
-    if as_json:
+    r = recommend_sparse(req, compare=p["compare"])
+    emit, out_dir = p["emit"], p["out_dir"]
+    if p["as_json"]:
         emit_json(r.to_dict())
         return
     if emit is not None:
         refuse_inexpressible(ctx, r.shape, emit)
         if out_dir is None:
             click.echo(r.summary_line(), err=True)
-            write_export(r.shape, emit, None, force, kw.get("tp"), vocab_divisible_by, r.recipe)
+            write_export(r.shape, emit, None, p["force"], p["tp"], p["vocab_divisible_by"],
+                         r.recipe)
             return
     click.echo(r.text())
     if emit is not None:
         click.echo("")
-        write_export(r.shape, emit, out_dir, force, kw.get("tp"), vocab_divisible_by, r.recipe)
+        write_export(r.shape, emit, out_dir, p["force"], p["tp"], p["vocab_divisible_by"],
+                     r.recipe)
 
 
-def _compare(params, compute, fits, ff_ratio, as_json, kw, strict):  # type: ignore[no-untyped-def]
+def _compare(req: RecommendRequest, as_json: bool) -> None:
     from archfit.recommending import compare
 
-    rows = compare(params, compute=compute, fit=fits or None, ff_ratio=ff_ratio, **kw)
-    _compare_table(params, compute, rows, as_json)
+    rows = compare(req.with_(strict=False))  # --strict judges the table, after it is shown
+    t = req.target
+    _compare_table(t.params, t.compute, rows, as_json)
     weak = [r["law"] for r in rows if r.get("verdict") == "uninformative"]
-    if strict and weak:  # after the table, so the reader sees which rows
+    if req.strict and weak:  # after the table, so the reader sees which rows
         from archfit.errors import RecommendError
 
         raise RecommendError(f"--strict: the verdict of {', '.join(weak)} is uninformative; "

@@ -25,7 +25,7 @@ from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, 
                                    costs, not_among, starting_fit)
 from archfit.designing.replays import fit_runs, replay
 from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
-from archfit.laws.numeric import columns
+from archfit.laws.columns import columns
 from archfit.designing.strategies import (CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS, RULE,
                                           STRATEGIES, Step, strategy_name,
                                           check_request, draws, predicted, spread)

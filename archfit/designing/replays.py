@@ -15,7 +15,7 @@ from archfit.designing.strategies import (ADAPTIVE, CRITERIA, DEFAULT_STRATEGY, 
                                           check_request, draws, spread)
 from archfit.errors import FitError, FitInputError
 from archfit.laws.backtest import calibrated_fit, metrics
-from archfit.laws.numeric import columns
+from archfit.laws.columns import columns
 from archfit.sweep.store import without_duplicates
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
@@ -26,7 +26,7 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
              dedupe: bool = False) -> tuple[Any, str | None]:
     """(a fit of the runs so far, with ``prior`` as ``archfit fit --prior``, or None, why not).
     ``strict`` (the user's ``--results``): a table ``fit`` refuses is refused here too."""
-    from archfit.laws.fitting import fit
+    from archfit.laws.selection import fit
 
     if frame is None or frame.height == 0:
         return None, "no runs yet"

@@ -14,7 +14,7 @@ import numpy as np
 from archfit.designing.ensemble import Ensemble, gradients, information, scatter2, shrink
 from archfit.designing.pool import DesignError
 
-LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.numeric.lack_of_fit): 5%
+LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.regression.lack_of_fit): 5%
 # the variance criterion ranks picks by shrink per cost**COST_EXPONENT: cost-cooled acquisition
 # (Lee et al. 2020, arXiv 2003.10870), since a fit of few runs overstates what a cheap run teaches
 COST_EXPONENT = 0.5

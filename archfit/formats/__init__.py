@@ -66,26 +66,27 @@ def export(shape: Shape, fmt: str, options: ExportOptions | None = None) -> str:
     return get_format(fmt).render(shape, options or ExportOptions())
 
 
-def apply_family(fmt: str, kw: dict[str, Any], given: set[str] = frozenset(),  # type: ignore[assignment]
-                 flag_of: Any = str) -> str:
+def apply_family(fmt: str, given: set[str] = frozenset(),  # type: ignore[assignment]
+                 flag_of: Any = str) -> tuple[dict[str, Any], str]:
     """Design in ``fmt``'s family (:mod:`archfit.shapes.architectures`, by the format's style:
-    ``hf-llama`` the llama family, ``nanogpt`` the gpt2 one): ``kw["family"]`` becomes it, and
-    where the framework fixes d_ff (nanoGPT: 4 d) its rule is added unless ``ff_ratio`` is in
-    ``given`` (the options the user chose, which stand). Changes ``kw`` in place; returns the
-    line that says what it did (``flag_of`` names an option)."""
+    ``hf-llama`` the llama family, ``nanogpt`` the gpt2 one): the block options that make it
+    (``family``, and where the framework fixes d_ff (nanoGPT: 4 d) its ``d_ff_rule`` unless
+    ``ff_ratio`` is in ``given``, the options the user chose, which stand), and the line that
+    says what it did (``flag_of`` names an option)."""
     from archfit.shapes.architectures import get_architecture
 
     f = get_format(fmt)
-    kw["family"] = f.style
+    changes: dict[str, Any] = {"family": f.style}
     rule = ""
     if f.d_ff_rule is not None and "ff_ratio" not in given:
-        kw["d_ff_rule"] = f.d_ff_rule
+        changes["d_ff_rule"] = f.d_ff_rule
         rule = f"; d_ff {f.d_ff_rule(1)} d_model, as {fmt} fixes it"
     named = [flag_of(k) for k in ("mlp", "position", "norm", "bias", "tied_embeddings",
                                   "ff_ratio", "n_kv_head", "tp") if k in given]
-    return (f"--emit {fmt}: the {f.style} family ({get_architecture(f.style).short})"
-            + (f", as given: {', '.join(named)}" if named else "") + rule
-            + ("" if f.style == "gpt2" else "; the shape 'recommend' prints without --emit"))
+    return changes, (f"--emit {fmt}: the {f.style} family ({get_architecture(f.style).short})"
+                     + (f", as given: {', '.join(named)}" if named else "") + rule
+                     + ("" if f.style == "gpt2" else "; the shape 'recommend' prints without "
+                        "--emit"))
 
 
 def read_config(cfg: dict[str, Any]) -> Imported:

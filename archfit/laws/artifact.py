@@ -184,7 +184,7 @@ class Fit:
     def band(self, columns: Mapping[str, Any], level: float = 0.95) -> tuple[Any, Any, Any]:
         """(predicted, low, high) loss arrays for rows given as columns of numpy arrays: a
         ``level`` prediction interval for a new run (parameter uncertainty and the scatter of
-        runs about the law; see :func:`archfit.laws.numeric.prediction_band`), widened by the
+        runs about the law; see :func:`archfit.laws.bands.prediction_band`), widened by the
         factor the held-out check needed to cover its runs, when it needed one."""
         law = self.law_obj
         if not law.predicts_loss:
@@ -199,7 +199,7 @@ class Fit:
         if missing:
             raise FitInputError(f"predicting with {law.name} needs column(s) "
                                 f"{', '.join(missing)}")
-        from archfit.laws.numeric import prediction_band
+        from archfit.laws.bands import prediction_band
 
         draws, scatter = self.draws(), self.diagnostics.get("scatter")
         if not draws and not scatter:

@@ -128,35 +128,27 @@ class Law:
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        """Named quantities at ``targets`` (shape laws: the optimal depth and width)."""
-        out: dict[str, float] = {}
-        if self.role == "shape":
-            for N in targets:
-                try:
-                    L, d = self.optimum(params, N)
-                except (OverflowError, ValueError, ZeroDivisionError):
-                    L = d = math.nan  # a resample far off: no optimum there
-                out[derived_name("n_layer_opt", N)] = L
-                out[derived_name("d_model_opt", N)] = d
-        return out
+        """Named quantities at ``targets`` (a shape law: the optimal depth and width at each
+        size; a loss law: N_opt and D_opt at each budget); none by default."""
+        return {}
 
     def prepare(self, frame: Any) -> Data:
-        from archfit.laws.numeric import prepare
+        from archfit.laws.columns import prepare
 
         return prepare(self, frame)
 
     def classes(self, data: Data, tol: float | None = None) -> np.ndarray:
         """Size-class labels: the ones the fit fixed (column ``size_class``), else by the
         planned size (``target_params``), else sizes within ``tol`` of a class's smallest."""
-        from archfit.laws.numeric import class_labels, size_classes
+        from archfit.laws.columns import class_labels, size_classes
 
         if tol is None:
             return class_labels(data)
         return size_classes(data["params"], data.get("target_params"), tol)
 
     def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
-        """Bootstrap units (the training run; see :func:`archfit.laws.numeric.run_groups`)."""
-        from archfit.laws.numeric import run_groups
+        """Bootstrap units (the training run; see :func:`archfit.laws.columns.run_groups`)."""
+        from archfit.laws.columns import run_groups
 
         return run_groups(data, by)
 
@@ -267,6 +259,95 @@ class Law:
     heldout_limits: ClassVar[tuple[float, float]] = (0.05, 0.15)
 
 
+class ShapeLaw(Law):
+    """A law of the best shape at a size: what ``recommend --params`` builds from. A new one
+    implements :meth:`fit_point`, :meth:`predict` (the optimum at ``data["params"]``) and
+    :meth:`optimum`; one with a loss model over shapes sets ``predicts_loss`` and implements
+    :meth:`shape_loss`, :meth:`depth_loss` and :meth:`loss_level` too."""
+
+    role = "shape"
+
+    def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def derived(self, params: Mapping[str, float], targets: Sequence[float],
+                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """The optimal depth and width at each size of ``targets``."""
+        out: dict[str, float] = {}
+        for N in targets:
+            try:
+                L, d = self.optimum(params, N)
+            except (OverflowError, ValueError, ZeroDivisionError):
+                L = d = math.nan  # a resample far off: no optimum there
+            out[derived_name("n_layer_opt", N)] = L
+            out[derived_name("d_model_opt", N)] = d
+        return out
+
+
+# the compute-optimum search's reach: ln N within this of the size at 20 tokens per parameter
+# (Hoffmann et al.'s ratio), a factor of e^12 (about 1.6e5) either way
+SEARCH_HALF_WIDTH = 12.0
+
+
+def least_loss_size(loss_of: Callable[[float], float], centre: float,
+                    half_width: float = SEARCH_HALF_WIDTH, xatol: float = 1e-9
+                    ) -> tuple[float, float]:
+    """(N, its loss): the size of least ``loss_of(N)`` with ln N within ``half_width`` of
+    ln ``centre`` (scipy's bounded scalar search over ln N, to ``xatol`` in ln N). A size where
+    the loss cannot be computed counts as infinitely bad."""
+    from scipy.optimize import minimize_scalar
+
+    def f(x: float) -> float:
+        try:
+            return loss_of(math.exp(x))
+        except (OverflowError, ZeroDivisionError, ValueError):
+            return math.inf
+
+    mid = math.log(centre)
+    res: Any = minimize_scalar(f, bounds=(mid - half_width, mid + half_width),
+                               method="bounded", options={"xatol": xatol})
+    return math.exp(res.x), float(res.fun)
+
+
+class LossLaw(Law):
+    """A law of the loss over size N and tokens D: what ``recommend --compute`` splits a budget
+    with. A new one implements :meth:`fit_point`, :meth:`predict` (loss) and :meth:`loss_at`;
+    its compute-optimal split is the one bounded search below (a law with a closed form
+    overrides :meth:`compute_optimal`), and its :meth:`derived` N_opt and D_opt at each budget
+    plus :meth:`more_derived`. A law whose split also depends on :attr:`conditions` takes them
+    as keywords of :meth:`loss_at`."""
+
+    role = "compute"
+    predicts_loss = True
+
+    def loss_at(self, params: Mapping[str, float], N: float, D: float, **conditions: Any
+                ) -> float | None:
+        raise NotImplementedError
+
+    def compute_optimal(self, params: Mapping[str, float], C: float, **conditions: Any
+                        ) -> tuple[float, float]:
+        """(N_opt, D_opt) for C = 6 N D FLOPs: the size of least loss on the budget
+        (:func:`least_loss_size`, around the size at 20 tokens per parameter)."""
+        c6 = float(C) / 6.0
+        N, _ = least_loss_size(lambda n: self.loss_at(params, n, c6 / n, **conditions),
+                               math.sqrt(c6 / 20.0))
+        return N, c6 / N
+
+    def derived(self, params: Mapping[str, float], targets: Sequence[float],
+                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """N_opt and D_opt at each budget of ``targets``, and :meth:`more_derived`."""
+        out: dict[str, float] = {}
+        for C in targets:
+            n, d = self.compute_optimal(params, C)
+            out[derived_name("N_opt", C)] = float(n)
+            out[derived_name("D_opt", C)] = float(d)
+        return {**out, **self.more_derived(params)}
+
+    def more_derived(self, params: Mapping[str, float]) -> dict[str, float]:
+        """A law's own named quantities beside the budgets' split (none by default)."""
+        return {}
+
+
 def derived_name(quantity: str, target: float) -> str:
     return f"{quantity}@{fmt_sci(target)}"
 
@@ -282,6 +363,10 @@ def register(cls: type[L]) -> type[L]:
     above (recommend, plots, the CLI)."""
     if getattr(cls, "role", None) not in ROLES:
         raise TypeError(f"law {cls.__name__}: role must be one of {ROLES}")
+    for role, base in (("shape", ShapeLaw), ("compute", LossLaw)):
+        if cls.role == role and not issubclass(cls, base):
+            raise TypeError(f"law {cls.__name__}: a {role} law subclasses "
+                            f"archfit.laws.{base.__name__}, which says what it implements")
     LAWS[cls.name] = cls()
     return cls
 

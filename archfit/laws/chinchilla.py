@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure, Law,
-                              derived_name, register)
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure, LossLaw,
+                              register)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,14 +51,12 @@ def draw_isoloss(fit: Fit, ax: Any, data: Any) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
-class _ChinchillaBase(Law):
+class _ChinchillaBase(LossLaw):
     formula = "L(N, D) = E + A / N^alpha + B / D^beta   [Hoffmann et al. 2022, eq. 2]"
     columns = ("loss", "params", "tokens")
     param_names = ("E", "A", "B", "alpha", "beta")
     min_points = 6
     min_sizes = 3
-    role = "compute"
-    predicts_loss = True
     default_targets = (1e21, 1e24)
     bounds = {"E": (0.0, None)}
     domains = {"E": (0.0, None, True), "A": (0.0, None, True), "B": (0.0, None, True),
@@ -79,21 +77,16 @@ class _ChinchillaBase(Law):
         p = params
         return p["E"] + p["A"] / N ** p["alpha"] + p["B"] / D ** p["beta"]
 
-    def compute_optimal(self, params: Mapping[str, float], C: float) -> tuple[float, float]:
+    def compute_optimal(self, params: Mapping[str, float], C: float, **conditions: Any
+                        ) -> tuple[float, float]:
+        """Hoffmann et al.'s closed form (:func:`compute_optimal`)."""
         return compute_optimal(params, C)
 
-    def derived(self, params: Mapping[str, float], targets: Sequence[float],
-                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for C in targets:
-            n, d = compute_optimal(params, C)
-            out[derived_name("N_opt", C)] = float(n)
-            out[derived_name("D_opt", C)] = float(d)
-        out["a=beta/(alpha+beta)"] = params["beta"] / (params["alpha"] + params["beta"])
-        return out
+    def more_derived(self, params: Mapping[str, float]) -> dict[str, float]:
+        return {"a=beta/(alpha+beta)": params["beta"] / (params["alpha"] + params["beta"])}
 
     def _check(self, data: Data) -> None:
-        from archfit.laws.numeric import varies
+        from archfit.laws.columns import varies
 
         if not varies(data["params"]):
             raise FitError(f"{self.name} needs runs of different sizes N")
@@ -114,7 +107,7 @@ class Chinchilla(_ChinchillaBase):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import log_cols
+        from archfit.laws.columns import log_cols
         from archfit.laws.optimize import HuberLSE, Reparam
 
         self._check(data)
@@ -145,7 +138,7 @@ class ChinchillaVarPro(_ChinchillaBase):
                ) -> tuple[float, np.ndarray]:
         import numpy as np
 
-        from archfit.laws.numeric import nnls_relative
+        from archfit.laws.regression import nnls_relative
 
         al, be = ab
         return nnls_relative(np.stack([np.ones_like(N), N ** -al, D ** -be], axis=1), L)

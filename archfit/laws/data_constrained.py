@@ -14,10 +14,10 @@ is found by a bounded scalar search over ln N."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, derived_name, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, LossLaw, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,27 +68,12 @@ def loss(p: Mapping[str, float], N: float, D: float, U: float | None = None) -> 
     return p["E"] + p["A"] / N_eff ** p["alpha"] + p["B"] / D_eff ** p["beta"]
 
 
-def compute_optimal(p: Mapping[str, float], C: float, unique_tokens: float | None = None
-                    ) -> tuple[float, float]:
-    """(N_opt, D_opt) for C = 6 N D FLOPs with ``unique_tokens`` unique tokens: the size that
-    minimizes the loss on the budget (a bounded scalar search over ln N, within 12 ln-units of
-    Chinchilla's unconstrained optimum)."""
+def compute_optimal(p: Mapping[str, float], C: float) -> tuple[float, float]:
+    """(N_opt, D_opt) for C = 6 N D FLOPs with every token unique: Chinchilla's closed form."""
     G = _g(p)
     c6 = float(C) / 6.0
     n0 = G * c6 ** (p["beta"] / (p["alpha"] + p["beta"]))
-    if unique_tokens is None:
-        return n0, c6 / n0
-
-    def f(x: float) -> float:
-        N = math.exp(x)
-        return loss(p, N, c6 / N, unique_tokens)
-
-    from scipy.optimize import minimize_scalar
-
-    res = minimize_scalar(f, bounds=(math.log(n0) - 12.0, math.log(n0) + 12.0),
-                          method="bounded", options={"xatol": 1e-9})
-    N = math.exp(res.x)
-    return N, c6 / N
+    return n0, c6 / n0
 
 
 def epoch_value(p: Mapping[str, float], D: float, U: float) -> float:
@@ -99,7 +84,7 @@ def epoch_value(p: Mapping[str, float], D: float, U: float) -> float:
 
 
 @register
-class DataConstrained(Law):
+class DataConstrained(LossLaw):
     name = "data-constrained"
     formula = ("L(N, D, U) = E + A / N'^alpha + B / D'^beta,  D' = U + U R_D* (1 - e^(-R_D/R_D*)), "
                "R_D = D/U - 1 (likewise N' past the compute-optimal size for U)   "
@@ -112,8 +97,6 @@ class DataConstrained(Law):
     conditions = ("unique_tokens",)
     min_points = 10
     min_sizes = 3
-    role = "compute"
-    predicts_loss = True
     default_targets = (1e21, 1e24)
     bounds = {"E": (0.0, None)}
     domains = {"E": (0.0, None, False), "A": (0.0, None, True), "B": (0.0, None, True),
@@ -134,13 +117,19 @@ class DataConstrained(Law):
         return params["E"] + params["A"] / N_eff ** params["alpha"] + params["B"] / D_eff ** \
             params["beta"]
 
-    def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
-        """The loss with every token unique (Chinchilla's)."""
-        return loss(params, N, D)
+    def loss_at(self, params: Mapping[str, float], N: float, D: float,
+                unique_tokens: float | None = None) -> float | None:
+        """The loss on ``unique_tokens`` unique tokens (None: every token unique, Chinchilla's
+        loss)."""
+        return loss(params, N, D, unique_tokens)
 
     def compute_optimal(self, params: Mapping[str, float], C: float,
                         unique_tokens: float | None = None) -> tuple[float, float]:
-        return compute_optimal(params, C, unique_tokens)
+        """Chinchilla's closed form with every token unique; with ``unique_tokens``, the size of
+        least loss on the budget (the loss law's search)."""
+        if unique_tokens is None:
+            return compute_optimal(params, C)
+        return super().compute_optimal(params, C, unique_tokens=unique_tokens)
 
     def condition_report(self, params: Mapping[str, float], D: float,
                          unique_tokens: float | None = None) -> dict[str, Any]:
@@ -162,22 +151,15 @@ class DataConstrained(Law):
                                f"half a fresh one; the last is worth {value:.0%}: more data, "
                                "not more epochs, pays from here")}
 
-    def derived(self, params: Mapping[str, float], targets: Sequence[float],
-                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for C in targets:
-            n, d = compute_optimal(params, C)
-            out[derived_name("N_opt", C)] = float(n)
-            out[derived_name("D_opt", C)] = float(d)
-        out["half-life of a repeated token (repeats)"] = params["R_D"] * math.log(2)
-        return out
+    def more_derived(self, params: Mapping[str, float]) -> dict[str, float]:
+        return {"half-life of a repeated token (repeats)": params["R_D"] * math.log(2)}
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
         from scipy.special import logsumexp
 
-        from archfit.laws.numeric import varies
+        from archfit.laws.columns import varies
         from archfit.laws.optimize import HuberLSE, Reparam, huber_lsq
 
         if not varies(data["params"]) or not varies(data["tokens"]):

@@ -21,7 +21,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, ShapeLaw, register
 from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def _prior_term(c: Constraints, n: int) -> Any:
 
 
 @register
-class DepthJoint(Law):
+class DepthJoint(ShapeLaw):
     name = "depth-joint"
     formula = ("L(N, n_layer, D) = E + A / N^alpha + B / D^beta + kappa * (ln n_layer - p - "
                "q ln N)^2   (n_layer*(N) = e^p N^q; N non-embedding)")
@@ -176,7 +176,6 @@ class DepthJoint(Law):
     param_names = ("E", "A", "alpha", "B", "beta", "kappa", "p", "q")
     min_points = 10
     min_sizes = 3
-    role = "shape"
     predicts_loss = True
     default_targets = (1e9, 1e12)
     # the optimizer's box (fit_point) and the positive coefficients
@@ -198,7 +197,7 @@ class DepthJoint(Law):
         # by measured size (the planned size is not what the law's N means)
         import numpy as np
 
-        from archfit.laws.numeric import SIZE_TOLERANCE, size_classes
+        from archfit.laws.columns import SIZE_TOLERANCE, size_classes
 
         if tol is None and "size_class" in data:
             return np.asarray(data["size_class"]).astype(int)
@@ -208,7 +207,7 @@ class DepthJoint(Law):
     def _arrays(self, data: Data) -> tuple[Any, Any, Any, Any]:
         import numpy as np
 
-        from archfit.laws.numeric import varies
+        from archfit.laws.columns import varies
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("depth-joint needs at least 3 different depths")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Figure, Law, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Figure, ShapeLaw, register
 from archfit.shapes import kaplan_width
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def shape_penalty(data: Data) -> dict[str, Any] | None:
     log aspect ratio d_model / n_layer; a pooled quadratic gives the best ratio."""
     import numpy as np
 
-    from archfit.laws.numeric import size_classes
+    from archfit.laws.columns import size_classes
 
     cls = size_classes(data["params"], data.get("target_params"))
     xs, ys = [], []
@@ -60,7 +60,7 @@ def draw_shape_penalty(fit: Fit, ax: Any, data: Any) -> None:
 
 
 @register
-class DepthWidth(Law):
+class DepthWidth(ShapeLaw):
     name = "depth-width"
     formula = ("L(w, d, D) = E + A / w^alpha + B / d^beta + C / D^gamma   "
                "(w = d_model, d = n_layer; the Gemstones form, McLeish et al. 2025)")
@@ -70,7 +70,6 @@ class DepthWidth(Law):
     columns = ("loss", "params", "d_model", "n_layer")
     param_names = ("E", "A", "alpha", "B", "beta", "C", "gamma")
     min_points = 8
-    role = "shape"
     predicts_loss = True
     default_targets = (1e9, 1e12)
     bounds = {"E": (0.0, None)}
@@ -87,7 +86,7 @@ class DepthWidth(Law):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import log_cols, varies
+        from archfit.laws.columns import log_cols, varies
         from archfit.laws.optimize import HuberLSE, Reparam
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):

@@ -12,10 +12,11 @@ order one. The compute-optimal split has no closed form: a bounded scalar search
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, Law, derived_name, register
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, LossLaw, derived_name,
+                              register)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,29 +46,8 @@ def loss(p: Mapping[str, float], N: float, D: float) -> float:
     return floor + coef * D ** -expo
 
 
-def compute_optimal(p: Mapping[str, float], C: float) -> tuple[float, float]:
-    """(N_opt, D_opt) under C = 6 N D: the size of least loss on the budget (a bounded scalar
-    search over ln N between 1e-4 and 1e4 of the size at 20 tokens per parameter)."""
-    from scipy.optimize import minimize_scalar
-
-    c6 = float(C) / 6.0
-    mid = 0.5 * math.log(c6 / 20.0)
-
-    def f(x: float) -> float:
-        N = math.exp(x)
-        try:
-            return loss(p, N, c6 / N)
-        except (OverflowError, ZeroDivisionError, ValueError):
-            return math.inf
-
-    res: Any = minimize_scalar(f, bounds=(mid - 9.2, mid + 9.2), method="bounded",
-                               options={"xatol": 1e-9})
-    N = math.exp(res.x)
-    return N, c6 / N
-
-
 @register
-class Farseer(Law):
+class Farseer(LossLaw):
     name = "farseer"
     formula = ("L(N, D) = exp(a3 n^gamma + b3) + exp(a2 n^beta + b2) D^(-exp(a1 n^alpha + b1)),"
                " n = N / 1e9   [Li et al. 2025, Farseer]")
@@ -78,8 +58,6 @@ class Farseer(Law):
     param_names = ("a1", "b1", "alpha", "a2", "b2", "beta", "a3", "b3", "gamma")
     min_points = 12
     min_sizes = 4
-    role = "compute"
-    predicts_loss = True
     default_targets = (1e21, 1e24)
     bounds = {"alpha": (-EXPONENT_BOUND, EXPONENT_BOUND), "beta": (-EXPONENT_BOUND, EXPONENT_BOUND),
               "gamma": (-EXPONENT_BOUND, EXPONENT_BOUND)}
@@ -92,28 +70,20 @@ class Farseer(Law):
         floor, coef, expo = _terms(params, n, exp=np.exp)
         return floor + coef * D ** -expo
 
-    def loss_at(self, params: Mapping[str, float], N: float, D: float) -> float | None:
+    def loss_at(self, params: Mapping[str, float], N: float, D: float, **conditions: Any
+                ) -> float | None:
         return loss(params, N, D)
 
-    def compute_optimal(self, params: Mapping[str, float], C: float) -> tuple[float, float]:
-        return compute_optimal(params, C)
-
-    def derived(self, params: Mapping[str, float], targets: Sequence[float],
-                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for C in targets:
-            n, d = compute_optimal(params, C)
-            out[derived_name("N_opt", C)] = float(n)
-            out[derived_name("D_opt", C)] = float(d)
-        for N in (1e8, 1e9, 1e10):
-            out[derived_name("data_exponent", N)] = _terms(params, N / N_SCALE)[2]
-        return out
+    def more_derived(self, params: Mapping[str, float]) -> dict[str, float]:
+        """The data exponent at 1e8, 1e9 and 1e10 parameters."""
+        return {derived_name("data_exponent", N): _terms(params, N / N_SCALE)[2]
+                for N in (1e8, 1e9, 1e10)}
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import varies
+        from archfit.laws.columns import varies
 
         if not varies(data["params"]) or not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
@@ -243,7 +213,7 @@ def staged_starts(data: Data) -> list[np.ndarray]:
     import numpy as np
     from scipy.optimize import least_squares
 
-    from archfit.laws.numeric import class_labels
+    from archfit.laws.columns import class_labels
 
     key = class_labels(data)
     rows = []

@@ -28,7 +28,8 @@ class FFRatio(Law):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import best_per_shape, class_optima, linear_map, ols
+        from archfit.laws.optima import best_per_shape, class_optima
+        from archfit.laws.regression import linear_map, ols
 
         if len(np.unique(np.round(data["d_ff"] / data["d_model"], 3))) < 3:
             raise FitError("ff-ratio needs at least 3 different d_ff/d_model ratios")

@@ -1,7 +1,8 @@
 """The fitting driver (numpy at the top: this module is never on a cold path): :func:`fit`
 reads and checks a table of runs, then :func:`fit_data` makes the point estimate, the
 bootstrap over training runs, the scatter of runs about the law and the held-out check. The
-numeric pieces the laws share live in :mod:`archfit.laws.numeric`."""
+numeric pieces the laws share live in :mod:`archfit.laws.columns`, :mod:`~archfit.laws.regression`,
+:mod:`~archfit.laws.optima` and :mod:`~archfit.laws.bands`."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.artifact import Fit
-from archfit.laws.base import AUTO, Constraints, Data, Estimate, Law, get_law
+from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
 from archfit.numbers import order_statistic
 from archfit.laws.conventions import check_params
-from archfit.laws.numeric import (SIZE_TOLERANCE, finite_positive, heldout_split, lack_of_fit,
-                                  run_scatter, subset)
+from archfit.laws.bands import heldout_split, run_scatter
+from archfit.laws.columns import SIZE_TOLERANCE, finite_positive, subset
+from archfit.laws.regression import lack_of_fit
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
@@ -61,7 +63,8 @@ def fit(
     pool_groups: bool = False,
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
-    files in ``paths``); ``law="auto"`` fits the law :mod:`archfit.laws.selection` picks.
+    files in ``paths``); for ``law="auto"`` (the law chosen on held-out runs) call
+    :func:`archfit.laws.selection.fit`, which is ``archfit.fit``.
     Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over training runs:
     the rows of one run at several token counts are resampled together, see ``group``; Wald
     intervals from the covariance when ``bootstrap=0`` and the law has one), derived quantities
@@ -81,7 +84,7 @@ def fit(
     the other laws that list ``supports_ties``), as published constrained fits do.
     The fit records prior, data-only and posterior values side by side.
 
-    ``size_tolerance`` (default :data:`~archfit.laws.numeric.SIZE_TOLERANCE`, 2%) is what "the
+    ``size_tolerance`` (default :data:`~archfit.laws.columns.SIZE_TOLERANCE`, 2%) is what "the
     same size" means where the table has no planned size (``target_params``): runs within it
     of a class's smallest run are one size class. The classes are fixed once here; every check
     and the held-out split read them, and the fit's span records them.
@@ -94,12 +97,7 @@ def fit(
     with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
-    if frame is None and paths is None:
-        raise FitInputError("give a frame or paths to fit")
-    table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
-                                                                 frame=frame, keep=group)
-    if law == AUTO:
-        return _auto(table, locals())
+    table = run_table(frame, paths, mapping, group)
     lw = get_law(law)
     _check_bootstrap(bootstrap)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -155,22 +153,14 @@ def runs_build(table: RunTable) -> dict[str, Any]:
     return out
 
 
-def _auto(table: RunTable, kw: dict[str, Any]) -> Fit:
-    """``law="auto"``: the law :func:`archfit.laws.selection.compare` picks, fitted as asked,
-    with the comparison in its diagnostics (``selection``) and a note."""
-    from archfit.laws.selection import compare
-
-    check_rows(table.frame, ("params", "tokens"))
-    opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
-                               "size_tolerance", "pool_groups") if kw.get(k) is not None}
-    sel = compare(table, seed=kw["seed"], fit_kw=opts)
-    f = fit(table, law=sel.pick, bootstrap=kw["bootstrap"], seed=kw["seed"],
-            targets=kw["targets"], heldout=kw["heldout"], progress=kw["progress"], **opts)
-    f.diagnostics["selection"] = sel.to_dict()
-    f.notes.append(f"law chosen by --law auto: {sel.pick}, the least error on the "
-                   f"{sel.heldout['n_test_runs']} costliest runs among "
-                   f"{sum(1 for r in sel.rows if 'error' not in r)} laws")
-    return f
+def run_table(frame: Any, paths: Sequence[str] | None, mapping: dict[str, str] | None,
+              group: Sequence[str] | None) -> RunTable:
+    """The runs to fit: ``frame`` as it is if a :class:`RunTable`, else read from the frame or
+    the files in ``paths`` (columns renamed by ``mapping``, ``group``'s columns kept)."""
+    if frame is None and paths is None:
+        raise FitInputError("give a frame or paths to fit")
+    return frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
+                                                                frame=frame, keep=group)
 
 
 def check_rows(df: Any, columns: Sequence[str]) -> None:
@@ -308,7 +298,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         return own
     if not lw.predicts_loss or "params" not in data:
         return {}
-    from archfit.laws.numeric import band_report, conformal_factor, extrapolation_rate
+    from archfit.laws.bands import band_report, conformal_factor, extrapolation_rate
 
     mask, sizes = heldout_split(data)
     if not mask.any():
@@ -369,7 +359,7 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
 def check_sizes(lw: Law, data: Data) -> None:
     """Refuse a law whose parameters need more distinct sizes N than the runs have."""
     if lw.min_sizes and "params" in data:
-        from archfit.laws.numeric import size_classes
+        from archfit.laws.columns import size_classes
 
         # measured sizes: what a law in N is fitted across
         n = len(np.unique(size_classes(data["params"], None, tolerance_of(data))))

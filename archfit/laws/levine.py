@@ -8,7 +8,8 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Constraints, Data, Estimate, Figure, Law, MeasuredOptimum, register
+from archfit.laws.base import (Constraints, Data, Estimate, Figure, MeasuredOptimum, ShapeLaw,
+                              register)
 from archfit.shapes import SHAPE_LAW_N, kaplan_width
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def draw_loss_vs_depth(fit: Fit, ax: Any, data: Any) -> None:
 
 
 @register
-class Levine(Law):
+class Levine(ShapeLaw):
     name = "levine"
     formula = (f"ln d_model* = a + b * n_layer*,  with {SHAPE_LAW_N}  "
                "[Levine et al. 2020, 'Limits to Depth Efficiencies of Self-Attention']")
@@ -101,7 +102,6 @@ class Levine(Law):
     columns = ("loss", "params", "n_layer")
     param_names = ("a", "b")
     min_points = 6
-    role = "shape"
     default_targets = (1e9, 175e9, 1e12)
     bounds = {"b": (0.0, None)}  # b <= 0: the optimal depth would not grow with width
     domains = {"b": (0.0, None, True)}
@@ -132,7 +132,8 @@ class Levine(Law):
         under --fix/--prior (one size class is then enough)."""
         import numpy as np
 
-        from archfit.laws.numeric import best_per_shape, class_optima, linear_map, ols
+        from archfit.laws.optima import best_per_shape, class_optima
+        from archfit.laws.regression import linear_map, ols
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("levine needs at least 3 different depths per size class; all runs "
@@ -198,7 +199,8 @@ class Levine(Law):
     def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         import numpy as np
 
-        from archfit.laws.numeric import best_per_shape, class_optima, subset
+        from archfit.laws.columns import subset
+        from archfit.laws.optima import best_per_shape, class_optima
 
         cls = self.classes(data)
         top = cls.max()

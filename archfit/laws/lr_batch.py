@@ -113,7 +113,7 @@ class LRBatch(Law):
         optimum's own)."""
         import numpy as np
 
-        from archfit.laws.numeric import band_report, conformal_factor
+        from archfit.laws.bands import band_report, conformal_factor
 
         cells, _ = cell_optima(data)
         if not cells:
@@ -205,7 +205,7 @@ def _power_law(cells: list[dict[str, Any]], key: str, se_key: str, names: tuple[
     held at 0, and ``notes`` says so; ``fixed_out`` gets the coefficients held."""
     import numpy as np
 
-    from archfit.laws.numeric import linear_map, ols
+    from archfit.laws.regression import linear_map, ols
 
     lnN = np.log([c["params"] for c in cells])
     lnD = np.log([c["tokens"] for c in cells])

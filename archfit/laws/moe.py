@@ -30,7 +30,8 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import Constraints, Data, Estimate, Law, derived_name, register
+from archfit.laws.base import (Constraints, Data, Estimate, Law, derived_name, least_loss_size,
+                              register)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,7 +86,7 @@ class _MoELaw(Law):
                 ) -> tuple[np.ndarray, ...]:
         """(N, D, the sparsity column, L), once the table is checked: its sizes, tokens and
         sparsity each vary; no --fix, --prior or --tie (neither MoE law takes them)."""
-        from archfit.laws.numeric import varies
+        from archfit.laws.columns import varies
 
         if constraints:
             raise FitError(f"{self.name} takes no --fix, --prior or --tie")
@@ -110,19 +111,15 @@ class _MoELaw(Law):
     def _least_loss(self, params: Mapping[str, float], values: Sequence[float],
                     tokens_of: Any) -> tuple[float, float, float, float]:
         """(the sparsity value, N, D, loss) of least predicted loss over ``values``, each at
-        its best N in 1e6 to 1e14 (scipy's bounded scalar search over ln N) on
+        its best N in 1e6 to 1e14 (the loss laws' search, :func:`least_loss_size`) on
         ``tokens_of(N, value)`` tokens."""
-        from scipy.optimize import minimize_scalar
-
         best: tuple[float, float, float, float] | None = None
         for v in values:
-            r: Any = minimize_scalar(
-                lambda lnN, v=v: self.loss(params, math.exp(lnN), tokens_of(math.exp(lnN), v), v),
-                bounds=(math.log(1e6), math.log(1e14)), method="bounded",
-                options={"xatol": 1e-6})
-            if best is None or r.fun < best[3]:
-                N = math.exp(r.x)
-                best = (float(v), N, tokens_of(N, v), float(r.fun))
+            N, loss = least_loss_size(
+                lambda n, v=v: self.loss(params, n, tokens_of(n, v), v), 1e10,
+                half_width=math.log(1e4), xatol=1e-6)
+            if best is None or loss < best[3]:
+                best = (float(v), N, tokens_of(N, v), loss)
         assert best is not None
         return best
 
@@ -190,7 +187,7 @@ class Granularity(_MoELaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import nnls_relative
+        from archfit.laws.regression import nnls_relative
 
         N, D, G, L = self._arrays(data, constraints, "granularity", "granularities G")
 
@@ -287,7 +284,7 @@ class Experts(_MoELaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.numeric import nnls_relative
+        from archfit.laws.regression import nnls_relative
 
         N, D, E, L = self._arrays(data, constraints, "n_experts", "expert counts E")
         names = EXPONENTS

@@ -18,6 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from archfit.errors import FitError, FitInputError
+from archfit.laws import fitting
+from archfit.laws.artifact import Fit
 from archfit.laws.base import AUTO, LAWS, Law, get_law  # noqa: F401 (AUTO: the name users give)
 HELDOUT_SHARE = 0.2  # the costliest ~20% of runs (at least 2, at most a third), as backtests
 PAIRED_RESAMPLES = 2000  # bootstrap resamples of the held-out runs for the paired comparison
@@ -105,13 +107,35 @@ def _per_run(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.array([values[groups == g].mean() for g in np.unique(groups)])
 
 
+def fit(frame: Any = None, law: str = "chinchilla", **kw: Any) -> Fit:
+    """:func:`archfit.laws.fitting.fit` (every option as it takes them), and ``law="auto"``:
+    the law :func:`compare` picks on held-out runs, fitted as asked, with the comparison in its
+    diagnostics (``selection``) and a note. This is ``archfit.fit``."""
+    if law != AUTO:
+        return fitting.fit(frame, law, **kw)
+    table = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
+                              kw.get("group"))
+    fitting.check_rows(table.frame, ("params", "tokens"))
+    opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
+                               "size_tolerance", "pool_groups") if kw.get(k) is not None}
+    seed = kw.get("seed", 0)
+    sel = compare(table, seed=seed, fit_kw=opts)
+    rest = {k: kw[k] for k in ("bootstrap", "seed", "targets", "heldout", "progress")
+            if k in kw}
+    f = fitting.fit(table, law=sel.pick, **rest, **opts)
+    f.diagnostics["selection"] = sel.to_dict()
+    f.notes.append(f"law chosen by --law auto: {sel.pick}, the least error on the "
+                   f"{sel.heldout['n_test_runs']} costliest runs among "
+                   f"{sum(1 for r in sel.rows if 'error' not in r)} laws")
+    return f
+
+
 def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None = None,
             seed: int = 0, fit_kw: dict[str, Any] | None = None,
             progress: Callable[[str], None] | None = None) -> Selection:
     """Fit each candidate law (``laws``, default every applicable one, of ``role`` when given)
     on the table's cheaper runs, score it on the costliest, and pick (see the module)."""
-    from archfit.laws.fitting import fit
-    from archfit.laws.numeric import subset
+    from archfit.laws.columns import subset
 
     fit_kw = dict(fit_kw or {})
     frame = table.frame
@@ -134,8 +158,8 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
             progress(name)
         row: dict[str, Any] = {"law": name, "n_params": len(law.param_names)}
         try:
-            f_tr = fit(train_frame, law=name, bootstrap=SELECTION_BOOTSTRAP, seed=seed,
-                       heldout=False, **fit_kw)
+            f_tr = fitting.fit(train_frame, law=name, bootstrap=SELECTION_BOOTSTRAP,
+                               seed=seed, heldout=False, **fit_kw)
             p = np.asarray(law.predict(f_tr.params, test_data), float)
             if not np.all(np.isfinite(p)) or np.any(p <= 0):
                 raise FitError("it predicts no finite loss for some held-out runs")

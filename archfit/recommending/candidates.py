@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError
 from archfit.laws import Fit
-from archfit.recommending.options import Options, Target
+from archfit.recommending.options import Options, Size
 from archfit.shapes import Shape, kaplan_width
 from archfit.shapes.families import iso_param_family
 
 
-def optimum(shape_fit: Fit, target: Target, opts: Options) -> tuple[float, float, float]:
+def optimum(shape_fit: Fit, target: Size, opts: Options) -> tuple[float, float, float]:
     """(n_layer*, d_model*, the non-embedding size they are for). With a total-parameter target
     the embedding share is taken off by fixed-point iteration on the optimal width."""
     law, N_ne = shape_fit.law_obj, target.value
@@ -68,7 +68,7 @@ def candidates(N_ne: float, L_opt: float, ff: float, opts: Options,
     return cands
 
 
-def rank(cands: list[Shape], target: Target, shape_fit: Fit, L_opt: float, N_ne: float,
+def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: float,
           opts: Options, notes: list[str],
           priced: Callable[[Shape], float | None] | None = None,
           ) -> tuple[Shape, list[dict[str, Any]], list[tuple[Shape, float | None]]]:

@@ -6,26 +6,29 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Sequence
+from typing import Any
 
 from archfit.errors import RecommendError, UninformativeWarning
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.recommending.options import given_fits
 from archfit.recommending.pipeline import recommend
+from archfit.recommending.request import RecommendRequest
 
 
-def compare(params: float | None = None, *, compute: float | None = None,
-            fit: Fit | str | Sequence[Fit | str] | None = None, **options: Any
+def compare(params: float | RecommendRequest | None = None, **options: Any
             ) -> list[dict[str, Any]]:
-    """One row per applicable shape law (the given fits, then every bundled published one):
-    its recommended depth and width at the target, the optimum's CI and the verdict, so that
-    disagreement between laws is visible at a glance. A law that cannot answer gets a row with
-    its reason."""
+    """One row per applicable shape law (the request's fits, then every bundled published
+    one): its recommended depth and width at the target, the optimum's CI and the verdict, so
+    that disagreement between laws is visible at a glance. A law that cannot answer gets a row
+    with its reason. Takes a :class:`RecommendRequest`, or what :func:`recommend` takes."""
     from archfit.laws.published import PUBLISHED
 
+    req = params if isinstance(params, RecommendRequest) else RecommendRequest.of(params,
+                                                                               **options)
+    compute = req.target.compute
     labelled = []
-    for g in given_fits(fit):
+    for g in given_fits(list(req.fits) or None):
         f = load_fit(g)
         src = g if isinstance(g, str) and g not in PUBLISHED else None
         labelled.append((f, f"{f.label} ({os.path.basename(src)})" if src else f.label))
@@ -43,7 +46,7 @@ def compare(params: float | None = None, *, compute: float | None = None,
         try:
             with warnings.catch_warnings():  # the row carries the verdict
                 warnings.simplefilter("ignore", UninformativeWarning)
-                r = recommend(params, compute=compute, fit=[f, *others], **options)
+                r = recommend(req.with_(fits=(f, *others)))
         except RecommendError as e:
             row.update(error=str(e), verdict="-")
         else:

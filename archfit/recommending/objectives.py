@@ -23,13 +23,13 @@ is the shape law's predicted excess loss of this depth over the best candidate.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from archfit.errors import RecommendError
+from archfit.recommending.request import OBJECTIVES, RecommendRequest
 from archfit.train.perf import StepModel, decode_latency, device, modelled
 
-OBJECTIVES = ("loss", "time", "cost", "latency")
 DEFAULT_GPU = "h100"
 DEFAULT_BATCH_TOKENS = 1 << 19  # tokens per GPU and optimizer step (e.g. 256 x 2048)
 DEFAULT_DATA_LAW = "epoch2024"
@@ -96,27 +96,24 @@ class Choice:
 OBJECTIVE_SPAN = (0.4, 2.0)  # candidate depths as multiples of the optimum: a wide trade-off
 
 
-def recommend_for(objective: str, params: float | None = None, *, compute: float | None = None,
-                  fit: Any = None, ff_ratio: float | str | None = None, gpu: str | None = None,
-                  step_model: str | None = None, gpu_hours: float | None = None,
-                  tokens: float | None = None, max_latency_ms: float | None = None,
-                  batch_tokens: float | None = None, usd_per_gpu_hour: float | None = None,
-                  strict: bool = False, **shape_kw: Any) -> Choice:
+def recommend_for(req: RecommendRequest) -> Choice:
     """``archfit recommend --objective``: the loss recommendation's candidates over a wide
     depth span (:data:`OBJECTIVE_SPAN`), each with its predicted loss, speed, GPU-hours and
-    latency, and the pick for ``objective`` (:func:`choose`). ``step_model``: a calibrated
-    step model's path (default: the modelled one of ``gpu``)."""
-    from archfit.train.perf import load_step_model
+    latency, and the pick for the request's objective (:func:`choose`), on its GPU's modelled
+    step time or the calibrated step model it names."""
     from archfit.recommending.pipeline import recommend
+    from archfit.train.perf import load_step_model
 
-    gpu = gpu or DEFAULT_GPU
+    o = req.objective
+    gpu = o.gpu or DEFAULT_GPU
     device(gpu)
-    model = load_step_model(step_model) if step_model else None
-    r = recommend(params, compute=compute, fit=fit, ff_ratio=ff_ratio, depth_span=OBJECTIVE_SPAN,
-                  strict=strict, **shape_kw)
-    c = choose(r, objective, gpu=gpu, step_model=model, gpu_hours=gpu_hours, tokens=tokens,
-               max_latency_ms=max_latency_ms, batch_tokens=batch_tokens or DEFAULT_BATCH_TOKENS,
-               usd_per_gpu_hour=usd_per_gpu_hour)
+    model = load_step_model(o.step_model) if o.step_model else None
+    r = recommend(req.with_(grid=replace(req.grid, depth_span=OBJECTIVE_SPAN),
+                            target=replace(req.target, tokens=None)))
+    c = choose(r, o.kind, gpu=gpu, step_model=model, gpu_hours=o.gpu_hours,
+               tokens=req.target.tokens, max_latency_ms=o.max_latency_ms,
+               batch_tokens=o.batch_tokens or DEFAULT_BATCH_TOKENS,
+               usd_per_gpu_hour=o.usd_per_gpu_hour)
     c.recommendation = r
     return c
 

@@ -1,6 +1,7 @@
-"""What a recommendation is asked for: the checked options (:class:`Options`), the fits by role
-(a shape law, a compute law for a FLOP budget, an ff-ratio fit) and the size to build
-(:class:`Target`: Kaplan's N for a shape law; for a FLOP budget, the compute law's N_opt in that
+"""What a recommendation is built from, once its request is read: the options of one plan
+(:class:`Options`: the shape's fixed fields and the width constraints), the fits by role (a
+shape law, a compute law for a FLOP budget, an ff-ratio fit) and the size to build
+(:class:`Size`: Kaplan's N for a shape law; for a FLOP budget, the compute law's N_opt in that
 fit's own convention)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from archfit.shapes import ARCH_FIELDS
 
 
 class Options(NamedTuple):
-    """Validated options: the shape's fixed fields (``base``: Shape fields other than depth,
+    """One plan's options: the shape's fixed fields (``base``: Shape fields other than depth,
     width, heads, d_ff) and the width constraints (``step``: the width step, a multiple of
     head_dim and of tp heads; ``ff_multiple``: d_ff is a multiple of this)."""
 
@@ -33,7 +34,7 @@ class Options(NamedTuple):
     ff_multiple: int
 
 
-class Target(NamedTuple):
+class Size(NamedTuple):
     """The size to build: its ``value`` and ``convention``; ``total``: size params_total (not
     the non-embedding count); ``compute``: the compute law's split, for a FLOP budget."""
 
@@ -43,16 +44,10 @@ class Target(NamedTuple):
     compute: dict[str, Any] | None
 
 
-def _lcm(a: int, b: int) -> int:
-    return a * b // math.gcd(a, b)
-
-
-def check_options(params: float | None, compute: float | None, kw: dict[str, Any]) -> Options:
-    if (params is None) == (compute is None):
-        raise RecommendError("give exactly one of params (a size) or compute (a FLOP budget)")
-    for name, v in (("params", params), ("compute", compute)):
-        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise RecommendError(f"{name} must be a positive number, got {v!r}")
+def options_for(kw: dict[str, Any]) -> Options:
+    """The options of one plan, from its resolved values (the request's, else the family's or
+    the runs'); a value none of them makes sane (a vocabulary read from a fit, say) is refused
+    in one line."""
     for name in ("head_dim", "multiple_of", "vocab_size", "n_ctx", "top"):
         v = kw[name]
         if not (isinstance(v, int) and v > 0):
@@ -61,26 +56,15 @@ def check_options(params: float | None, compute: float | None, kw: dict[str, Any
     if multiple_of % head_dim and head_dim % multiple_of:
         raise RecommendError(f"head_dim {head_dim} does not divide the width multiple "
                              f"{multiple_of} (nor the reverse); e.g. use --multiple-of "
-                             f"{_lcm(head_dim, multiple_of)} or --head-dim "
+                             f"{math.lcm(head_dim, multiple_of)} or --head-dim "
                              f"{math.gcd(head_dim, multiple_of)}")
-    for name in ("tp", "n_kv_head"):
-        if kw[name] is not None and kw[name] <= 0:
-            raise RecommendError(f"{name} must be a positive whole number, got {kw[name]}")
-    kv = kw["n_kv_head"]
-    if tp and kv and kv % tp and tp % kv:
-        raise RecommendError(
-            f"{kv} KV heads cannot be split over tensor parallelism {tp}: each rank needs whole "
-            f"KV heads (KV heads a multiple of tp) or a replicated share (tp a multiple of KV "
-            f"heads); use --kv-heads {_lcm(kv, tp)} or a --tp that {kv} divides or divides")
-    step = _lcm(multiple_of, head_dim)
+    step = math.lcm(multiple_of, head_dim)
     if tp:
-        step = _lcm(step, head_dim * tp)
+        step = math.lcm(step, head_dim * tp)
     base = {k: kw[k] for k in ARCH_FIELDS if k in kw}
     ff_multiple = kw["ff_multiple"] or multiple_of
-    if not (isinstance(ff_multiple, int) and ff_multiple > 0):
-        raise RecommendError(f"ff_multiple must be a positive whole number, got {ff_multiple!r}")
     return Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"],
-                    ff_multiple)
+                   ff_multiple)
 
 
 def given_fits(fit: Any) -> list[Any]:
@@ -112,33 +96,21 @@ def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
     return by_role
 
 
-def resolve_target(params: float | None, compute: float | None, fits: dict[str, Fit],
-                   unique_tokens: float | None = None, inference_tokens: float | None = None,
-                   tokens_per_param: float | None = None) -> Target:
-    """The size to build: ``params`` (the shape law's convention), or the compute law's N_opt
-    for ``compute`` FLOPs (on ``unique_tokens`` unique tokens, when given: the data-constrained
-    law's split, by default Muennighoff et al. 2023's). With ``inference_tokens`` or
-    ``tokens_per_param`` the budget is split otherwise (:mod:`archfit.recommending.budget`),
-    and the compute-optimal split is kept beside it."""
+def resolve_target(t: Any, fits: dict[str, Fit]) -> Size:
+    """The size to build for a request's :class:`~archfit.recommending.request.Target`: its
+    ``params`` (the shape law's convention), or the compute law's N_opt for its ``compute``
+    FLOPs (on ``unique_tokens`` unique tokens, when given: the data-constrained law's split, by
+    default Muennighoff et al. 2023's). With ``inference_tokens`` or ``tokens_per_param`` the
+    budget is split otherwise (:mod:`archfit.recommending.budget`), and the compute-optimal
+    split is kept beside it."""
     from archfit.numbers import check_params_domain
 
-    planned = [n for n, v in (("--inference-tokens", inference_tokens),
-                              ("--tokens-per-param", tokens_per_param)) if v is not None]
-    if planned and (compute is None or unique_tokens is not None or len(planned) > 1):
-        raise RecommendError(f"{' and '.join(planned)}: give one of them, with --compute C (a "
-                             "FLOP budget) and without --unique-tokens")
-
-    if unique_tokens is not None:
-        if compute is None:
-            raise RecommendError("--unique-tokens splits a FLOP budget between size and epochs: "
-                                 "give --compute C with it")
-        if not (isinstance(unique_tokens, (int, float)) and math.isfinite(unique_tokens)
-                and unique_tokens > 0):
-            raise RecommendError(f"unique_tokens must be a positive number, got {unique_tokens!r}")
+    params, compute, unique_tokens = t.params, t.compute, t.unique_tokens
+    inference_tokens, tokens_per_param = t.inference_tokens, t.tokens_per_param
+    planned = inference_tokens is not None or tokens_per_param is not None
     if compute is None:
-        check_params_domain(float(params))  # type: ignore[arg-type]
-        return Target(float(params), fits["shape"].law_obj.target_convention,  # type: ignore[arg-type]
-                      False, None)
+        check_params_domain(float(params))
+        return Size(float(params), fits["shape"].law_obj.target_convention, False, None)
     cf = fits.setdefault("compute", load_fit(DEFAULT_DATA_LAW if unique_tokens is not None
                                              else DEFAULT_COMPUTE_LAW))
     cond = {"unique_tokens": unique_tokens} if unique_tokens is not None else {}
@@ -167,10 +139,10 @@ def resolve_target(params: float | None, compute: float | None, fits: dict[str, 
                         else "overtraining"}
         what = ("least training + inference FLOPs" if inference_tokens is not None
                 else f"{tokens_per_param:g} tokens per parameter")
-        return Target(float(plan["N"]), f"N for {what} ({info['law']}): {info['convention']}",
-                      "total" in info["convention"], info)
-    return Target(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
-                  "total" in info["convention"], info)
+        return Size(float(plan["N"]), f"N for {what} ({info['law']}): {info['convention']}",
+                    "total" in info["convention"], info)
+    return Size(float(n_opt), f"N_opt of {info['law']}: {info['convention']}",
+                "total" in info["convention"], info)
 
 
 def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str]) -> float:

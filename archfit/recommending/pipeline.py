@@ -12,131 +12,68 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
-from archfit.recommending.candidates import DEPTH_SPAN, candidates, optimum, rank
-from archfit.recommending.options import (check_options, ff_rule, fits_by_role, given_fits,
-                                          resolve_target)
+from archfit.recommending.candidates import candidates, optimum, rank
+from archfit.recommending.options import (Size, ff_rule, fits_by_role, given_fits,
+                                          options_for, resolve_target)
 from archfit.recommending.recipe import recipe_for
+from archfit.recommending.request import KEYWORDS, WIDTH_STEP, RecommendRequest
 from archfit.recommending.result import Recommendation
 from archfit.shapes import Shape, kaplan_width
 from archfit.shapes.architectures import (ARCHITECTURES, DEFAULT_ARCHITECTURE, LLAMA,
                                           Architecture, get_architecture)
 
 
-def recommend(
-    params: float | None = None,
-    *,
-    compute: float | None = None,
-    fit: Fit | str | Sequence[Fit | str] | None = None,
-    vocab_size: int | None = None,
-    n_ctx: int | None = None,
-    family: str | Architecture | None = None,
-    head_dim: int | None = None,
-    multiple_of: int | None = None,
-    ff_ratio: float | str | None = None,
-    mlp: str | None = None,
-    n_kv_head: int | None = None,
-    tp: int | None = None,
-    top: int = 5,
-    tied_embeddings: bool | None = None,
-    position: str | None = None,
-    bias: bool | None = None,
-    norm: str | None = None,
-    ff_multiple: int | None = None,
-    depth_span: tuple[float, float] = DEPTH_SPAN,
-    strict: bool = False,
-    d_ff_rule: Callable[[int], int] | None = None,
-    tolerance: float = 0.005,
-    unique_tokens: float | None = None,
-    tokens: float | None = None,
-    inference_tokens: float | None = None,
-    tokens_per_param: float | None = None,
-) -> Recommendation:
-    """Recommend a buildable shape for ``params`` non-embedding parameters (or for a compute
-    budget ``compute`` in FLOPs, via a compute law's N_opt; with ``unique_tokens``, on that many
-    unique tokens, split by a data-constrained law into size, tokens and epochs).
+def recommend(params: float | RecommendRequest | None = None, **options: Any) -> Recommendation:
+    """Recommend a buildable shape for a :class:`RecommendRequest`, or for ``params``
+    non-embedding parameters and the flat options :meth:`RecommendRequest.of` reads (a
+    notebook's ``recommend(7e9, fit="levine2020", family="gpt2")``; ``compute=1e24`` instead of
+    a size). See :mod:`archfit.recommending.request` for every option.
 
-    ``fit`` names published fits (``levine2020``, ``epoch2024``, ...) or fit files, one per role:
-    a shape law (default levine2020), a compute law for ``compute`` (default epoch2024, or
-    muennighoff2023 with ``unique_tokens``), an ff-ratio fit when ``ff_ratio="auto"`` and an
-    lr-batch fit for the recipe. ``family`` (:mod:`archfit.shapes.architectures`: ``llama``
-    or ``gpt2``; default: the block the shape fit's runs shared, else ``llama``) gives every
-    block field, the ff ratio, vocabulary, context, kv heads and tensor parallelism left at
-    None; with neither ``tp`` nor ``n_kv_head`` given, the
-    family's head split is kept where the size allows (a note says when it is not). Shape fields
-    use :class:`Shape`'s names; ``d_ff`` is a multiple of ``ff_multiple`` (default
-    ``multiple_of``), or ``d_ff_rule(d_model)``. ``head_dim`` and ``multiple_of`` default to
-    128; left at None, they halve (64, 32, 16) for a size whose widths need a finer step (a note
-    says so).
-    ``depth_span``: candidate depths as multiples of the optimal depth. ``tolerance``: the
-    near-optimal set's (:mod:`archfit.recommending.near_optimal`) fraction of the optimum's
-    loss; the pick is its centre in log depth. ``tokens``: the recipe's training tokens
-    (default: compute-optimal for the size, or the budget's D_opt). With ``compute``,
-    ``inference_tokens`` (tokens to be served) sizes the model for the least training plus
-    inference FLOPs at the compute-optimal loss (Sardana et al. 2024), and ``tokens_per_param``
-    spends the budget on that many tokens per parameter and prices it in loss
-    (:mod:`archfit.recommending.budget`). Long because the signature
-    names every option a caller may set, one a line.
-
-    When the verdict is ``uninformative`` this warns (:class:`UninformativeWarning`) or, with
-    ``strict=True``, raises :class:`RecommendError`: the evidence does not support the shape.
-    """
-    given = [load_fit(f) for f in given_fits(fit)]
-    fits = fits_by_role(given)
+    The shape law's optimum at the size (or at a compute law's N_opt for a budget), its
+    near-optimal set (:mod:`archfit.recommending.near_optimal`), whose centre in log depth is
+    the pick, the buildable candidates around it in the family's block (the family's head split
+    and a width step of 128 kept where the size allows, finer ones otherwise, with a note), the
+    optimum's interval, the verdict and a recipe. When the verdict is ``uninformative`` this
+    warns (:class:`UninformativeWarning`) or, with ``strict``, raises
+    :class:`RecommendError`: the evidence does not support the shape."""
+    if isinstance(params, RecommendRequest):
+        if options:
+            raise RecommendError(f"give a RecommendRequest or options, not both "
+                                 f"({', '.join(options)})")
+        req = params
+    else:
+        req = RecommendRequest.of(params, **options)
+    fits = _fits(req)
     notes: list[str] = []
-    arch = _architecture(family, fits["shape"], notes)
-    vocab_size, n_ctx = runs_vocab_and_context(fits["shape"], vocab_size, n_ctx, notes, arch)
-    block = dict(mlp=mlp, position=position, bias=bias, norm=norm,
-                 tied_embeddings=tied_embeddings)
-    block = {k: arch.fields[k] if v is None else v for k, v in block.items()}
-    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=top,
-              ff_multiple=ff_multiple, **block)
-    heads = (arch.head_plans() if tp is None and n_kv_head is None else
-             [_given_heads(arch, tp, n_kv_head)])
-    widths = ([(head_dim or WIDTH_STEP, multiple_of or WIDTH_STEP)]
-              if head_dim is not None or multiple_of is not None else FINER_WIDTHS)
-    plans = [dict(head_dim=h, multiple_of=m, tp=t, n_kv_head=k) for h, m in widths
-             for t, k in heads]
-    check_options(params, compute, {**kw, **plans[0]})
-    opts = check_options(params, compute, {**kw, **plans[0], "tp": None, "n_kv_head": None})
-    check_tolerance(tolerance)
-    if params is not None and "compute" in fits and not any(
-            f.law_obj.role == "shape" for f in given):
-        raise RecommendError(
-            f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
-            "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
-            f"use {DEFAULT_SHAPE_LAW}")
-    target = resolve_target(params, compute, fits, unique_tokens, inference_tokens,
-                            tokens_per_param)
-    ff, rule = ff_rule(arch.ff_ratio if ff_ratio is None else ff_ratio, d_ff_rule, fits,
-                       target.value, opts, notes)
+    arch = _architecture(req.block.family, fits["shape"], notes)
+    kw, plans = _plans(req, arch, fits["shape"], notes)
+    target = resolve_target(req.target, fits)
+    opts = options_for({**kw, **plans[0], "tp": None, "n_kv_head": None})  # heads aside
+    ff, rule = ff_rule(arch.ff_ratio if req.block.ff_ratio is None else req.block.ff_ratio,
+                       req.block.d_ff_rule, fits, target.value, opts, notes)
     shape_fit = fits["shape"]
     L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
-    near, priced = _near(shape_fit, N_ne, tolerance, notes)
+    near, priced = _near(shape_fit, N_ne, req.grid.tolerance, notes)
     if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
         L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
-    for i, plan in enumerate(plans):  # the family's head split, and widths, the size allows
-        opts = check_options(params, compute, {**kw, **plan})
-        try:
-            cands = candidates(N_ne, L_opt, ff, opts, depth_span, rule)
-            best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
-            break
-        except RecommendError:
-            if i == len(plans) - 1:
-                raise
+    best, rows, pen, plan = _build(N_ne, L_opt, ff, rule, kw, plans, req, target, shape_fit,
+                                   notes, priced)
     if plan != plans[0]:
         notes.append(_plan_note(arch, plans[0], plan))
-    law = shape_fit.law_obj
     ci = _optimum_ci(shape_fit, N_ne, notes)
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
-    verdict = _verdict(shape_fit, N_ne, fits if compute is not None else {}, compute, strict,
-                       {"unique_tokens": unique_tokens} if unique_tokens is not None else None)
+    t = req.target
+    verdict = _verdict(shape_fit, N_ne, fits if t.compute is not None else {}, t.compute,
+                       req.strict, {"unique_tokens": t.unique_tokens}
+                       if t.unique_tokens is not None else None)
+    law = shape_fit.law_obj
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
     return Recommendation(
@@ -147,12 +84,60 @@ def recommend(
         compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
-        recipe=recipe_for(best, fits, tokens, target.compute, asked=N_ne),
+        recipe=recipe_for(best, fits, t.tokens, target.compute, asked=N_ne),
     )
 
 
-SHAPE_OPTIONS = ("vocab_size", "n_ctx", "head_dim", "multiple_of", "mlp", "n_kv_head", "tp", "top",
-                 "tied_embeddings", "position", "bias", "norm", "ff_multiple")
+def _fits(req: RecommendRequest) -> dict[str, Fit]:
+    """The request's fits by role (a shape law by default), refusing a compute law alone for
+    a size: it answers a budget."""
+    given = [load_fit(f) for f in given_fits(list(req.fits) or None)]
+    fits = fits_by_role(given)
+    if req.target.params is not None and "compute" in fits and not any(
+            f.law_obj.role == "shape" for f in given):
+        raise RecommendError(
+            f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
+            "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
+            f"use {DEFAULT_SHAPE_LAW}")
+    return fits
+
+
+def _plans(req: RecommendRequest, arch: Architecture, fit: Fit | None, notes: list[str]
+           ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The options every plan shares (the block, vocabulary and context: given, else the
+    runs', else the family's) and the plans to try in turn: the family's head split and the
+    default width step, then finer ones (or the heads and widths given)."""
+    g = req.grid
+    vocab_size, n_ctx = runs_vocab_and_context(fit, g.vocab_size, g.n_ctx, notes, arch)
+    block = {k: arch.fields[k] if v is None else v for k, v in req.block.overrides().items()}
+    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=g.top,
+              ff_multiple=req.block.ff_multiple, **block)
+    heads = (arch.head_plans() if g.tp is None and g.n_kv_head is None else
+             [_given_heads(arch, g.tp, g.n_kv_head)])
+    widths = ([(g.head_dim or WIDTH_STEP, g.multiple_of or WIDTH_STEP)]
+              if g.head_dim is not None or g.multiple_of is not None else FINER_WIDTHS)
+    plans = [dict(head_dim=h, multiple_of=m, tp=t, n_kv_head=k) for h, m in widths
+             for t, k in heads]
+    options_for({**kw, **plans[0]})  # what was given, with the family's rest: one line if wrong
+    return kw, plans
+
+
+def _build(N_ne: float, L_opt: float, ff: float, rule: Callable[[int], int] | None,
+           kw: dict[str, Any], plans: list[dict[str, Any]], req: RecommendRequest, target: Size,
+           shape_fit: Fit, notes: list[str], priced: Callable[[Shape], float | None] | None
+           ) -> tuple[Shape, list[dict[str, Any]], Any, dict[str, Any]]:
+    """The pick, the ranked alternatives and the priced candidates of the first plan (the
+    family's head split, and widths) the size allows; and that plan."""
+    for i, plan in enumerate(plans):
+        opts = options_for({**kw, **plan})
+        try:
+            cands = candidates(N_ne, L_opt, ff, opts, req.grid.depth_span, rule)
+            best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
+            return best, rows, pen, plan
+        except RecommendError:
+            if i == len(plans) - 1:
+                raise
+    raise AssertionError("no plan")  # plans is never empty
 
 
 def _named(family: str | Architecture) -> Architecture:
@@ -199,7 +184,6 @@ def _given_heads(arch: Architecture, tp: int | None, kv: int | None
     return fam_tp, fam_kv
 
 
-WIDTH_STEP = 128  # head_dim and width multiple, unless given
 # left at their default, head_dim and the width step halve for sizes whose widths need a finer
 # step (a 1e7-parameter model is a few hundred wide)
 FINER_WIDTHS = [(128, 128), (64, 64), (32, 32), (16, 16)]
@@ -219,51 +203,36 @@ def _plan_note(arch: Architecture, wanted: dict[str, Any], got: dict[str, Any]) 
             "(give --head-dim, --tp and --kv-heads to choose)")
 
 
-def runs_vocab_and_context(fit: Fit, vocab_size: int | None, n_ctx: int | None,
+def runs_vocab_and_context(fit: Fit | None, vocab_size: int | None, n_ctx: int | None,
                            notes: list[str], arch: Architecture = LLAMA) -> tuple[int, int]:
     """The vocabulary and context to build at: as given, else the ones the fit's runs shared
     (recorded in its span; a note says so), else the family's (``arch``)."""
-    span = fit.diagnostics.get("span") or {}
+    span = (fit.diagnostics.get("span") if fit is not None else None) or {}
     taken = []
     vocab: int = vocab_size if vocab_size is not None else span.get("vocab_size") or arch.vocab_size
     ctx: int = n_ctx if n_ctx is not None else span.get("n_ctx") or arch.n_ctx
     taken += [f"vocab {vocab:,}"] if vocab_size is None and span.get("vocab_size") else []
     taken += [f"context {ctx:,}"] if n_ctx is None and span.get("n_ctx") else []
     if taken:
+        assert fit is not None  # a span is a fit's
         notes.append(f"{' and '.join(taken)} as in the runs {fit.label} was fitted on (give "
                      "--vocab / --ctx to build at others)")
     return vocab, ctx
 
 
-def check_tolerance(tolerance: Any) -> None:
-    """The near-optimal set's tolerance: a fraction of the loss, in (0, 1)."""
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
-            0 < tolerance < 1):
-        raise RecommendError(f"tolerance must be a fraction of the optimum's predicted loss, "
-                             f"in (0, 1) (0.005 is half a percent); got {tolerance!r}")
-
-
 def check_recommend_options(**options: Any) -> None:
     """Check what :func:`recommend` would be given, before any fit exists (a campaign spec's
-    ``[recommend]``): the option names, the shape options (vocabulary, context, head_dim and
-    width multiple, heads and tensor parallelism), the ff ratio and the tolerance.
-    :class:`RecommendError` names the first that is wrong."""
-    import inspect
-
-    params = inspect.signature(recommend).parameters
-    unknown = sorted(set(options) - set(params) - {"params", "compute", "fit"})
+    ``[recommend]``): the request it makes (:class:`RecommendRequest`: each option named and
+    checked) and its first plan with the family's defaults. :class:`RecommendError` names the
+    first that is wrong."""
+    unknown = sorted(set(options) - set(KEYWORDS) - {"params", "compute", "fit", "strict"})
     if unknown:
         raise RecommendError(f"recommend takes no option {', '.join(unknown)}")
-    arch = _named(options.get("family") or DEFAULT_ARCHITECTURE)
-    given = {k: options.get(k, params[k].default) for k in SHAPE_OPTIONS}
-    family = {**arch.fields, "vocab_size": arch.vocab_size, "n_ctx": arch.n_ctx,
-              "head_dim": WIDTH_STEP, "multiple_of": WIDTH_STEP}
-    check_options(1.0, None, {k: family.get(k) if v is None else v for k, v in given.items()})
-    check_tolerance(options.get("tolerance", params["tolerance"].default))
-    ff = options.get("ff_ratio", params["ff_ratio"].default) or arch.ff_ratio
-    if ff not in ("auto", "llama") and (isinstance(ff, bool) or not isinstance(ff, (int, float))
-                                        or not ff > 0):
-        raise RecommendError(f"ff_ratio must be a positive number, 'auto' or 'llama'; got {ff!r}")
+    options.pop("params", None)
+    options.pop("compute", None)
+    req = RecommendRequest.of(1.0, **options)
+    arch = _named(req.block.family or DEFAULT_ARCHITECTURE)
+    _plans(req, arch, None, [])
 
 
 def _optimum_ci(fit: Fit, N: float, notes: list[str]) -> dict[str, Interval | None] | None:

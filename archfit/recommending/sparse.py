@@ -24,20 +24,18 @@ compute beside it, with what each costs in memory and FLOPs per token.
 
 from __future__ import annotations
 
-import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.recommending.request import WIDTH_STEP, Block, RecommendRequest
 from archfit.recommending.result import _verdict_line
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
 from archfit.shapes.architectures import LLAMA
 
 DEFAULT_MOE_LAW = "krajewski2024"
-# the family a sparse recommendation is built in (what Mixtral, Qwen3-MoE and DeepSeek share)
-MOE_FAMILY: dict[str, Any] = {**LLAMA.fields, "ff_ratio": "llama", "n_kv_head": LLAMA.n_kv_head}
 # expert widths are multiples of this (kernels and tensor parallelism like round widths)
 EXPERT_MULTIPLE = 64
 # how close the rounded shape should land on each target before a note says it does not
@@ -148,26 +146,22 @@ class SparseRecommendation:
         return self.text()
 
 
-def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MOE_LAW,
-                     fit: Any = None, tokens: float | None = None,
-                     n_experts: int | None = None, top_k: int | None = None,
-                     granularity: float | None = None, n_shared_experts: int = 0,
-                     vocab_size: int = LLAMA.vocab_size, n_ctx: int = LLAMA.n_ctx,
-                     head_dim: int = 128,
-                     multiple_of: int = 128, tp: int | None = 8, compare: bool = False,
-                     tolerance: float = 0.005, strict: bool = False) -> SparseRecommendation:
-    """A mixture of experts of ``total`` and ``active`` non-embedding parameters (see the
-    module doc). ``law``: the MoE law that picks the granularity; ``fit``: the dense shape law
-    (and recipe fits) for the backbone, as :func:`recommend` takes it; ``tokens``: the training
-    tokens (default: compute-optimal for the active size). ``n_experts``, ``top_k`` or
-    ``granularity`` fix what they name."""
+def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseRecommendation:
+    """A mixture of experts for a request with :class:`~archfit.recommending.request.Experts`
+    (see the module doc): ``req.target.params`` the total and ``req.experts.active_params``
+    the active non-embedding parameters. Its fits are the dense shape law's (and the recipe's)
+    for the backbone; ``req.experts.moe_law`` picks the granularity; its fixed counts stand.
+    ``compare``: the dense model of the same training compute beside it."""
     from archfit.recommending.pipeline import recommend
 
-    mf = _check_request(total, active, law, n_experts, top_k, granularity)
+    e, total = req.experts, req.target.params
+    if e is None or total is None:
+        raise RecommendError("a mixture of experts needs a total size (--params) and its active "
+                             "parameters (--active-params); a FLOP budget for one is not "
+                             "supported yet")
+    mf = _moe_law(e.moe_law)
+    active = e.active_params
     notes: list[str] = []
-    kw = dict(MOE_FAMILY, vocab_size=vocab_size, n_ctx=n_ctx, head_dim=head_dim,
-              multiple_of=multiple_of, tp=tp, tolerance=tolerance, strict=strict,
-              fit=fit, tokens=tokens)
     router = 0.0
     shape: Shape | None = None
     rec: Any = None
@@ -175,12 +169,12 @@ def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MO
     for _ in range(4):  # the routers are active parameters: size the backbone without them
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the backbone's verdict is reported below
-            rec = recommend(max(active - router, 1.0), **kw)
+            rec = recommend(_backbone(req, max(active - router, 1.0)))
         base = rec.shape
         if G is None:
             D = rec.recipe["tokens"]["value"] if rec.recipe else 20.0 * active
-            G, chosen = _granularity(mf, base, D, total / active, granularity, top_k)
-        shape = _sparse(base, total, G, n_experts, top_k, n_shared_experts)
+            G, chosen = _granularity(mf, base, D, total / active, e.granularity, e.top_k)
+        shape = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts)
         new_router = shape.n_sparse_layers * shape.d_model * shape.n_experts
         if abs(new_router - router) <= 0.001 * active:
             break
@@ -196,7 +190,7 @@ def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MO
     notes.append("the recipe is the dense laws' at the active size: that it carries over to a "
                  "mixture of experts is assumed (the published hyperparameter laws are dense)")
     trust = _merged_trust(rec, mf, shape)
-    if strict and trust["verdict"] == "uninformative":
+    if req.strict and trust["verdict"] == "uninformative":
         raise RecommendError("the verdict is uninformative (--strict): "
                              + "; ".join(trust["reasons"]))
     sparsity = {
@@ -214,24 +208,23 @@ def recommend_sparse(total: float, active: float, *, law: Fit | str = DEFAULT_MO
     return out
 
 
-def _check_request(total: Any, active: Any, law: Fit | str, n_experts: Any, top_k: Any,
-                   granularity: Any) -> Fit:
-    """The request's numbers, each checked with one line on what is wrong; the MoE law's fit."""
-    for name, v in (("total", total), ("active", active)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
-                math.isfinite(v) and v > 0):
-            raise RecommendError(f"{name} parameters must be a positive number, got {v!r}")
-    if not active < total:
-        raise RecommendError(f"the active parameters ({active:.4g}) must be fewer than the total "
-                             f"({total:.4g}): a mixture of experts leaves experts unused per "
-                             "token (for a dense model drop --active-params)")
-    for name, v in (("n_experts", n_experts), ("top_k", top_k)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise RecommendError(f"{name} must be a whole number >= 1, got {v!r}")
-    if granularity is not None and not (isinstance(granularity, (int, float)) and
-                                        math.isfinite(granularity) and granularity > 0):
-        raise RecommendError(f"granularity must be a positive number, got {granularity!r}")
-    mf = load_fit(law)
+def _backbone(req: RecommendRequest, active: float) -> RecommendRequest:
+    """The dense request at the active size, in the family mixtures of experts are built in
+    (what Mixtral, Qwen3-MoE and DeepSeek share: Llama's block and d_ff rule, 8 kv heads; 8-way
+    tensor parallelism, a width step of 128, Llama 3's vocabulary and context unless given)."""
+    g = req.grid
+    return req.with_(target=replace(req.target, params=active), experts=None,
+                     block=Block(family="llama", ff_ratio="llama", **LLAMA.fields),
+                     grid=replace(g, head_dim=g.head_dim or WIDTH_STEP,
+                                  multiple_of=g.multiple_of or WIDTH_STEP,
+                                  tp=8 if g.tp is None else g.tp, n_kv_head=LLAMA.n_kv_head,
+                                  vocab_size=g.vocab_size or LLAMA.vocab_size,
+                                  n_ctx=g.n_ctx or LLAMA.n_ctx))
+
+
+def _moe_law(law: Fit | str | None) -> Fit:
+    """The MoE law's fit (default :data:`DEFAULT_MOE_LAW`): a moe-granularity fit."""
+    mf = load_fit(law or DEFAULT_MOE_LAW)
     if mf.law_obj.name != "moe-granularity":
         raise RecommendError(f"{mf.label} is a {mf.law_obj.name} fit; the granularity is chosen "
                              "by a moe-granularity fit (krajewski2024, or your own: archfit fit "

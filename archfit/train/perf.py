@@ -440,7 +440,7 @@ class Calibration(NamedTuple):
 
 
 @lru_cache(maxsize=1)
-def measured_runs() -> tuple[dict[str, Any], ...]:
+def gpu_measured() -> tuple[dict[str, Any], ...]:
     """The shipped bench_gpu.py runs (none until one is measured)."""
     text = resources.files("archfit").joinpath("published", MEASURED_FILE).read_text("utf-8")
     return tuple(json.loads(text).get("runs", []))
@@ -483,4 +483,4 @@ def derive(runs: Any, key: str) -> Calibration | None:
 
 def calibration(key: str) -> Calibration | None:
     """The shipped measurements' figures for device ``key``, or None (assumed figures)."""
-    return derive(measured_runs(), key)
+    return derive(gpu_measured(), key)

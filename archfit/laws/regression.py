@@ -1,0 +1,118 @@
+"""The small regressions the laws share: non-negative least squares on relative error, weighted
+least squares with its covariance, a constrained linear map, and the F test of a fit's
+residuals for lack of fit (statsmodels)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from archfit.errors import FitError
+
+Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
+
+
+def nnls_relative(M: np.ndarray, L: np.ndarray) -> tuple[float, np.ndarray]:
+    """The non-negative coefficients of the columns of ``M`` (one row per run) that fit ``L``
+    in relative error, the columns scaled for conditioning (scipy's NNLS on the rows over L):
+    (the sum of squared relative errors, the coefficients). The inner solve of every
+    variable-projection fit (chinchilla-varpro, the MoE laws)."""
+    from scipy.optimize import nnls
+
+    sc = np.abs(M).max(0)
+    sc[sc == 0] = 1
+    coef, _ = nnls(M / sc / L[:, None], np.ones_like(L))
+    coef = coef / sc
+    r = (M @ coef - L) / L
+    return float(r @ r), coef
+
+
+def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
+        ) -> tuple[np.ndarray, np.ndarray | None, Any]:
+    """(coefficients, covariance, statsmodels result); plain lstsq when not ``full``."""
+    if not full:
+        sw = np.sqrt(w) if w is not None else np.ones_like(y)
+        coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
+        return coef, None, None
+    import statsmodels.api as sm
+
+    # statsmodels' annotation says a float weight; it takes an array (and documents one)
+    res = (sm.WLS(y, X, weights=w).fit()  # type: ignore[arg-type]
+           if w is not None else sm.OLS(y, X).fit())
+    cov = np.asarray(res.cov_params()) if len(y) > X.shape[1] else None
+    return np.asarray(res.params), cov, res
+
+
+def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequence[str],
+               cons: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares with some coefficients fixed and Gaussian priors on others (the
+    posterior mode and covariance). Without absolute weights the data's variance is taken from
+    the residuals (or the data-only fit's residual scale when too few points are left)."""
+    n, k = X.shape
+    if w is None:
+        if n > k:
+            c, *_ = np.linalg.lstsq(X, y, rcond=None)
+            s2 = float(np.sum((y - X @ c) ** 2)) / (n - k)
+        else:
+            s2 = (cons.scale or 0.05) ** 2
+        w = np.full(n, 1.0 / max(s2, 1e-8))
+    fixed = [i for i, nm in enumerate(names) if nm in cons.fixed]
+    free = [i for i in range(k) if i not in fixed]
+    y2 = y - X[:, fixed] @ np.array([cons.fixed[names[i]] for i in fixed]) if fixed else y
+    sw = np.sqrt(np.asarray(w, float))
+    A, b = [X[:, free] * sw[:, None]], [y2 * sw]
+    for j, i in enumerate(free):
+        if names[i] in cons.prior:
+            m, sd = cons.prior[names[i]]
+            row = np.zeros((1, len(free)))
+            row[0, j] = 1.0 / sd
+            A.append(row)
+            b.append(np.array([m / sd]))
+    Am, bm = np.concatenate(A), np.concatenate(b)
+    if Am.shape[0] < len(free):
+        raise FitError("too few size classes for the free parameters: fix or put a prior on "
+                       "more of them")
+    cf, *_ = np.linalg.lstsq(Am, bm, rcond=None)
+    coef, cov = np.zeros(k), np.zeros((k, k))
+    coef[free] = cf
+    for i in fixed:
+        coef[i] = cons.fixed[names[i]]
+    try:
+        cov[np.ix_(free, free)] = np.linalg.inv(Am.T @ Am)
+    except np.linalg.LinAlgError:
+        cov[:] = np.nan
+    return coef, cov
+
+
+def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
+    """The p-value of an F test of a fit's log residuals (centred) on its rows' standardized
+    log size, tokens and depth (those that vary), their squares and products (Ramsey's RESET
+    test in spirit; statsmodels' OLS F test of every term against the intercept): small where
+    the residuals trend over the features, about uniform where they are noise. None with fewer
+    than 3 residual degrees of freedom or nothing that varies."""
+    from itertools import combinations_with_replacement
+
+    import statsmodels.api as sm
+
+    r = np.asarray(resid, float)
+    if not len(r) or not np.isfinite(r).all():
+        return None
+    r = r - r.mean()
+    logs = [np.log(np.asarray(data[c], float)) for c in ("params", "tokens", "n_layer")
+            if c in data]
+    varying = [x for x in logs if np.ptp(x) > 0]
+    if not varying:
+        return None
+    X = np.stack(varying, axis=1)
+    X = (X - X.mean(0)) / X.std(0)
+    m = X.shape[1]
+    A = np.column_stack([np.ones(len(r))] + [X[:, i] for i in range(m)]
+                        + [X[:, i] * X[:, j]
+                           for i, j in combinations_with_replacement(range(m), 2)])
+    res = sm.OLS(r, A).fit()
+    if res.df_resid < 3:
+        return None
+    if res.ssr <= 0:
+        return 0.0 if float((r ** 2).sum()) > 0 else 1.0
+    return float(res.f_pvalue)
