@@ -40,6 +40,11 @@ class SpecError(ArchfitError):
         super().__init__(msg)
 
 
+class IntervalError(ArchfitError):
+    """An interval that cannot be one: an unknown kind, ends that are not numbers or are out of
+    order, a level outside (0, 1)."""
+
+
 class FitError(ArchfitError):
     """A law could not be fitted: too few points, degenerate input or no convergence."""
 

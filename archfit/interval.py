@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Iterator, Mapping
+
+from archfit.errors import IntervalError
 
 FITTED, PUBLISHED, ASSUMED, GIVEN = "fitted", "published", "assumed", "given"
 KINDS = (FITTED, PUBLISHED, ASSUMED, GIVEN)
@@ -46,19 +49,25 @@ class Interval:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"an interval's kind is one of {', '.join(KINDS)}, got {self.kind!r}")
+            raise IntervalError(f"an interval's kind is one of {', '.join(KINDS)}, got "
+                                f"{self.kind!r}")
         if self.what not in WHATS:
-            raise ValueError(f"an interval is a {' or a '.join(WHATS)}, got {self.what!r}")
-        if any(x is not None and not math.isfinite(x) for x in (self.low, self.high)):
-            raise ValueError(f"an interval's ends are finite numbers or unbounded (None), got "
-                             f"[{self.low}, {self.high}]")
+            raise IntervalError(f"an interval is a {' or a '.join(WHATS)}, got {self.what!r}")
+        if not isinstance(self.method, str):
+            raise IntervalError(f"an interval's method is text, got {self.method!r}")
+        if any(x is not None and not (_number(x) and math.isfinite(x))
+               for x in (self.low, self.high)):
+            raise IntervalError(f"an interval's ends are finite numbers or unbounded (None), "
+                                f"got [{self.low!r}, {self.high!r}]")
         if self.low is not None and self.high is not None and self.low > self.high:
-            raise ValueError(f"an interval's low end {self.low:g} is above its high end "
-                             f"{self.high:g}")
+            raise IntervalError(f"an interval's low end {self.low:g} is above its high end "
+                                f"{self.high:g}")
         if self.kind in (ASSUMED, GIVEN) and self.level is not None:
-            raise ValueError(f"an {self.kind} range has no confidence level")
-        if self.kind in (FITTED, PUBLISHED) and not (self.level and 0 < self.level < 1):
-            raise ValueError(f"a {self.kind} interval has a level in (0, 1), got {self.level!r}")
+            raise IntervalError(f"an {self.kind} range has no confidence level")
+        if self.kind in (FITTED, PUBLISHED) and not (
+                _number(self.level) and 0 < self.level < 1):  # type: ignore[operator]
+            raise IntervalError(f"a {self.kind} interval has a level in (0, 1), got "
+                                f"{self.level!r}")
 
     def __iter__(self) -> Iterator[float | None]:
         """The ends, so ``low, high = interval`` reads as for a pair."""
@@ -116,9 +125,18 @@ class Interval:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Interval:
-        lo, hi = (None if d.get(k) is None else float(d[k]) for k in ("low", "high"))
-        return cls(lo, hi, str(d["kind"]), str(d.get("method") or ""),
-                   d.get("level"), d.get("source"), str(d.get("what") or "CI"))
+        """The interval of :meth:`to_json`'s shape; :class:`IntervalError` names what is
+        missing or wrong."""
+        if not isinstance(d, Mapping) or "kind" not in d:
+            raise IntervalError(f"an interval's JSON has its ends and a kind ({', '.join(KINDS)})"
+                                f", got {d!r}")
+        return cls(d.get("low"), d.get("high"), d["kind"], d.get("method") or "",
+                   d.get("level"), d.get("source"), d.get("what") or "CI")
+
+
+def _number(x: Any) -> bool:
+    """A real number (numpy's scalars too), not a bool or a string."""
+    return isinstance(x, Real) and not isinstance(x, bool)
 
 
 def banded_rows(rows: list[dict[str, Any]], level: float, prov: Mapping[str, Any]
@@ -144,7 +162,7 @@ def record(kind: str, method: str, source: str | None = None,
            why: str | None = None) -> dict[str, Any]:
     """The provenance shared by a group of intervals (a fit's, a set's ends)."""
     if kind not in KINDS:
-        raise ValueError(f"provenance must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise IntervalError(f"provenance must be one of {', '.join(KINDS)}, got {kind!r}")
     out: dict[str, Any] = {"provenance": kind, "method": why or method}
     if source:
         out["source"] = source

@@ -129,6 +129,9 @@ def check_output(path: str | os.PathLike[str], what: str, *,
       process cannot write.
     """
     p = os.fspath(path)
+    if not p.strip():
+        raise OutputError(f"the {what}'s path is empty; give a {'folder' if folder else 'file'} "
+                          "name")
     names = list(files)
     targets = [p] + [os.path.join(p, f) for f in names] if folder else [p]
     for i in inputs:

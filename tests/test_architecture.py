@@ -92,7 +92,7 @@ def upward_imports(root: Path = ROOT) -> list[str]:
     for path in all_modules(root):
         me = module_name(path, root)
         if me == "archfit":
-            continue  # the package facade names its API by string (importlib), lazily
+            continue  # the package's __init__ re-exports every layer's public API
         mine = layer_of(me)
         bad += [f"line {ln}: {me} ({LAYERS[mine][0]}) imports {mod} "
                 f"({LAYERS[layer_of(mod)][0]})" for ln, mod in imports_of(path, root)
@@ -179,10 +179,7 @@ def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
 
 
 # cycles through imports inside functions, each with its reason; a new one fails
-KNOWN_LAZY_CYCLES: list[set[str]] = [
-    # fit(law="auto") asks selection to compare the laws, and each comparison fits a law
-    {"archfit.laws.fitting", "archfit.laws.selection"},
-]
+KNOWN_LAZY_CYCLES: list[set[str]] = []
 
 
 def test_every_module_has_a_layer():

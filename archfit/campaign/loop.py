@@ -463,6 +463,7 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
     from archfit.errors import FitError, FitInputError, UninformativeWarning
     from archfit.laws.selection import fit
     from archfit.recommending import recommend
+    from archfit.recommending.request import RecommendRequest
 
     say({"event": "fitting", "round": r.round})
     try:
@@ -483,7 +484,8 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
     if spec.target_kind == "params":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UninformativeWarning)
-            r.recommendation = recommend(spec.target, fit=f, **spec.shape_args).to_dict()
+            req = RecommendRequest.of(spec.target, fit=f, **spec.shape_args)
+            r.recommendation = recommend(req).to_dict()
     say({"event": "fitted", "round": r.round, "verdict": r.verdict, "reasons": trust.reasons,
          "target_ci": to_json(target_ci(r)), "spent": led.spent, "budget": led.budget, "unit": led.unit})
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import (SEED, COUNT, NUMBER, NUMBER_LIST, emit_json, group_option,
-                                map_option, print_table)
+from archfit.cli.common import (FILE_PATH, SEED, COUNT, NUMBER, NUMBER_LIST, emit_json,
+                                group_option, map_option, print_table)
 from archfit.cli.fit_cmd import parse_map
 
 
@@ -117,7 +117,7 @@ def loss_laws() -> list[str]:
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--interval", type=float, default=0.95, show_default=True,
               help="Level of the prediction intervals.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_path", type=FILE_PATH, default=None,
               help="Draw predicted vs actual with the intervals here (PNG).")
 @click.option("--force", is_flag=True, help="Replace a --plot file archfit did not draw.")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import emit_json
+from archfit.cli.common import FILE_PATH, PATH, emit_json
 
 
 @click.group()
@@ -18,7 +18,7 @@ def campaign() -> None:
 
 @campaign.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--out", required=True, metavar="DIR", help="The campaign's folder (its ledger).")
+@click.option("--out", required=True, type=PATH, metavar="DIR", help="The campaign's folder (its ledger).")
 @click.option("--restart", is_flag=True,
               help="Start over: once SPEC passes every check, remove what archfit wrote in DIR "
                    "(its ledger and rounds; nothing else).")
@@ -60,7 +60,7 @@ def status(out: str, as_json: bool) -> None:
 
 @campaign.command()
 @click.argument("out", metavar="DIR")
-@click.option("-o", "path", required=True, metavar="FILE.html", help="The report to write.")
+@click.option("-o", "path", required=True, type=FILE_PATH, metavar="FILE.html", help="The report to write.")
 @click.option("--force", is_flag=True, help="Replace a file archfit did not write.")
 def report(out: str, path: str, force: bool) -> None:
     """One self-contained HTML page of the campaign in DIR: the target's CI against the spend,

@@ -116,6 +116,19 @@ SEED = click.IntRange(min=0)
 NUMBER_LIST = NumberListType()
 
 
+class OutPath(click.Path):
+    """A path a command writes (or reads): an empty one is a mistake, never the default."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty; give a path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+PATH = OutPath()
+FILE_PATH = OutPath(dir_okay=False)
+
+
 # The one map from CLI flags to Shape's field names: every command that takes part of a shape
 # declares it here, so --ctx is n_ctx, --vocab is vocab_size, --kv-heads is n_kv_head, ... and
 # the command receives keyword arguments it can pass to Shape (or recommend) unchanged.

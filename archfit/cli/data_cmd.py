@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from archfit.cli.common import NUMBER, emit_json
+from archfit.cli.common import PATH, NUMBER, emit_json
 
 
 @click.group()
@@ -16,7 +16,7 @@ def data() -> None:
 
 @data.command()
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
-@click.option("-o", "--out", "out_dir", required=True, metavar="DIR",
+@click.option("-o", "--out", "out_dir", required=True, type=PATH, metavar="DIR",
               help="Folder for train.bin, val.bin and manifest.json.")
 @click.option("--tokenizer", default="gpt2", show_default=True,
               help="gpt2 (tiktoken), bytes, a tokenizer.json (HF tokenizers), a .tiktoken BPE "

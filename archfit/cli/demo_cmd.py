@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import INT, NUMBER
+from archfit.cli.common import PATH, INT, NUMBER
 
 PUBLISHED_LAW = "levine2020"
 BEYOND = 3.0  # the default target: this many times the sweep's largest size
@@ -85,7 +85,7 @@ def _far_section(fit: Any, shape: Any, largest: float) -> None:
 @click.option("--spec", "spec_path", default=None,
               help="Sweep spec (default: sweeps/demo.toml beside this checkout: 17 runs, "
                    "4 sizes 3e4-2.4e5 x depths 1-6, 3e5 tokens each).")
-@click.option("--out", "out_dir", default="demo-out", show_default=True,
+@click.option("--out", "out_dir", type=PATH, default="demo-out", show_default=True,
               help="Folder for runs, the collected parquet, the fit, the validation and the "
                    "figures.")
 @click.option("--law", default="depth-joint", show_default=True,

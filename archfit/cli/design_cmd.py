@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import SEED, COUNT, NUMBER, NUMBER_LIST, emit_json
+from archfit.cli.common import FILE_PATH, SEED, COUNT, NUMBER, NUMBER_LIST, emit_json
 
 
 def _until(text: str | None) -> float | None:
@@ -89,10 +89,10 @@ def _table(paths: tuple[str, ...] | list[str], what: str, require_loss: bool = T
                    "'fit --dedupe').")
 @click.option("--replay", "replay_file", default=None, metavar="DONE_TABLE",
               help="Replay the design on a finished sweep (needs --target and --budget-frac).")
-@click.option("-o", "out", default=None, metavar="FILE",
+@click.option("-o", "out", type=FILE_PATH, default=None, metavar="FILE",
               help="Write the batch: next.toml (a sweep spec for 'archfit sweep run') or a table "
                    "(.csv, .parquet).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_path", type=FILE_PATH, default=None,
               metavar="FILE.png",
               help="Draw the batch among the candidates and the runs so far, with the target "
                    "and its CI now and after (PNG); with --replay, the runs it chose by round "

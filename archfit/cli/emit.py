@@ -6,6 +6,8 @@ import os
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
+
+from archfit.cli.common import PATH
 from click.core import ParameterSource
 
 from archfit.formats import FORMAT_NAMES
@@ -26,7 +28,7 @@ def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="--emit megatron: Megatron pads the vocabulary to a multiple of this "
                           "times --tp; the file and the output give the padded count.")(f)
     f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
-    f = click.option("-o", "--out", "out_dir", default=None, metavar="DIR",
+    f = click.option("-o", "--out", "out_dir", type=PATH, default=None, metavar="DIR",
                      help="With --emit: write the config into this folder (stdout if absent).")(f)
     return click.option("--emit", "emit", type=FormatName(), default=None,
                         help=f"Export the shape to a framework's config: "

@@ -9,8 +9,8 @@ import click
 
 from archfit.text import wrap
 
-from archfit.cli.common import (SEED, BOOTSTRAP, NUMBER_LIST, emit_json, group_option, map_option,
-                                print_table, shape_options)
+from archfit.cli.common import (FILE_PATH, SEED, BOOTSTRAP, NUMBER_LIST, emit_json, group_option,
+                                map_option, print_table, shape_options)
 from archfit.errors import ArchfitError
 from archfit.numbers import parse_number
 
@@ -75,7 +75,7 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
                    "scored on the costliest runs held out; the best is fitted and the table "
                    "printed.")
 @map_option
-@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+@click.option("--out", "out", type=FILE_PATH, default=None,
               help="Write the fit artifact (JSON) here, atomically.")
 @click.option("--bootstrap", type=BOOTSTRAP, default="auto", show_default=True,
               help="Bootstrap resamples for CIs: a count (0 for none), or auto: rounds of 200 "

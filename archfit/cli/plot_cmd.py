@@ -6,14 +6,14 @@ import click
 
 from archfit.text import wrap
 
-from archfit.cli.common import NUMBER, emit_json
+from archfit.cli.common import PATH, NUMBER, emit_json
 from archfit.cli.fit_cmd import parse_map
 
 
 @click.command()
 @click.argument("fit_file", required=False)
 @click.argument("data", nargs=-1)
-@click.option("-o", "--out", "out_dir", default="plots", show_default=True,
+@click.option("-o", "--out", "out_dir", type=PATH, default="plots", show_default=True,
               help="Folder for the figures.")
 @click.option("--format", "fmt", type=click.Choice(["png", "svg"]), default="png",
               show_default=True, help="Figure file format.")

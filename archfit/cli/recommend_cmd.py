@@ -10,7 +10,7 @@ from archfit.recommending.request import (Block, Experts, Grid, Objective, Recom
 from archfit.shapes.architectures import ARCHITECTURES
 from archfit.text import wrap
 
-from archfit.cli.common import (COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
+from archfit.cli.common import (FILE_PATH, COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
                                 shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
                               refuse_inexpressible, write_export)
@@ -104,7 +104,7 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
 @click.option("--max-latency-ms", type=NUMBER, default=None,
               help="--objective latency: decode ms per token at batch 1.")
 @click.option("--usd-per-gpu-hour", type=NUMBER, default=None, help="--objective cost: price.")
-@click.option("--pareto", default=None, metavar="PNG",
+@click.option("--pareto", type=FILE_PATH, default=None, metavar="PNG",
               help="With --objective: draw predicted loss against GPU-hours or latency per "
                    "candidate, the Pareto front and the pick.")
 @emit_options

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import DEVICES, INT, NUMBER, emit_json, print_table
+from archfit.cli.common import FILE_PATH, PATH, DEVICES, INT, NUMBER, emit_json, print_table
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.text import wrap
 
@@ -36,7 +36,7 @@ def sweep() -> None:
 @click.option("--throughput", type=NUMBER, default=None,
               help="Training FLOP/s per run for the time estimate (default: measured on this "
                    "sweep's finished runs, else the spec's executor.throughput).")
-@click.option("--out", default=None, help="Sweep directory (for measured throughput).")
+@click.option("--out", type=PATH, default=None, help="Sweep directory (for measured throughput).")
 @click.option("--gpu", default=None, metavar="NAME",
               help=f"Plan for this accelerator ({', '.join(DEVICES)}): per-run memory, "
                    "micro-batch and GPU-hours.")
@@ -120,7 +120,7 @@ def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyp
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--executor", type=click.Choice(["local", "slurm", "ray"]), default=None,
               help="Where to run (default: the spec's executor.kind, else local).")
-@click.option("--out", default=None, help="Sweep directory (default: sweeps/runs/NAME).")
+@click.option("--out", type=PATH, default=None, help="Sweep directory (default: sweeps/runs/NAME).")
 @click.option("--concurrency", type=INT, default=None, help="Local: runs at a time.")
 @click.option("--threads", type=INT, default=None, help="Local CPU: torch threads per run.")
 @click.option("--partition", default=None, help="Slurm partition.")
@@ -253,7 +253,7 @@ def _report(c: dict, as_json: bool = False, extra: dict | None = None) -> None:
 
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--out", default=None, help="Sweep directory (default: sweeps/runs/NAME).")
+@click.option("--out", type=PATH, default=None, help="Sweep directory (default: sweeps/runs/NAME).")
 @MAX_RUNS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 def status(spec_path, out, max_runs, as_json):
@@ -271,8 +271,9 @@ def status(spec_path, out, max_runs, as_json):
 
 @sweep.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--out", default=None, help="Sweep directory.")
-@click.option("-o", "--output", default=None, help="Parquet file (default sweeps/NAME.parquet).")
+@click.option("--out", type=PATH, default=None, help="Sweep directory.")
+@click.option("-o", "--output", type=FILE_PATH, default=None,
+              help="Parquet file (default sweeps/NAME.parquet).")
 @click.option("--force", is_flag=True, help="Replace an existing file that is not a run table.")
 @MAX_RUNS_OPTION
 @click.option("--json", "as_json", is_flag=True,

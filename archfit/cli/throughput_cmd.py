@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import click
 
-from archfit.cli.common import emit_json, print_table
+from archfit.cli.common import FILE_PATH, emit_json, print_table
 
 
 @click.command()
 @click.argument("data", nargs=-1, required=True)
 @click.option("--perf", "perf_file", default=None, metavar="FILE",
               help="Compare the runs with this step model instead of calibrating one.")
-@click.option("--out", default=None, metavar="FILE",
+@click.option("--out", type=FILE_PATH, default=None, metavar="FILE",
               help="Write the calibrated step model (JSON) here, atomically.")
 @click.option("--force", is_flag=True, help="With --out: replace a file that is not archfit's.")
 @click.option("--bootstrap", type=click.IntRange(min=1, max=100_000), default=200, show_default=True,

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import LR, SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
+from archfit.cli.common import PATH, LR, SEED, INT, NUMBER, SHAPE_FLAGS, emit_json, fmt, pick, shape_options
 from archfit.shapes import PARAMETRIZATIONS
 from archfit.train.config import (FIELD_HELP, MOE_BALANCES, OPTIMIZERS, PARALLEL, PRECISIONS,
                                   SCHEDULES)
@@ -62,7 +62,8 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
               help="Processes for this one run (torchrun; gloo on CPU, NCCL on GPUs).")
 @click.option("--parallel", type=click.Choice(PARALLEL), default="ddp",
               show_default=True, help=FIELD_HELP["parallel"])
-@click.option("--run-dir", default=None, help="Checkpoint here; resume this run if found here.")
+@click.option("--run-dir", type=PATH, default=None,
+              help="Checkpoint here; resume this run if found here.")
 @click.option("--restart", is_flag=True,
               help="Discard a checkpoint in --run-dir that belongs to another config.")
 @click.option("--checkpoint-every", type=int, default=0, show_default=True,

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from archfit.cli.common import INT, NUMBER, NumberListType, emit_json
+from archfit.cli.common import FILE_PATH, INT, NUMBER, NumberListType, emit_json
 from archfit.text import wrap
 
 
@@ -32,7 +32,7 @@ from archfit.text import wrap
 @click.option("--batch-sizes", type=NumberListType(integer=True), default=None,
               help="Your own batches in sequences per step (3 or more), likewise.")
 @click.option("--name", default=None, help="The sweep's name (default tune-<params>).")
-@click.option("-o", "--output", required=True,
+@click.option("-o", "--output", type=FILE_PATH, required=True,
               help="The sweep spec to write (TOML); an existing file is not overwritten.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 def tune(params, sizes, tokens_per_param, depth, ctx, family, rates, batch_sizes, name, output,

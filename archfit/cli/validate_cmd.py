@@ -7,7 +7,7 @@ import os
 
 import click
 
-from archfit.cli.common import INT, NUMBER, emit_json
+from archfit.cli.common import FILE_PATH, PATH, INT, NUMBER, emit_json
 
 
 @click.command()
@@ -30,12 +30,13 @@ from archfit.cli.common import INT, NUMBER, emit_json
               show_default=True, help="Where the runs train (the spec's executor settings apply).")
 @click.option("--concurrency", type=INT, default=None, help="Local: runs at a time.")
 @click.option("--threads", type=INT, default=None, help="Local CPU: torch threads per run.")
-@click.option("--out", "out_dir", default=None,
+@click.option("--out", "out_dir", type=PATH, default=None,
               help="Folder for the spec, runs, table and figure (default: NAME-validate-N). "
                    "Finished runs in it are not trained again.")
 @click.option("--plan-only", is_flag=True,
               help="Write the validation sweep spec (-o) and stop, e.g. to run on a cluster.")
-@click.option("-o", "--output", default=None, help="With --plan-only: the spec file to write.")
+@click.option("-o", "--output", type=FILE_PATH, default=None,
+              help="With --plan-only: the spec file to write.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="Draw predicted and measured loss against depth (OUT/validation.png).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -19,6 +19,7 @@ say what ``params_total`` counts. :data:`FORMAT_NAMES` lists the built-in ones i
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from archfit.formats.base import (REGISTRY, ExportOptions, Format, FormatError,
@@ -136,6 +137,10 @@ def read_text(text: str, suffix: str, where: str = "the file") -> Imported:
                       f"{', '.join(f.name for f in formats)}, and nanoGPT checkpoints .pt")
 
 
+# a model config is kilobytes; a file past this is not one (a link to /dev/zero, a data file)
+MAX_CONFIG_BYTES = 16 << 20
+
+
 def read_file(path: str) -> Imported:
     """Any file a format reads (an HF config.json or its folder, nanoGPT and torchtitan .py,
     Megatron-LM .sh, LitGPT .yaml), nanoGPT model_args JSON, or a nanoGPT checkpoint (.pt, read
@@ -151,16 +156,29 @@ def read_file(path: str) -> Imported:
                           "or a nanoGPT checkpoint")
     suffix = os.path.splitext(path)[1].lower()
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise FormatError("not a regular file (a device, a FIFO or a socket); give a config "
+                              "file")
         if suffix in (".pt", ".pth", ".ckpt"):
             return read_config(_checkpoint(path))
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            with open(path, encoding="utf-8-sig") as f:  # a byte-order mark is not the text
+                text = f.read(MAX_CONFIG_BYTES + 1)
         except OSError as e:
             raise FormatError(describe_os_error(e)) from None
         except UnicodeDecodeError as e:
             raise FormatError(f"not a text config ({e.reason})") from None
-        return read_text(text, suffix, "the file")
+        if len(text) > MAX_CONFIG_BYTES:
+            raise FormatError(f"over {MAX_CONFIG_BYTES // 2**20} MiB, too large to be a model "
+                              "config; give the config file itself")
+        if not text.strip():
+            raise FormatError("the file is empty; give a config archfit reads")
+        try:
+            return read_text(text, suffix, "the file")
+        except RecursionError:
+            raise FormatError("nested too deeply to be a model config") from None
+    except OSError as e:
+        raise FormatError(f"{path}: {describe_os_error(e)}") from None
     except FormatError as e:
         raise FormatError(f"{path}: {str(e).removeprefix('the file: ')}") from None
     except ShapeError as e:

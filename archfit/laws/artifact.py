@@ -487,17 +487,14 @@ class Fit:
         if not isinstance(raw, Mapping):
             raise FitInputError(f"{where}: ci is {raw!r}; a fit's ci is a table of intervals, "
                                 "one per parameter")
-        ci: dict[str, Any] = {str(k): _pair(v) for k, v in raw.items()}
-        for k, v in ci.items():
-            if v is not None and not (isinstance(v, (list, tuple)) and len(v) == 2 and all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
-                raise FitInputError(f"{where}: ci.{k} is {v!r}; an interval "
-                                    "is an interval's JSON or a pair of numbers [low, high]")
+        ci = {str(k): _pair(v, f"{where}: ci.{k}") for k, v in raw.items()}
+        derived_ci = {str(k): _pair(v, f"{where}: derived_ci.{k}")
+                      for k, v in (d.get("derived_ci") or {}).items()}
         return cls(
             law=law.name, params={k: float(v) for k, v in params.items()},
             ci=ci, cov=d.get("cov"), bootstrap=dict(d.get("bootstrap") or {}),
             derived=dict(d.get("derived") or {}),
-            derived_ci={k: _pair(v) for k, v in (d.get("derived_ci") or {}).items()},
+            derived_ci=derived_ci,
             n_points=d.get("n_points"), diagnostics=dict(d.get("diagnostics") or {}),
             inputs=list(d.get("inputs") or []), notes=list(d.get("notes") or []),
             conventions=dict(d.get("conventions") or {}), extra=dict(d.get("extra") or {}),
@@ -572,9 +569,23 @@ def _plural(unit: str) -> str:
     return f"{noun}s{paren}{rest}"
 
 
-def _pair(v: Any) -> Any:
+def _pair(v: Any, where: str) -> list[float | None] | None:
     """An interval as the artifact stores it (its JSON, or a pair from an older artifact) as
-    the fit holds it: [low, high]."""
-    if isinstance(v, Mapping) and "low" in v and "high" in v:
-        return [v["low"], v["high"]]
-    return v
+    the fit holds it, [low, high], once :class:`~archfit.interval.Interval` accepts it (a
+    known kind, a level in (0, 1), finite ends in order); else one line naming it."""
+    from archfit.errors import IntervalError
+    from archfit.interval import FITTED, Interval
+
+    if v is None:
+        return None
+    try:
+        if isinstance(v, Mapping):
+            iv = Interval.from_json(v)
+        elif isinstance(v, (list, tuple)) and len(v) == 2:
+            iv = Interval(v[0], v[1], FITTED, "an older artifact's pair")
+        else:
+            raise IntervalError("an interval is an interval's JSON or a pair of numbers "
+                                "[low, high]")
+    except IntervalError as e:
+        raise FitInputError(f"{where} is {v!r}: {e}") from None
+    return [iv.low, iv.high]

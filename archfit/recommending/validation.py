@@ -126,15 +126,18 @@ def recipe_grid(spec: Spec) -> tuple[dict[str, Any], float]:
 
 def _recommend(fit: Fit, target: float, r: dict[str, Any]) -> Recommendation:
     from archfit.recommending.pipeline import recommend
+    from archfit.recommending.request import Block, Grid, RecommendRequest, Target
 
     b = r["base"]
     kw = {k: b[k] for k in ("mlp", "tied_embeddings", "position", "bias", "norm") if k in b}
+    req = RecommendRequest(  # the sweep's own block; what its spec leaves unset: Shape's
+        Target(params=target),
+        Block(family="gpt2", ff_ratio=r["ff_ratio"], ff_multiple=r["multiple"], **kw),
+        Grid(vocab_size=b["vocab_size"], n_ctx=b["n_ctx"], head_dim=r["head_dim"],
+             multiple_of=r["multiple"]), fits=(fit,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UninformativeWarning)  # judged by training, not here
-        return recommend(target, fit=fit, vocab_size=b["vocab_size"], n_ctx=b["n_ctx"],
-                         head_dim=r["head_dim"], multiple_of=r["multiple"],
-                         ff_ratio=r["ff_ratio"], ff_multiple=r["multiple"],
-                         family="gpt2", **kw)  # what the spec leaves unset: Shape's defaults
+        return recommend(req)
 
 
 def rivals(target: float, depth: int, k: int, r: dict[str, Any], notes: list[str]

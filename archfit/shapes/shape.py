@@ -209,6 +209,10 @@ class Shape:
         if self.position == "rope" and self.head_dim % 2:
             raise ShapeError(f"rotary positions need an even head_dim, got {self.head_dim}")
         self._check_plan()
+        if self.n_experts and self.n_sparse_layers == 0:  # read once the plan is parsed
+            raise ShapeError(f"no layer is sparse: with moe_every {self.moe_every}, dense_first "
+                             f"{self.dense_first} and the plan's blocks without an MLP, none of "
+                             f"the {self.n_layer} layers holds experts")
 
     def _check_experts(self, d_ff: int) -> None:
         """The mixture-of-experts fields: all at their defaults for a dense shape; for a sparse
@@ -243,7 +247,10 @@ class Shape:
             if isinstance(g, bool) or not (isinstance(g, (int, float)) and g > 0
                                            and math.isfinite(g)):
                 raise ShapeError(f"granularity must be a positive number, got {g!r}")
-            de = max(1, int(round(d_ff / g)))
+            if round(d_ff / g) < 1:
+                raise ShapeError(f"granularity {g:g} would make each expert less than one unit "
+                                 f"wide (d_ff {d_ff:,} / {g:g}); give at most {d_ff:,}")
+            de = int(round(d_ff / g))
         else:
             de = _whole("d_expert", self.d_expert)
             if not 0 < de <= MAX_DIM:
@@ -251,10 +258,6 @@ class Shape:
                                  f"{self.d_expert!r}")
         object.__setattr__(self, "d_expert", de)
         object.__setattr__(self, "granularity", d_ff / de)
-        if self.n_sparse_layers == 0:
-            raise ShapeError(f"no layer is sparse: with moe_every {self.moe_every} and "
-                             f"dense_first {self.dense_first}, none of the {self.n_layer} "
-                             "layers holds experts")
 
     def _check_plan(self) -> None:
         if not (self.no_mlp or self.no_attn or self.heads_per_layer):

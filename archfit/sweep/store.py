@@ -297,6 +297,18 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return out
 
 
+TEXT_TABLES = ("csv", "tsv", "jsonl", "ndjson", "json")
+
+
+def _binary(path: str) -> bool:
+    """Whether a file meant to be text holds a NUL byte in its first 64 KiB."""
+    try:
+        with open(path, "rb") as f:
+            return b"\0" in f.read(1 << 16)
+    except OSError:
+        return False  # the reader says what is wrong
+
+
 def _read_one(path: str) -> Any:
     import polars as pl
 
@@ -310,6 +322,9 @@ def _read_one(path: str) -> Any:
     if ext not in readers:
         raise FitInputError(f"{path}: unknown file type '.{ext}'; give .parquet, .csv, .tsv "
                             "or .jsonl")
+    if ext in TEXT_TABLES and _binary(path):
+        raise FitInputError(f"{path}: not text (it holds NUL bytes), so not a {ext} table; give "
+                            "the table as text, or a .parquet file")
     try:
         df = readers[ext](path)
     except Exception as e:  # polars raises many kinds
