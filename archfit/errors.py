@@ -62,6 +62,16 @@ class OutputError(ArchfitError):
     directory where a file is due, a folder that cannot be written)."""
 
 
+class WorkerError(ArchfitError):
+    """A worker process (a bootstrap chunk, a run) failed where this process did not: the
+    worker's exception in one line, and its own traceback (:attr:`worker_traceback`) for the
+    crash log."""
+
+    def __init__(self, msg: str, worker_traceback: str = ""):
+        super().__init__(msg)
+        self.worker_traceback = worker_traceback
+
+
 class Stopped(BaseException):
     """A stop signal (SIGTERM) reached a command while its workers trained: raised in the main
     thread so the command stops the workers it started before it exits (status 143, as a job

@@ -1,13 +1,16 @@
 """What the lr x batch fit takes: a loss that falls with the rate in every cell, a rate that does
-not matter, batches it must never average over, and cells too small for an interval."""
+not matter, batches it must never average over, cells too small for an interval, rates and
+batches no run could use, and resamples whose intervals overflow."""
 
 from __future__ import annotations
+
+import json
+import math
+import re
 
 import numpy as np
 import polars as pl
 import pytest
-import json
-import math
 
 
 def test_lr_batch_on_a_loss_that_falls_with_the_rate_in_every_cell_is_refused(cli, tmp_path):
@@ -83,3 +86,91 @@ def test_an_lr_cell_of_three_rates_says_it_has_no_interval(cli, tmp_path):
     r = cli("fit", path, "--law", "lr-batch", "--bootstrap", 0)
     assert r.exit_code == 0, r.output
     assert "this cell's best rate has no interval" in " ".join(r.output.split())
+
+
+def _flat_cell_table(seed: int = 0):  # type: ignore[no-untyped-def]
+    """8 sizes x 10 token counts x 3 rates (half, at and twice each cell's best), one cell
+    flat (the rate does not change its loss): the public sweep's layout, planted."""
+    rng = np.random.default_rng(seed)
+    tokens = np.geomspace(2e9, 2e11, 10)
+    rows = []
+    for i, N in enumerate(np.geomspace(2e7, 2e9, 8)):
+        best = 2e-2 * (N / 1e8) ** -0.4
+        for D in tokens:
+            flat = i == 2 and D == tokens[4]
+            for f in (0.5, 1.0, 2.0):
+                loss = 1.8 + 400 / N ** 0.34 + 400 / D ** 0.28 + (0 if flat else 0.05) \
+                    * math.log(f) ** 2
+                rows.append({"params": N, "tokens": D, "lr": best * f,
+                             "loss": loss * math.exp(rng.normal(0, 0.002))})
+    return pl.DataFrame(rows)
+
+
+def test_a_resample_whose_interval_overflows_is_a_failed_resample_not_a_crash(monkeypatch):
+    """A public sweep's layout (8 sizes x 3 rates x 10 token counts) with a flat cell, fitted
+    with --bootstrap auto, where every fifth cell optimum of the resamples has an interval end
+    past exp(709) (an OverflowError where it is read): the fit finishes, the resamples that
+    overflowed counted as failed, or it refuses in one typed line."""
+    import itertools
+    from dataclasses import replace
+
+    import archfit
+    from archfit.laws import lr_window
+
+    real, calls = lr_window.summary, itertools.count()
+
+    def overflowing(w, o):  # type: ignore[no-untyped-def]
+        if next(calls) % 5 == 4:  # this cell's interval reaches past exp(709)
+            o = replace(o, x_ci=(o.x, 800.0))
+        return real(w, o)
+
+    monkeypatch.setattr(lr_window, "summary", overflowing)
+    try:
+        f = archfit.fit(_flat_cell_table(), law="lr-batch", bootstrap="auto")
+    except archfit.ArchfitError as e:
+        assert "\n" not in str(e) and "Overflow" not in str(e)
+    else:
+        assert f.n_bootstrap() >= 200 and f.bootstrap["n_ok"] > 0
+
+
+def test_the_flat_cell_sweep_fits_through_the_cli_with_bootstrap_auto(cli, tmp_path):
+    path = tmp_path / "lr.csv"
+    _flat_cell_table().write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch")
+    assert r.exit_code in (0, 2), r.output
+    assert "unexpected" not in r.output and "Traceback" not in r.output
+    if r.exit_code == 2:
+        assert len(r.output.strip().splitlines()) == 1
+
+
+def _set(df, col, value):  # type: ignore[no-untyped-def]
+    """``df`` with row 3 of ``col`` set to ``value`` (the column's type widened to hold it)."""
+    values = df[col].to_list()
+    values[3] = value
+    if isinstance(value, str):
+        values = [str(v) for v in values]
+    elif isinstance(value, float):
+        values = [float(v) for v in values]
+    return df.with_columns(pl.Series(col, values))
+
+
+@pytest.mark.parametrize("col, value, match", [
+    ("batch_size", "", r"column 'batch_size' is not numeric \(row 3"),
+    ("batch_size", "eight", r"column 'batch_size' is not numeric \(row 3: 'eight'\)"),
+    ("n_ctx", 0, "column 'batch_tokens'.*must be from 1"),
+    ("batch_size", -4, "column 'batch_tokens'"),
+    ("batch_size", 10 ** 12, "column 'batch_tokens'"),
+    ("batch_size", math.inf, "column 'batch_tokens'"),
+    ("lr", 1e-303, "column 'lr'.*at least 1e-08"),
+])
+def test_a_rate_or_batch_no_run_could_use_is_refused_naming_its_column(cli, repo, tmp_path, col,
+                                                                       value, match):
+    """A blank or a word where a batch size belongs, a context of 0, batches of 0, negative,
+    infinite or 1e12 sequences, a rate of 1e-303: refused in one line by the checks a run's
+    config applies (archfit.train.config), never fitted."""
+    bad = _set(pl.read_parquet(repo / "datasets" / "lr_batch_sweep_cpu.parquet"), col, value)
+    path = tmp_path / "t.csv"
+    bad.write_csv(path)
+    r = cli("fit", path, "--law", "lr-batch", "--bootstrap", "0")
+    assert r.exit_code == 2, r.output
+    assert re.search(match, r.output) and "unexpected" not in r.output

@@ -25,7 +25,7 @@ from archfit.cli.trade_cmd import trade
 from archfit.cli.tune_cmd import tune
 from archfit.cli.train_cmd import train
 from archfit.cli.validate_cmd import validate
-from archfit.errors import ArchfitError, Stopped, describe_os_error
+from archfit.errors import ArchfitError, Stopped, WorkerError, describe_os_error
 
 EXIT_BAD_INPUT = 2  # any expected failure: bad input, a file that cannot be read or written
 EXIT_RUNS_FAILED = 3  # sweep run: some runs failed or diverged (--allow-failures: 0)
@@ -98,6 +98,11 @@ class ArchfitGroup(click.Group):
         except click.exceptions.Abort:
             click.echo("Aborted.", err=True)
             sys.exit(1)
+        except WorkerError as e:  # a worker's failure: one line here, its traceback in a log
+            if debug:
+                raise
+            _fail(f"{e}; the worker's traceback is in {_crash_log(e.worker_traceback)} (or "
+                  "rerun with --debug); please report it", code=1)
         except ArchfitError as e:
             _fail(str(e))
         except KeyboardInterrupt:
@@ -127,8 +132,9 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
-def _crash_log() -> str:
-    """Write the current traceback to a log file; return its path."""
+def _crash_log(worker_traceback: str = "") -> str:
+    """Write the current traceback (and a worker's, where one failed) to a log file; return
+    its path."""
     import tempfile
     import time
     import traceback
@@ -143,6 +149,8 @@ def _crash_log() -> str:
     path = os.path.join(folder, f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
     with open(path, "w") as f:
         f.write(f"archfit {' '.join(sys.argv[1:])}\n\n{traceback.format_exc()}")
+        if worker_traceback:
+            f.write(f"\nthe worker's own traceback:\n{worker_traceback}")
     return path
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from archfit.errors import FitError, FitInputError
+from archfit.errors import FitError, FitInputError, WorkerError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
@@ -565,7 +565,15 @@ def _run_chunks(jobs: list[tuple], workers: int) -> Any:
             with ProcessPoolExecutor(max_workers=workers,
                                      mp_context=mp.get_context(method)) as pool:
                 for fut in [pool.submit(_boot_chunk, *j) for j in jobs]:
-                    part = fut.result()
+                    try:
+                        part = fut.result()
+                    except BrokenProcessPool:
+                        raise
+                    except Exception as e:  # the worker's own failure, with its traceback
+                        raise WorkerError(
+                            f"a bootstrap worker failed: {type(e).__name__}: "
+                            f"{(str(e).splitlines() or [''])[0]}",
+                            str(e.__cause__ or "")) from e
                     done += 1
                     yield part
         except (BrokenProcessPool, OSError):
@@ -589,8 +597,8 @@ def _boot_chunk(law_name: str, data: Data, start: np.ndarray, picks: list[np.nda
                 e = lw.fit_point(subset(data, idx), start=start, full=False, **kw)
                 if not np.all(np.isfinite(e.params)):
                     raise FitError("non-finite")
-            except (FitError, np.linalg.LinAlgError, ValueError, FloatingPointError):
-                out.append((None, {}))
+            except (FitError, np.linalg.LinAlgError, ValueError, ArithmeticError):
+                out.append((None, {}))  # a resample that cannot be fitted: counted as failed
                 continue
             p = dict(zip(lw.param_names, e.params))
             out.append((e.params, lw.derived(p, targets, e.extra)))

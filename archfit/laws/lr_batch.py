@@ -40,6 +40,25 @@ class LRBatch(Law):
     min_points = 9  # three cells of three rates
     role = "hparam"
 
+    def prepare(self, frame: Any) -> Data:
+        """The table's columns, each rate and batch checked as a run's are
+        (:func:`archfit.train.config.lr_problem`, :func:`~archfit.train.config.batch_problem`):
+        a row no run could have trained is refused, naming it, never fitted."""
+        from archfit.errors import FitInputError
+        from archfit.train.config import batch_problem, lr_problem
+
+        data = super().prepare(frame)
+        for col, problem in (("lr", lr_problem), ("batch_tokens", batch_problem)):
+            if col not in data:
+                continue
+            bad = [(i, v) for i, v in enumerate(data[col].tolist()) if problem(v)]
+            if bad:
+                i, v = bad[0]
+                raise FitInputError(f"column {col!r} has {len(bad)} value(s) no run could have "
+                                    f"trained with (the first in row {i}): {col} {problem(v)}; "
+                                    "drop or fix those rows")
+        return data
+
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         """Each cell's optimum (its spread from :data:`REFIT_DRAWS` draws where not ``full``: the
@@ -301,8 +320,14 @@ def cell_optima(data: Data, draws: int | None = None, seed: int = 0
             continue
         if opt.why_no_interval:
             notes.append(f"{where}: {opt.why_no_interval}")
+        try:
+            optimum = lr_window.summary(window, opt)
+        except ArithmeticError:  # an end past what a float holds: not a number to weigh
+            notes.append(f"{where}: its optimum's interval reaches past what a number holds "
+                         "(the loss is too flat around the best run): skipped")
+            continue
         best = int(np.argmin(loss))
-        cells.append({"key": key, "params": N, "tokens": D, **lr_window.summary(window, opt),
+        cells.append({"key": key, "params": N, "tokens": D, **optimum,
                       "best_run_lr": float(lr[best]),
                       "best_run_batch": float(batch[best]) if batch is not None else None,
                       "loss_min": float(loss.min()), "rates": sorted(set(lr.tolist()))})

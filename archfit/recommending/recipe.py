@@ -16,7 +16,7 @@ from archfit.interval import Interval
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.laws.trust import EXTRAPOLATION
 from archfit.shapes import Shape
-from archfit.train.config import MAX_LR
+from archfit.train.config import MAX_LR, MIN_LR
 from archfit.laws.hyperparameters import RecipeError, recipe as published_recipe
 
 # the published floors of the decay, as a fraction of the peak: a tenth (Hoffmann et al. 2022),
@@ -108,6 +108,10 @@ def unusable(r: dict[str, Any], n_ctx: int) -> list[str]:
     if not lr <= MAX_LR:
         out.append(f"the peak learning rate {lr:.3g} is past the plausible bound {MAX_LR:g} "
                    f"({r['lr']['law']} far outside the sizes and tokens it was fitted on)")
+    elif not lr >= MIN_LR:
+        out.append(f"the peak learning rate {lr:.3g} is below the smallest that moves an fp32 "
+                   f"weight, {MIN_LR:g} ({r['lr']['law']} far outside the sizes and tokens it "
+                   "was fitted on)")
     if batch < n_ctx:
         out.append(f"the batch of {batch:.3g} tokens is below one sequence of {n_ctx:,} tokens")
     if tokens < max(batch, n_ctx):

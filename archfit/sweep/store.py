@@ -335,6 +335,28 @@ def _read_one(path: str) -> Any:
     return df
 
 
+def _numeric(df: Any, col: str) -> Any:
+    """Column ``col`` as numbers, or one line naming the first row that is not a number."""
+    import polars as pl
+
+    try:
+        return df[col].cast(pl.Float64, strict=True)
+    except Exception:
+        text = df[col].cast(pl.Utf8)
+        row = next((i for i, v in enumerate(text.to_list())
+                    if v is None or not _parses(v)), 0)
+        raise FitInputError(f"column {col!r} is not numeric (row {row}: "
+                            f"{df[col][row]!r}); fix or drop that row") from None
+
+
+def _parses(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
 def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] = (),
                        flags: Mapping[str, str] | None = None) -> tuple[Any, dict[str, str]]:
     flags = dict(flags or {})  # keep column -> the option that named it (default --group)
@@ -355,8 +377,10 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
                                     f"in the input; columns are: {', '.join(df.columns)}")
     if "batch_tokens" not in cols and "batch_size" in df.columns and "n_ctx" in df.columns \
             and "batch_tokens" not in mapping:  # an archfit run table: tokens per optimizer step
-        accum = df["grad_accum"] if "grad_accum" in df.columns else 1
-        cols["batch_tokens"] = df["batch_size"] * accum * df["n_ctx"]
+        parts = [_numeric(df, c) for c in ("batch_size", "grad_accum", "n_ctx")
+                 if c in df.columns]
+        cols["batch_tokens"] = parts[0] * parts[1] * parts[2] if len(parts) == 3 \
+            else parts[0] * parts[1]
         sources["batch_tokens"] = "batch_size x grad_accum x n_ctx"
     extra = []
     for c in keep:

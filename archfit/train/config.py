@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
+from numbers import Real
 from typing import Any, Literal, get_args
 
 from archfit.errors import ArchfitError
@@ -18,6 +19,33 @@ EXIT_PREEMPTED = 143  # 128 + SIGTERM: what schedulers expect of a job stopped b
 # the largest peak learning rate a run accepts: past it no published AdamW or Muon recipe for a
 # language model trains (their peaks sit below 0.1), so a larger one is a typo or a unit slip
 MAX_LR = 1.0
+# the smallest: a weight of 0.02 (GPT-2's init) is resolved in fp32 to about 2e-9, so an Adam
+# step of a peak rate below this moves it by a few rounding steps and trains nothing; no
+# published recipe's peak sits below 1e-6
+MIN_LR = 1e-8
+# the most tokens one optimizer step may take: 16x the largest published batch (DeepSeek-V3's
+# ~63M tokens, 15,360 sequences of 4,096); past it a batch is a typo or a unit slip
+MAX_BATCH_TOKENS = 1e9
+
+
+def lr_problem(lr: Any) -> str | None:
+    """Why ``lr`` is no peak learning rate a run could use, or None (the check every run, spec
+    and table of rates goes through)."""
+    if isinstance(lr, bool) or not isinstance(lr, Real) or not (
+            math.isfinite(lr) and MIN_LR <= lr <= MAX_LR):
+        return (f"must be a positive rate at most {MAX_LR:g} and at least {MIN_LR:g} (published "
+                f"AdamW and Muon peak rates lie between 1e-6 and 0.1), got {lr!r}")
+    return None
+
+
+def batch_problem(tokens: Any) -> str | None:
+    """Why ``tokens`` (per optimizer step) is no batch a run could use, or None."""
+    if isinstance(tokens, bool) or not isinstance(tokens, Real) or not (
+            math.isfinite(tokens) and 1 <= tokens <= MAX_BATCH_TOKENS):
+        return (f"must be from 1 to {MAX_BATCH_TOKENS:.0e} tokens per optimizer step "
+                f"(batch_size x grad_accum x ctx; 16x the largest published batch), got "
+                f"{tokens!r}")
+    return None
 # config keys that may change between a run and its resume (they do not change its numbers)
 RESUMABLE_CHANGES = ("device", "threads", "compile", "checkpoint_every", "eval_batch",
                      "micro_batch")
@@ -219,10 +247,10 @@ class TrainConfig:
         for name in ("batch_size", "grad_accum", "eval_every", "eval_windows"):
             if getattr(self, name) <= 0:
                 raise ArchfitError(f"{name} must be positive, got {getattr(self, name)}")
-        if not (isinstance(self.lr, (int, float)) and 0 < self.lr <= MAX_LR):
-            raise ArchfitError(f"lr must be a positive rate at most {MAX_LR:g} (published "
-                               "AdamW and Muon peak rates are below 0.1), got "
-                               f"{self.lr!r}; give the peak learning rate, e.g. 3e-3")
+        if why := lr_problem(self.lr):
+            raise ArchfitError(f"lr {why}; give the peak learning rate, e.g. 3e-3")
+        if why := batch_problem(self.tokens_per_step):
+            raise ArchfitError(f"the batch {why}; lower --batch-size or --grad-accum")
         if isinstance(self.moe_aux_coef, bool) or not (
                 isinstance(self.moe_aux_coef, (int, float)) and 0 <= self.moe_aux_coef < 10):
             raise ArchfitError(f"moe_aux_coef must be a number in [0, 10) (Switch's is 0.01), "
