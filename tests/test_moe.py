@@ -449,3 +449,18 @@ def test_a_checkpoint_with_one_module_per_expert_loads_into_the_stacked_experts(
     fresh.load_state_dict(old)
     idx = torch.randint(0, 64, (2, 16))
     assert float(fresh(idx, idx)[1]) == float(m(idx, idx)[1])
+
+
+def test_moe_experts_reads_a_dense_run_recorded_with_zero_experts_as_one():
+    """archfit records a dense run with n_experts 0; the joint law's dense baseline is E = 1.
+    A table whose dense runs say 0 fits exactly as the same table saying 1."""
+    from archfit.laws.fitting import fit
+
+    ones = _planted("moe-experts", JOINT, "n_experts", (1, 4, 16), 0, 4, 3)
+    zeros = ones.with_columns(pl.when(pl.col("n_experts") == 1).then(0.0)
+                              .otherwise(pl.col("n_experts")).alias("n_experts"))
+    assert (zeros["n_experts"] == 0).sum() == 12
+    a, b = (fit(t, law="moe-experts", bootstrap=0) for t in (ones, zeros))
+    assert a.params == pytest.approx(b.params, rel=1e-9)
+    with pytest.raises(Exception, match="n_experts"):
+        fit(zeros.with_columns(pl.lit(-2.0).alias("n_experts")), law="moe-experts", bootstrap=0)

@@ -105,9 +105,10 @@ class Ledger:
                                 f"reads {SCHEMA}: written by another archfit version; run it "
                                 "with the archfit that wrote it (upgrade, if that is newer)")
         if schema != SCHEMA:
-            raise CampaignError(f"{where}: not an archfit campaign ledger (schema {SCHEMA})")
+            raise CampaignError(f"{where}: not an archfit campaign ledger (no schema {SCHEMA}); "
+                                "restore it from a copy, or pass --restart to start over")
         try:
-            rounds = [_round(r, i) for i, r in enumerate(_typed(d, "rounds", list, []))]
+            rounds = [_round(r, i) for i, r in enumerate(_typed(d, "rounds", list))]
             changes = [Change(**{f.name: c[f.name] for f in fields(Change)})
                        for c in _typed(d, "changes", list, [])]
             led = cls(name=_typed(d, "name", str), spec=_typed(d, "spec", dict),

@@ -144,16 +144,19 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     _print("")
 
     v = None if no_validate else _validate(p, out_dir, concurrency)
-    figs = draw_all(fit, os.path.join(out_dir, "plots"), target=target, recommended=rec)
+    from archfit.sweep.store import read_runs
+
+    runs = read_runs([path]).frame  # the sweep's runs, drawn as points on every figure
+    figs = draw_all(fit, os.path.join(out_dir, "plots"), data=runs, target=target,
+                    recommended=rec)
     if v is not None:
         figs.append(draw_validation(v.to_dict(),
                                     os.path.join(out_dir, "plots", "validation.png")))
     if rec.next_design is not None:  # the batch its 'next:' line begins, among this sweep's runs
         from archfit.plots.design import draw_design
-        from archfit.sweep.store import read_runs
 
         figs.append(draw_design(rec.next_design, os.path.join(out_dir, "plots", "design.png"),
-                                runs=read_runs([path]).frame))
+                                runs=runs))
     _say("[6/6] figures:")
     for f in figs:
         _print(f"  {f}")

@@ -63,11 +63,13 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
     if data:
+        from archfit.laws.columns import require_columns
         from archfit.laws.fitting import sane_frame
         from archfit.sweep.store import read_runs
 
         table = read_runs(data, parse_map(maps) if maps else fit.mapping)
         frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
+        require_columns(fit.law_obj, frame)  # runs the law cannot place are not drawn silently
     rec = None
     if target is not None and fit.law_obj.role == "shape":
         from archfit.recommending import recommend

@@ -36,13 +36,18 @@ def columns(frame: Any) -> Data:
     return out
 
 
-def prepare(law: Any, frame: Any) -> Data:
-    """The frame's columns as numpy arrays, checked for what ``law`` needs."""
+def require_columns(law: Any, frame: Any) -> None:
+    """Refuse a table that lacks a column ``law`` reads (fitting, predicting or drawing it)."""
     missing = [c for c in law.columns if c not in frame.columns]
     if missing:
         raise FitInputError(
             f"law {law.name!r} needs column(s) {', '.join(missing)}; have "
             f"{', '.join(frame.columns)}; map foreign names with --map {missing[0]}=COLUMN")
+
+
+def prepare(law: Any, frame: Any) -> Data:
+    """The frame's columns as numpy arrays, checked for what ``law`` needs."""
+    require_columns(law, frame)
     data = columns(frame)
     for c in law.columns:
         finite_positive(c, data[c])

@@ -344,6 +344,10 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
         raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
                             f"values as small as {df['params'].min():.3g}: not a parameter "
                             "count? Check for swapped columns and map them with --map")
+    if "loss" in df.columns and df.height > 1 and df["loss"].n_unique() == 1:
+        raise FitInputError(f"every row's {src.get('loss', 'loss')!r} is {df['loss'][0]:.6g}: a "
+                            "law is fitted to how the loss changes with size and tokens, and "
+                            "here it does not; check the column (one loss per run)")
     if "loss" in df.columns and df["loss"].max() > 20:
         raise FitInputError(f"column {src.get('loss', 'loss')!r} (archfit 'loss') has values up "
                             f"to {df['loss'].max():.3g} nats/token: not a loss? Check for "
@@ -455,7 +459,13 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | st
                 if len(vals) >= 10:
                     f.derived_ci[k] = np.percentile(vals, [2.5, 97.5]).tolist()
                     f.bootstrap["samples"][k] = vals.tolist()
+        elif bootstrap < 10:
+            f.bootstrap["samples"] = {}  # no interval rests on them: none is said to
+            notes.append(f"{bootstrap} bootstrap resample(s) are too few for a 95% interval "
+                         "(its ends need 10 or more): no bootstrap CIs; use --bootstrap 200 or "
+                         "more, or auto")
         else:
+            f.bootstrap["samples"] = {}
             notes.append(f"only {n_ok} of {bootstrap} bootstrap resamples converged: no "
                          "bootstrap CIs (the fit is fragile; add runs)")
     if est.cov is not None and all(v is None for v in f.ci.values()):

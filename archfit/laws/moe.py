@@ -252,11 +252,14 @@ class Experts(_MoELaw):
                "beta": (0.0, None, True), "c": (0.0, None, False)}
 
     def prepare(self, frame: Any) -> Data:
-        import numpy as np
+        """The table's columns, a dense run (``n_experts`` 0, as archfit records it) read as
+        one expert: the dense baseline the law's E = 1 needs."""
+        import polars as pl
 
-        data = super().prepare(frame)
-        data["n_experts"] = np.maximum(data["n_experts"], 1.0)  # a dense run: one expert
-        return data
+        if "n_experts" in frame.columns:
+            frame = frame.with_columns(pl.when(pl.col("n_experts") == 0).then(1.0)
+                                       .otherwise(pl.col("n_experts")).alias("n_experts"))
+        return super().prepare(frame)
 
     @staticmethod
     def _terms(p: Mapping[str, Any], N: Any, D: Any, E: Any) -> tuple[Any, Any]:

@@ -62,8 +62,11 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     near, priced = _near(shape_fit, N_ne, req.grid.tolerance, notes)
     if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
         L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
-    best, rows, pen, plan = _build(N_ne, L_opt, ff, rule, kw, plans, req, target, shape_fit,
-                                   notes, priced)
+    try:
+        best, rows, pen, plan = _build(N_ne, L_opt, ff, rule, kw, plans, req, target,
+                                       shape_fit, notes, priced)
+    except RecommendError as e:
+        raise RecommendError(_unbuildable(e, req, target, kw)) from None
     if plan != plans[0]:
         notes.append(_plan_note(arch, plans[0], plan))
     ci = _optimum_ci(shape_fit, N_ne, notes)
@@ -86,6 +89,38 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
         recipe=recipe_for(best, fits, t.tokens, target.compute, asked=N_ne),
     )
+
+
+def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
+                 kw: dict[str, Any]) -> str:
+    """Why no shape could be built, with the flags the size came from: a total size below the
+    narrowest shape's embeddings says so (no width step is to blame), else the error as it
+    was."""
+    t = req.target
+    if t.params is not None:
+        origin = f"--params {t.params:g}"
+    else:
+        flag = ("--tokens-per-param", t.tokens_per_param) if t.tokens_per_param is not None \
+            else ("--inference-tokens", t.inference_tokens) if t.inference_tokens is not None \
+            else ("--unique-tokens", t.unique_tokens) if t.unique_tokens is not None else None
+        law = (target.compute or {}).get("law", "the compute law")
+        origin = (f"{flag[0]} {flag[1]:g} with --compute {t.compute:g}" if flag else
+                  f"--compute {t.compute:g}") + f" ({law})"
+    vocab, narrow = kw["vocab_size"], FINER_WIDTHS[-1][1]
+    embeddings = vocab * narrow * (1 if kw["tied_embeddings"] else 2)
+    if target.total and target.value <= embeddings:
+        return (f"{target.value:.3g} parameters (embeddings counted) is less than the "
+                f"embeddings alone of the narrowest shape ({embeddings:,}: vocab {vocab:,} x "
+                f"width {narrow}); the size comes from {origin}: give a larger budget or fewer "
+                "tokens per parameter, or a smaller --vocab")
+    block = {k: kw[k] for k in ("mlp", "position", "norm", "bias", "tied_embeddings")}
+    smallest = Shape(n_layer=1, d_model=narrow, n_head=1, vocab_size=vocab, n_ctx=kw["n_ctx"],
+                     **block).params_non_embedding
+    if not target.total and target.value < smallest:
+        return (f"{target.value:.3g} non-embedding parameters is below the smallest shape "
+                f"archfit builds ({smallest:,}: one layer {narrow} wide); the size comes from "
+                f"{origin}")
+    return f"{e} (the size, {target.value:.3g} parameters, comes from {origin})"
 
 
 def _fits(req: RecommendRequest) -> dict[str, Fit]:

@@ -152,7 +152,23 @@ def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = 
         notes.insert(0, f"the proxies' depth {depth}, the default shape law's optimum at their "
                      "middle size (at least 2)")
     raw = spec(target, sizes, tpp, depth, ctx, rates, batches, name, family)
+    _check_as_sweep_plan_would(raw)
     return TunePlan(target, sizes, tpp, depth, ctx, rates, batches, published, raw, notes)
+
+
+def _check_as_sweep_plan_would(raw: dict[str, Any]) -> None:
+    """The spec read as ``archfit sweep plan`` reads it (:func:`archfit.sweep.spec.spec_from_raw`):
+    a sweep no run of which could train (a duplicate rate, a rate or batch past what a run
+    takes, a depth the proxies cannot hold, a name that is not a plain name) is refused before
+    anything is written, with every problem named."""
+    from archfit.errors import SpecError
+    from archfit.sweep.spec import spec_from_raw
+
+    try:
+        spec_from_raw(raw, "the tuning sweep")
+    except SpecError as e:
+        raise TuneError(f"{e} (archfit tune checks its sweep as 'sweep plan' would, before "
+                        "writing it)") from None
 
 
 def proxy_depth(sizes: list[float]) -> int:

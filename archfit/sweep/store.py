@@ -375,6 +375,11 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
             if name in mapping:
                 raise FitInputError(f"--map {name}={mapping[name]}: no column {mapping[name]!r} "
                                     f"in the input; columns are: {', '.join(df.columns)}")
+    for name, src in mapping.items():  # one column, one role: a mapped column read twice is
+        other = next((k for k, v in sources.items() if v == src and k != name), None)  # wrong
+        if name in sources and other is not None:
+            raise FitInputError(f"--map {name}={src}: column {src!r} is also read as {other}; "
+                                "one column fills one role (map each role to its own column)")
     if "batch_tokens" not in cols and "batch_size" in df.columns and "n_ctx" in df.columns \
             and "batch_tokens" not in mapping:  # an archfit run table: tokens per optimizer step
         parts = [_numeric(df, c) for c in ("batch_size", "grad_accum", "n_ctx")
