@@ -17,7 +17,7 @@ from typing import Any, Callable
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
-from archfit.laws.published import DEFAULT_SHAPE_LAW
+from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import candidates, optimum, rank
 from archfit.recommending.options import (Size, ff_rule, fits_by_role, given_fits,
                                           options_for, resolve_target)
@@ -79,12 +79,15 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     law = shape_fit.law_obj
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
                                or "fitted by archfit")
+    compute = target.compute
+    if t.params is not None and t.tokens is not None:
+        compute = _tokens_priced(best, fits, t.tokens, notes)
     return Recommendation(
         shape=best, family=arch.name, family_text=arch.describe(), target_params=target.value,
         target_convention=target.convention,
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
         d_model_opt=d_opt, rel_error=rows[0]["rel_error"], ci=ci, alternatives_records=rows,
-        compute=target.compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
+        compute=compute, notes=notes, trust=verdict.to_dict(), candidates=pen,
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
         recipe=recipe_for(best, fits, t.tokens, target.compute, asked=N_ne),
@@ -121,6 +124,27 @@ def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
                 f"archfit builds ({smallest:,}: one layer {narrow} wide); the size comes from "
                 f"{origin}")
     return f"{e} (the size, {target.value:.3g} parameters, comes from {origin})"
+
+
+def _tokens_priced(shape: Shape, fits: dict[str, Fit], tokens: float, notes: list[str]
+                   ) -> dict[str, Any] | None:
+    """A size trained on the tokens given, priced as a FLOP budget spent that way: the compute
+    law's split of C = 6 N D (N in its convention), and the predicted loss against the
+    compute-optimal model of the same C (over-training, as ``--tokens-per-param`` prices it).
+    None, with a note, where the law cannot price it."""
+    from archfit.errors import ArchfitError
+    from archfit.recommending.request import Target
+
+    cf = fits.get("compute") or load_fit(DEFAULT_COMPUTE_LAW)
+    N = shape.params_total if "total" in cf.conventions.get("params", "total") else \
+        shape.params_non_embedding
+    try:
+        return resolve_target(Target(compute=6.0 * N * tokens, tokens_per_param=tokens / N),
+                              {**fits, "compute": cf}).compute
+    except ArchfitError as e:
+        notes.append(f"{tokens:.3g} tokens cannot be priced against the compute-optimal model of "
+                     f"the same FLOPs: {e}")
+        return None
 
 
 def _fits(req: RecommendRequest) -> dict[str, Fit]:

@@ -261,7 +261,17 @@ class RecommendRequest:
     """Raise instead of warn when the verdict is uninformative."""
 
     def __post_init__(self) -> None:
-        e, t = self.experts, self.target
+        e, t, o = self.experts, self.target, self.objective
+        budget = [f for f, v in (("--inference-tokens", t.inference_tokens),
+                                 ("--tokens-per-param", t.tokens_per_param),
+                                 ("--unique-tokens", t.unique_tokens)) if v is not None]
+        if o.on_hardware and budget:
+            raise RecommendError(f"{budget[0]} sizes the model from a FLOP budget, which "
+                                 f"--objective {o.kind} (shapes of one size weighed on a GPU) "
+                                 "does not read: drop one of them")
+        if e is not None and o.on_hardware:
+            raise RecommendError(f"--objective {o.kind} and the GPU options weigh dense shapes; "
+                                 "a mixture of experts is priced in its own answer (drop them)")
         if e is not None and t.params is not None and not e.active_params < t.params:
             raise RecommendError(f"the active parameters ({e.active_params:.4g}) must be fewer "
                                  f"than the total ({t.params:.4g}): a mixture of experts leaves "

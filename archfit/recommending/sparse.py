@@ -40,6 +40,9 @@ DEFAULT_MOE_LAW = "krajewski2024"
 EXPERT_MULTIPLE = 64
 # how close the rounded shape should land on each target before a note says it does not
 COUNT_TOLERANCE = 0.02
+# how far a shape built with fixed expert options may land from either target before those
+# options are refused: past the rounding of widths and counts, the options cannot meet it
+FIXED_TOLERANCE = 0.10
 # bytes per parameter of mixed-precision training with Adam: bf16 weights and gradients,
 # fp32 master weights and the two moments (the ZeRO paper's 16 bytes, Rajbhandari et al. 2020)
 TRAIN_BYTES_PER_PARAM = 16
@@ -182,6 +185,14 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     assert shape is not None and rec is not None and chosen is not None
     err_t = shape.params_non_embedding / total - 1
     err_a = shape.params_active_non_embedding / active - 1
+    fixed = [f"{flag} {v:g}" for flag, v in (("--experts", e.n_experts), ("--top-k", e.top_k),
+                                            ("--granularity", e.granularity)) if v is not None]
+    if fixed and max(abs(err_t), abs(err_a)) > FIXED_TOLERANCE:
+        raise RecommendError(f"{' '.join(fixed)} cannot meet {total:.4g} total and {active:.4g} "
+                             f"active parameters: the shape lands {err_t:+.1%} from the total and "
+                             f"{err_a:+.1%} from the active target (more than "
+                             f"{FIXED_TOLERANCE:.0%}); drop {fixed[0].split()[0]} (archfit "
+                             "then chooses it to meet both) or change the targets")
     if max(abs(err_t), abs(err_a)) > COUNT_TOLERANCE:
         notes.append(f"the rounded shape lands {err_t:+.1%} from the total and {err_a:+.1%} "
                      f"from the active target (over {COUNT_TOLERANCE:.0%}): the widths' and the "
@@ -266,6 +277,11 @@ def _granularity(mf: Fit, base: Shape, D: float, expansion: float, given: float 
         table.append({"granularity": g, "tokens": Dg,
                       "loss": law.loss(mf.params, N, Dg, g)})  # type: ignore[attr-defined]
     if given is not None:
+        finest = int(base.d_ff or 0) // EXPERT_MULTIPLE
+        if given > finest:
+            raise RecommendError(f"--granularity {given:g} would make experts under "
+                                 f"{EXPERT_MULTIPLE} wide (the backbone's d_ff {base.d_ff:,} over "
+                                 f"it); give at most {finest}")
         return float(given), {"rule": "given", "table": table}
     if top_k is not None:
         return float(top_k), {"rule": f"top-{top_k} given: the active MLP at the dense width",
