@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from numbers import Integral, Real
+from typing import Any, Sequence
 
 from archfit.errors import NumberError
 
@@ -47,6 +48,19 @@ def parse_number(text: str | float | int, *, what: str = "number") -> float:
     if not math.isfinite(value):
         raise NumberError(f"{what}: {text!r} is not finite; give a finite number")
     return value
+
+
+def plain(v: Any) -> Any:
+    """A number as Python holds it: numpy's integer and float scalars (and any other
+    :class:`numbers.Integral` or :class:`numbers.Real`) as ``int`` and ``float``, so they pass
+    the checks and serialize as the Python numbers do; anything else as it is."""
+    if isinstance(v, bool) or isinstance(v, (int, float)):
+        return v
+    if isinstance(v, Integral):
+        return int(v)
+    if isinstance(v, Real):
+        return float(v)
+    return v
 
 
 # the largest model size archfit plans for (a quadrillion parameters): beyond it a target is a

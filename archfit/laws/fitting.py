@@ -17,7 +17,7 @@ from archfit.errors import FitError, FitInputError, WorkerError
 from archfit.laws.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.constraints import constraints_for, point_estimate, prior_record
-from archfit.numbers import order_statistic
+from archfit.numbers import order_statistic, plain
 from archfit.laws.conventions import check_params
 from archfit.laws.bands import heldout_split, run_scatter
 from archfit.laws.columns import SIZE_TOLERANCE, finite_positive, subset
@@ -99,6 +99,7 @@ def fit(
     """
     table = run_table(frame, paths, mapping, group)
     lw = get_law(law)
+    seed, bootstrap = plain(seed), plain(bootstrap)  # numpy's integers as Python's
     _check_bootstrap(bootstrap)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise FitInputError(f"seed must be a whole number >= 0, got {seed!r}")

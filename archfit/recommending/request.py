@@ -17,10 +17,19 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError
+from archfit.numbers import plain
 from archfit.recommending.candidates import DEPTH_SPAN
 
 OBJECTIVES = ("loss", "time", "cost", "latency")
 WIDTH_STEP = 128  # head_dim and width multiple, unless given (finer for small sizes: a note)
+
+
+def _plain_fields(obj: Any) -> None:
+    """Each field of a frozen part as Python holds it (numpy scalars as int and float)."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if plain(v) is not v:
+            object.__setattr__(obj, f.name, plain(v))
 
 
 def _positive(name: str, v: Any, whole: bool = False) -> None:
@@ -53,6 +62,7 @@ class Target:
     """With ``compute``: over-train at this many tokens per parameter (N = sqrt(C / 6R))."""
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         if (self.params is None) == (self.compute is None):
             raise RecommendError("give exactly one of params (a size) or compute (a FLOP "
                                  "budget)")
@@ -104,6 +114,7 @@ class Block:
     """A framework's d_ff for a width (an export's fixed rule), instead of the ratio."""
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         if self.family is not None:
             from archfit.shapes.architectures import get_architecture
 
@@ -150,6 +161,7 @@ class Grid:
     optimum's (0.005 = 0.5%); the pick is its centre in log depth."""
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         for name in ("head_dim", "multiple_of", "vocab_size", "n_ctx", "tp", "n_kv_head"):
             _positive(name, getattr(self, name), whole=True)
         _positive("top", self.top, whole=True)
@@ -190,6 +202,7 @@ class Experts:
     """Experts every token uses (DeepSeek)."""
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         v = self.active_params
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
                 math.isfinite(v) and v > 0):
@@ -228,6 +241,7 @@ class Objective:
     """cost: the price."""
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         if self.kind not in OBJECTIVES:
             raise RecommendError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
                                  f"{self.kind!r}")

@@ -10,6 +10,7 @@ from numbers import Real
 from typing import Any, Literal, get_args
 
 from archfit.errors import ArchfitError
+from archfit.numbers import plain
 from archfit.shapes import PARAMETRIZATIONS, TRAIN_FLOPS_CONVENTION, Parametrization, Shape
 
 # a stop signal in the middle of a step: checkpoint at the step's end, or, if the step has not
@@ -65,6 +66,8 @@ class Budget:
     steps: int | None = None
 
     def __post_init__(self) -> None:
+        for k, v in asdict(self).items():  # numpy scalars as Python's numbers
+            object.__setattr__(self, k, plain(v))
         given = [(k, v) for k, v in asdict(self).items() if v is not None]
         if len(given) != 1:
             raise ArchfitError("give exactly one budget: tokens, tokens_per_param or steps")
@@ -235,6 +238,10 @@ class TrainConfig:
     # a mixture of experts (shape.n_experts > 0): how its experts' load is balanced
     moe_balance: MoeBalance = "aux-loss"
     moe_aux_coef: float = 0.01
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # numpy scalars as Python's numbers (a record, a run id, JSON)
+            setattr(self, f.name, plain(getattr(self, f.name)))
 
     @property
     def tokens_per_step(self) -> int:
