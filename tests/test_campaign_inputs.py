@@ -63,6 +63,9 @@ def test_the_campaign_report_is_written_only_as_html(cli, tmp_path, monkeypatch,
     ({"schema": "archfit.campaign/2"}, "written by another archfit version"),
     ({"budget": -1}, "budget is -1, not a finite number of 0 or more"),
     ({"spent": float("inf")}, "spent is inf"),
+    ({"rounds": None}, "a damaged campaign ledger (missing 'rounds'); restore it"),
+    ({"schema": None}, "no schema archfit.campaign/1); restore it from a copy, or pass "
+                       "--restart"),
 ])
 def test_a_ledger_is_read_with_suspicion(cli, tmp_path, edit, match):
 

@@ -97,3 +97,54 @@ def test_every_option_of_every_command_has_help():
             if isinstance(p, click.Option) and not (p.help or "").strip():
                 missing.append(f"{' '.join(path)} {'/'.join(p.opts)}")
     assert seen >= 18 and not missing, missing
+
+
+EXPERTS = ["--layers", "4", "--width", "256", "--heads", "4", "--experts", "8", "--top-k", "2"]
+
+
+@pytest.mark.parametrize("cmd, extra, needle", [
+    ("shape", ["--no-mlp", "0,1,2,3"], "no layer is sparse"),
+    ("shape", ["--granularity", "1e6"], "less than one unit wide"),
+    ("shape", ["--no-mlp", "0", "--emit", "hf-mixtral"], "cannot express"),
+    ("train", ["--no-mlp", "0,1,2,3", "--tokens", "1e3"], "no layer is sparse"),
+])
+def test_expert_options_with_a_layer_plan_are_read_once_the_plan_is(cmd, extra, needle):
+    """The experts' checks read the layer plan after it is parsed (the plan's flags arrive as
+    text): a plan that leaves no layer sparse, or a granularity finer than one unit, is one
+    line, exit 2, in shape, --emit and train alike."""
+    r = CliRunner().invoke(main, [cmd, *EXPERTS, *extra])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "unexpected" not in r.output
+    ok = CliRunner().invoke(main, ["shape", *EXPERTS, "--no-mlp", "0", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert [lay["sparse"] for lay in json.loads(ok.output)["layers"]] == [False, True, True,
+                                                                          True]
+
+
+def test_shape_from_refuses_what_is_not_a_config_file(tmp_path):
+    """A FIFO (read whole, it would block), a link to /dev/zero (it would grow without end), a
+    file past 16 MiB, JSON nested past the recursion limit and an empty file: one line each,
+    exit 2. A byte-order mark before a config is not its text."""
+    import os
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    big = tmp_path / "big.json"
+    big.write_text("{" + " " * (17 << 20) + "}")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    for path, needle in ((fifo, "not a regular file"), (zero, "not a regular file"),
+                         (big, "too large to be a model config"), (deep, "nested too deeply"),
+                         (empty, "is empty")):
+        r = CliRunner().invoke(main, ["shape", "--from", str(path)])
+        assert r.exit_code == 2 and needle in r.output, (path, r.output)
+        assert len(r.output.strip().splitlines()) == 1
+    bom = tmp_path / "train_gpt2.py"
+    bom.write_bytes(b"\xef\xbb\xbfn_layer = 4\nn_head = 4\nn_embd = 256\n")
+    r = CliRunner().invoke(main, ["shape", "--from", str(bom), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["n_layer"] == 4

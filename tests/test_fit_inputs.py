@@ -381,3 +381,38 @@ def test_a_long_fit_prints_progress_off_a_terminal(cli, repo, monkeypatch):
     assert r.exit_code == 0, r.output
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("bootstrap: ")]
     assert lines and all(" of 40 resamples, " in ln and "s to go" in ln for ln in lines)
+
+
+def test_a_table_whose_every_loss_is_equal_is_refused_not_fitted(cli, tmp_path, repo):
+    df = pl.read_csv(repo / "datasets" / "chinchilla_epoch2024.csv")
+    path = tmp_path / "flat.csv"
+    df.with_columns(pl.lit(2.5).alias("loss")).write_csv(path)
+    r = cli("fit", path, "--law", "chinchilla")
+    assert r.exit_code == 2 and "every row's 'loss' is 2.5" in r.output, r.output
+    assert "RuntimeWarning" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_one_column_mapped_to_two_roles_is_refused(cli, repo):
+    r = cli("fit", repo / "datasets" / "chinchilla_epoch2024.csv", "--law", "chinchilla",
+            "--map", "granularity=tokens", "--bootstrap", "0")
+    assert r.exit_code == 2, r.output
+    assert "column 'tokens' is also read as tokens; one column fills one role" in r.output
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_too_few_resamples_say_so_and_claim_no_bootstrap_interval(repo, n):
+    f = archfit.fit(pl.read_csv(repo / "datasets" / "chinchilla_epoch2024.csv"),
+                    law="chinchilla", bootstrap=n)
+    assert any(f"{n} bootstrap resample(s) are too few" in note for note in f.notes), f.notes
+    assert f.n_bootstrap() == 0 and not any(v for v in f.ci.values())
+    assert not any("converged" in note for note in f.notes)
+
+
+def test_plot_refuses_runs_the_law_cannot_place_as_predict_does(cli, tmp_path, repo):
+    path = tmp_path / "runs.csv"
+    pl.DataFrame({"params": [1e7, 2e7, 4e7], "loss": [3.0, 2.9, 2.8]}).write_csv(path)
+    for args in (["plot", "epoch2024", path, "-o", tmp_path / "figs"],
+                 ["predict", "epoch2024", path]):
+        r = cli(*args)
+        assert r.exit_code == 2 and "tokens" in r.output, (args, r.output)
+    assert not (tmp_path / "figs").exists()

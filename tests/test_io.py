@@ -49,3 +49,23 @@ def test_jsonable_and_hash(tmp_path):
     p = tmp_path / "f"
     p.write_bytes(b"abc")
     assert file_sha256(p) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_a_binary_file_named_csv_is_not_a_table(cli, tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_bytes(bytes(range(256)) * 20)
+    r = cli("fit", path, "--law", "chinchilla")
+    assert r.exit_code == 2 and "not text (it holds NUL bytes)" in r.output, r.output
+
+
+@pytest.mark.parametrize("args", [
+    ["recommend", "--params", "7e9", "--emit", "hf-llama", "-o", ""],
+    ["plot", "levine2020", "-o", ""],
+    ["sweep", "collect", "sweeps/smoke.toml", "--out", ""],
+    ["fit", "datasets/chinchilla_epoch2024.csv", "--law", "chinchilla", "--out", ""],
+])
+def test_an_empty_path_is_refused_not_read_as_the_default(cli, repo, monkeypatch, args):
+    monkeypatch.chdir(repo)
+    r = cli(*args)
+    assert r.exit_code == 2 and "is empty; give a path" in r.output, r.output
+    assert not (repo / "sweeps" / "smoke.parquet").exists()

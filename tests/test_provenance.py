@@ -238,3 +238,38 @@ def test_a_published_learning_rate_law_asked_for_by_name_is_labelled_published(c
     assert lr["provenance"] == "published" and "fitted" not in lr["note"]
     text = cli("recommend", "--params", 7e9, "--law", "steplaw2025").output
     assert "(steplaw2025, published)" in text and "fitted to your sweep" not in text
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda: Interval.from_json({"low": 1.0, "high": 2.0, "level": 0.95}), "a kind"),
+    (lambda: Interval(1.0, 2.0, FITTED, "m", level="0.95"), "a level in (0, 1)"),
+    (lambda: Interval("1", 2.0, FITTED, "m"), "finite numbers"),
+    (lambda: Interval(2.0, 1.0, FITTED, "m"), "above its high end"),
+    (lambda: Interval(1.0, 2.0, "guessed", "m"), "kind is one of"),
+    (lambda: Interval(1.0, 2.0, FITTED, "m", level=2), "a level in (0, 1)"),
+])
+def test_the_interval_api_refuses_what_is_not_an_interval_with_its_typed_error(make, needle):
+    from archfit.errors import IntervalError
+
+    with pytest.raises(IntervalError, match=re.escape(needle)):
+        make()
+    ok = Interval(np.float64(1.0), np.int64(2), FITTED, "m", level=np.float64(0.9))
+    assert ok.text() == "[1, 2] (90% CI, fitted)"
+
+
+@pytest.mark.parametrize("ci, needle", [
+    ([2.0, 1.0], "above its high end"),
+    ([float("nan"), 1.0], "finite numbers"),
+    ({"low": 1.0, "high": 2.0, "kind": "guessed", "level": 0.95}, "kind is one of"),
+    ({"low": 1.0, "high": 2.0, "kind": "fitted", "level": 2}, "a level in (0, 1)"),
+    ("wide", "an interval's JSON or a pair"),
+])
+def test_load_fit_refuses_the_intervals_interval_refuses(ci, needle):
+    from archfit.errors import FitInputError
+    from archfit.laws import load_fit
+
+    d = {"law": "chinchilla", "params": {"E": 1.8, "A": 480.0, "B": 2085.0, "alpha": 0.35,
+                                         "beta": 0.37}, "ci": {"A": ci}}
+    with pytest.raises(FitInputError, match=re.escape("ci.A")) as e:
+        load_fit(d)
+    assert needle in str(e.value) and "\n" not in str(e.value)

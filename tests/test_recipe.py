@@ -396,3 +396,21 @@ def test_the_tuning_sweep_brackets_the_published_laws(cli, tmp_path):
     assert r.exit_code == 2 and "3 or more" in r.output
     r = cli("tune", "--params", "1e5", "--sizes", "3e4,6e4,1.2e5", "-o", tmp_path / "c.toml")
     assert r.exit_code == 2 and "smaller than the target" in r.output
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--rates", "1e-3,1e-3,2e-3,4e-3,8e-3"], "some runs are identical"),
+    (["--rates", "2,3,4,5,6"], "at most 1 and at least 1e-08"),
+    (["--rates", "1e-300,2e-300,4e-300,8e-300,1.6e-299"], "at least 1e-08"),
+    (["--depth", "1000"], "depth 1000 does not fit"),
+    (["--name", "../evil"], "not a plain name"),
+    (["--batch-sizes", "1e12,2e12,4e12"], "tokens per optimizer step"),
+])
+def test_tune_writes_no_sweep_that_sweep_plan_would_refuse(cli, tmp_path, extra, needle):
+    """The sweep archfit tune writes is read as 'sweep plan' reads it before it is written:
+    duplicate rates, rates or batches no run could train with, a depth the proxies cannot hold,
+    a name that is a path: refused in one line, and no file is left."""
+    out = tmp_path / "t.toml"
+    r = cli("tune", "--params", "7e9", "--sizes", "3e4,6e4,1.2e5", *extra, "-o", out)
+    assert r.exit_code == 2 and needle in r.output, r.output
+    assert not out.exists()

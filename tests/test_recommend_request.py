@@ -85,3 +85,63 @@ def test_every_part_field_has_one_docstring_and_the_flat_keywords_name_each_once
     for cls in (Target, Block, Grid):
         for name in cls.__dataclass_fields__:
             assert name == "params" or name in request.KEYWORDS, name
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--experts", "8", "--top-k", "2", "--granularity", "64"],
+     "--experts 8 --top-k 2 --granularity 64 cannot meet"),
+    (["--experts", "64"], "--experts 64 cannot meet"),
+    (["--granularity", "1e6"], "would make experts under 64 wide"),
+    (["--objective", "time"], "weigh dense shapes"),
+    (["--tokens-per-param", "400"], "--tokens-per-param"),
+    (["--unique-tokens", "1e12"], "--unique-tokens"),
+])
+def test_an_expert_option_that_cannot_apply_or_meet_its_targets_is_refused(cli, args, needle):
+    """Fixed expert options that land far from the total or active target, a granularity
+    finer than an expert can be, an objective the sparse answer does not weigh: refused in one
+    line naming the option, never answered as if they held."""
+    r = cli("recommend", "--params", "1e12", "--active-params", "3.2e10", *args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_an_objective_refuses_the_budget_options_it_does_not_read(cli):
+    r = cli("recommend", "--compute", "1e23", "--inference-tokens", "1e13", "--objective",
+            "time", "--gpu-hours", "1e5")
+    assert r.exit_code == 2 and "--inference-tokens sizes the model" in r.output, r.output
+
+
+def test_a_size_and_its_tokens_are_priced_as_the_budget_they_spend(cli):
+    """--params with --tokens: the loss those tokens cost against the compute-optimal model of
+    the same FLOPs (C = 6 N D, N the shape's total, epoch2024's convention), as --compute with
+    --tokens-per-param prices it: the same split, the same penalty."""
+    d = json.loads(cli("recommend", "--params", "7e9", "--tokens", "1.4e12", "--json").output)
+    plan = d["compute"]["plan"]
+    N = d["params_total"]
+    assert plan["kind"] == "overtraining" and plan["tokens_per_param"] == pytest.approx(1.4e12 / N)
+    assert d["compute"]["C"] == pytest.approx(6 * N * 1.4e12)
+    same = json.loads(cli("recommend", "--compute", str(6 * N * 1.4e12), "--tokens-per-param",
+                          str(1.4e12 / N), "--json").output)["compute"]["plan"]
+    assert plan["penalty"] == pytest.approx(same["penalty"], rel=1e-9) and plan["penalty"] > 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--compute", "1e20", "--tokens-per-param", "1e9"],
+     "comes from --tokens-per-param 1e+09 with --compute 1e+20"),
+    (["--compute", "1e10"], "comes from --compute 1e+10"),
+    (["--params", "10"], "below the smallest shape archfit builds"),
+])
+def test_a_size_too_small_to_build_names_the_flags_it_came_from(cli, args, needle):
+    r = cli("recommend", *args)
+    assert r.exit_code == 2 and needle in r.output, r.output
+    assert "lower --multiple-of" not in r.output
+
+
+def test_numpy_scalars_are_numbers_to_the_api():
+    """What Shape takes, the request takes: numpy's integers and floats."""
+    import numpy as np
+
+    a = recommend(np.int64(7_000_000_000), head_dim=np.int64(128), tolerance=np.float64(0.005))
+    b = recommend(7e9, head_dim=128, tolerance=0.005)
+    assert a.to_dict() == b.to_dict()
+    assert isinstance(RecommendRequest.of(np.float64(1e9)).target.params, float)

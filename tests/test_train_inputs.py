@@ -8,14 +8,20 @@ import pytest
 import json
 import math
 from archfit.errors import ArchfitError
-from archfit.train.config import MAX_LR, Budget, TrainConfig
+from archfit.train.config import MAX_LR, MIN_LR, Budget, TrainConfig
 
 
-@pytest.mark.parametrize("lr", [1e9, float("inf"), float("nan"), -1e-3, 0.0])
+@pytest.mark.parametrize("lr", [1e9, float("inf"), float("nan"), -1e-3, 0.0, 1e-303, 9e-9])
 def test_a_learning_rate_no_run_could_use_is_refused(lr):
     with pytest.raises(ArchfitError, match="lr must be a positive rate at most"):
         TrainConfig(budget=Budget(steps=1), lr=lr).validate()
-    TrainConfig(budget=Budget(steps=1), lr=MAX_LR).validate()  # the bound itself trains
+    TrainConfig(budget=Budget(steps=1), lr=MAX_LR).validate()  # the bounds themselves train
+    TrainConfig(budget=Budget(steps=1), lr=MIN_LR).validate()
+
+
+def test_a_batch_no_run_could_take_is_refused():
+    with pytest.raises(ArchfitError, match="tokens per optimizer step"):
+        TrainConfig(budget=Budget(steps=1), batch_size=10 ** 7, grad_accum=1000).validate()
 
 
 @pytest.mark.parametrize("field, value", [("warmup", -0.1), ("min_lr_ratio", 1.5),
