@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from archfit.text import wrap
+
 from archfit.cli.common import PATH, INT, NUMBER
 
 PUBLISHED_LAW = "levine2020"
@@ -24,8 +26,9 @@ def _say(step: str) -> None:
 
 
 def _print(text: str = "") -> None:
-    """The demo's results: stdout, or stderr when --json keeps stdout for the document."""
-    click.echo(text, err=bool(click.get_current_context().params.get("as_json")))
+    """The demo's results, each line within 100 columns: stdout, or stderr when --json keeps
+    stdout for the document."""
+    click.echo(wrap(text), err=bool(click.get_current_context().params.get("as_json")))
 
 
 def _spec_path(spec_path: str | None) -> str:
