@@ -108,10 +108,11 @@ class Ledger:
             raise CampaignError(f"{where}: not an archfit campaign ledger (no schema {SCHEMA}); "
                                 "restore it from a copy, or pass --restart to start over")
         try:
+            name, spec = _typed(d, "name", str), _typed(d, "spec", dict)
             rounds = [_round(r, i) for i, r in enumerate(_typed(d, "rounds", list))]
             changes = [Change(**{f.name: c[f.name] for f in fields(Change)})
                        for c in _typed(d, "changes", list, [])]
-            led = cls(name=_typed(d, "name", str), spec=_typed(d, "spec", dict),
+            led = cls(name=name, spec=spec,
                       rounds=rounds, budget=_number(d.get("budget"), "budget", none=True),
                       spent=_number(d.get("spent", 0.0), "spent"),
                       unit=_typed(d, "unit", str, None),

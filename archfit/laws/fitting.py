@@ -109,6 +109,7 @@ def fit(
     df = check_params(sane_frame(lw, table, dedupe, notes), table.sources, arch, notes,
                       conventions)
     data = with_size_classes(lw, lw.prepare(df), size_tolerance)
+    check_losses_vary(data)
     check_sizes(lw, data)
     f = fit_data(lw, data, cons=cons, bootstrap=bootstrap, seed=seed, targets=targets,
                  group=group, heldout=heldout, progress=progress, notes=notes)
@@ -345,10 +346,6 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
         raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
                             f"values as small as {df['params'].min():.3g}: not a parameter "
                             "count? Check for swapped columns and map them with --map")
-    if "loss" in df.columns and df.height > 1 and df["loss"].n_unique() == 1:
-        raise FitInputError(f"every row's {src.get('loss', 'loss')!r} is {df['loss'][0]:.6g}: a "
-                            "law is fitted to how the loss changes with size and tokens, and "
-                            "here it does not; check the column (one loss per run)")
     if "loss" in df.columns and df["loss"].max() > 20:
         raise FitInputError(f"column {src.get('loss', 'loss')!r} (archfit 'loss') has values up "
                             f"to {df['loss'].max():.3g} nats/token: not a loss? Check for "
@@ -359,6 +356,15 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
             notes.append(f"WARNING: loss grows with N (rank correlation {rho:+.2f}); scaling "
                          "laws expect the opposite: check the columns and the runs")
     return df
+
+
+def check_losses_vary(data: Data) -> None:
+    """Refuse a table whose every loss is the same: a law is fitted to how it changes."""
+    loss = np.asarray(data["loss"], float)
+    if len(loss) > 1 and np.ptp(loss) == 0:
+        raise FitInputError(f"every row's loss is {loss[0]:.6g}: a law is fitted to how the loss "
+                            "changes with size and tokens, and here it does not; check the "
+                            "loss column (one loss per run)")
 
 
 def check_sizes(lw: Law, data: Data) -> None:
@@ -461,12 +467,10 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | st
                     f.derived_ci[k] = np.percentile(vals, [2.5, 97.5]).tolist()
                     f.bootstrap["samples"][k] = vals.tolist()
         elif bootstrap < 10:
-            f.bootstrap["samples"] = {}  # no interval rests on them: none is said to
             notes.append(f"{bootstrap} bootstrap resample(s) are too few for a 95% interval "
                          "(its ends need 10 or more): no bootstrap CIs; use --bootstrap 200 or "
                          "more, or auto")
         else:
-            f.bootstrap["samples"] = {}
             notes.append(f"only {n_ok} of {bootstrap} bootstrap resamples converged: no "
                          "bootstrap CIs (the fit is fragile; add runs)")
     if est.cov is not None and all(v is None for v in f.ci.values()):

@@ -44,9 +44,9 @@ BATCHES_IN_WINDOW = 3
 # the residuals stand for the noise only with a few degrees of freedom to spare
 MIN_RESIDUAL_DF = 3
 DRAWS = 999  # the residual bootstrap's resamples per cell
-# an interval end this far (in ln units, a factor of ~1e4) from the window's centre is no end:
-# the refits' minima wander over orders of magnitude, the loss is too flat to bound the optimum
-MAX_INTERVAL_REACH = math.log(1e4)
+# an interval end this far from the window's centre (in ln units) is past what a float holds
+# once exponentiated (e^709): no number, so no end; the loss is too flat to bound the optimum
+MAX_INTERVAL_REACH = 700.0
 TERMS = ("1", "x", "x^2", "x^3", "z", "z^2", "x z")
 
 
@@ -220,15 +220,16 @@ def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS
             "flat or too noisy around the best run to bound its best rate")), None
     q = [100 * tail, 100 * (1 - tail)]
     xq = w.x0 + np.percentile(xs[ok], q)
-    zq = w.z0 + np.percentile(zs[ok], q) if w.batch else np.array([w.z0, w.z0])
-    reach = np.abs(np.concatenate([xq - w.x0, zq - w.z0]))
+    zq = w.z0 + np.percentile(zs[ok], q) if w.batch else None
+    reach = np.abs(np.concatenate([xq - w.x0] + ([zq - w.z0] if zq is not None else [])))
     if not np.all(reach <= MAX_INTERVAL_REACH):
         return replace(point, why_no_interval=(
-            "the bootstrap's refits place the minimum over more than four orders of magnitude: "
-            "the loss is too flat or too noisy around the best run to bound its best rate")), None
+            "the bootstrap's refits place the minimum past what a number holds: the loss is too "
+            "flat or too noisy around the best run to bound its best rate")), None
     if not w.batch:
         return replace(point, x_ci=(float(xq[0]), float(xq[1])),
                        x_sd=float(np.std(xs[ok]))), None
+    assert zq is not None
     return replace(point, x_ci=(float(xq[0]), float(xq[1])), z_ci=(float(zq[0]), float(zq[1])),
                    x_sd=float(np.std(xs[ok])), z_sd=float(np.std(zs[ok]))), None
 

@@ -113,6 +113,11 @@ class Shape:
     ``d_model x n_experts``; the sparse layers are every ``moe_every``-th (layer i when
     ``(i + 1) % moe_every == 0``, Qwen's ``decoder_sparse_step``) after the first
     ``dense_first`` (DeepSeek's ``first_k_dense_replace``), the rest dense MLPs of ``d_ff``.
+    Multi-head latent attention (DeepSeek-V2/V3, ``kv_lora_rank`` > 0): keys and values come
+    from a shared latent of ``kv_lora_rank`` (RMS-normed), queries from one of ``q_lora_rank``
+    (0: a full query projection); each head's query and key are ``head_dim`` wide without
+    positions plus ``qk_rope_head_dim`` with RoPE (one rope key shared by the heads), its value
+    ``v_head_dim`` wide (default head_dim); no biases, one key/value head per head.
     ``bias`` puts biases on every linear layer except the output head, and on the norms;
     ``qkv_bias`` puts them on the query, key and value projections only (Qwen2), and is implied
     by ``bias``.
@@ -151,6 +156,11 @@ class Shape:
     moe_every: int = 1
     dense_first: int = 0
     granularity: float | None = field(default=None, compare=False, repr=False)
+    # multi-head latent attention (kv_lora_rank 0: ordinary attention); see the class docstring
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("n_layer", "d_model", "n_head", "vocab_size", "n_ctx"):
@@ -209,6 +219,7 @@ class Shape:
         if self.position == "rope" and self.head_dim % 2:
             raise ShapeError(f"rotary positions need an even head_dim, got {self.head_dim}")
         self._check_plan()
+        self._check_mla()
         if self.n_experts and self.n_sparse_layers == 0:  # read once the plan is parsed
             raise ShapeError(f"no layer is sparse: with moe_every {self.moe_every}, dense_first "
                              f"{self.dense_first} and the plan's blocks without an MLP, none of "
@@ -258,6 +269,70 @@ class Shape:
                                  f"{self.d_expert!r}")
         object.__setattr__(self, "d_expert", de)
         object.__setattr__(self, "granularity", d_ff / de)
+
+    def _check_mla(self) -> None:
+        """Multi-head latent attention's fields: all at their defaults without it; with it, whole
+        ranks and widths, per-head keys and values, no biases, RoPE on the rope part only."""
+        for name in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"):
+            v = _whole(name, getattr(self, name))
+            if not 0 <= v <= MAX_DIM:
+                raise ShapeError(f"{name} must be a whole number from 0 to {MAX_DIM:.0e}, got "
+                                 f"{v!r}")
+            object.__setattr__(self, name, v)
+        if self.v_head_dim is not None:
+            vd = _whole("v_head_dim", self.v_head_dim)
+            if not 0 < vd <= MAX_DIM:
+                raise ShapeError(f"v_head_dim must be a positive whole number, got "
+                                 f"{self.v_head_dim!r}")
+            object.__setattr__(self, "v_head_dim", vd)
+        if not self.kv_lora_rank:
+            given = [k for k in ("q_lora_rank", "qk_rope_head_dim") if getattr(self, k)] + (
+                ["v_head_dim"] if self.v_head_dim is not None else [])
+            if given:
+                raise ShapeError(f"{', '.join(given)} describe multi-head latent attention; "
+                                 "give kv_lora_rank (--kv-rank) too, or drop them")
+            return
+        problems = [why for why, bad in (
+            ("one key/value head per head (n_kv_head = n_head)", self.n_kv_head != self.n_head),
+            ("no biases (--no-bias)", self.bias or self.qkv_bias),
+            ("no QK-norm (its latents are normed instead)", self.qk_norm),
+            ("rotary positions for its rope part (--rope)",
+             self.qk_rope_head_dim and self.position != "rope")) if bad]
+        if problems:
+            raise ShapeError(f"multi-head latent attention (kv_lora_rank {self.kv_lora_rank}) "
+                             f"has {'; '.join(problems)}")
+
+    @property
+    def mla(self) -> bool:
+        """Whether attention is multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def value_head_dim(self) -> int:
+        """Each head's value width (MLA's v_head_dim; else head_dim)."""
+        return self.v_head_dim or self.head_dim
+
+    def attention_width(self, heads: int) -> float:
+        """Kaplan's d_attn of a block of ``heads`` heads: heads x head_dim; with latent
+        attention, the mean of the query-key and the value widths over the heads."""
+        if not self.mla:
+            return heads * self.head_dim
+        return heads * (self.head_dim + self.qk_rope_head_dim + self.value_head_dim) / 2
+
+    def kv_cache_width(self, kv_heads: int) -> int:
+        """Numbers one token leaves in a block's key/value cache: keys and values of
+        ``kv_heads`` heads; with latent attention, the latent and the shared rope key."""
+        if self.mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return 2 * kv_heads * self.head_dim
+
+    def _mla_params(self, heads: int) -> tuple[int, int]:
+        """(matrices, norms) of one latent-attention block of ``heads`` heads."""
+        d, hd, r, v = self.d_model, self.head_dim, self.qk_rope_head_dim, self.value_head_dim
+        ql, kvr = self.q_lora_rank, self.kv_lora_rank
+        q = d * ql + ql * heads * (hd + r) if ql else d * heads * (hd + r)
+        mats = q + d * (kvr + r) + kvr * heads * (hd + v) + heads * v * d
+        return mats, (self._norm_params(ql) if ql else 0) + self._norm_params(kvr)
 
     def _check_plan(self) -> None:
         if not (self.no_mlp or self.no_attn or self.heads_per_layer):
@@ -404,7 +479,10 @@ class Shape:
         q, kv = lay.heads * hd, lay.kv_heads * hd
         assert f is not None
         attn = norms = mlp = 0
-        if lay.attn:
+        if lay.attn and self.mla:
+            attn, latent = self._mla_params(lay.heads)
+            norms += self._norm_params(d) + latent
+        elif lay.attn:
             attn = d * q + 2 * d * kv + q * d
             if self.bias or self.qkv_bias:
                 attn += q + 2 * kv + (d if self.bias else 0)
@@ -510,7 +588,8 @@ class Shape:
         if convention in ("kaplan_forward", "kaplan_train"):
             # Kaplan's 2 n_layer n_ctx d_attn, summed over the layers that attend; N active
             fwd = 2 * self.params_active_non_embedding + 2 * c * sum(
-                k * lay.heads * self.head_dim for lay, k in self.layer_counts() if lay.attn)
+                k * self.attention_width(lay.heads) for lay, k in self.layer_counts()
+                if lay.attn)
             return float(fwd if convention == "kaplan_forward" else 3 * fwd)
         if convention in ("matmul_forward", "matmul_train"):
             fwd = sum(k * self.layer_flops(lay) for lay, k in self.layer_counts()) \
@@ -529,6 +608,9 @@ class Shape:
         q, kv = lay.heads * hd, lay.kv_heads * hd
         mats = 3 if self.mlp == "swiglu" else 2
         attn = 2 * (2 * d * q + 2 * d * kv) + 2 * 2 * c * q if lay.attn else 0
+        if lay.attn and self.mla:  # its matrices, and scores and values over the context
+            attn = 2 * self._mla_params(lay.heads)[0] + 2 * 2 * c * round(
+                self.attention_width(lay.heads))
         if lay.mlp and lay.sparse:
             experts = self.top_k + self.n_shared_experts
             return attn + 2 * d * self.n_experts + 2 * mats * d * (self.d_expert or 0) * experts
@@ -588,7 +670,10 @@ _FIELDS = frozenset(f.name for f in fields(Shape))
 # the fields that size a shape, and the rest: its architecture (what a family of shapes of one
 # size shares), in Shape's order
 SIZE_FIELDS = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "ff_ratio", "no_mlp",
-               "no_attn", "heads_per_layer", "d_head", "d_expert")
+               "no_attn", "heads_per_layer", "d_head", "d_expert", "q_lora_rank", "kv_lora_rank",
+               "qk_rope_head_dim", "v_head_dim")
+# multi-head latent attention's fields (all at their defaults: ordinary attention)
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
 # the mixture-of-experts fields (all at their defaults: a dense shape)
 MOE_FIELDS = ("n_experts", "top_k", "n_shared_experts", "d_expert", "granularity", "moe_every",
               "dense_first")

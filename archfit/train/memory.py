@@ -81,7 +81,14 @@ def per_layer_token_bytes(s: Shape, act: int, lay: Layer | None = None) -> int:
     d, q, kv = s.d_model, lay.heads * hd, lay.kv_heads * hd
     assert f is not None
     resid = norms = attn = mlp = 0
-    if lay.attn:
+    if lay.attn and s.mla:  # latent attention: per-head q, k (nope + rope) and v, and latents
+        resid += 4 * d
+        norms += act * d
+        qk, v = lay.heads * (s.head_dim + s.qk_rope_head_dim), lay.heads * s.value_head_dim
+        attn = act * (s.q_lora_rank + s.kv_lora_rank + s.qk_rope_head_dim)  # the latents
+        attn += 2 * act * (2 * qk + v)  # q, k, v, and the contiguous copies the kernel keeps
+        attn += 2 * act * v + 4 * lay.heads  # attention output, its re-layout; log-sum-exp
+    elif lay.attn:
         resid += 4 * d  # the residual stream at the norm's input, fp32
         norms += act * d  # the norm's output (the projections' input)
         attn = act * (q + 2 * kv)  # q, k, v

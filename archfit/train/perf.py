@@ -393,9 +393,9 @@ def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
     blocks = shape.params_active_non_embedding
     weights = (blocks + head) * dtype_bytes
     attending = [lay for lay in shape.layers() if lay.attn]
-    kv = batch * ctx * 2 * shape.head_dim * sum(lay.kv_heads for lay in attending) * dtype_bytes
+    kv = batch * ctx * sum(shape.kv_cache_width(lay.kv_heads) for lay in attending) * dtype_bytes
     flops = batch * (2 * (blocks + head)
-                     + 4 * ctx * shape.head_dim * sum(lay.heads for lay in attending))
+                     + 4 * ctx * sum(shape.attention_width(lay.heads) for lay in attending))
     t_mem = (weights + kv) / (BANDWIDTH_EFFICIENCY * d.bandwidth)
     t_cmp = flops / (MATMUL_EFFICIENCY * d.peak_flops)
     t = max(t_mem, t_cmp) + shape.n_layer * DECODE_LAYER_S
