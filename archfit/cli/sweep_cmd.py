@@ -109,8 +109,8 @@ def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyp
     if hours is not None:
         click.echo(wrap(f"total {hours:,.2f} GPU-hours on {p['gpu']} at MFU {p['mfu']:.2f} "
                         f"({p['mfu_source']}; peak {p['peak_flops']:.3g} bf16 FLOP/s)"))
-    click.echo(f"memory: {p['memory_convention']}; micro-batches keep 10% headroom, and the "
-               "global batch (batch_size x grad_accum) is unchanged")
+    click.echo(wrap(f"memory: {p['memory_convention']}; micro-batches keep 10% headroom, and "
+                    "the global batch (batch_size x grad_accum) is unchanged"))
     for r in p["rows"]:
         if not r["fits"]:
             click.echo(f"does not fit: {r['run_id']}: {r['note']}")
