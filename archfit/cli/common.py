@@ -181,6 +181,15 @@ SHAPE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
                                       "(layer i when (i + 1) % k == 0).")),
     "dense_first": ("--dense-first", dict(type=COUNT, default=0, help="The first n layers "
                                           "keep a dense MLP (DeepSeek).")),
+    # multi-head latent attention (Shape's class docstring)
+    "kv_lora_rank": ("--kv-rank", dict(type=COUNT, default=0, help="Multi-head latent "
+                                       "attention (DeepSeek): the key/value latent's width.")),
+    "q_lora_rank": ("--q-rank", dict(type=COUNT, default=0, help="With --kv-rank: the query "
+                                     "latent's width (0: a full query projection).")),
+    "qk_rope_head_dim": ("--rope-head-dim", dict(type=COUNT, default=0, help="With --kv-rank: "
+                                                 "each head's rotary query/key part.")),
+    "v_head_dim": ("--v-head-dim", dict(type=INT, default=None, help="With --kv-rank: each "
+                                        "head's value width (default: the head width).")),
 }
 # the per-layer plan's flags (shapes.PLAN_FIELDS), for the commands that build a shape
 PLAN_FLAGS = ("no_mlp", "no_attn", "heads_per_layer")

@@ -92,9 +92,11 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
 @click.option("--strict", is_flag=True,
               help="Exit with status 2 when the verdict is uninformative.")
 @click.option("--objective", type=click.Choice(["loss", "time", "cost", "latency"]),
-              default="loss", show_default=True,
-              help="loss: the law's optimum; time/cost: the lowest loss in --gpu-hours (or "
-                   "--tokens' loss soonest); latency: the lowest loss within --max-latency-ms.")
+              default=None,
+              help="loss (the default): the law's optimum; time/cost: the lowest loss in "
+                   "--gpu-hours (or --tokens' loss soonest); latency: the lowest loss within "
+                   "--max-latency-ms. A mixture of experts: time (its default), the lowest "
+                   "loss per GPU-hour, or loss, the law's FLOPs pick.")
 @perf_options
 @click.option("--gpu-hours", type=NUMBER, default=None, help="--objective time/cost: budget.")
 @click.option("--tokens", type=NUMBER, default=None,

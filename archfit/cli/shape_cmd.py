@@ -13,13 +13,13 @@ from archfit.formats import family_fields, read_file
 from archfit.errors import ShapeError
 from archfit.shapes.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
                                require_a_fit)
-from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, Shape
+from archfit.shapes import ARCH_FIELDS, FLOP_CONVENTIONS, MLA_FIELDS, Shape
 from archfit.text import wrap
 
 
 @click.command()
 @shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "d_head",
-               "d_expert", *ARCH_FIELDS, *PLAN_FLAGS, ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
+               "d_expert", *ARCH_FIELDS, *PLAN_FLAGS, *MLA_FIELDS, ff_ratio={"type": FF_RATIO, "help": "d_ff / d_model (default 4), or 'llama' "
                          "(Meta's rule: 8/3 d_model rounded up to a multiple of 256)."})
 @click.option("--from", "from_file", default=None, metavar="FILE",
               help="Read the shape from any file --emit writes (HF config.json or its folder, "

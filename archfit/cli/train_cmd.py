@@ -21,10 +21,11 @@ RESULT_KEYS = ("status", "error", "final_val_loss", "best_val_loss", "final_trai
 
 
 @click.command()
-@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp",
+@shape_options("n_layer", "d_model", "n_head", "ff_ratio", "d_ff", "n_kv_head", "mlp", "bias", "norm",
                "position", "qk_norm", "tied_embeddings", "n_ctx", "no_mlp", "no_attn",
                "heads_per_layer", "d_head", "n_experts", "top_k", "n_shared_experts", "d_expert",
-               "granularity", "moe_every", "dense_first",
+               "granularity", "moe_every", "dense_first", "q_lora_rank", "kv_lora_rank",
+               "qk_rope_head_dim", "v_head_dim",
                n_layer={"required": True}, d_model={"required": True},
                n_head={"required": True}, n_ctx={"default": 256})
 @click.option("--moe-balance", type=click.Choice(MOE_BALANCES), default="aux-loss",

@@ -211,8 +211,9 @@ def python_literals(text: str, where: str) -> dict[str, Any]:
 
 
 # the formats that hold a mixture of experts, and those that hold a head width of its own
-MOE_FORMATS = ("hf-mixtral", "hf-qwen3-moe", "megatron")
-HEAD_DIM_FORMATS = ("hf-llama", "hf-mixtral", "hf-qwen3-moe", "megatron")
+MOE_FORMATS = ("hf-mixtral", "hf-qwen3-moe", "hf-deepseek-v3", "megatron")
+HEAD_DIM_FORMATS = ("hf-llama", "hf-mixtral", "hf-qwen3-moe", "hf-deepseek-v3", "megatron")
+MLA_FORMATS = ("hf-deepseek-v3",)
 
 
 def plan_limits(s: Shape, who: str) -> list[str]:
@@ -220,6 +221,9 @@ def plan_limits(s: Shape, who: str) -> list[str]:
     times, so a plan is refused, naming its first non-uniform layer, never uniformized. A
     mixture of experts (or a head width other than d_model / n_head) is refused by the formats
     that cannot hold one, naming those that can."""
+    if s.mla and who not in MLA_FORMATS:
+        return [f"{who} has no multi-head latent attention; export it with --emit "
+                f"{' or '.join(MLA_FORMATS)}"]
     if s.moe and who not in MOE_FORMATS:
         return [f"{who} has no experts (this shape has {s.n_experts}); export a mixture of "
                 f"experts with --emit {' or '.join(MOE_FORMATS)}"]

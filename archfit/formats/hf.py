@@ -1,7 +1,8 @@
 """Hugging Face ``config.json``: written as ``hf-llama`` (LlamaConfig), ``hf-gpt2``
-(GPT2Config), or, for a mixture of experts, ``hf-mixtral`` (MixtralConfig) and
-``hf-qwen3-moe`` (Qwen3MoeConfig); read for the families gpt2, llama, mistral, qwen2, qwen3,
-gpt_neox, mixtral and qwen3_moe. Every field read
+(GPT2Config), or, for a mixture of experts, ``hf-mixtral`` (MixtralConfig), ``hf-qwen3-moe``
+(Qwen3MoeConfig) and ``hf-deepseek-v3`` (DeepseekV3Config: multi-head latent attention); read
+for the families gpt2, llama, mistral, qwen2, qwen3, gpt_neox, mixtral, qwen3_moe and
+deepseek_v3. Every field read
 is used, named as not changing the counts, or reported as unknown; a value no Shape can express
 is refused, never guessed at. A test builds each config with transformers and compares its
 parameter count with :attr:`Shape.params_total`."""
@@ -44,7 +45,19 @@ def hf_qwen3_moe_limits(s: Shape) -> list[str]:
     return out
 
 
-_MOE_KINDS = {"hf-mixtral": hf_mixtral_limits, "hf-qwen3-moe": hf_qwen3_moe_limits}
+def hf_deepseek_v3_limits(s: Shape) -> list[str]:
+    who = "DeepseekV3Config"
+    out = [r for r in llama_limits(s, who)]
+    need(s.moe, f"{who} is a mixture of experts: give --experts and --top-k", out)
+    need(s.mla, f"{who} has multi-head latent attention: give --kv-rank (and --q-rank, "
+         "--rope-head-dim, --v-head-dim)", out)
+    need(s.moe_every == 1, f"{who} makes every layer after the first dense ones sparse "
+         "(--moe-every 1)", out)
+    return out
+
+
+_MOE_KINDS = {"hf-mixtral": hf_mixtral_limits, "hf-qwen3-moe": hf_qwen3_moe_limits,
+              "hf-deepseek-v3": hf_deepseek_v3_limits}
 
 
 def hf_config(s: Shape, kind: str = "hf-llama") -> dict[str, Any]:
@@ -90,6 +103,16 @@ def _moe_config(s: Shape, kind: str) -> dict[str, Any]:
     if kind == "hf-mixtral":
         return {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", **cfg,
                 "intermediate_size": s.d_expert, "num_local_experts": s.n_experts}
+    if kind == "hf-deepseek-v3":
+        cfg.pop("head_dim")
+        return {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", **cfg,
+                "intermediate_size": s.d_ff, "moe_intermediate_size": s.d_expert,
+                "n_routed_experts": s.n_experts, "n_shared_experts": s.n_shared_experts,
+                "first_k_dense_replace": s.dense_first, "moe_layer_freq": 1,
+                "q_lora_rank": s.q_lora_rank or None, "kv_lora_rank": s.kv_lora_rank,
+                "qk_nope_head_dim": s.head_dim, "qk_rope_head_dim": s.qk_rope_head_dim,
+                "v_head_dim": s.value_head_dim, "n_group": 1, "topk_group": 1,
+                "norm_topk_prob": True, "attention_bias": False}
     return {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", **cfg,
             "intermediate_size": s.d_ff, "moe_intermediate_size": s.d_expert,
             "num_experts": s.n_experts, "decoder_sparse_step": s.moe_every,
@@ -113,6 +136,10 @@ _HF_NEUTRAL = {
     "problem_type", "tokenizer_class", "prefix", "use_return_dict", "chunk_size_feed_forward",
     # a mixture of experts' training and routing settings (they change no count)
     "router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob",
+    "n_group", "topk_group", "routed_scaling_factor", "scoring_func", "topk_method", "ep_size",
+    "aux_loss_alpha", "seq_aux", "rope_interleave",
+    # DeepSeek-V3's multi-token-prediction module: transformers builds none of it
+    "num_nextn_predict_layers",
 }
 _SILU = {"silu", "swish"}
 _GELU = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu"}
@@ -141,6 +168,13 @@ _LLAMA_REQ = ("num_hidden_layers", "hidden_size", "num_attention_heads", "interm
 _LLAMA_FIXED = LLAMA_FIXED
 
 _MIXTRAL_EXPERTS = {"n_experts": "num_local_experts", "top_k": "num_experts_per_tok"}
+_DEEPSEEK_EXPERTS = {"n_experts": "n_routed_experts", "top_k": "num_experts_per_tok",
+                     "d_expert": "moe_intermediate_size", "n_shared_experts": "n_shared_experts",
+                     "dense_first": "first_k_dense_replace"}
+# multi-head latent attention: Shape field <- DeepseekV3Config field
+_MLA_NAMES = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
+              "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
+              "d_head": "qk_nope_head_dim"}
 _QWEN_MOE_EXPERTS = {"n_experts": "num_experts", "top_k": "num_experts_per_tok",
                      "d_expert": "moe_intermediate_size", "moe_every": "decoder_sparse_step"}
 
@@ -170,6 +204,13 @@ _FAMILIES: dict[str, _Family] = {f.name: f for f in (
              "num_key_value_heads": 4, "decoder_sparse_step": 1},
             {**_LLAMA_FIXED, "qk_norm": True}, "hidden_act", frozenset(_SILU),
             _QWEN_MOE_EXPERTS),
+    _Family("deepseek_v3", _LLAMA_NAMES, _LLAMA_REQ + ("n_routed_experts",
+                                                       "num_experts_per_tok",
+                                                       "moe_intermediate_size",
+                                                       "kv_lora_rank"),
+            {"tie_word_embeddings": False, "max_position_embeddings": 4096,
+             "num_key_value_heads": 128, "n_shared_experts": 1, "first_k_dense_replace": 3},
+            _LLAMA_FIXED, "hidden_act", frozenset(_SILU), _DEEPSEEK_EXPERTS),
     _Family("gpt_neox",
             {"n_layer": "num_hidden_layers", "d_model": "hidden_size",
              "n_head": "num_attention_heads", "d_ff": "intermediate_size",
@@ -203,7 +244,7 @@ def _family_checks(fam: _Family, cfg: dict[str, Any]) -> None:
     if fam.act_field in cfg and act not in fam.acts:
         raise FormatError(f"{fam.act_field} = {cfg[fam.act_field]!r}: archfit counts a {fam.name} "
                           f"MLP with {' or '.join(sorted(fam.acts))} only")
-    if fam.name in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe"):
+    if fam.name in ("llama", "mistral", "mixtral", "qwen3", "qwen3_moe", "deepseek_v3"):
         _must_be(cfg, "attention_bias", (False, None), "attention biases on all four "
                  "projections are not expressible (archfit has all-linear or q/k/v biases)")
         _must_be(cfg, "mlp_bias", (False, None), "MLP-only biases are not expressible")
@@ -287,6 +328,8 @@ def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: 
     used = set(fam.experts.values())
     if fam.name == "mixtral":
         fields_["d_expert"] = fields_["d_ff"]
+    if fam.name == "deepseek_v3":
+        used |= _mla(cfg, fields_)
     if fam.name == "qwen3_moe":
         used |= {"mlp_only_layers", "shared_expert_intermediate_size"}
         if cfg.get("shared_expert_intermediate_size"):
@@ -303,6 +346,21 @@ def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: 
             fields_["dense_first"] = len(set(dense))
             notes.append(f"mlp_only_layers: the first {len(set(dense))} layers are dense")
     return used
+
+
+def _mla(cfg: dict[str, Any], fields_: dict[str, Any]) -> set[str]:
+    """DeepSeek-V3's latent attention and its sparse-layer pattern; the config fields read."""
+    freq = cfg.get("moe_layer_freq", 1)
+    if freq != 1:
+        raise FormatError(f"moe_layer_freq {freq!r}: DeepSeek makes layer i sparse where i % "
+                          f"{freq} == 0, a pattern archfit does not count (it reads 1)")
+    for shape_field, key in _MLA_NAMES.items():
+        v = cfg.get(key)
+        if v is not None:
+            fields_[shape_field] = whole({key: v}, key)
+    if fields_.get("d_head") == fields_["d_model"] // fields_["n_head"]:
+        del fields_["d_head"]  # the heads' usual width: no d_head to state
+    return set(_MLA_NAMES.values()) | {"moe_layer_freq"}
 
 
 def is_hf_json(text: str) -> bool:
@@ -339,6 +397,12 @@ register(
            'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
            suffixes=(".json",), sniff=is_hf_json, read=read_hf_json,
            family={"n_experts": 8, "top_k": 2}),
+    Format("hf-deepseek-v3", "transformers DeepseekV3Config config.json (a mixture of experts "
+           "with multi-head latent attention)", "llama", "config.json",
+           _render("hf-deepseek-v3"), hf_deepseek_v3_limits,
+           'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',
+           suffixes=(".json",), sniff=is_hf_json, read=read_hf_json,
+           family={"n_experts": 8, "top_k": 2, "kv_lora_rank": 64, "qk_rope_head_dim": 16}),
     Format("hf-qwen3-moe", "transformers Qwen3MoeConfig config.json (a mixture of experts)",
            "llama", "config.json", _render("hf-qwen3-moe"), hf_qwen3_moe_limits,
            'AutoModelForCausalLM.from_config(AutoConfig.from_pretrained("DIR"))',

@@ -418,6 +418,10 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
                     tokens_max=float(np.max(data["tokens"])))
         if "params" in data:  # the largest run's compute, C = 6 N D
             span["flops_max"] = float(np.max(6.0 * data["params"] * data["tokens"]))
+    for col in ("granularity", "n_experts", "top_k"):  # a mixture of experts' reach
+        if lw.role == "moe" and col in data and np.all(np.isfinite(data[col])):
+            span.update({f"{col}_min": float(np.min(data[col])),
+                         f"{col}_max": float(np.max(data[col]))})
     return span
 
 

@@ -210,6 +210,14 @@ class Granularity(_MoELaw):
         return Estimate(np.array([a, e[0], b, e[1], g, e[2], c]),
                         extra={"objective": "squared relative error on loss, NNLS inner solve"})
 
+    def optimal_tokens(self, params: Mapping[str, float], N: float, G: float) -> float:
+        """The tokens at which N active parameters are compute-optimal at granularity G, under
+        C = 6 N D (routing FLOPs aside): where the loss's N and D terms trade equally,
+        alpha (g / G^gamma + a) N^-alpha = beta b D^-beta."""
+        p = params
+        A = p["g"] / G ** p["gamma"] + p["a"]
+        return (p["beta"] * p["b"] * N ** p["alpha"] / (p["alpha"] * A)) ** (1.0 / p["beta"])
+
     def flops_per_token(self, N: float, G: float, d_model: float, n_layer: float,
                         expansion: float = KRAJEWSKI_EXPANSION) -> float:
         """Training FLOPs per token in Krajewski et al.'s model (eq. 7): ``c_f`` per active

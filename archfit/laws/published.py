@@ -136,6 +136,16 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                                        "expansion rate 64, top-k = G",
                         "loss": "nats/token, their C4 data",
                         "compute": "(12 c_f d^2 + c_r d E G) n_blocks D, c_f 6, c_r 14"},
+        # what the paper's runs covered, as far as archfit could read it: granularities 1 to
+        # 16 at expansion rate 64 (64 G experts, top-G); the runs' active sizes and token
+        # counts are not recorded (not read from a source reachable here), so how far an
+        # answer extrapolates in N and D cannot be checked
+        "diagnostics": {"span": {"granularity_min": 1.0, "granularity_max": 16.0,
+                                 "n_experts_min": 64, "n_experts_max": 1024,
+                                 "top_k_min": 1, "top_k_max": 16, "expansion": 64.0,
+                                 "recorded_from": "Krajewski et al. 2024 (arXiv 2402.07871): "
+                                                  "granularity 1 to 16 at expansion rate 64; "
+                                                  "sizes and tokens not recorded"}},
     },
 }
 

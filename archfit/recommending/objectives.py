@@ -110,7 +110,7 @@ def recommend_for(req: RecommendRequest) -> Choice:
     model = load_step_model(o.step_model) if o.step_model else None
     r = recommend(req.with_(grid=replace(req.grid, depth_span=OBJECTIVE_SPAN),
                             target=replace(req.target, tokens=None)))
-    c = choose(r, o.kind, gpu=gpu, step_model=model, gpu_hours=o.gpu_hours,
+    c = choose(r, o.kind or "loss", gpu=gpu, step_model=model, gpu_hours=o.gpu_hours,
                tokens=req.target.tokens, max_latency_ms=o.max_latency_ms,
                batch_tokens=o.batch_tokens or DEFAULT_BATCH_TOKENS,
                usd_per_gpu_hour=o.usd_per_gpu_hour)

@@ -73,10 +73,11 @@ class Target:
                 raise RecommendError(f"{name} must be a positive number, got {v!r}")
         planned = [n for n, v in (("--inference-tokens", self.inference_tokens),
                                   ("--tokens-per-param", self.tokens_per_param)) if v is not None]
-        if planned and (self.compute is None or self.unique_tokens is not None
-                        or len(planned) > 1):
+        if planned and (self.unique_tokens is not None or len(planned) > 1):
             raise RecommendError(f"{' and '.join(planned)}: give one of them, with --compute C "
                                  "(a FLOP budget) and without --unique-tokens")
+        for name in ("tokens", "inference_tokens", "tokens_per_param"):
+            _positive(name, getattr(self, name))
         if self.unique_tokens is not None:
             if self.compute is None:
                 raise RecommendError("--unique-tokens splits a FLOP budget between size and "
@@ -224,9 +225,10 @@ class Experts:
 class Objective:
     """What "best" means: the law's lowest loss, or on hardware (time, cost, latency)."""
 
-    kind: str = "loss"
-    """loss (the law's optimum), time or cost (the lowest loss in ``gpu_hours``, or the
-    target's tokens' loss soonest), latency (the lowest loss within ``max_latency_ms``)."""
+    kind: str | None = None
+    """loss (the law's optimum; the default for a dense model), time or cost (the lowest loss
+    in ``gpu_hours``, or the target's tokens' loss soonest; a mixture of experts: loss per
+    GPU-hour, its default), latency (the lowest loss within ``max_latency_ms``)."""
     gpu: str | None = None
     """The accelerator whose speed and latency are modelled (default h100)."""
     step_model: str | None = None
@@ -242,14 +244,14 @@ class Objective:
 
     def __post_init__(self) -> None:
         _plain_fields(self)
-        if self.kind not in OBJECTIVES:
+        if self.kind is not None and self.kind not in OBJECTIVES:
             raise RecommendError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
                                  f"{self.kind!r}")
 
     @property
     def on_hardware(self) -> bool:
         """Whether the answer weighs hardware: an objective beyond loss, or a hardware option."""
-        return self.kind != "loss" or any(
+        return self.kind not in (None, "loss") or any(
             getattr(self, k) is not None for k in ("gpu", "step_model", "gpu_hours",
                                                    "max_latency_ms", "batch_tokens",
                                                    "usd_per_gpu_hour"))
@@ -279,13 +281,16 @@ class RecommendRequest:
         budget = [f for f, v in (("--inference-tokens", t.inference_tokens),
                                  ("--tokens-per-param", t.tokens_per_param),
                                  ("--unique-tokens", t.unique_tokens)) if v is not None]
-        if o.on_hardware and budget:
+        if e is None and o.on_hardware and budget:
             raise RecommendError(f"{budget[0]} sizes the model from a FLOP budget, which "
                                  f"--objective {o.kind} (shapes of one size weighed on a GPU) "
                                  "does not read: drop one of them")
-        if e is not None and o.on_hardware:
-            raise RecommendError(f"--objective {o.kind} and the GPU options weigh dense shapes; "
-                                 "a mixture of experts is priced in its own answer (drop them)")
+        if e is None and t.compute is None and (t.inference_tokens is not None
+                                                or t.tokens_per_param is not None):
+            raise RecommendError(f"{budget[0]}: give it with --compute C (a FLOP budget) "
+                                 "and without --unique-tokens")
+        if e is not None and t.tokens is not None and t.tokens_per_param is not None:
+            raise RecommendError("--tokens and --tokens-per-param both set the tokens; give one")
         if e is not None and t.params is not None and not e.active_params < t.params:
             raise RecommendError(f"the active parameters ({e.active_params:.4g}) must be fewer "
                                  f"than the total ({t.params:.4g}): a mixture of experts leaves "

@@ -30,22 +30,22 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.recommending.request import WIDTH_STEP, Block, RecommendRequest
+from archfit.recommending.moe_pricing import (DEFAULT_BATCH_TOKENS, DEFAULT_GPU, EXPERT_MULTIPLE,
+                                              candidate_granularities, choose, edge_note,
+                                              price, reach, reach_trust, tokens_for)
+from archfit.recommending.request import (WIDTH_STEP, Block, Objective, RecommendRequest,
+                                          Target)
 from archfit.recommending.result import _verdict_line
 from archfit.shapes import TRAIN_FLOPS_CONVENTION, Shape
 from archfit.shapes.architectures import LLAMA
+from archfit.train.perf import TRAIN_BYTES_PER_PARAM
 
 DEFAULT_MOE_LAW = "krajewski2024"
-# expert widths are multiples of this (kernels and tensor parallelism like round widths)
-EXPERT_MULTIPLE = 64
 # how close the rounded shape should land on each target before a note says it does not
 COUNT_TOLERANCE = 0.02
 # how far a shape built with fixed expert options may land from either target before those
 # options are refused: past the rounding of widths and counts, the options cannot meet it
 FIXED_TOLERANCE = 0.10
-# bytes per parameter of mixed-precision training with Adam: bf16 weights and gradients,
-# fp32 master weights and the two moments (the ZeRO paper's 16 bytes, Rajbhandari et al. 2020)
-TRAIN_BYTES_PER_PARAM = 16
 
 
 @dataclass(repr=False)
@@ -113,6 +113,8 @@ class SparseRecommendation:
             f"  {s.n_experts:,} experts, top-{s.top_k}"
             + (f" and {s.n_shared_experts} shared" if s.n_shared_experts else "")
             + f", each {s.d_expert:,} wide ({sp['experts_rule']})",
+            f"  tokens {r['tokens']['value']:.3g}: {sp['tokens_rule']}" if r else "",
+            *_pricing_lines(sp),
             "", *_verdict_line(self.trust).split("\n"), "",
             f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head} "
             f"(head_dim {s.head_dim}, kv heads {s.n_kv_head}), {s.n_experts:,} experts of "
@@ -153,36 +155,94 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     """A mixture of experts for a request with :class:`~archfit.recommending.request.Experts`
     (see the module doc): ``req.target.params`` the total and ``req.experts.active_params``
     the active non-embedding parameters. Its fits are the dense shape law's (and the recipe's)
-    for the backbone; ``req.experts.moe_law`` picks the granularity; its fixed counts stand.
+    for the backbone; ``req.experts.moe_law`` weighs the granularities; its fixed counts stand.
     ``compare``: the dense model of the same training compute beside it."""
-    from archfit.recommending.pipeline import recommend
+    e, t = _check_sparse(req)
+    mf = _moe_law(e.moe_law)
+    objective = req.objective.kind or "time"
+    gpu = req.objective.gpu or DEFAULT_GPU
+    batch = req.objective.batch_tokens or DEFAULT_BATCH_TOKENS
+    total, active = float(t.params), float(e.active_params)  # type: ignore[arg-type]
+    base = _backbone_rec(req, active, None).shape
+    searched = candidate_granularities(mf, base, e.granularity, e.top_k)
+    shapes = {G: _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts)
+              for G in searched}
+    tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
+    priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
+    pick, rule = choose(mf, priced, objective)
+    # the routers are active parameters: the backbone is sized without them, the pick rebuilt
+    router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
+    rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
+    shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
+                    e.n_shared_experts)
+    notes = _count_notes(shape, total, active, e)
+    token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
+        f"the GPU time of the law's FLOPs pick on its tokens ({tokens[searched[0]][1]}), at "
+        "this shape's modelled speed")
+    _name_tokens(rec, mf, token_rule)
+    notes += [n for n in (edge_note(mf, pick, searched),) if n]
+    if t.tokens is None and t.tokens_per_param is None:
+        notes.append(f"{pick.tokens / active:.3g} tokens per active parameter, from the law; "
+                     "released mixtures train on hundreds (DeepSeek-V3 394 on 14.8T tokens, "
+                     "Qwen3-235B-A22B about 1,600 on 36T): --tokens-per-param plans a budget "
+                     "like theirs")
+    notes.append("the recipe's rate and batch are the dense laws' at the active size: that they "
+                 "carry over to a mixture of experts is assumed (the published hyperparameter "
+                 "laws are dense)")
+    trust = _merged_trust(rec, mf, shape)
+    if req.strict and trust["verdict"] == "uninformative":
+        raise RecommendError("the verdict is uninformative (--strict): "
+                             + "; ".join(trust["reasons"]))
+    sparsity = {
+        "n_experts": shape.n_experts, "top_k": shape.top_k,
+        "n_shared_experts": shape.n_shared_experts, "granularity": shape.granularity,
+        "d_expert": shape.d_expert, "law": mf.label, "law_formula": mf.law_obj.formula,
+        "law_source": mf.source or "fitted by archfit",
+        "provenance": "published" if mf.source and mf.name in _published() else "fitted",
+        "objective": objective, "granularity_rule": rule, "tokens_rule": token_rule,
+        "by_granularity": [p.row() for p in priced], "reach": reach(mf),
+        "pricing": {"gpu": gpu, "batch_tokens_per_gpu": batch, "kind": "modelled",
+                    "layout": pick.layout, "tokens_per_s_per_gpu": pick.tokens_per_s,
+                    "all_to_all_share": pick.all_to_all_share,
+                    "gpu_hours": pick.gpu_hours},
+        "experts_rule": "the count that brings the total to its target, routers counted",
+        "trust": trust}
+    out = SparseRecommendation(shape, rec, total, active, sparsity, notes=notes)
+    if compare:
+        out.dense = dense_beside(shape, rec)
+    return out
 
-    e, total = req.experts, req.target.params
-    if e is None or total is None:
+
+def _check_sparse(req: RecommendRequest) -> tuple[Any, Any]:
+    """The request's experts and target, once the options a mixture of experts does not read
+    are refused in one line each."""
+    e, t = req.experts, req.target
+    if e is None or t.params is None:
         raise RecommendError("a mixture of experts needs a total size (--params) and its active "
                              "parameters (--active-params); a FLOP budget for one is not "
                              "supported yet")
-    mf = _moe_law(e.moe_law)
-    active = e.active_params
-    notes: list[str] = []
-    router = 0.0
-    shape: Shape | None = None
-    rec: Any = None
-    G = chosen = None
-    for _ in range(4):  # the routers are active parameters: size the backbone without them
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the backbone's verdict is reported below
-            rec = recommend(_backbone(req, max(active - router, 1.0)))
-        base = rec.shape
-        if G is None:
-            D = rec.recipe["tokens"]["value"] if rec.recipe else 20.0 * active
-            G, chosen = _granularity(mf, base, D, total / active, e.granularity, e.top_k)
-        shape = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts)
-        new_router = shape.n_sparse_layers * shape.d_model * shape.n_experts
-        if abs(new_router - router) <= 0.001 * active:
-            break
-        router = new_router
-    assert shape is not None and rec is not None and chosen is not None
+    if t.inference_tokens is not None:
+        raise RecommendError("--inference-tokens sizes a dense model from a FLOP budget; this "
+                             "mixture's sizes are given (--params, --active-params): give its "
+                             "tokens with --tokens or --tokens-per-param")
+    if req.objective.kind not in (None, "loss", "time"):
+        raise RecommendError(f"--objective {req.objective.kind} is not modelled for a mixture "
+                             "of experts; use loss (the law's FLOPs pick) or time (loss per "
+                             "GPU-hour, the default)")
+    o = req.objective
+    unread = [f for f, v in (("--gpu-hours", o.gpu_hours), ("--max-latency-ms",
+                                                              o.max_latency_ms),
+                             ("--usd-per-gpu-hour", o.usd_per_gpu_hour),
+                             ("--perf", o.step_model)) if v is not None]
+    if unread:
+        raise RecommendError(f"{', '.join(unread)}: not read for a mixture of experts (it is "
+                             "priced on --gpu's modelled step time and all-to-all); drop them")
+    return e, t
+
+
+def _count_notes(shape: Shape, total: float, active: float, e: Any) -> list[str]:
+    """Where the rounded shape lands against both targets: refused past
+    :data:`FIXED_TOLERANCE` with fixed expert options, a note past :data:`COUNT_TOLERANCE`."""
     err_t = shape.params_non_embedding / total - 1
     err_a = shape.params_active_non_embedding / active - 1
     fixed = [f"{flag} {v:g}" for flag, v in (("--experts", e.n_experts), ("--top-k", e.top_k),
@@ -194,37 +254,41 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
                              f"{FIXED_TOLERANCE:.0%}); drop {fixed[0].split()[0]} (archfit "
                              "then chooses it to meet both) or change the targets")
     if max(abs(err_t), abs(err_a)) > COUNT_TOLERANCE:
-        notes.append(f"the rounded shape lands {err_t:+.1%} from the total and {err_a:+.1%} "
-                     f"from the active target (over {COUNT_TOLERANCE:.0%}): the widths' and the "
-                     "expert count's steps are coarse at this size; --multiple-of or "
-                     "--granularity move them")
-    notes.append("the recipe is the dense laws' at the active size: that it carries over to a "
-                 "mixture of experts is assumed (the published hyperparameter laws are dense)")
-    trust = _merged_trust(rec, mf, shape)
-    if req.strict and trust["verdict"] == "uninformative":
-        raise RecommendError("the verdict is uninformative (--strict): "
-                             + "; ".join(trust["reasons"]))
-    sparsity = {
-        "n_experts": shape.n_experts, "top_k": shape.top_k,
-        "n_shared_experts": shape.n_shared_experts, "granularity": shape.granularity,
-        "d_expert": shape.d_expert, "law": mf.label, "law_formula": mf.law_obj.formula,
-        "law_source": mf.source or "fitted by archfit",
-        "provenance": "published" if mf.source and mf.name in _published() else "fitted",
-        "granularity_rule": chosen["rule"], "by_granularity": chosen["table"],
-        "experts_rule": "the count that brings the total to its target, routers counted",
-        "trust": trust}
-    out = SparseRecommendation(shape, rec, float(total), float(active), sparsity, notes=notes)
-    if compare:
-        out.dense = dense_beside(shape, rec)
-    return out
+        return [f"the rounded shape lands {err_t:+.1%} from the total and {err_a:+.1%} from the "
+                f"active target (over {COUNT_TOLERANCE:.0%}): the widths' and the expert "
+                "count's steps are coarse at this size; --multiple-of or --granularity move "
+                "them"]
+    return []
 
 
-def _backbone(req: RecommendRequest, active: float) -> RecommendRequest:
+def _name_tokens(rec: Any, mf: Fit, rule: str) -> None:
+    """The recipe's tokens named by the sparse rule that chose them (not a dense law's)."""
+    if rec.recipe and "tokens" in rec.recipe:
+        tok = rec.recipe["tokens"]
+        tok.update(law=mf.label, pick=rule, source=rule, provenance=(
+            "given" if rule.startswith(("as given", "--tokens")) else "published"
+            if mf.name in _published() else "fitted"))
+        tok.pop("each", None)
+
+
+def _backbone_rec(req: RecommendRequest, active: float, tokens: float | None) -> Any:
+    """The dense recommendation at the active size (its verdict is reported with the
+    mixture's), training on ``tokens`` where they are chosen."""
+    from archfit.recommending.pipeline import recommend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return recommend(_backbone(req, active, tokens))
+
+
+def _backbone(req: RecommendRequest, active: float, tokens: float | None = None
+              ) -> RecommendRequest:
     """The dense request at the active size, in the family mixtures of experts are built in
     (what Mixtral, Qwen3-MoE and DeepSeek share: Llama's block and d_ff rule, 8 kv heads; 8-way
     tensor parallelism, a width step of 128, Llama 3's vocabulary and context unless given)."""
     g = req.grid
-    return req.with_(target=replace(req.target, params=active), experts=None,
+    return req.with_(target=Target(params=active, tokens=tokens), experts=None,
+                     objective=Objective(),
                      block=Block(family="llama", ff_ratio="llama", **LLAMA.fields),
                      grid=replace(g, head_dim=g.head_dim or WIDTH_STEP,
                                   multiple_of=g.multiple_of or WIDTH_STEP,
@@ -244,55 +308,23 @@ def _moe_law(law: Fit | str | None) -> Fit:
 
 
 def _merged_trust(rec: Any, mf: Fit, shape: Shape) -> dict[str, Any]:
-    """The backbone's verdict and the MoE law's at the active size: the worse of the two,
-    with every reason, each naming its source."""
+    """The backbone's verdict, the MoE law's at the active size, and the choice against the
+    law's reach (a granularity, expert count, top-k or expansion past what its runs covered,
+    graded as a size extrapolation): the worst of them, with every reason naming its source."""
     mv = mf.verdict(shape.params_active_non_embedding).to_dict()
+    rv, past = reach_trust(mf, shape)
     order = ("informative", "weak", "uninformative")
-    return {"verdict": max(rec.trust.get("verdict", "weak"), mv["verdict"], key=order.index),
+    return {"verdict": max(rec.trust.get("verdict", "weak"), mv["verdict"], rv,
+                           key=order.index),
             "reasons": [f"backbone ({rec.law}): {r}" for r in rec.trust.get("reasons", [])]
-            + [f"granularity ({mf.label}): {r}" for r in mv.get("reasons", [])]}
+            + [f"granularity ({mf.label}): {r}" for r in mv.get("reasons", [])]
+            + [f"reach ({mf.label}): {r}" for r in past]}
 
 
 def _published() -> set[str]:
     from archfit.laws.published import PUBLISHED
 
     return set(PUBLISHED)
-
-
-def _granularity(mf: Fit, base: Shape, D: float, expansion: float, given: float | None,
-                 top_k: int | None) -> tuple[float, dict[str, Any]]:
-    """G and how it was chosen: given (``granularity`` or ``top_k``), else the one of least
-    loss by the law at the dense backbone's training FLOPs on ``D`` tokens, the router's
-    FLOPs counted (Krajewski et al.'s eq. 7, at this model's expansion)."""
-    from archfit.laws.moe import GRANULARITIES
-
-    law = mf.law_obj
-    N, L, d = float(base.params_non_embedding), base.n_layer, base.d_model
-    C = 6.0 * N * D
-    table = []
-    for g in GRANULARITIES:
-        if base.d_ff / g < EXPERT_MULTIPLE:  # type: ignore[operator]
-            break
-        Dg = C / law.flops_per_token(N, g, d, L, expansion)  # type: ignore[attr-defined]
-        table.append({"granularity": g, "tokens": Dg,
-                      "loss": law.loss(mf.params, N, Dg, g)})  # type: ignore[attr-defined]
-    if given is not None:
-        finest = int(base.d_ff or 0) // EXPERT_MULTIPLE
-        if given > finest:
-            raise RecommendError(f"--granularity {given:g} would make experts under "
-                                 f"{EXPERT_MULTIPLE} wide (the backbone's d_ff {base.d_ff:,} over "
-                                 f"it); give at most {finest}")
-        return float(given), {"rule": "given", "table": table}
-    if top_k is not None:
-        return float(top_k), {"rule": f"top-{top_k} given: the active MLP at the dense width",
-                              "table": table}
-    if not table:
-        return 1.0, {"rule": "the dense MLP is too narrow to split", "table": table}
-    best = min(table, key=lambda r: r["loss"])
-    edge = "; the finest considered" if best is table[-1] and len(table) > 1 else ""
-    return float(best["granularity"]), {
-        "rule": f"least predicted loss at the dense model's {C:.3g} training FLOPs, router "
-                f"FLOPs counted{edge}", "table": table}
 
 
 def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: int | None,
@@ -313,6 +345,27 @@ def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: i
         raise RecommendError(f"{n_experts} experts cannot route each token to {k}; give more "
                              "experts or a smaller --top-k")
     return base.with_(n_experts=n_experts, top_k=k, d_expert=de, n_shared_experts=shared)
+
+
+def _pricing_lines(sp: dict[str, Any]) -> list[str]:
+    """Each granularity weighed (its experts, tokens, predicted loss and modelled speed), and
+    the layout it was priced on."""
+    p = sp["pricing"]
+    lay = p["layout"]
+    out = [f"  priced on {p['gpu']} (modelled): {lay['gpus']:,} GPUs in {lay['nodes']:,} nodes "
+           f"hold the training state ({lay['assumptions']}); experts over every GPU, the "
+           "all-to-all off the node over the network; "
+           f"{p['batch_tokens_per_gpu']:,.0f} tokens per GPU and step",
+           f"  {'G':>5}{'experts':>9}{'top-k':>7}{'width':>8}{'tokens':>11}{'pred. loss':>12}"
+           f"{'tok/s/GPU':>11}{'all-to-all':>12}{'GPU-hours':>11}"]
+    for r in sp["by_granularity"]:
+        mark = "  <- pick" if r["granularity"] == sp["granularity"] or (
+            r["n_experts"] == sp["n_experts"] and r["top_k"] == sp["top_k"]) else ""
+        out.append(f"  {r['granularity']:>5g}{r['n_experts']:>9,}{r['top_k']:>7}"
+                   f"{r['d_expert']:>8,}{r['tokens']:>11.3g}{r['loss']:>12.4f}"
+                   f"{r['tokens_per_s_per_gpu']:>11,.0f}{r['all_to_all_share']:>11.0%} "
+                   f"{r['gpu_hours']:>11.3g}{mark}")
+    return out
 
 
 def dense_beside(shape: Shape, rec: Any) -> dict[str, Any]:

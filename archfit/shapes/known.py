@@ -23,7 +23,8 @@ KNOWN_MODELS_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pu
 _INT = ("n_layer", "d_model", "n_head", "n_kv_head", "d_ff", "vocab_size", "n_ctx")
 # whole numbers a row may leave blank (then the Shape's default: heads d_model / n_head wide, a
 # dense MLP)
-_OPTIONAL_INT = ("d_head", "n_experts", "top_k", "d_expert")
+_OPTIONAL_INT = ("d_head", "n_experts", "top_k", "d_expert", "n_shared_experts", "dense_first",
+                 "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
 _BOOL = ("tied_embeddings", "bias", "qkv_bias", "qk_norm")
 _STR = ("mlp", "position", "norm")
 

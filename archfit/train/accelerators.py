@@ -19,16 +19,24 @@ class Device(NamedTuple):
     bandwidth: float  # bytes/s
     source: str
     link_bandwidth: float = 0.0  # bytes/s each way to the other GPUs of a node (NVLink)
+    network_bandwidth: float = 0.0  # bytes/s each way to GPUs of other nodes (its NIC)
 
+
+GPUS_PER_NODE = 8  # an HGX/DGX node: what NVLink joins
 
 # vendor data sheets (dense, no sparsity): the one table of devices in archfit
 DEVICES: dict[str, Device] = {d.key: d for d in (
-    # NVLink: 900 GB/s (H100, H200) and 600 GB/s (A100) both ways together, half each way
-    Device("h100", "H100 SXM5 80GB", 80.0, 989e12, 3.35e12, "NVIDIA H100 data sheet", 450e9),
-    Device("h200", "H200 SXM 141GB", 141.0, 989e12, 4.8e12, "NVIDIA H200 data sheet", 450e9),
-    Device("a100", "A100 SXM4 80GB", 80.0, 312e12, 2.039e12, "NVIDIA A100 data sheet", 300e9),
+    # NVLink: 900 GB/s (H100, H200) and 600 GB/s (A100) both ways together, half each way; the
+    # network: one InfiniBand NIC per GPU in DGX H100/H200 (NDR 400 Gb/s) and DGX A100 (HDR
+    # 200 Gb/s), 50 and 25 GB/s each way
+    Device("h100", "H100 SXM5 80GB", 80.0, 989e12, 3.35e12, "NVIDIA H100 data sheet", 450e9,
+           50e9),
+    Device("h200", "H200 SXM 141GB", 141.0, 989e12, 4.8e12, "NVIDIA H200 data sheet", 450e9,
+           50e9),
+    Device("a100", "A100 SXM4 80GB", 80.0, 312e12, 2.039e12, "NVIDIA A100 data sheet", 300e9,
+           25e9),
     Device("a100-40gb", "A100 SXM4 40GB", 40.0, 312e12, 1.555e12, "NVIDIA A100 data sheet",
-           300e9),
+           300e9, 25e9),
 )}
 # the substring torch.cuda.get_device_name() holds for each (MFU of a measured run)
 DEVICE_NAME_KEYS = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))

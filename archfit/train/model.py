@@ -140,6 +140,51 @@ class Attention(nn.Module):
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
 
+class LatentAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2/V3): queries from a normed latent of
+    ``q_lora_rank`` (or a full projection), keys and values from a shared normed latent of
+    ``kv_lora_rank``; each head's query and key are ``head_dim`` wide without positions plus
+    ``qk_rope_head_dim`` with RoPE (one rope key for all heads), its value ``v_head_dim``."""
+
+    def __init__(self, s: Shape, sc: Scaling, lay: Layer):
+        super().__init__()
+        H, hd, r, v = lay.heads, s.head_dim, s.qk_rope_head_dim, s.value_head_dim
+        self.heads, self.hd, self.r, self.v = H, hd, r, v
+        d, ql, kvr = s.d_model, s.q_lora_rank, s.kv_lora_rank
+        if ql:
+            self.q_a = nn.Linear(d, ql, bias=False)
+            self.q_norm = _norm(s.norm, ql, False)
+            self.q_b = nn.Linear(ql, H * (hd + r), bias=False)
+        else:
+            self.q = nn.Linear(d, H * (hd + r), bias=False)
+        self.kv_a = nn.Linear(d, kvr + r, bias=False)
+        self.kv_norm = _norm(s.norm, kvr, False)
+        self.kv_b = nn.Linear(kvr, H * (hd + v), bias=False)
+        self.proj = nn.Linear(H * v, d, bias=False)
+        self.proj.is_residual = True  # type: ignore[attr-defined]
+        self.kvr = kvr
+        self.scale = sc.attn_scale
+
+    def forward(self, x: torch.Tensor, rot: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, hd, r, v = self.heads, self.hd, self.r, self.v
+        q = self.q_b(self.q_norm(self.q_a(x))) if hasattr(self, "q_a") else self.q(x)
+        q = q.view(B, T, H, hd + r).transpose(1, 2)
+        latent, k_rope = self.kv_a(x).split([self.kvr, r], dim=-1)
+        kv = self.kv_b(self.kv_norm(latent)).view(B, T, H, hd + v).transpose(1, 2)
+        k, val = kv.split([hd, v], dim=-1)
+        if r:
+            q_nope, q_rope = q.split([hd, r], dim=-1)
+            k_rope = k_rope.view(B, 1, T, r)
+            if rot is not None:
+                q_rope, k_rope = apply_rotary(q_rope, *rot), apply_rotary(k_rope, *rot)
+            q = torch.cat([q_nope, q_rope], dim=-1)
+            k = torch.cat([k, k_rope.expand(B, H, T, r)], dim=-1)
+        y = F.scaled_dot_product_attention(q, k, val, is_causal=True, scale=self.scale)
+        return self.proj(y.transpose(1, 2).reshape(B, T, H * v))
+
+
 def activate(kind: str, h: torch.Tensor) -> torch.Tensor:
     """The MLP's nonlinearity on its up projection ``h`` (SwiGLU: both halves of it)."""
     if kind == "gelu":
@@ -280,7 +325,8 @@ class Block(nn.Module):
     def __init__(self, s: Shape, sc: Scaling, lay: Layer, **moe: Any):
         super().__init__()
         self.ln1 = _norm(s.norm, s.d_model, s.bias) if lay.attn else None
-        self.attn = Attention(s, sc, lay) if lay.attn else None
+        self.attn = ((LatentAttention if s.mla else Attention)(s, sc, lay) if lay.attn
+                     else None)
         self.ln2 = _norm(s.norm, s.d_model, s.bias) if lay.mlp else None
         self.mlp: nn.Module | None = None
         if lay.mlp:
@@ -436,8 +482,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(s, sc, lay, **moe) for lay in s.layers())
         self.ln_f = _norm(s.norm, s.d_model, s.bias)
         self.head = None if s.tied_embeddings else nn.Linear(s.d_model, s.vocab_size, bias=False)
-        if s.position == "rope":
-            cos, sin = rotary_tables(s.n_ctx, s.head_dim)
+        if s.position == "rope":  # latent attention: only each head's rope part rotates
+            cos, sin = rotary_tables(s.n_ctx, s.qk_rope_head_dim if s.mla else s.head_dim)
             self.register_buffer("rot_cos", cos, persistent=False)
             self.register_buffer("rot_sin", sin, persistent=False)
         self.reset_parameters()

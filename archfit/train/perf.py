@@ -34,6 +34,7 @@ graphs). Tensor parallelism, speculative decoding and quantized weights are not 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -357,25 +358,68 @@ def expert_all_to_all(shape: Shape, tokens_per_step: float, dev: str | Device,
                       expert_parallel: int = 8, dtype_bytes: int = 2) -> dict[str, Any] | None:
     """A mixture of experts' expert-parallel all-to-all in one training step of one GPU,
     modelled: each sparse layer sends every token's activation to its ``top_k`` experts and
-    back (dispatch and combine), in the forward pass and again in the backward, and the share
-    ``(ep - 1) / ep`` of it bound for other GPUs crosses NVLink at ``BANDWIDTH_EFFICIENCY`` of
-    the data sheet's rate each way. Assumed: experts spread evenly over ``expert_parallel``
-    GPUs of one node, balanced routing, no overlap with compute. None for a dense shape."""
+    back (dispatch and combine), in the forward pass and again in the backward. Of that, the
+    share bound for the other GPUs of its node, ``(min(ep, 8) - 1) / ep``, crosses NVLink, and
+    the share bound for other nodes, ``(ep - min(ep, 8)) / ep``, the network (one NIC per
+    GPU), each at ``BANDWIDTH_EFFICIENCY`` of the data sheet's rate each way, the two at once.
+    Assumed: experts spread evenly over ``expert_parallel`` GPUs in nodes of 8, balanced
+    routing, no overlap with compute. None for a dense shape."""
+    from archfit.train.accelerators import GPUS_PER_NODE
+
     if not shape.moe:
         return None
     d = device(dev) if isinstance(dev, str) else dev
     if expert_parallel < 1:
         raise ArchfitError(f"expert_parallel must be at least 1, got {expert_parallel}")
-    leaving = (expert_parallel - 1) / expert_parallel
-    sent = 2 * 2 * shape.n_sparse_layers * tokens_per_step * shape.top_k * shape.d_model \
-        * dtype_bytes * leaving
-    t = sent / (BANDWIDTH_EFFICIENCY * d.link_bandwidth) if d.link_bandwidth else None
-    return {"bytes_per_step": sent, "s_per_step": t, "expert_parallel": expert_parallel,
-            "device": d.key, "kind": "modelled",
+    ep = expert_parallel
+    node = min(ep, GPUS_PER_NODE)
+    routed = 2 * 2 * shape.n_sparse_layers * tokens_per_step * shape.top_k * shape.d_model \
+        * dtype_bytes
+    in_node, off_node = routed * (node - 1) / ep, routed * (ep - node) / ep
+    t_link = in_node / (BANDWIDTH_EFFICIENCY * d.link_bandwidth) if d.link_bandwidth else None
+    t_net = off_node / (BANDWIDTH_EFFICIENCY * d.network_bandwidth) \
+        if d.network_bandwidth else None
+    t = None if t_link is None or (off_node and t_net is None) else max(t_link, t_net or 0.0)
+    return {"bytes_per_step": in_node + off_node, "off_node_bytes_per_step": off_node,
+            "s_per_step": t, "expert_parallel": ep, "device": d.key, "kind": "modelled",
             "assumptions": (f"bf16 activations, dispatch and combine in the forward and backward "
-                            f"passes, {leaving:.0%} of them to other GPUs over NVLink at "
-                            f"{BANDWIDTH_EFFICIENCY:.0%} of {d.link_bandwidth / 1e9:.0f} GB/s "
-                            "each way; balanced routing, no overlap with compute")}
+                            f"passes; {(node - 1) / ep:.0%} of them to GPUs of the node over "
+                            f"NVLink ({d.link_bandwidth / 1e9:.0f} GB/s each way)"
+                            + (f", {(ep - node) / ep:.0%} to other nodes over the network "
+                               f"({d.network_bandwidth / 1e9:.0f} GB/s each way)"
+                               if off_node else "")
+                            + f", at {BANDWIDTH_EFFICIENCY:.0%} of each; balanced routing, no "
+                              "overlap with compute")}
+
+
+# bytes a parameter takes to train with Adam in mixed precision: bf16 weights and gradients,
+# fp32 master weights and the two moments (the ZeRO paper's 16, Rajbhandari et al. 2020)
+TRAIN_BYTES_PER_PARAM = 16
+# the share of a GPU's memory the sharded weights and optimizer may take (the rest:
+# activations, buffers, the framework)
+STATE_MEMORY_SHARE = 0.5
+
+
+def training_layout(shape: Shape, dev: str | Device) -> dict[str, Any]:
+    """The fewest whole nodes of ``dev`` whose memory holds the model's training state
+    (:data:`TRAIN_BYTES_PER_PARAM` a parameter, sharded over every GPU, in
+    :data:`STATE_MEMORY_SHARE` of each GPU's memory), and a mixture of experts' expert
+    parallelism over them (every GPU, at most one expert's share each: min(GPUs, experts))."""
+    from archfit.train.accelerators import GPUS_PER_NODE
+
+    d = device(dev) if isinstance(dev, str) else dev
+    state = TRAIN_BYTES_PER_PARAM * shape.params_total
+    per_gpu = STATE_MEMORY_SHARE * d.memory_gib * 2 ** 30
+    nodes = max(1, math.ceil(state / per_gpu / GPUS_PER_NODE))
+    gpus = nodes * GPUS_PER_NODE
+    return {"gpus": gpus, "nodes": nodes, "device": d.key,
+            "expert_parallel": min(gpus, shape.n_experts) if shape.moe else None,
+            "state_bytes": state, "state_gib_per_gpu": state / gpus / 2 ** 30,
+            "kind": "modelled",
+            "assumptions": (f"{TRAIN_BYTES_PER_PARAM} bytes a parameter (bf16 weights and "
+                            "gradients, fp32 master weights and Adam's moments), sharded over "
+                            f"every GPU in at most {STATE_MEMORY_SHARE:.0%} of its "
+                            f"{d.memory_gib:.0f} GiB; whole nodes of {GPUS_PER_NODE}")}
 
 
 # ============================================================================ inference
