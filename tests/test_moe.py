@@ -21,7 +21,9 @@ CONFIGS = ROOT / "datasets" / "moe-configs"
 # the exact counts of the released weights (datasets/moe-configs/README.md: what transformers
 # builds from each config), and the parameters one token uses
 PUBLISHED = {"mixtral-8x7b": (46_702_792_704, 12_879_925_248),
-             "qwen3-30b-a3b": (30_532_122_624, 3_353_032_704)}
+             "qwen3-30b-a3b": (30_532_122_624, 3_353_032_704),
+             "qwen3-235b-a22b": (235_093_634_560, 22_190_763_520),
+             "deepseek-v3": (671_026_404_352, 37_552_282_624)}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -106,6 +108,9 @@ def _built_by_transformers(folder: Path) -> dict:
 @pytest.mark.parametrize("fmt, extra", [
     ("hf-mixtral", ()),
     ("hf-qwen3-moe", ("--qk-norm", "--head-dim", 32, "--granularity", 4, "--dense-first", 1)),
+    ("hf-deepseek-v3", ("--head-dim", 32, "--kv-heads", 4, "--shared-experts", 1,
+                        "--expert-d-ff", 64, "--dense-first", 1, "--q-rank", 48, "--kv-rank",
+                        32, "--rope-head-dim", 16, "--v-head-dim", 24)),
 ])
 def test_moe_exports_build_in_transformers_with_archfits_count(cli, tmp_path, fmt, extra):
     r = cli("shape", "--layers", 3, "--width", 128, "--heads", 4, "--kv-heads", 2, "--mlp",
@@ -464,3 +469,62 @@ def test_moe_experts_reads_a_dense_run_recorded_with_zero_experts_as_one():
     assert a.params == pytest.approx(b.params, rel=1e-9)
     with pytest.raises(Exception, match="n_experts"):
         fit(zeros.with_columns(pl.lit(-2.0).alias("n_experts")), law="moe-experts", bootstrap=0)
+
+
+def test_the_default_sparse_plan_is_one_a_team_would_build_and_names_its_laws(cli):
+    """recommend --params 1e12 --active-params 3.2e10: a plan within the MoE law's reach
+    (granularity 1 to 16: Krajewski et al.'s runs), priced in GPU time, with at most 512
+    experts, top-k at most 16 and experts at least 512 wide; its tokens named by the sparse
+    law; what lies past the reach (the expansion rate, fitted at 64 only) in the reasons."""
+    d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                       "--json").output)
+    sp = d["sparsity"]
+    assert sp["law"] == "krajewski2024" and sp["objective"] == "time"
+    assert d["n_experts"] <= 512 and d["top_k"] <= 16 and d["d_expert"] >= 512
+    assert 1 <= sp["granularity"] <= 16
+    assert {r["granularity"] for r in sp["by_granularity"]} <= {1, 2, 4, 8, 16}
+    assert "krajewski2024's own N-D trade-off" in sp["tokens_rule"]
+    assert d["recipe"]["tokens"]["law"] == "krajewski2024"
+    assert any(r.startswith("reach (krajewski2024): expansion") for r in d["trust"]["reasons"])
+    assert sp["pricing"]["layout"]["gpus"] * 80 * 0.5 >= 16 * d["params_total"] / 2**30
+
+
+def test_a_choice_past_the_laws_reach_is_graded_in_the_verdict(cli):
+    """A granularity of 32 (twice the finest Krajewski et al. trained) is named in the reasons;
+    the law's own FLOPs pick at its edge says it is there."""
+    d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                       "--granularity", "32", "--json").output)
+    assert any("granularity 32 is 2x past krajewski2024's reach (1 to 16" in r
+               for r in d["trust"]["reasons"]), d["trust"]["reasons"]
+    loss = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                          "--objective", "loss", "--json").output)
+    assert loss["sparsity"]["granularity"] == pytest.approx(16, rel=0.05)  # widths in 64s
+    assert any("the finest granularity weighed" in n for n in loss["notes"])
+
+
+def test_the_tokens_of_a_mixture_come_from_its_law_or_the_budget_flags(cli):
+    from archfit.laws import load_fit
+
+    f = load_fit("krajewski2024")
+    d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                       "--objective", "loss", "--granularity", "8", "--json").output)
+    N = d["params_active_non_embedding"]
+    # the law's own trade-off: alpha (g / G^gamma + a) N^-alpha = beta b D^-beta
+    p = f.params
+    A = p["g"] / 8 ** p["gamma"] + p["a"]
+    D = (p["beta"] * p["b"] * N ** p["alpha"] / (p["alpha"] * A)) ** (1 / p["beta"])
+    assert d["recipe"]["tokens"]["value"] == pytest.approx(D, rel=0.03)
+    r = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                       "--tokens-per-param", "400", "--objective", "loss", "--json").output)
+    assert r["recipe"]["tokens"]["value"] == pytest.approx(400 * r["params_active_non_embedding"],
+                                                           rel=0.02)
+    assert "--tokens-per-param 400" in r["sparsity"]["tokens_rule"]
+
+
+def test_compare_places_todays_mixtures_with_their_sources(cli):
+    d = json.loads(cli("compare", "--json").output)
+    rows = {m["name"]: m for m in d["models"]}
+    for name, total in (("DeepSeek-V3", 671_026_404_352), ("Qwen3-235B-A22B", 235_093_634_560)):
+        assert rows[name]["params_total"] == total and rows[name]["source"].strip()
+    assert "2412.19437" in rows["DeepSeek-V3"]["source"]
+    assert "2505.09388" in rows["Qwen3-235B-A22B"]["source"]

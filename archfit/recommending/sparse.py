@@ -165,7 +165,8 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     total, active = float(t.params), float(e.active_params)  # type: ignore[arg-type]
     base = _backbone_rec(req, active, None).shape
     searched = candidate_granularities(mf, base, e.granularity, e.top_k)
-    shapes = {G: _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts)
+    exact = e.granularity is not None
+    shapes = {G: _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
               for G in searched}
     tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
     priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
@@ -174,7 +175,7 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
     rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
-                    e.n_shared_experts)
+                    e.n_shared_experts, exact)
     notes = _count_notes(shape, total, active, e)
     token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
         f"the GPU time of the law's FLOPs pick on its tokens ({tokens[searched[0]][1]}), at "
@@ -328,13 +329,15 @@ def _published() -> set[str]:
 
 
 def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: int | None,
-            shared: int) -> Shape:
-    """The backbone with its MLP split into experts of width d_ff / G, top-k = G (the active
-    MLP the dense one's width) unless given, and the expert count that brings the total to
-    ``total`` unless given."""
+            shared: int, exact: bool = False) -> Shape:
+    """The backbone with its MLP split into experts of width d_ff / G (a multiple of
+    :data:`EXPERT_MULTIPLE`, or with ``exact`` the nearest whole width: a granularity given
+    stands), top-k = G (the active MLP the dense one's width) unless given, and the expert count
+    that brings the total to ``total`` unless given."""
     f = int(base.d_ff or 0)
-    de = max(EXPERT_MULTIPLE, round(f / G / EXPERT_MULTIPLE) * EXPERT_MULTIPLE)
-    k = top_k or max(1, round(f / de))
+    de = max(1, round(f / G)) if exact else \
+        max(EXPERT_MULTIPLE, round(f / G / EXPERT_MULTIPLE) * EXPERT_MULTIPLE)
+    k = top_k or (max(1, round(G)) if exact else max(1, round(f / de)))
     probe = base.with_(n_experts=max(k + 1, 2), top_k=k, d_expert=de,
                        n_shared_experts=shared)
     if n_experts is None:
