@@ -373,6 +373,9 @@ def test_recommend_sparse_compare_sets_the_dense_model_beside_it(cli):
     (("--compute", 1e22, "--active-params", 1e9), "goes with --params"),
     (("--params", 1e9, "--active-params", 1e8, "--moe-law", "epoch2024"),
      "is a chinchilla fit"),
+    (("--params", 1e9, "--fit", "krajewski2024"), "give --active-params with it"),
+    (("--params", 1e12, "--active-params", 3.2e10, "--fit", "krajewski2024", "--moe-law",
+      "krajewski2024"), "give one MoE law"),
 ])
 def test_bad_sparse_requests_exit_2_with_one_line(cli, args, match):
     r = cli("recommend", *args)
@@ -453,7 +456,8 @@ def test_a_checkpoint_with_one_module_per_expert_loads_into_the_stacked_experts(
     fresh = GPT(s).eval()
     fresh.load_state_dict(old)
     idx = torch.randint(0, 64, (2, 16))
-    assert float(fresh(idx, idx)[1]) == float(m(idx, idx)[1])
+    with torch.no_grad():
+        assert float(fresh(idx, idx)[1]) == float(m(idx, idx)[1])
 
 
 def test_moe_experts_reads_a_dense_run_recorded_with_zero_experts_as_one():
@@ -528,3 +532,62 @@ def test_compare_places_todays_mixtures_with_their_sources(cli):
         assert rows[name]["params_total"] == total and rows[name]["source"].strip()
     assert "2412.19437" in rows["DeepSeek-V3"]["source"]
     assert "2505.09388" in rows["Qwen3-235B-A22B"]["source"]
+
+
+def test_a_moe_fit_among_the_fits_weighs_the_granularity(cli):
+    """--fit routes each fit by its law's role: a moe-granularity fit picks the sparsity as
+    --moe-law would, and the dense shape law stays the backbone's."""
+    by_fit = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                            "--fit", "krajewski2024", "--json").output)
+    by_flag = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                             "--moe-law", "krajewski2024", "--json").output)
+    assert by_fit["sparsity"]["law"] == "krajewski2024"
+    assert (by_fit["n_layer"], by_fit["d_model"], by_fit["n_experts"], by_fit["top_k"]) == (
+        by_flag["n_layer"], by_flag["d_model"], by_flag["n_experts"], by_flag["top_k"])
+    assert by_fit["sparsity"]["loss"]["interval"] is None  # the paper states none
+
+
+def test_with_tokens_given_every_granularity_trains_them_and_time_picks_the_cheapest(cli):
+    """--tokens fixes the data: each candidate trains those tokens, and the time objective
+    takes the fewest GPU-hours among the candidates within the tolerance (0.5%) of the lowest
+    predicted loss."""
+    d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                       "--tokens", "1e13", "--json").output)
+    rows = d["sparsity"]["by_granularity"]
+    assert {r["tokens"] for r in rows} == {1e13} and d["recipe"]["tokens"]["value"] == 1e13
+    best = min(r["loss"] for r in rows)
+    cheapest = min((r for r in rows if r["loss"] <= best * 1.005), key=lambda r: r["gpu_hours"])
+    assert d["sparsity"]["granularity"] == pytest.approx(cheapest["granularity"], rel=0.05)
+
+
+@pytest.mark.slow
+def test_a_granularity_sweep_fits_and_weighs_the_recommendation_with_its_intervals(
+        cli, tmp_path):
+    """sweeps/moe-granularity-cpu.toml end to end: 27 runs of Krajewski et al.'s setting (4 G
+    experts, top-G), the moe-granularity fit with its reach, and a recommendation that weighs
+    only the granularities the runs covered, with intervals over the fit's draws and the
+    reach in its verdict."""
+    spec, out = ROOT / "sweeps" / "moe-granularity-cpu.toml", tmp_path / "runs"
+    table = tmp_path / "runs.parquet"
+    assert cli("sweep", "run", spec, "--out", out).exit_code == 0
+    r = cli("sweep", "collect", spec, "--out", out, "-o", table)
+    assert r.exit_code == 0, r.output
+    df = pl.read_parquet(table)
+    assert df.height == 27 and set(df["status"]) == {"ok"}
+    assert {(e, k) for e, k in zip(df["n_experts"], df["top_k"])} == {(4, 1), (8, 2), (16, 4)}
+    fit = tmp_path / "fit.json"
+    r = cli("fit", table, "--law", "moe-granularity", "--out", fit)
+    assert r.exit_code == 0, r.output
+    span = json.loads(fit.read_text())["diagnostics"]["span"]
+    assert (span["granularity_min"], span["granularity_max"]) == (1, 4)
+    assert (span["n_experts_min"], span["n_experts_max"], span["top_k_max"]) == (4, 16, 4)
+    d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10", "--fit",
+                       fit, "--json").output)
+    sp = d["sparsity"]
+    assert sorted(r["granularity"] for r in sp["by_granularity"]) == [1, 2, 4]
+    lo, hi = sp["loss"]["interval"]["low"], sp["loss"]["interval"]["high"]
+    assert lo < sp["loss"]["value"] < hi and sp["loss"]["interval"]["kind"] == "fitted"
+    tok = d["recipe"]["tokens"]
+    assert tok["interval"]["low"] <= tok["value"] <= tok["interval"]["high"]
+    assert any(r.startswith("reach (moe-granularity): n-experts") for r in d["trust"]["reasons"])
+    assert d["trust"]["verdict"] == "uninformative"  # 1e12 is 1e5x past runs of 1e4-1e5

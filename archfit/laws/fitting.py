@@ -106,8 +106,9 @@ def fit(
     cons = constraints_for(lw, fix, prior, prior_widths, tie)
     notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table, lw)
-    df = check_params(sane_frame(lw, table, dedupe, notes), table.sources, arch, notes,
-                      conventions)
+    df = sane_frame(lw, table, dedupe, notes)
+    if lw.params_column == "params":  # a MoE law's N is the active count, not this column
+        df = check_params(df, table.sources, arch, notes, conventions)
     data = with_size_classes(lw, lw.prepare(df), size_tolerance)
     check_losses_vary(data)
     check_sizes(lw, data)

@@ -163,15 +163,24 @@ def price(fit: Fit, shapes: dict[float, Shape], tokens: dict[float, float], gpu:
     return out
 
 
-def choose(fit: Fit, priced: list[Priced], objective: str) -> tuple[Priced, str]:
-    """The pick and its rule. ``loss``: the law's lowest predicted loss on each candidate's
-    tokens (FLOPs alone). ``time``: every candidate given the GPU time the loss pick needs,
-    training what its own speed allows in it; the lowest predicted loss then wins."""
+def choose(fit: Fit, priced: list[Priced], objective: str, fixed_tokens: bool = False,
+           tolerance: float = 0.005) -> tuple[Priced, Priced, str]:
+    """The pick, the law's FLOPs pick (the lowest predicted loss on each candidate's tokens,
+    FLOPs alone) and the rule. ``loss``: the FLOPs pick. ``time``: every candidate given the
+    GPU time the FLOPs pick needs, training what its own speed allows in it; the lowest
+    predicted loss then wins. With ``fixed_tokens`` (a token budget given) every candidate
+    trains those tokens, and ``time`` picks the fewest GPU-hours among the candidates whose
+    loss is within ``tolerance`` of the lowest."""
     law: Any = fit.law_obj
     by_loss = min(priced, key=lambda p: p.loss)
     if objective == "loss" or len(priced) == 1:
-        return by_loss, "the MoE law's lowest predicted loss on each candidate's tokens (FLOPs " \
-                        "alone, router FLOPs aside)"
+        return by_loss, by_loss, ("the MoE law's lowest predicted loss on each candidate's "
+                                  "tokens (FLOPs alone, router FLOPs aside)")
+    if fixed_tokens:
+        near = [p for p in priced if p.loss <= by_loss.loss * (1 + tolerance)]
+        return min(near, key=lambda p: p.gpu_hours), by_loss, (
+            f"the fewest GPU-hours among the granularities within {tolerance:.1%} of the "
+            "lowest predicted loss on the tokens given")
     budget_s = by_loss.tokens / by_loss.tokens_per_s  # GPU-seconds the loss pick needs
     for p in priced:
         p.tokens = budget_s * p.tokens_per_s
@@ -179,9 +188,41 @@ def choose(fit: Fit, priced: list[Priced], objective: str) -> tuple[Priced, str]
                           p.granularity)
         p.gpu_hours = budget_s / 3600.0
     best = min(priced, key=lambda p: p.loss)
-    return best, (f"the lowest predicted loss in the same GPU time ({by_loss.gpu_hours:.3g} "
+    return best, by_loss, (f"the lowest predicted loss in the same GPU time ({by_loss.gpu_hours:.3g} "
                   f"GPU-hours, what granularity {by_loss.granularity:g}, the law's FLOPs pick, "
                   "needs for its tokens): loss per GPU-hour")
+
+
+def pick_intervals(fit: Fit, pick: Priced, flops_pick: Priced, law_tokens: bool,
+                   level: float = 0.95) -> dict[str, Any]:
+    """``level`` intervals for the pick from the fit's parameter draws: ``loss`` (a new run's
+    prediction interval, the runs' scatter included: :meth:`Fit.band`) and, when its tokens
+    come from the law's N-D trade-off (``law_tokens``), ``tokens``: the FLOPs pick's optimal
+    tokens over the draws, scaled as the pick's tokens are (by its speed over the FLOPs
+    pick's). Each is None for a fit without draws (a published law that states none)."""
+    import numpy as np
+
+    from archfit.interval import Interval
+
+    out: dict[str, Any] = {"loss": None, "tokens": None}
+    draws, law = fit.draws(), fit.law_obj
+    if draws or (fit.diagnostics or {}).get("scatter"):
+        cols = {"params_active": np.array([float(pick.shape.params_active_non_embedding)]),
+                "tokens": np.array([pick.tokens]), "granularity": np.array([pick.granularity])}
+        _, lo, hi = fit.band(cols, level)
+        out["loss"] = Interval.of((lo[0], hi[0]), fit.band_provenance(), level,
+                                  "prediction interval")
+    if law_tokens and draws:
+        N = float(flops_pick.shape.params_active_non_embedding)
+        ds = [d for d in (law.optimal_tokens(p, N, flops_pick.granularity)  # type: ignore[attr-defined]
+                          for p in draws) if np.isfinite(d) and d > 0]
+        if len(ds) >= 10:
+            scale = pick.tokens / flops_pick.tokens
+            q = 50 * (1 - level)
+            out["tokens"] = Interval.of((np.percentile(ds, q) * scale,
+                                         np.percentile(ds, 100 - q) * scale),
+                                        fit.interval_provenance(), level)
+    return out
 
 
 def edge_note(fit: Fit, pick: Priced, searched: list[float]) -> str | None:

@@ -81,16 +81,25 @@ def given_fits(fit: Any) -> list[Any]:
     return [f for f in given if not (isinstance(f, str) and f == AUTO)]
 
 
+# what each role's fit answers in a recommendation
+ROLES = {"shape": "depth and width at a size", "compute": "the size for a FLOP budget",
+         "ff": "the MLP's width", "hparam": "the recipe's learning rate and batch",
+         "moe": "a mixture's granularity, experts and top-k"}
+
+
 def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
     by_role: dict[str, Fit] = {}
     for f in map(load_fit, given_fits(fit)):
         role = f.law_obj.role
-        if role not in ("shape", "compute", "ff", "hparam"):
+        if role not in ROLES:
             raise RecommendError(
                 f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
                 "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
-                "--compute), an ff-ratio fit (--ff-ratio auto) or a learning-rate fit "
-                "(lr-batch, for the recipe)")
+                "--compute), an ff-ratio fit (--ff-ratio auto), a learning-rate fit "
+                "(lr-batch, for the recipe) or a moe-granularity fit (with --active-params)")
+        if role in by_role:
+            raise RecommendError(f"two {role} fits given ({by_role[role].label}, {f.label}); "
+                                 f"give one {role} law")
         by_role[role] = f
     by_role.setdefault("shape", load_fit(DEFAULT_SHAPE_LAW))
     return by_role

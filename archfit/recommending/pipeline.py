@@ -49,6 +49,9 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         req = params
     else:
         req = RecommendRequest.of(params, **options)
+    if req.experts is not None:
+        raise RecommendError("a request with experts (active_params) is a mixture of experts: "
+                             "archfit.recommend_sparse(request) answers it")
     fits = _fits(req)
     notes: list[str] = []
     arch = _architecture(req.block.family, fits["shape"], notes)
@@ -152,6 +155,10 @@ def _fits(req: RecommendRequest) -> dict[str, Fit]:
     a size: it answers a budget."""
     given = [load_fit(f) for f in given_fits(list(req.fits) or None)]
     fits = fits_by_role(given)
+    if "moe" in fits:
+        raise RecommendError(f"{fits['moe'].label} is a {fits['moe'].law} fit: it weighs a "
+                             "mixture of experts' granularity; give --active-params with it "
+                             "(or drop it for a dense model)")
     if req.target.params is not None and "compute" in fits and not any(
             f.law_obj.role == "shape" for f in given):
         raise RecommendError(

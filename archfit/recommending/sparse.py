@@ -30,9 +30,11 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
+from archfit.recommending.options import given_fits
 from archfit.recommending.moe_pricing import (DEFAULT_BATCH_TOKENS, DEFAULT_GPU, EXPERT_MULTIPLE,
                                               candidate_granularities, choose, edge_note,
-                                              price, reach, reach_trust, tokens_for)
+                                              pick_intervals, price, reach, reach_trust,
+                                              tokens_for)
 from archfit.recommending.request import (WIDTH_STEP, Block, Objective, RecommendRequest,
                                           Target)
 from archfit.recommending.result import _verdict_line
@@ -113,7 +115,12 @@ class SparseRecommendation:
             f"  {s.n_experts:,} experts, top-{s.top_k}"
             + (f" and {s.n_shared_experts} shared" if s.n_shared_experts else "")
             + f", each {s.d_expert:,} wide ({sp['experts_rule']})",
-            f"  tokens {r['tokens']['value']:.3g}: {sp['tokens_rule']}" if r else "",
+            f"  tokens {r['tokens']['value']:.3g}"
+            + ("" if r["tokens"].get("provenance") == "given" else
+               _ci(r["tokens"].get("interval"))) + ": "
+            f"{sp['tokens_rule']}" if r else "",
+            f"  predicted loss {sp['loss']['value']:.4g}{_ci(sp['loss']['interval'])} "
+            f"({sp['law']}, nats/token)",
             *_pricing_lines(sp),
             "", *_verdict_line(self.trust).split("\n"), "",
             f"recommended: n_layer {s.n_layer}, d_model {s.d_model:,}, n_head {s.n_head} "
@@ -158,7 +165,8 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     for the backbone; ``req.experts.moe_law`` weighs the granularities; its fixed counts stand.
     ``compare``: the dense model of the same training compute beside it."""
     e, t = _check_sparse(req)
-    mf = _moe_law(e.moe_law)
+    dense_fits, mf = _split_fits(req)
+    req = req.with_(fits=dense_fits)
     objective = req.objective.kind or "time"
     gpu = req.objective.gpu or DEFAULT_GPU
     batch = req.objective.batch_tokens or DEFAULT_BATCH_TOKENS
@@ -170,19 +178,22 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
               for G in searched}
     tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
     priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
-    pick, rule = choose(mf, priced, objective)
+    law_tokens = t.tokens is None and t.tokens_per_param is None
+    pick, flops_pick, rule = choose(mf, priced, objective, not law_tokens, req.grid.tolerance)
+    cis = pick_intervals(mf, pick, flops_pick, law_tokens)
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
     router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
     rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
                     e.n_shared_experts, exact)
     notes = _count_notes(shape, total, active, e)
-    token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
+    token_rule = tokens[pick.granularity][1] if (objective == "loss" or len(priced) == 1
+                                                 or not law_tokens) else (
         f"the GPU time of the law's FLOPs pick on its tokens ({tokens[searched[0]][1]}), at "
         "this shape's modelled speed")
-    _name_tokens(rec, mf, token_rule)
+    _name_tokens(rec, mf, token_rule, cis["tokens"])
     notes += [n for n in (edge_note(mf, pick, searched),) if n]
-    if t.tokens is None and t.tokens_per_param is None:
+    if law_tokens:
         notes.append(f"{pick.tokens / active:.3g} tokens per active parameter, from the law; "
                      "released mixtures train on hundreds (DeepSeek-V3 394 on 14.8T tokens, "
                      "Qwen3-235B-A22B about 1,600 on 36T): --tokens-per-param plans a budget "
@@ -201,6 +212,8 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
         "law_source": mf.source or "fitted by archfit",
         "provenance": "published" if mf.source and mf.name in _published() else "fitted",
         "objective": objective, "granularity_rule": rule, "tokens_rule": token_rule,
+        "loss": {"value": pick.loss, "interval": cis["loss"],
+                 "convention": "the MoE law's predicted loss (nats/token) on the pick's tokens"},
         "by_granularity": [p.row() for p in priced], "reach": reach(mf),
         "pricing": {"gpu": gpu, "batch_tokens_per_gpu": batch, "kind": "modelled",
                     "layout": pick.layout, "tokens_per_s_per_gpu": pick.tokens_per_s,
@@ -212,6 +225,11 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     if compare:
         out.dense = dense_beside(shape, rec)
     return out
+
+
+def _ci(interval: Any) -> str:
+    """' [low, high] (95% CI, fitted)', or ' (no interval: the law states none)'."""
+    return f" {interval.text('.3g')}" if interval else " (no interval: the law states none)"
 
 
 def _check_sparse(req: RecommendRequest) -> tuple[Any, Any]:
@@ -262,11 +280,12 @@ def _count_notes(shape: Shape, total: float, active: float, e: Any) -> list[str]
     return []
 
 
-def _name_tokens(rec: Any, mf: Fit, rule: str) -> None:
-    """The recipe's tokens named by the sparse rule that chose them (not a dense law's)."""
+def _name_tokens(rec: Any, mf: Fit, rule: str, interval: Any) -> None:
+    """The recipe's tokens named by the sparse rule that chose them (not a dense law's), with
+    that rule's interval (or none)."""
     if rec.recipe and "tokens" in rec.recipe:
         tok = rec.recipe["tokens"]
-        tok.update(law=mf.label, pick=rule, source=rule, provenance=(
+        tok.update(law=mf.label, pick=rule, source=rule, interval=interval, provenance=(
             "given" if rule.startswith(("as given", "--tokens")) else "published"
             if mf.name in _published() else "fitted"))
         tok.pop("each", None)
@@ -296,6 +315,18 @@ def _backbone(req: RecommendRequest, active: float, tokens: float | None = None
                                   tp=8 if g.tp is None else g.tp, n_kv_head=LLAMA.n_kv_head,
                                   vocab_size=g.vocab_size or LLAMA.vocab_size,
                                   n_ctx=g.n_ctx or LLAMA.n_ctx))
+
+
+def _split_fits(req: RecommendRequest) -> tuple[tuple[Fit, ...], Fit]:
+    """The request's fits for the dense backbone, and the MoE law's: a moe-granularity fit
+    among ``req.fits`` or ``req.experts.moe_law`` (not both), else :data:`DEFAULT_MOE_LAW`."""
+    fits = tuple(load_fit(f) for f in given_fits(list(req.fits) or None))
+    moe = [f for f in fits if f.law_obj.role == "moe"]
+    law = req.experts.moe_law if req.experts is not None else None
+    if len(moe) > 1 or (moe and law is not None):
+        raise RecommendError("give one MoE law: a moe-granularity fit in --fit or --moe-law, "
+                             "not both")
+    return tuple(f for f in fits if f.law_obj.role != "moe"), _moe_law(moe[0] if moe else law)
 
 
 def _moe_law(law: Fit | str | None) -> Fit:

@@ -56,6 +56,8 @@ GRID = {"params": Key("list", item="number", positive=True, nonempty=True),
         "experts": Key("list", item="int", nonempty=True),
         "top_k": Key("list", item="int", positive=True, nonempty=True),
         "granularity": Key("list", item="number", positive=True, nonempty=True),
+        # with granularity: expansion x G experts, top-G (Krajewski et al.'s setting)
+        "expansion": POS_NUM,
         "count": Key("str", choices=("total", "active"))}
 BUDGET = {"tokens": POS_NUM, "tokens_per_param": POS_NUM, "steps": POS_INT}
 TRAIN = {"batch_size": POS_INT, "grad_accum": POS_INT, "ctx": POS_INT,
@@ -85,6 +87,8 @@ SPEC = {"name": Key("str"), "description": Key("str"), "data": Key("str"),
         # sequences per optimizer step, each trained at every learning rate (a rate x batch grid,
         # which 'fit --law lr-batch' reads); absent: [train] batch_size alone
         "batch_sizes": Key("list", item="int", positive=True, nonempty=True),
+        # every run at each of these token counts ([budget] otherwise): a sweep over D
+        "token_budgets": Key("list", item="number", positive=True, nonempty=True),
         "model": Key("table", table=MODEL), "grid": Key("table", table=GRID),
         "budget": Key("table", table=BUDGET), "train": Key("table", table=TRAIN),
         "executor": Key("table", table=EXECUTOR)}
@@ -155,6 +159,10 @@ def _read(path: str) -> dict[str, Any]:
 
 def _budget(raw: dict[str, Any], problems: list[str]) -> Budget | None:
     b: dict[str, Any] = raw["budget"] if isinstance(raw.get("budget"), dict) else {}
+    if "token_budgets" in raw:  # each run's budget is one of these instead
+        if b:
+            problems.append("budget: give [budget] or token_budgets, not both")
+        return None
     try:
         return Budget(**{k: (int(v) if k == "steps" else number(v))  # type: ignore[arg-type]
                          for k, v in b.items() if k in BUDGET})  # Budget checks each kind
@@ -180,11 +188,16 @@ def _family(grid: dict[str, Any], target: float, head: dict[str, Any], base: dic
 
 def sparsity_bases(grid: dict[str, Any], base: dict[str, Any]) -> list[dict[str, Any]]:
     """The shape bases of the grid's sparsity axes (experts x top_k x granularity; experts 0
-    is the dense model, once), or ``[base]`` without them."""
-    axes = [k for k in ("experts", "top_k", "granularity") if k in grid]
+    is the dense model, once; or, with ``expansion``, each granularity G at expansion x G
+    experts, top-G: the active MLP the dense one's width), or ``[base]`` without them."""
+    axes = [k for k in ("experts", "top_k", "granularity", "expansion") if k in grid]
     if not axes:
         return [base]
     out: list[dict[str, Any]] = []
+    if "expansion" in grid:  # Krajewski et al.'s setting: expansion x G experts, top-G
+        return [{**base, "n_experts": int(round(number(grid["expansion"]) * number(g))),
+                 "top_k": int(round(number(g))), "granularity": number(g)}
+                for g in grid.get("granularity", [1.0])]
     for E in grid.get("experts", [base.get("n_experts", 0)]):
         if E == 0:
             dense = {k: v for k, v in base.items() if k not in MOE_FIELDS}
@@ -273,17 +286,18 @@ def _moe_label(base: dict[str, Any]) -> str:
 
 
 def _runs(raw: dict[str, Any], name: str,
-          shapes: list[tuple[Shape, float | None, str | None]], budget: Budget) -> list[Run]:
+          shapes: list[tuple[Shape, float | None, str | None]], budget: Budget | None) -> list[Run]:
     model, trn = raw.get("model", {}), raw.get("train", {})
     train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
     runs = []
     data_sha = _manifest_sha(raw.get("data"))
     batches = raw.get("batch_sizes") or [None]  # None: [train] batch_size, or the default
+    budgets = [Budget(tokens=number(t)) for t in raw.get("token_budgets") or []] or [budget]
     for s, target, variant in shapes:
-        for lr, batch, seed in itertools.product(raw.get("lrs") or [3e-3], batches,
-                                                 raw.get("seeds") or [0]):
+        for lr, batch, seed, tokens in itertools.product(raw.get("lrs") or [3e-3], batches,
+                                                         raw.get("seeds") or [0], budgets):
             kw = train_kw if batch is None else {**train_kw, "batch_size": batch}
-            cfg = TrainConfig(shape=s, budget=budget,
+            cfg = TrainConfig(shape=s, budget=tokens,
                               vocab_from_data=model.get("vocab_size") is None,
                               parametrization=model.get("parametrization", "standard"),
                               data=raw.get("data"), data_sha256=data_sha,
@@ -352,8 +366,11 @@ def _size_bound(raw: dict[str, Any]) -> int:
     g = raw.get("grid", {})
     shapes = len(g["shapes"]) if "shapes" in g else len(g.get("params", [])) * max(
         len(g.get("depths", [])), len(g.get("aspect_ratios", []))) * len(g.get("ff_ratios", [4]))
+    sparsity = max(1, len(g.get("experts") or [0]) * len(g.get("top_k") or [0])
+                   * len(g.get("granularity") or [0]))
     return (shapes * len(raw.get("lrs") or [0]) * len(raw.get("seeds") or [0])
-            * len(raw.get("batch_sizes") or [0]) * len(g.get("variants") or [0]))
+            * len(raw.get("batch_sizes") or [0]) * len(g.get("variants") or [0])
+            * len(raw.get("token_budgets") or [0]) * sparsity)
 
 
 def _check_gpus(spec: Spec, problems: list[str]) -> None:

@@ -254,8 +254,9 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "d_model": ("d_model", "n_embd", "hidden_size"),
     "n_head": ("n_head", "num_attention_heads"),
     "d_ff": ("d_ff", "intermediate_size"),
-    # a mixture of experts: its active size (the MoE laws' N) and sparsity
-    "params_active": ("params_active", "params_active_non_embedding"),
+    # a mixture of experts: its active size (the MoE laws' N: non-embedding, as Kaplan's N;
+    # archfit's own tables also hold 'params_active', embeddings included) and sparsity
+    "params_active": ("params_active_non_embedding", "params_active"),
     "n_experts": ("n_experts", "num_experts", "num_local_experts"),
     "top_k": ("top_k", "num_experts_per_tok"),
 }
