@@ -14,7 +14,8 @@ from archfit.laws import Fit, load_fit
 from archfit.laws.backtest import backtest
 from archfit.laws.selection import fit
 from archfit.numbers import parse_number
-from archfit.recommending import Recommendation, compare, recommend
+from archfit.recommending import (Recommendation, RecommendRequest, compare, recommend,
+                                  recommend_sparse)
 from archfit.recommending.trading import trade
 from archfit.shapes import Shape, gpt2, parse_plan
 from archfit.shapes.families import aspect_ratio_family, fixed_width_family, iso_param_family
@@ -30,6 +31,7 @@ __all__ = [
     "Budget",
     "Fit",
     "Interval",
+    "RecommendRequest",
     "Recommendation",
     "Shape",
     "TrainConfig",
@@ -50,6 +52,7 @@ __all__ = [
     "parse_plan",
     "read_runs",
     "recommend",
+    "recommend_sparse",
     "replay",
     "trade",
     "__version__",

@@ -201,6 +201,7 @@ def test_no_new_cycle_through_lazy_imports():
     assert not new, f"new import cycles (through imports inside functions): {new}"
 
 
+@pytest.mark.slow
 def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
     """The checks above are not vacuous: in a copy of the package, a real upward import
     (shapes -> cli) and a real import-time cycle (errors <-> numbers) are both found."""

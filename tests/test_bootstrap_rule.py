@@ -28,6 +28,7 @@ def test_the_monte_carlo_error_of_a_normal_intervals_ends_is_the_order_statistic
     assert interval_mc_error(big[:10]) == float("inf")
 
 
+@pytest.mark.slow
 def test_a_well_determined_fit_stops_when_settled_before_the_cap(chinchilla_synthetic):
     f = fit(chinchilla_synthetic(n=120, noise=0.004)[0], law="chinchilla", bootstrap="auto",
             heldout=False)
@@ -41,6 +42,7 @@ def test_a_well_determined_fit_stops_when_settled_before_the_cap(chinchilla_synt
     assert fixed.bootstrap["samples"]["alpha"] == b["samples"]["alpha"]
 
 
+@pytest.mark.slow
 def test_a_fit_whose_tails_do_not_settle_says_so_at_the_cap(monkeypatch):
     """Six noisy runs of a five-parameter law: the draws scatter and never settle (rounds of
     50 and a cap of 100 here, to keep the test short)."""

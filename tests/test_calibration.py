@@ -57,6 +57,7 @@ def test_group_names_a_missing_column(correlated_sweep):
             group=["nope"])
 
 
+@pytest.mark.slow
 def test_grouped_intervals_cover_what_row_resampling_misses(correlated_sweep):
     df = correlated_sweep("depth-joint", seed=0)
     grouped, half_g = _coverage(df, "depth-joint")
@@ -84,6 +85,7 @@ def test_recovery_with_correlated_checkpoints(correlated_sweep, law):
 
 
 # ----------------------------------------------------------------- predictions with intervals
+@pytest.mark.slow
 def test_predict_gives_ordered_bands_and_conf_int_narrows(chinchilla_synthetic):
     df, _ = chinchilla_synthetic(seed=1)
     df = pl.from_pandas(df) if not isinstance(df, pl.DataFrame) else df
@@ -114,6 +116,7 @@ def test_shape_laws_without_a_loss_model_refuse_a_loss_interval(levine_synthetic
         f.predict(levine_synthetic(), interval=0.95)
 
 
+@pytest.mark.slow
 def test_the_interval_survives_the_artifact(chinchilla_synthetic, tmp_path):
     from archfit.laws import load_fit
 
@@ -141,6 +144,7 @@ def test_epoch_points_reproduce_estimates_and_standard_errors():
 
 
 # ----------------------------------------------------------------- the verdict
+@pytest.mark.slow
 def test_a_compute_law_with_a_wide_n_opt_range_is_not_informative():
     small = _epoch().filter(pl.col("params") <= 4.2e8)  # extrapolate to 1e22 FLOPs
     f = fit(small, law="chinchilla", bootstrap=200, targets=[1e22])
@@ -149,6 +153,7 @@ def test_a_compute_law_with_a_wide_n_opt_range_is_not_informative():
     assert any("N_opt at 1e22" in r for r in t.reasons)
 
 
+@pytest.mark.slow
 def test_fit_verdict_does_not_depend_on_targets(chinchilla_synthetic):
     df, _ = chinchilla_synthetic(seed=3)
     a = fit(df, law="chinchilla", bootstrap=100, targets=[1e19])
@@ -166,6 +171,7 @@ def test_five_seeds_give_one_verdict_inside_the_data():
     assert len(verdicts) == 1, verdicts
 
 
+@pytest.mark.slow
 def test_heldout_check_holds_out_the_largest_fifth_and_names_them(correlated_sweep):
     df = correlated_sweep(seed=4)
     f = fit(df, law="depth-joint", bootstrap=60)
@@ -176,6 +182,7 @@ def test_heldout_check_holds_out_the_largest_fifth_and_names_them(correlated_swe
     assert {"coverage", "mean_rel_error", "mean_halfwidth_rel", "within_interval"} <= set(h)
 
 
+@pytest.mark.slow
 def test_an_error_beyond_its_interval_is_uninformative(correlated_sweep):
     df = correlated_sweep(seed=5)
     # the largest runs train far worse than the law (a broken recipe at scale)
@@ -188,6 +195,7 @@ def test_an_error_beyond_its_interval_is_uninformative(correlated_sweep):
 
 
 # ----------------------------------------------------------------- backtest
+@pytest.mark.slow
 def test_backtest_on_a_planted_sweep(correlated_sweep):
     df = correlated_sweep(seed=6)
     cut = float(np.quantile(df["params"].unique().to_numpy(), 2 / 3))
@@ -249,6 +257,7 @@ def test_a_params_column_with_embeddings_is_named(correlated_sweep):
     assert "shape core" in g.conventions["params"] and "swiglu" in g.conventions["params"]
 
 
+@pytest.mark.slow
 def test_fit_cli_groups_and_states_the_architecture(correlated_sweep, cli, tmp_path):
     df = correlated_sweep(seed=9, n_shapes=14, n_tokens=4)
     p = tmp_path / "runs.parquet"

@@ -102,6 +102,7 @@ def test_a_bad_spec_gets_one_line_and_exit_2(cli, tmp_path, edits, says):
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_more_bad_specs_are_one_line_before_anything_is_written(cli, tmp_path):
     """A spec file that is not UTF-8, a grid of 600,000 sizes, an empty pool table, a pool
     table whose sizes are text, and a Slurm executor where there is no Slurm."""
@@ -145,7 +146,9 @@ def test_a_damaged_ledger_is_one_line_for_status_report_and_run(cli, tmp_path):
                         '"rounds": [{"round": 0, "state": "cooked", "dir": "round-0", '
                         '"chosen": [], "spend": 1, "runs": {}}]}', "state 'cooked'"),
                        ('{"schema": "archfit.campaign/1", "name": "x", "spec": {}, '
-                        '"spent": "lots"}', "spent is 'lots'")):
+                        '"rounds": [], "spent": "lots"}', "spent is 'lots'"),
+                       ('{"schema": "archfit.campaign/1", "name": "x", "spec": {}}',
+                        "missing 'rounds'")):
         out = tmp_path / "d"
         out.mkdir(exist_ok=True)
         (out / "ledger.json").write_text(text)

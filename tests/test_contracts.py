@@ -16,7 +16,11 @@ def test_every_law_has_example_data():
     assert set(BUILT_IN) <= set(EXAMPLES), set(BUILT_IN) - set(EXAMPLES)
 
 
-@pytest.mark.parametrize("name", BUILT_IN)
+SLOW_CONTRACTS = ("data-constrained", "moe-experts")  # seconds each: the slow suite's
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACTS
+                                  else n for n in BUILT_IN])
 def test_law_contract(name, tmp_path):
     check_law(name, EXAMPLES[name](0), tmp_path)
 

@@ -49,6 +49,7 @@ def test_the_released_runs_spell_their_own_sizes():
         assert u <= d
 
 
+@pytest.mark.slow
 def test_the_paper_fit_is_reproduced_on_its_released_runs():
     """Muennighoff et al. fix Chinchilla's constants at their C4 fit and fit the two decays on
     their runs: R_D* = 15.4 and R_N* = 5.3, stated to one decimal. The same on the 182
@@ -58,6 +59,7 @@ def test_the_paper_fit_is_reproduced_on_its_released_runs():
     assert f.params["R_N"] == pytest.approx(5.3, abs=0.05)
 
 
+@pytest.mark.slow
 def test_a_planted_truth_is_recovered():
     truth = dict(DATA_CONSTRAINED, R_D=8.0, R_N=3.0)
     df = _data_constrained(seed=4, truth=truth, n=150)
@@ -132,6 +134,7 @@ def test_recommend_splits_a_budget_on_repeated_data(cli):
 
 
 # ------------------------------------------------------------------ Farseer
+@pytest.mark.slow
 def test_farseer_recovers_a_planted_surface_and_its_drifting_exponent():
     """Fitted on a dense planted grid of 1e8-1e10 (0.2% noise), it predicts new token counts
     inside the grid within 0.5%, sizes 3x beyond it within 1%, and reads the data exponent at
@@ -159,6 +162,7 @@ def test_farseer_optimum_is_the_least_loss_on_the_budget():
 
 
 # ------------------------------------------------------------------ --law auto
+@pytest.mark.slow
 def test_auto_lists_every_applicable_law_and_picks_one_no_worse_than_chinchilla(cli):
     """On Epoch's Chinchilla points every law whose columns the table has is scored on the
     costliest fifth of the runs; the pick's held-out error is no worse than chinchilla's."""
@@ -187,6 +191,7 @@ def test_stacking_weights_are_least_squares_on_the_simplex():
     assert w["exact"] == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_design_and_campaign_accept_auto(cli, tmp_path):
     """design --law auto compares the laws on the results and says which it took; a campaign
     spec with law = "auto" passes every check (its first batch is what the hungriest shape law
@@ -212,6 +217,7 @@ def test_design_and_campaign_accept_auto(cli, tmp_path):
     assert auto["law"] == "levine2020"
 
 
+@pytest.mark.slow
 def test_farseer_fit_reaches_at_least_the_optimum_of_the_public_parameters():
     """The fit moves in (a + b, a e, e) per stretched term; on the same data and starts it
     ends at a Huber objective no higher than the fit in the law's own parameters (scipy's

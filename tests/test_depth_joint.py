@@ -10,6 +10,7 @@ from archfit import recommend
 from archfit.laws.fitting import fit
 
 
+@pytest.mark.slow
 def test_recovers_the_planted_optimum_relation(joint_synthetic):
     df, t = joint_synthetic(seed=0)
     assert df["n_layer"].n_unique() >= 10  # scattered shapes, not an iso-parameter grid

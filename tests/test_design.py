@@ -39,6 +39,7 @@ def _joint_pool(top: float) -> pl.DataFrame:
 
 
 # ------------------------------------------------------------------ the criterion
+@pytest.mark.slow
 def test_a_batch_holds_no_near_duplicates(joint):
     df, f = joint
     pool = _joint_pool(float(df["params"].max()))
@@ -231,6 +232,7 @@ def test_until_ci_stops_when_the_interval_is_narrow_enough(joint):
 
 
 # ------------------------------------------------------------------ the replay
+@pytest.mark.slow
 def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
     done, target = split_most_expensive(_chinchilla_done(), 0.1)
     done.write_csv(tmp_path / "done.csv")
@@ -250,6 +252,7 @@ def test_replay_reports_the_target_error_beside_all_rows(cli, tmp_path):
     assert r["target"]["all_rows"]["mean_abs_rel_error"] < 0.02
 
 
+@pytest.mark.slow
 def test_the_replay_figure_draws_each_round_and_the_target_rows_predictions(cli, tmp_path):
     """--replay --plot: the sweep, the chosen runs coloured by round (as the JSON numbers them)
     and, on the right, each target row's measured loss against the losses both fits predict."""
@@ -288,6 +291,7 @@ def test_the_replay_figure_draws_each_round_and_the_target_rows_predictions(cli,
     assert np.allclose(ys, r["target"]["design"]["predicted"])
 
 
+@pytest.mark.slow
 def test_replay_scores_a_planted_truth_without_the_targets_noise():
     """A target with ``true_loss`` (the planted law's noiseless loss) is also scored against
     it: the fit on every row misses the truth by less than it misses rows that carry 1% noise,
@@ -313,6 +317,7 @@ def test_replay_scores_a_planted_truth_without_the_targets_noise():
 
 
 # ------------------------------------------------------------------ the CLI and its files
+@pytest.mark.slow
 def test_design_writes_a_spec_that_sweep_run_reads(cli, tmp_path, joint, repo):
     from archfit.sweep import load_spec
 
@@ -414,6 +419,7 @@ def test_the_figure_of_recommends_next_batch_draws_the_runs_it_came_from(joint):
     assert any(lb.startswith(f"the batch, in order: {len(d.chosen)} run(s)") for lb in labels)
 
 
+@pytest.mark.slow
 def test_the_figure_of_a_compute_target_draws_its_iso_flop_line(cli, tmp_path):
     from archfit.plots import is_archfit_png
 
@@ -495,6 +501,7 @@ def test_bad_inputs_exit_2_with_one_line(cli, files, args, needle):
 
 
 # ------------------------------------------------------------------ starting points
+@pytest.mark.slow
 def test_a_prior_weighs_the_fit_of_few_runs_and_narrows_the_target():
     """--prior: the results are fitted with a Gaussian prior on the parameters the published fit
     shares with the law; on a few small runs the target's interval is narrower with it."""

@@ -297,6 +297,7 @@ def test_a_replay_can_spend_the_whole_pool():
     assert r["n_chosen"] == pool.height and r["budget_frac_spent"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_replay_uses_the_bootstrap_it_is_given_and_says_when_it_is_too_few(tmp_path):
     """--bootstrap reaches a replay's refits (it was ignored there), and 5 draws, fewer than
     the variance criterion needs, make each of its rounds fall back, said with its reason."""
@@ -488,6 +489,7 @@ def test_the_variance_shrink_of_a_linear_law_is_the_closed_form():
     assert int(np.argmax(ens.gain())) == 3  # the candidate nearest the target in log N
 
 
+@pytest.mark.slow
 def test_the_variance_shrink_matches_a_monte_carlo_refit():
     """The ensemble's predicted variance at the target, before and after a candidate, against
     the spread of the target's prediction over 2,000 refits of the law's own nonlinear form

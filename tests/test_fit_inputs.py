@@ -123,6 +123,7 @@ def test_a_million_row_table_is_answered_in_bounded_time_and_memory(tmp_path):
     assert "Traceback" not in r.stderr and (r.returncode == 0 or len(r.stderr.splitlines()) == 1)
 
 
+@pytest.mark.slow
 def test_a_thousand_cuts_fit_each_distinct_split_once(cli, tmp_path):
     """backtest --cuts with 1,000 values: cuts between the same two sizes split the runs
     alike, so each split is fitted once, with progress, and every cut gets its result."""

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from archfit.errors import ArchfitError
+from archfit.errors import ArchfitError, ShapeError
 from archfit.formats import FORMATS, FormatError, export, family_fields, problems
 from archfit.formats.hf import from_hf_config, hf_config
 from archfit.shapes.known import load_known_models
@@ -346,7 +346,10 @@ def test_every_format_round_trips_through_shape_from(cli, tmp_path, fmt):
     for over in ({}, {"n_kv_head": 2, "tied_embeddings": False}, {"tied_embeddings": True}):
         fields = {"n_layer": 3, "d_model": 128, "n_head": 4, "vocab_size": 321, "n_ctx": 96,
                   **FORMATS[fmt].defaults, **over}
-        s = Shape(**family_fields(fields))
+        try:
+            s = Shape(**family_fields(fields))
+        except ShapeError:  # not a shape of the format's family (latent attention: kv heads)
+            continue
         if problems(s, fmt):
             continue
         path = tmp_path / fmt / str(len(over)) / FORMATS[fmt].filename

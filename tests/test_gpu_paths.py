@@ -194,7 +194,7 @@ LLAMA_BLOCK = dict(mlp="swiglu", position="rope", norm="rmsnorm", bias=False,
     Shape(n_layer=2, d_model=64, n_head=4, d_ff=176, **LLAMA_BLOCK),
     Shape(n_layer=2, d_model=64, n_head=4, n_kv_head=2, d_ff=128, n_experts=4, top_k=2,
           **LLAMA_BLOCK)], ids=["dense", "moe"])
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", pytest.param("bf16", marks=pytest.mark.slow)])
 def test_a_compiled_training_step_is_one_graph(shape, precision):
     """torch's graph-break counter stays at 0 over two compiled training steps (forward and
     backward, traced through AOTAutograd) of the dense model and of the mixture of experts:

@@ -106,6 +106,7 @@ def _flat_cell_table(seed: int = 0):  # type: ignore[no-untyped-def]
     return pl.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_a_resample_whose_interval_overflows_is_a_failed_resample_not_a_crash(monkeypatch):
     """A public sweep's layout (8 sizes x 3 rates x 10 token counts) with a flat cell, fitted
     with --bootstrap auto, where every fifth cell optimum of the resamples has an interval end
@@ -133,6 +134,7 @@ def test_a_resample_whose_interval_overflows_is_a_failed_resample_not_a_crash(mo
         assert f.n_bootstrap() >= 200 and f.bootstrap["n_ok"] > 0
 
 
+@pytest.mark.slow
 def test_the_flat_cell_sweep_fits_through_the_cli_with_bootstrap_auto(cli, tmp_path):
     path = tmp_path / "lr.csv"
     _flat_cell_table().write_csv(path)

@@ -42,7 +42,8 @@ def test_shape_flags_give_mixtral_and_its_text_names_both_counts(cli):
     assert r.exit_code == 0, r.output
     assert "params_total          46,702,792,704" in r.output
     assert "params_active         12,879,925,248" in r.output
-    assert "2 of 8 routed experts in 32 sparse layers" in r.output
+    assert "2 of 8 routed experts in 32 sparse layers" in " ".join(r.output.split())
+    assert max(map(len, r.output.splitlines())) <= 100
 
 
 def test_flops_per_token_read_the_active_parameters():
@@ -547,17 +548,29 @@ def test_a_moe_fit_among_the_fits_weighs_the_granularity(cli):
     assert by_fit["sparsity"]["loss"]["interval"] is None  # the paper states none
 
 
-def test_with_tokens_given_every_granularity_trains_them_and_time_picks_the_cheapest(cli):
-    """--tokens fixes the data: each candidate trains those tokens, and the time objective
-    takes the fewest GPU-hours among the candidates within the tolerance (0.5%) of the lowest
-    predicted loss."""
+def test_with_tokens_given_time_picks_the_fewest_gpu_hours_to_the_flops_picks_loss(cli):
+    """--tokens fixes the target: the loss the law's FLOPs pick reaches on those tokens. Each
+    granularity trains the tokens it needs to reach it (the law solved for D, here from the
+    published constants), and the fewest GPU-hours win, as a dense --objective time --tokens
+    does."""
+    from archfit.laws import load_fit
+
+    p = load_fit("krajewski2024").params
     d = json.loads(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
                        "--tokens", "1e13", "--json").output)
     rows = d["sparsity"]["by_granularity"]
-    assert {r["tokens"] for r in rows} == {1e13} and d["recipe"]["tokens"]["value"] == 1e13
-    best = min(r["loss"] for r in rows)
-    cheapest = min((r for r in rows if r["loss"] <= best * 1.005), key=lambda r: r["gpu_hours"])
+
+    def loss(N, D, G):
+        return p["c"] + (p["g"] / G ** p["gamma"] + p["a"]) / N ** p["alpha"] + p["b"] / D ** p["beta"]
+
+    target = min(loss(r["params_active_non_embedding"], 1e13, r["granularity"]) for r in rows)
+    for r in rows:
+        assert loss(r["params_active_non_embedding"], r["tokens"], r["granularity"]) == \
+            pytest.approx(target, rel=1e-6)
+    assert min(r["tokens"] for r in rows) == pytest.approx(1e13)  # the FLOPs pick's own
+    cheapest = min(rows, key=lambda r: r["tokens"] / r["tokens_per_s_per_gpu"])
     assert d["sparsity"]["granularity"] == pytest.approx(cheapest["granularity"], rel=0.05)
+    assert "reaches on the tokens given" in d["sparsity"]["granularity_rule"]
 
 
 @pytest.mark.slow

@@ -153,6 +153,7 @@ def surfaces(tmp_path_factory):
     ]
 
 
+@pytest.mark.slow
 def test_every_interval_in_every_commands_output_carries_its_kind(cli, surfaces):
     """The walking test: each command's --json holds every interval in the one shape, with its
     kind, and its text names a kind in every block that prints an interval's ends."""

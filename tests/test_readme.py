@@ -23,7 +23,8 @@ PLACEHOLDER = re.compile(r"\b(FIT|DATA|FILE|NAME|SPEC|TABLE|DIR|DONE|TARGET|FMT|
                          r"<|yours|mine|corpus/|shards/|raw\.csv|llama-sweep|grid\.csv|"
                          r"mixed\.csv|done\.csv|big\.csv|runs\.csv|pool\.csv|scattered|bigger|"
                          r"demo-out/|tokenizer\.json|my-|"
-                         r"throughput-cpu\.parquet|layer-variants\.parquet")
+                         r"throughput-cpu\.parquet|layer-variants\.parquet|"
+                         r"moe-granularity\.parquet|moe-granularity-fit\.json")
 
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

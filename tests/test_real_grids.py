@@ -47,6 +47,7 @@ def test_sizes_119x_apart_are_25_classes_and_2_percent_is_one_size():
 
 
 # ------------------------------------------------------------------ the dense grid
+@pytest.mark.slow
 def test_dense_grid_fits_as_least_squares_does_and_predicts_larger_runs():
     df = dense_grid(seed=1)
     assert df.height >= 275 and df["params"].n_unique() == 25
@@ -89,6 +90,7 @@ def test_starts_follow_the_data_at_any_scale(loss_scale, n_min):
     assert bound_reasons(f.law_obj, f) == []
 
 
+@pytest.mark.slow
 def test_a_parameter_on_its_bound_is_named_and_caps_the_verdict():
     # no irreducible loss at all: E wants to be 0, the bound of a positive coefficient
     truth = dict(DENSE_CHINCHILLA, E=0.0)
@@ -101,6 +103,7 @@ def test_a_parameter_on_its_bound_is_named_and_caps_the_verdict():
 
 
 # ------------------------------------------------------------------ ties, --fix, --prior
+@pytest.mark.slow
 def test_a_tied_truth_is_recovered_and_the_untied_ci_holds_the_tie(cli, tmp_path):
     truth = dict(DENSE_CHINCHILLA, alpha=0.35, beta=0.35)
     df = dense_grid(seed=5, truth=truth)
@@ -197,6 +200,7 @@ def test_five_seeds_give_one_verdict_at_a_threshold(monkeypatch):
 
 
 # ------------------------------------------------------------------ backtest by cut
+@pytest.mark.slow
 def test_backtest_with_one_impossible_cut_returns_the_others(cli, tmp_path):
     path = tmp_path / "grid.csv"
     dense_grid(seed=8).write_csv(path)

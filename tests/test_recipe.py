@@ -87,6 +87,7 @@ def test_recommend_gives_a_recipe_with_provenance_and_each_laws_value(cli, extra
     assert "[" not in block[1] and "each law (none states an interval" in text
 
 
+@pytest.mark.slow
 def test_the_lr_batch_law_recovers_a_planted_sweep():
     """A sweep planted with Step Law's constants (4 sizes x 2 token counts x 5 rates x 2
     seeds): the cells' 95% intervals on their best rate (the parabola's minimum) hold the planted

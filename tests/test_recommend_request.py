@@ -26,7 +26,8 @@ def test_recommend_json_is_what_it_was_before_the_request_object(cli, args, save
     """recommend --json as the command printed it before it built one request (the files in
     tests/data/recommend, saved then): the same JSON, key for key. The mixture's file was saved
     again when its granularity came to be weighed within its law's reach and priced in GPU
-    time, a change of answer, not of how the request is built."""
+    time, and when its predicted loss (with its interval) joined the sparsity record: changes
+    of answer, not of how the request is built."""
     r = cli("recommend", *args, "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output) == json.loads((SAVED / saved).read_text())

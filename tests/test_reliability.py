@@ -68,6 +68,7 @@ def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_outputs_never_destroy_inputs(runs, tmp_path, cli):
     pq = tmp_path / "t.parquet"
     assert cli("sweep", "collect", SMOKE, "--out", runs, "-o", pq).exit_code == 0

@@ -118,6 +118,7 @@ def test_local_run_idempotent_collect_fit(tmp_path):
     assert r.exit_code == 2 and "loss curves" in r.output
 
 
+@pytest.mark.slow
 def test_failed_runs_are_recorded_and_sweep_goes_on(tmp_path):
     spec = tmp_path / "fail.toml"
     # data that exists but holds no window of the spec's context: every run fails when it

@@ -380,6 +380,7 @@ def depth_coord(parametrization, n_layer, steps=5, lr=1e-2):
     return (seen["x"] - before).pow(2).mean().sqrt().item()
 
 
+@pytest.mark.slow
 def test_coordinate_check_depth_completep_flat_standard_drifts():
     depths = [2, 8, 32]
     sp = [depth_coord("standard", L) for L in depths]

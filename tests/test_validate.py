@@ -102,6 +102,7 @@ def test_the_noise_test_is_a_pooled_two_sample_t(tmp_path):
     assert n["t"] == pytest.approx(2.776, abs=1e-3)  # t(0.975, 4)
 
 
+@pytest.mark.slow
 def test_validate_cli_bad_inputs_exit_2_with_one_line(tmp_path, archfit_cmd):
     spec = spec_file(tmp_path)
     fit = tmp_path / "f.json"

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import click
 
-from archfit.text import WIDTH
+from archfit.text import WIDTH, wrap
 
 from archfit.errors import ArchfitError
 from archfit.io import jsonable
@@ -294,7 +294,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[tuple[str, str
         Console(width=None if tty else WIDTH, no_color=not tty).print(t)
         return
     if title:
-        click.echo(title)
+        click.echo(wrap(title))
     click.echo("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
     for r in cells:
         click.echo("  ".join(c.rjust(w) for c, w in zip(r, widths)))

@@ -161,15 +161,19 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
             "kind": "measured overhead" if cal else "estimated"}
 
 
+def _say(line: str) -> None:
+    click.echo(wrap(line))
+
+
 def _print_import(path, imp):  # type: ignore[no-untyped-def]
-    click.echo(f"read {path}: {imp.family} config")
+    _say(f"read {path}: {imp.family} config")
     for n in imp.notes:
-        click.echo(f"  note: {n}")
+        _say(f"  note: {n}")
     if imp.unknown:
-        click.echo(f"  unknown fields (not used; check they do not change the shape): "
+        _say(f"  unknown fields (not used; check they do not change the shape): "
                    f"{', '.join(imp.unknown)}")
     if imp.ignored:
-        click.echo(f"  fields that do not change the counts: {', '.join(imp.ignored)}")
+        _say(f"  fields that do not change the counts: {', '.join(imp.ignored)}")
 
 
 def _print_shape(s: Shape) -> None:
@@ -181,22 +185,27 @@ def _print_shape(s: Shape) -> None:
                 title=f"{s.n_layer} layers x d_model {s.d_model}, {s.n_head} heads "
                       f"(kv {s.n_kv_head}), d_ff {s.d_ff}, {arch}, vocab {s.vocab_size}, "
                       f"ctx {s.n_ctx}, {'tied' if s.tied_embeddings else 'untied'}")
-    click.echo(f"params_total          {fmt(s.params_total)}  (every trainable parameter)")
-    click.echo(f"params_non_embedding  {fmt(s.params_non_embedding)}  "
+    _say(f"params_total          {fmt(s.params_total)}  (every trainable parameter)")
+    _say(f"params_non_embedding  {fmt(s.params_non_embedding)}  "
                "(Kaplan's N: excludes token/position embeddings and an untied head)")
-    click.echo(f"params_embedding      {fmt(s.params_embedding)}")
+    _say(f"params_embedding      {fmt(s.params_embedding)}")
     if s.moe:
-        click.echo(f"params_active         {fmt(s.params_active)}  (what one token uses: "
+        _say(f"params_active         {fmt(s.params_active)}  (what one token uses: "
                    f"{s.top_k} of {s.n_experts} routed experts"
                    f"{f' and {s.n_shared_experts} shared' if s.n_shared_experts else ''} in "
                    f"{s.n_sparse_layers} sparse layers)")
-        click.echo(f"params_active_non_embedding {fmt(s.params_active_non_embedding)}  (the N "
+        _say(f"params_active_non_embedding {fmt(s.params_active_non_embedding)}  (the N "
                    "of its FLOPs and of the MoE laws)")
-        click.echo(f"experts: d_expert {s.d_expert:,} (granularity {s.granularity:.3g} = d_ff "
+        _say(f"experts: d_expert {s.d_expert:,} (granularity {s.granularity:.3g} = d_ff "
                    f"{s.d_ff:,} / d_expert), router {s.d_model:,} x {s.n_experts} per sparse "
                    "layer")
+    if s.mla:
+        _say(f"latent attention (MLA): query latent {s.q_lora_rank or 'none (full)'}, key/value "
+             f"latent {s.kv_lora_rank:,}, heads {s.head_dim} wide ({s.qk_rope_head_dim} rotary), "
+             f"values {s.value_head_dim} wide; KV cache {s.kv_cache_width(s.n_kv_head):,} numbers a "
+             "token and layer")
     for conv in FLOP_CONVENTIONS:
-        click.echo(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
+        _say(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "
                    f"({FLOP_CONVENTIONS[conv]})")
     for n in s.notes:
         click.echo(f"note: {n}")

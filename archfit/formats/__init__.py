@@ -1,8 +1,8 @@
 """Shapes to and from the configs people train with, one module per format:
 
 - :mod:`~archfit.formats.hf`: Hugging Face ``config.json`` (``hf-llama``, ``hf-gpt2``, and the
-  mixtures of experts ``hf-mixtral`` and ``hf-qwen3-moe``; reads gpt2, llama, mistral, qwen2,
-  qwen3, gpt_neox, mixtral and qwen3_moe);
+  mixtures of experts ``hf-mixtral``, ``hf-deepseek-v3`` and ``hf-qwen3-moe``; reads gpt2,
+  llama, mistral, qwen2, qwen3, gpt_neox, mixtral, qwen3_moe and deepseek_v3);
 - :mod:`~archfit.formats.nanogpt`: nanoGPT's config file and checkpoints' ``model_args``;
 - :mod:`~archfit.formats.megatron`: Megatron-LM's ``pretrain_gpt.py`` arguments;
 - :mod:`~archfit.formats.torchtitan`: a torchtitan llama3 model config;
@@ -29,8 +29,8 @@ from archfit.formats import hf, nanogpt, megatron, torchtitan, litgpt  # noqa: I
 from archfit.shapes import Shape
 
 FORMATS = REGISTRY  # name -> Format: the built-in ones and any registered since
-FORMAT_NAMES = ("hf-llama", "hf-gpt2", "hf-mixtral", "hf-qwen3-moe", "nanogpt", "megatron",
-                "torchtitan", "litgpt")
+FORMAT_NAMES = ("hf-llama", "hf-gpt2", "hf-mixtral", "hf-deepseek-v3", "hf-qwen3-moe", "nanogpt",
+                "megatron", "torchtitan", "litgpt")
 
 __all__ = ["FORMATS", "FORMAT_NAMES", "ExportOptions", "Format", "FormatError", "Imported",
            "apply_family", "export", "family_fields", "get_format", "hf", "hf_config",

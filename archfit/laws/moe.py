@@ -218,6 +218,15 @@ class Granularity(_MoELaw):
         A = p["g"] / G ** p["gamma"] + p["a"]
         return (p["beta"] * p["b"] * N ** p["alpha"] / (p["alpha"] * A)) ** (1.0 / p["beta"])
 
+    def tokens_to_reach(self, params: Mapping[str, float], N: float, G: float,
+                        loss: float) -> float:
+        """The tokens N active parameters at granularity G need to reach ``loss``: the law
+        solved for D, b / D^beta = loss - c - (g / G^gamma + a) / N^alpha; infinite where the
+        loss is at or below what N reaches on unlimited tokens."""
+        p = params
+        room = loss - p["c"] - (p["g"] / G ** p["gamma"] + p["a"]) / N ** p["alpha"]
+        return (p["b"] / room) ** (1.0 / p["beta"]) if room > 0 else math.inf
+
     def flops_per_token(self, N: float, G: float, d_model: float, n_layer: float,
                         expansion: float = KRAJEWSKI_EXPANSION) -> float:
         """Training FLOPs per token in Krajewski et al.'s model (eq. 7): ``c_f`` per active

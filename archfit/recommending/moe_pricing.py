@@ -163,24 +163,30 @@ def price(fit: Fit, shapes: dict[float, Shape], tokens: dict[float, float], gpu:
     return out
 
 
-def choose(fit: Fit, priced: list[Priced], objective: str, fixed_tokens: bool = False,
-           tolerance: float = 0.005) -> tuple[Priced, Priced, str]:
+def choose(fit: Fit, priced: list[Priced], objective: str, fixed_tokens: bool = False
+           ) -> tuple[Priced, Priced, str]:
     """The pick, the law's FLOPs pick (the lowest predicted loss on each candidate's tokens,
     FLOPs alone) and the rule. ``loss``: the FLOPs pick. ``time``: every candidate given the
     GPU time the FLOPs pick needs, training what its own speed allows in it; the lowest
-    predicted loss then wins. With ``fixed_tokens`` (a token budget given) every candidate
-    trains those tokens, and ``time`` picks the fewest GPU-hours among the candidates whose
-    loss is within ``tolerance`` of the lowest."""
+    predicted loss then wins. With ``fixed_tokens`` (a token budget given), as a dense
+    ``--objective time`` with ``--tokens`` does: the target is the loss the FLOPs pick reaches
+    on those tokens, each candidate trains the tokens it needs to reach it, and the fewest
+    GPU-hours win."""
     law: Any = fit.law_obj
     by_loss = min(priced, key=lambda p: p.loss)
     if objective == "loss" or len(priced) == 1:
         return by_loss, by_loss, ("the MoE law's lowest predicted loss on each candidate's "
                                   "tokens (FLOPs alone, router FLOPs aside)")
     if fixed_tokens:
-        near = [p for p in priced if p.loss <= by_loss.loss * (1 + tolerance)]
-        return min(near, key=lambda p: p.gpu_hours), by_loss, (
-            f"the fewest GPU-hours among the granularities within {tolerance:.1%} of the "
-            "lowest predicted loss on the tokens given")
+        target = by_loss.loss
+        for p in priced:
+            p.tokens = law.tokens_to_reach(fit.params, p.shape.params_active_non_embedding,
+                                           p.granularity, target)
+            p.loss, p.gpu_hours = target, p.tokens / p.tokens_per_s / 3600.0
+        best = min(priced, key=lambda p: p.gpu_hours)
+        return best, by_loss, (f"the fewest GPU-hours to the loss granularity "
+                               f"{by_loss.granularity:g}, the law's FLOPs pick, reaches on the "
+                               f"tokens given ({target:.4g})")
     budget_s = by_loss.tokens / by_loss.tokens_per_s  # GPU-seconds the loss pick needs
     for p in priced:
         p.tokens = budget_s * p.tokens_per_s

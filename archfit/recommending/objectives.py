@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from archfit.errors import RecommendError
-from archfit.recommending.request import OBJECTIVES, RecommendRequest
+from archfit.recommending.request import OBJECTIVES, Objective, RecommendRequest
 from archfit.train.perf import StepModel, decode_latency, device, modelled
 
 DEFAULT_GPU = "h100"
@@ -109,7 +109,7 @@ def recommend_for(req: RecommendRequest) -> Choice:
     device(gpu)
     model = load_step_model(o.step_model) if o.step_model else None
     r = recommend(req.with_(grid=replace(req.grid, depth_span=OBJECTIVE_SPAN),
-                            target=replace(req.target, tokens=None)))
+                            target=replace(req.target, tokens=None), objective=Objective()))
     c = choose(r, o.kind or "loss", gpu=gpu, step_model=model, gpu_hours=o.gpu_hours,
                tokens=req.target.tokens, max_latency_ms=o.max_latency_ms,
                batch_tokens=o.batch_tokens or DEFAULT_BATCH_TOKENS,

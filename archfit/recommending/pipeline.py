@@ -52,6 +52,10 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     if req.experts is not None:
         raise RecommendError("a request with experts (active_params) is a mixture of experts: "
                              "archfit.recommend_sparse(request) answers it")
+    if req.objective.on_hardware:
+        raise RecommendError("a request with an objective beyond loss (or a GPU) weighs the "
+                             "candidates on hardware: archfit.recommending.recommend_for(request) "
+                             "answers it")
     fits = _fits(req)
     notes: list[str] = []
     arch = _architecture(req.block.family, fits["shape"], notes)

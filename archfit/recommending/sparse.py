@@ -179,7 +179,7 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
     priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
     law_tokens = t.tokens is None and t.tokens_per_param is None
-    pick, flops_pick, rule = choose(mf, priced, objective, not law_tokens, req.grid.tolerance)
+    pick, flops_pick, rule = choose(mf, priced, objective, not law_tokens)
     cis = pick_intervals(mf, pick, flops_pick, law_tokens)
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
     router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
@@ -187,10 +187,11 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
                     e.n_shared_experts, exact)
     notes = _count_notes(shape, total, active, e)
-    token_rule = tokens[pick.granularity][1] if (objective == "loss" or len(priced) == 1
-                                                 or not law_tokens) else (
+    token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
         f"the GPU time of the law's FLOPs pick on its tokens ({tokens[searched[0]][1]}), at "
-        "this shape's modelled speed")
+        "this shape's modelled speed" if law_tokens else
+        f"what this granularity needs to reach the FLOPs pick's loss on its tokens "
+        f"({tokens[searched[0]][1]})")
     _name_tokens(rec, mf, token_rule, cis["tokens"])
     notes += [n for n in (edge_note(mf, pick, searched),) if n]
     if law_tokens:

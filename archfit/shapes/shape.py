@@ -301,6 +301,8 @@ class Shape:
         if problems:
             raise ShapeError(f"multi-head latent attention (kv_lora_rank {self.kv_lora_rank}) "
                              f"has {'; '.join(problems)}")
+        if self.v_head_dim == self.head_dim:  # the default, stated: one shape, one spelling
+            object.__setattr__(self, "v_head_dim", None)
 
     @property
     def mla(self) -> bool:
