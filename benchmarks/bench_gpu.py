@@ -103,24 +103,24 @@ def timed_loop(model, archfit: bool, s, batch: int, steps: int, warmup: int, dev
     model.train()
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    def step():  # one training step, the same for every model
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step_model(x, x)[1] if archfit else step_model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
     times = []
     for _ in range(warmup + 1):
         sync(device)
         t0 = time.perf_counter()
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            loss = step_model(x, x)[1] if archfit else step_model(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        step()
         sync(device)
         times.append(time.perf_counter() - t0)
     t0 = time.perf_counter()
     for _ in range(steps):
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
-            loss = step_model(x, x)[1] if archfit else step_model(input_ids=x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        loss = step()
     sync(device)
     dt = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None

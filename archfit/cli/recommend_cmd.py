@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from archfit.recommending import recommend as recommend_shape
@@ -172,7 +174,7 @@ def _request(ctx: click.Context, p: dict) -> tuple[RecommendRequest, str | None]
             raise click.UsageError(f"{', '.join(given)} go with --active-params (a mixture of "
                                    "experts)")
     ff = p["ff_ratio"]
-    block = dict(family=p["family"] and p["family"].lower(),
+    block: dict[str, Any] = dict(family=p["family"] and p["family"].lower(),
                  ff_ratio=ff if ff in ("auto", "llama", None) else NUMBER.convert(ff, None, None),
                  ff_multiple=p["ff_multiple"],
                  **{k: p[k] if explicit(ctx, k) else None

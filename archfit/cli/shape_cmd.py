@@ -202,7 +202,7 @@ def _print_shape(s: Shape) -> None:
     if s.mla:
         _say(f"latent attention (MLA): query latent {s.q_lora_rank or 'none (full)'}, key/value "
              f"latent {s.kv_lora_rank:,}, heads {s.head_dim} wide ({s.qk_rope_head_dim} rotary), "
-             f"values {s.value_head_dim} wide; KV cache {s.kv_cache_width(s.n_kv_head):,} numbers a "
+             f"values {s.value_head_dim} wide; KV cache {s.kv_cache_width(s.n_head):,} numbers a "
              "token and layer")
     for conv in FLOP_CONVENTIONS:
         _say(f"FLOPs/token {conv:<15} {s.flops_per_token(conv):.4g}  "

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from archfit.cli.common import FILE_PATH, PATH, DEVICES, INT, NUMBER, emit_json, print_table
+from archfit.cli.common import (FILE_PATH, PATH, DEVICES, INT, NUMBER, emit_json, fmt,
+                                print_table)
 from archfit.shapes import TRAIN_FLOPS_CONVENTION
 from archfit.text import wrap
 
@@ -57,7 +58,7 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
     spec = load_spec(spec_path, max_runs)
     why = missing_data(spec.raw.get("data"))
     if why:  # a plan may be for a machine that holds the data; a run here would be refused
-        click.echo(f"warning: {why}; sweep run refuses it on this machine", err=True)
+        click.echo(wrap(f"warning: {why}; sweep run refuses it on this machine"), err=True)
     if gpu is not None or gpu_memory is not None:
         _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json)
         return
@@ -67,24 +68,32 @@ def plan(spec_path, throughput, out, gpu, gpu_memory, mfu, ac, max_runs, as_json
         return
     plans = [("plan", "layer plan")] if any(r["plan"] != "uniform" for r in rows) else []
     moe = [("n_experts", "experts"), ("top_k", "top-k"),
-           ("params_active_non_embedding", "active non-emb")] if any(
+           ("params_active_non_embedding", "active N")] if any(
         r["n_experts"] for r in rows) else []
-    batch = ([("batch_tokens", "batch (tokens)")]
-             if len({r["batch_tokens"] for r in rows}) > 1 else [])
-    print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
-                       ("n_head", "heads"), ("d_ff", "d_ff"), *plans, *moe,
-                       ("params_non_embedding", "non-emb params"), ("lr", "lr"), *batch,
-                       ("seed", "seed"),
-                       ("tokens", "tokens"), ("flops", "FLOPs (6N+6LTd)"), ("est_s", "est. s")],
-                title=f"sweep {spec.name}: {len(rows)} runs")
+    columns = [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
+               ("n_head", "heads"), ("d_ff", "d_ff"), *plans, *moe,
+               ("params_non_embedding", "non-emb N"), ("lr", "lr"), ("batch_tokens", "batch"),
+               ("seed", "seed"), ("tokens", "tokens"), ("flops", "FLOPs"), ("est_s", "est. s")]
+    shown = [{**r, "est_s": float(f"{r['est_s']:.2g}") if r["est_s"] else r["est_s"]}
+             for r in rows]  # an estimate, to two digits
+    _plan_table(shown, columns, f"sweep {spec.name}: {len(rows)} runs")
     total = sum(r["flops"] for r in rows)
     est = [r["est_s"] for r in rows if r["est_s"] is not None]
     conc = spec.executor.get("concurrency") or 1
-    click.echo(f"total {total:.3g} training FLOPs ({TRAIN_FLOPS_CONVENTION})" +
-               (f", about {sum(est) / 60:.1f} run-minutes ({sum(est) / 60 / conc:.1f} min at "
-                f"concurrency {conc})" if est else ""))
+    click.echo(wrap(f"total {total:.3g} training FLOPs ({TRAIN_FLOPS_CONVENTION})" +
+                    (f", about {sum(est) / 60:.1f} run-minutes ({sum(est) / 60 / conc:.1f} min "
+                     f"at concurrency {conc})" if est else "")))
     for s in spec.skipped:
-        click.echo(f"skipped: {s}")
+        click.echo(wrap(f"skipped: {s}"))
+
+
+def _plan_table(rows: list[dict[str, Any]], columns: list[tuple[str, str]], title: str) -> None:
+    """The planned runs, a column whose value is the same on every run said once in the title
+    line, and FLOPs to three digits: within 100 columns."""
+    same = [(k, h) for k, h in columns[1:] if len(rows) > 1 and len({r[k] for r in rows}) == 1]
+    rows = [{**r, "flops": float(f"{r['flops']:.3g}")} for r in rows]
+    print_table(rows, [c for c in columns if c not in same], title=wrap(title + (
+        "; every run: " + ", ".join(f"{h} {fmt(rows[0][k])}" for k, h in same) if same else "")))
 
 
 def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyped-def]
@@ -96,14 +105,16 @@ def _gpu_plan(spec, gpu, gpu_memory, mfu, ac, as_json):  # type: ignore[no-untyp
     if as_json:
         emit_json(p)
         return
-    rows = [{**r, "memory_gib": round(r["memory_gib"], 1)} for r in p["rows"]]
+    rows = [{**r, "memory_gib": round(r["memory_gib"], 1),
+             "gpu_hours": float(f"{r['gpu_hours']:.3g}") if r["gpu_hours"] else r["gpu_hours"]}
+            for r in p["rows"]]
     where = f"{p['gpu'] or 'GPU'} ({p['gpu_memory_gib']:.0f} GiB)"
-    print_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
-                       ("params_non_embedding", "non-emb params"), ("tokens", "tokens"),
+    _plan_table(rows, [("run_id", "run id"), ("n_layer", "layers"), ("d_model", "d_model"),
+                       ("params_non_embedding", "non-emb N"), ("tokens", "tokens"),
                        ("gpus", "GPUs"), ("micro_batch", "micro-batch"),
                        ("grad_accum", "accum"), ("memory_gib", "GiB/GPU"),
                        ("flops", "FLOPs"), ("gpu_hours", "GPU-hours")],
-                title=f"sweep {spec.name} on {where}: {len(rows)} runs")
+                f"sweep {spec.name} on {where}: {len(rows)} runs")
     hours = p["total_gpu_hours"]
     click.echo(f"total {p['total_flops']:.3g} training FLOPs ({p['flops_convention']})")
     if hours is not None:

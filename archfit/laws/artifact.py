@@ -569,7 +569,7 @@ def _plural(unit: str) -> str:
     return f"{noun}s{paren}{rest}"
 
 
-def _pair(v: Any, where: str) -> list[float | None] | None:
+def _pair(v: Any, where: str) -> list[Any] | None:
     """An interval as the artifact stores it (its JSON, or a pair from an older artifact) as
     the fit holds it, [low, high], once :class:`~archfit.interval.Interval` accepts it (a
     known kind, a level in (0, 1), finite ends in order); else one line naming it."""

@@ -289,19 +289,20 @@ class ShapeLaw(Law):
 SEARCH_HALF_WIDTH = 12.0
 
 
-def least_loss_size(loss_of: Callable[[float], float], centre: float,
+def least_loss_size(loss_of: Callable[[float], float | None], centre: float,
                     half_width: float = SEARCH_HALF_WIDTH, xatol: float = 1e-9
                     ) -> tuple[float, float]:
     """(N, its loss): the size of least ``loss_of(N)`` with ln N within ``half_width`` of
     ln ``centre`` (scipy's bounded scalar search over ln N, to ``xatol`` in ln N). A size where
-    the loss cannot be computed counts as infinitely bad."""
+    the loss cannot be computed (None, or an arithmetic error) counts as infinitely bad."""
     from scipy.optimize import minimize_scalar
 
     def f(x: float) -> float:
         try:
-            return loss_of(math.exp(x))
+            loss = loss_of(math.exp(x))
         except (OverflowError, ZeroDivisionError, ValueError):
             return math.inf
+        return math.inf if loss is None else loss
 
     mid = math.log(centre)
     res: Any = minimize_scalar(f, bounds=(mid - half_width, mid + half_width),

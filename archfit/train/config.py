@@ -33,7 +33,7 @@ def lr_problem(lr: Any) -> str | None:
     """Why ``lr`` is no peak learning rate a run could use, or None (the check every run, spec
     and table of rates goes through)."""
     if isinstance(lr, bool) or not isinstance(lr, Real) or not (
-            math.isfinite(lr) and MIN_LR <= lr <= MAX_LR):
+            math.isfinite(lr) and MIN_LR <= float(lr) <= MAX_LR):
         return (f"must be a positive rate at most {MAX_LR:g} and at least {MIN_LR:g} (published "
                 f"AdamW and Muon peak rates lie between 1e-6 and 0.1), got {lr!r}")
     return None
@@ -42,7 +42,7 @@ def lr_problem(lr: Any) -> str | None:
 def batch_problem(tokens: Any) -> str | None:
     """Why ``tokens`` (per optimizer step) is no batch a run could use, or None."""
     if isinstance(tokens, bool) or not isinstance(tokens, Real) or not (
-            math.isfinite(tokens) and 1 <= tokens <= MAX_BATCH_TOKENS):
+            math.isfinite(tokens) and 1 <= float(tokens) <= MAX_BATCH_TOKENS):
         return (f"must be from 1 to {MAX_BATCH_TOKENS:.0e} tokens per optimizer step "
                 f"(batch_size x grad_accum x ctx; 16x the largest published batch), got "
                 f"{tokens!r}")
