@@ -18,5 +18,5 @@ def wrap(text: str, width: int = WIDTH) -> str:
             continue
         indent = line[:len(line) - len(line.lstrip())]
         out += textwrap.wrap(line, width, subsequent_indent=indent + "    ",
-                             break_on_hyphens=False)
+                             break_on_hyphens=False, break_long_words=False)  # paths whole
     return "\n".join(out)

@@ -141,15 +141,30 @@ def test_a_link_to_a_missing_heading_or_page_is_found(tmp_path):
                                   ["recommend", "--params", "1e12"],
                                   ["recommend", "--compute", "1e24"],
                                   ["recommend", "--params", "7e9", "--tokens", "1e30"],
+                                  ["recommend", "--params", "1e12", "--active-params", "3.2e10"],
+                                  ["shape", "--from",
+                                   str(ROOT / "datasets/moe-configs/deepseek-v3/config.json")],
+                                  ["sweep", "plan", str(ROOT / "sweeps/moe-granularity-cpu.toml")],
+                                  ["sweep", "plan", str(ROOT / "sweeps/levine-small.toml"),
+                                   "--gpu", "h100"],
                                   ["laws"]])
 def test_every_line_a_person_reads_fits_100_columns(cli, argv):
-    """recommend opens with its answer in one line, and no line of recommend or laws text is
-    wider than 100 columns (the longer ones wrapped, tables made to fit)."""
+    """recommend opens with its answer in one line, and no line of recommend, shape, sweep plan
+    or laws text is wider than 100 columns (the longer ones wrapped, tables made to fit)."""
     r = cli(*argv)
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    if argv[0] == "recommend":
+    if argv[0] == "recommend" and "--active-params" not in argv:
         first = lines[0]
         assert first.startswith("answer: ") and " heads; depths " in first
         assert first.endswith(("; weak", "; informative", "; uninformative"))
+
+
+def test_wrapping_keeps_a_path_whole():
+    """A word longer than the width (a path) stays on one line, whole: a reader copies it."""
+    from archfit.text import wrap
+
+    path = "/tmp/" + "x" * 120 + "/figure.png"
+    out = wrap(f"  figure: {path}")
+    assert path in out.splitlines()[-1] and out.splitlines()[0] == "  figure:"
