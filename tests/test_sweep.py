@@ -264,8 +264,10 @@ def test_demo_end_to_end_on_a_mini_spec(tmp_path):
     assert "cannot speak for that size: 1e+09 is" in flat
     shapes = re.findall(r"vocab (\d+), ctx (\d+)", flat)
     assert len(shapes) >= 3 and set(shapes) == {("256", "64")}, shapes
-    last = r.stdout.strip().splitlines()[-1]
-    assert re.match(r"validation at 3.6e\+05: (HELD|MISSED|INCONCLUSIVE) - ", last), last
+    # the last statement (wrapped lines continue indented) is the validation's verdict
+    last = r.stdout.strip().rsplit("\nvalidation at ", 1)[-1]
+    assert re.match(r"3.6e\+05: (HELD|MISSED|INCONCLUSIVE) - ", last), last
+    assert all(ln.startswith("    ") for ln in last.splitlines()[1:]), last
 
 
 def test_run_ids_are_stable_across_releases():

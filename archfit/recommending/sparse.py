@@ -187,11 +187,11 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
                     e.n_shared_experts, exact)
     notes = _count_notes(shape, total, active, e)
+    its = tokens[flops_pick.granularity][1]  # how the FLOPs pick's tokens were set
     token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
-        f"the GPU time of the law's FLOPs pick on its tokens ({tokens[searched[0]][1]}), at "
-        "this shape's modelled speed" if law_tokens else
-        f"what this granularity needs to reach the FLOPs pick's loss on its tokens "
-        f"({tokens[searched[0]][1]})")
+        f"the GPU time of the law's FLOPs pick on its tokens ({its}), at this shape's modelled "
+        "speed" if law_tokens else
+        f"what this granularity needs to reach the FLOPs pick's loss on its tokens ({its})")
     _name_tokens(rec, mf, token_rule, cis["tokens"])
     notes += [n for n in (edge_note(mf, pick, searched),) if n]
     if law_tokens:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from archfit.errors import ArchfitError, FitError, UninformativeWarning
 from archfit.shapes.families import iso_param_family
 from archfit.shapes import Shape
+from archfit.text import wrap
 
 if TYPE_CHECKING:  # pragma: no cover
     from archfit.laws import Fit
@@ -287,8 +288,8 @@ class Validation:
         """A table of the shapes and the verdict, for a terminal."""
         lines = [f"validation of {self.fit} at {self.target:.3g} non-embedding parameters "
                  f"(the recommendation's own verdict: {self.recommendation_verdict})",
-                 f"  {'':12}{'layers':>7}{'d_model':>9}{'params':>11}{'predicted [95% PI, fitted]':>26}"
-                 f"{'measured ± sd':>20}{'rank':>6}"]
+                 f"  {'':12}{'layers':>7}{'d_model':>9}{'params':>11}"
+                 f"{'predicted [95% PI, fitted]':>28}{'measured ± sd':>20}{'rank':>6}"]
         for r in self.rows:
             pred = (f"{r['predicted']:.4f} [{r['low']:.3f}, {r['high']:.3f}]"
                     if r.get("low") is not None else
@@ -296,14 +297,14 @@ class Validation:
             meas = (f"{r['measured']:.4f} ± {r['sd']:.4f}" if r.get("sd") is not None else
                     f"{r['measured']:.4f}" if r.get("measured") is not None else "no runs")
             lines.append(f"  {r['role']:12}{r['n_layer']:>7}{r['d_model']:>9,}"
-                         f"{r['params']:>11,}{pred:>26}{meas:>20}{r.get('rank') or '-':>6}")
+                         f"{r['params']:>11,}{pred:>28}{meas:>20}{r.get('rank') or '-':>6}")
         if self.coverage:
             c = self.coverage
             lines.append(f"  measured losses inside their {LEVEL:.0%} prediction intervals: "
                          f"{c['inside']} of {c['runs']} runs")
         lines += [f"  note: {n}" for n in self.notes]
         lines.append(self.line())
-        return "\n".join(lines)
+        return wrap("\n".join(lines))
 
 
 def _measured(frame: Any, s: Shape) -> Any:
