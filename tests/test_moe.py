@@ -533,6 +533,11 @@ def test_compare_places_todays_mixtures_with_their_sources(cli):
         assert rows[name]["params_total"] == total and rows[name]["source"].strip()
     assert "2412.19437" in rows["DeepSeek-V3"]["source"]
     assert "2505.09388" in rows["Qwen3-235B-A22B"]["source"]
+    text = cli("compare").output  # the table a person reads names them too, within 100 columns
+    sources = " ".join(text.split("sources of the shapes:")[1].split())
+    assert "DeepSeek-V3: DeepSeek-AI 2024 (arXiv 2412.19437)" in sources
+    assert "Qwen3-235B-A22B: Qwen Team 2025 (arXiv 2505.09388)" in sources
+    assert max(map(len, text.splitlines())) <= 100
 
 
 def test_a_moe_fit_among_the_fits_weighs_the_granularity(cli):

@@ -23,6 +23,7 @@ def compare(fit, families, as_json):
       archfit compare --fit fits/my-levine.json --family GPT-3 --family Llama-3
     """
     from archfit.errors import ArchfitError
+    from archfit.text import wrap
     from archfit.shapes.known import KNOWN_MODELS_PATH, load_known_models
     from archfit.recommending.landscape import N_CONVENTION, place_known_models
 
@@ -43,12 +44,12 @@ def compare(fit, families, as_json):
                    "N_convention": N_CONVENTION,
                    "models": [r.to_dict() for r in rows]})
         return
-    click.echo(f"law: {f.label}: {f.law_obj.formula}")
-    click.echo("N: non-embedding parameters (Kaplan's N; a mixture of experts at its active "
-               "size), counted by archfit from each model's published shape "
-               "(archfit/published/known_models.csv)")
-    click.echo(f"verdict of the law at these sizes: {', '.join(verdicts)}"
-               + (f" ({'; '.join(reasons)})" if reasons else ""))
+    click.echo(wrap(
+        f"law: {f.label}: {f.law_obj.formula}\n"
+        "N: non-embedding parameters (Kaplan's N; a mixture of experts at its active size), "
+        "counted by archfit from each model's published shape (archfit/published/known_models.csv)"
+        f"\nverdict of the law at these sizes: {', '.join(verdicts)}"
+        + (f" ({'; '.join(reasons)})" if reasons else "")))
     click.echo("")
     click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>16}  "
                f"{'verdict':<15}depth vs optimum")
@@ -65,3 +66,5 @@ def compare(fit, families, as_json):
     if any(r.verdict == "uninformative" for r in rows):
         click.echo("* uninformative at that size: the law's answer there is not evidence "
                    "(see the verdict's reasons above)")
+    click.echo("\nsources of the shapes:")
+    click.echo(wrap("\n".join(f"  {r.model.name}: {r.model.source}" for r in rows)))
