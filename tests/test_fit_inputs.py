@@ -263,6 +263,7 @@ def test_a_table_too_large_to_fit_in_minutes_is_refused_at_once():
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_million_noisy_rows_are_refused_within_two_minutes_under_4_gb(tmp_path):
     """1,000,000 rows of 17 configurations with 1% noise on the loss (no exact duplicates):
     fit and design --results each answer in one line, within 2 minutes under 4 GB of

@@ -17,6 +17,7 @@ TIMINGS = 3  # of each shape in the CPU throughput sweep; the fastest counts
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_throughput_model_on_a_cpu_iso_param_sweep(cli, repo, tmp_path):
     """Ten shapes of one size, depth 1 to 32, trained and timed on this CPU, each TIMINGS times
     (the fastest is the shape's speed, as benchmarks time; with two, CI on 2026-11-24 measured

@@ -151,6 +151,7 @@ def test_every_readme_row_says_how_long_it_takes():
 
 
 @pytest.mark.slow  # the rows train a run, a sweep and a validation: about 7 min
+@pytest.mark.timing
 def test_the_readme_rows_run_as_written_in_order(tmp_path):
     """Every row of the README's table, exactly as written (globs expanded as a shell would),
     in order, in a fresh copy of the shipped files: each exits 0, within 3x the time its row

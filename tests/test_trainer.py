@@ -439,6 +439,7 @@ ONE_LONG_OP = ["train", "--layers", "1", "--width", "64", "--heads", "1", "--ctx
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 @pytest.mark.parametrize("grace,signals", [("3", 1), ("600", 2)])
 def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signals):
     """SIGTERM lands inside a step of >= 10 s spent in one torch kernel (longer than the
