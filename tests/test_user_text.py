@@ -147,15 +147,18 @@ def test_a_link_to_a_missing_heading_or_page_is_found(tmp_path):
                                   ["sweep", "plan", str(ROOT / "sweeps/moe-granularity-cpu.toml")],
                                   ["sweep", "plan", str(ROOT / "sweeps/levine-small.toml"),
                                    "--gpu", "h100"],
+                                  ["recommend", "--compute", "1e23", "--compare"],
+                                  ["recommend", "--params", "7e9", "--compare"],
+                                  ["compare"],
                                   ["laws"]])
 def test_every_line_a_person_reads_fits_100_columns(cli, argv):
-    """recommend opens with its answer in one line, and no line of recommend, shape, sweep plan
-    or laws text is wider than 100 columns (the longer ones wrapped, tables made to fit)."""
+    """recommend opens with its answer in one line, and no line of recommend, shape, sweep plan,
+    compare or laws text is wider than 100 columns (the longer ones wrapped, tables made to fit)."""
     r = cli(*argv)
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
-    if argv[0] == "recommend" and "--active-params" not in argv:
+    if argv[0] == "recommend" and "--active-params" not in argv and "--compare" not in argv:
         first = lines[0]
         assert first.startswith("answer: ") and " heads; depths " in first
         assert first.endswith(("; weak", "; informative", "; uninformative"))

@@ -51,20 +51,18 @@ def compare(fit, families, as_json):
         f"\nverdict of the law at these sizes: {', '.join(verdicts)}"
         + (f" ({'; '.join(reasons)})" if reasons else "")))
     click.echo("")
-    click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>16}  "
-               f"{'verdict':<15}depth vs optimum")
-    for r in rows:
-        ci = r.ci.text(".1f", named=False) if r.ci else "-"
-        call = (f"({r.summary}: not supported by the evidence)" if r.verdict == "uninformative"
-                else r.summary)
+    click.echo(f"{'model':<16}{'N':>10}{'layers':>8}{'optimum':>9}{'95% CI':>18}  "
+               f"{'verdict':<16}depth vs optimum")
+    for r in rows:  # within 100 columns: a ratio of 100x and an uninformative mark
+        ci = r.ci.text(".3g", named=False) if r.ci else "-"
         mark = "UNINFORMATIVE *" if r.verdict == "uninformative" else r.verdict
         click.echo(f"{r.model.name:<16}{r.N:>10.3g}{r.model.shape.n_layer:>8}"
-                   f"{r.n_layer_opt:>9.1f}{ci:>16}  {mark:<15}{call}")
+                   f"{r.n_layer_opt:>9.1f}{ci:>18}  {mark:<16}{r.summary}")
     named = next((r.ci for r in rows if r.ci), None)
-    click.echo(f"95% CI: the optimum's, {named.name()}" if named else
-               "95% CI: none, the fit carries no parameter draws")
+    click.echo(wrap(f"95% CI: the optimum's, {named.name()}" if named else
+                    "95% CI: none, the fit carries no parameter draws"))
     if any(r.verdict == "uninformative" for r in rows):
-        click.echo("* uninformative at that size: the law's answer there is not evidence "
-                   "(see the verdict's reasons above)")
+        click.echo(wrap("* uninformative at that size: the law's answer there is not supported by "
+                        "the evidence (see the verdict's reasons above)"))
     click.echo("\nsources of the shapes:")
     click.echo(wrap("\n".join(f"  {r.model.name}: {r.model.source}" for r in rows)))

@@ -292,42 +292,43 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
         return
     crows = [r for r in rows if r.get("role") == "compute"]
     if crows:
-        click.echo(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CI, fitted: "
-                   "percentiles over each fit's parameter draws, '-' where a fit has none")
-        click.echo(f"{'law':<22}{'N_opt':>10}{'95% CI':>22}{'D_opt':>10}{'tokens/param':>14}"
-                   f"{'95% CI':>18}  verdict")
-        for r in crows:
+        click.echo(wrap(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CI, fitted: "
+                        "percentiles over each fit's parameter draws, '-' where a fit has none"))
+        click.echo(f"{'law':<20}{'N_opt':>10}{'95% CI':>21}{'D_opt':>10}{'D/N':>7}{'95% CI':>14}"
+                   "  verdict")
+        for r in crows:  # D/N: tokens per parameter
             if "error" in r:
-                click.echo(f"{r['law']:<22}{'-':>10}{'-':>22}{'-':>10}{'-':>14}{'-':>18}  "
-                           f"{r['error']}")
+                click.echo(wrap(f"{r['law']:<20}{'-':>10}{'-':>21}{'-':>10}{'-':>7}{'-':>14}  "
+                                f"{r['error']}"))
                 continue
             nci, tci = r["N_opt_ci"], r["tokens_per_param_ci"]
             nci = nci.text(named=False) if nci else "-"
             tci = tci.text(named=False) if tci else "-"
-            click.echo(f"{r['law']:<22}{r['N_opt']:>10.3g}{nci:>22}{r['D_opt']:>10.3g}"
-                       f"{r['tokens_per_param']:>14.3g}{tci:>18}  {_mark(r['verdict'])}")
+            click.echo(f"{r['law']:<20}{r['N_opt']:>10.3g}{nci:>21}{r['D_opt']:>10.3g}"
+                       f"{r['tokens_per_param']:>7.3g}{tci:>14}  {_mark(r['verdict'])}")
+        click.echo("D/N: training tokens per parameter")
         click.echo("\nshape laws, at N_opt of the compute law given (default epoch2024):")
-    click.echo(f"{'law':<22}{'layers':>8}{'d_model':>10}{'optimum':>10}{'95% CI':>20}"
-               f"{'near-optimal':>16}  verdict")
+    click.echo(f"{'law':<22}{'layers':>7}{'d_model':>9}{'optimum':>9}{'95% CI':>18}"
+               f"{'near-optimal':>14}  verdict")
     for r in rows:
         if r.get("role") == "compute":
             continue
         if "error" in r:
-            click.echo(f"{r['law']:<22}{'-':>8}{'-':>10}{'-':>10}{'-':>20}{'-':>16}  "
-                       f"{r['error']}")
+            click.echo(wrap(f"{r['law']:<22}{'-':>7}{'-':>9}{'-':>9}{'-':>18}{'-':>14}  "
+                            f"{r['error']}"))
             continue
-        ci = r["ci"].text(".1f", named=False) if r["ci"] else "-"
+        ci = r["ci"].text(".3g", named=False) if r["ci"] else "-"
         near = r.get("near_optimal")
         near = (f"{near[0]:.0f}-" + ("any" if near[1] is None else f"{near[1]:.0f}")
                 if near else "-")
-        click.echo(f"{r['law']:<22}{r['n_layer']:>8}{r['d_model']:>10,}{r['n_layer_opt']:>10.1f}"
-                   f"{ci:>20}{near:>16}  {_mark(r['verdict'])}")
+        click.echo(f"{r['law']:<22}{r['n_layer']:>7}{r['d_model']:>9,}{r['n_layer_opt']:>9.1f}"
+                   f"{ci:>18}{near:>14}  {_mark(r['verdict'])}")
     click.echo("95% CI: the optimum's, fitted: percentiles over each fit's draws ('-' where a "
                "fit has none)")
     if any(r.get("near_optimal") for r in rows):
-        click.echo("near-optimal: the depths whose predicted loss is within the tolerance "
-                   "(default 0.5%) of each law's optimum; laws disagree where these do not "
-                   "overlap")
+        click.echo(wrap("near-optimal: the depths whose predicted loss is within the tolerance "
+                        "(default 0.5%) of each law's optimum; laws disagree where these do not "
+                        "overlap"))
     if any(r.get("verdict") == "uninformative" for r in rows):
         click.echo("* uninformative: the evidence does not support that row's answer; "
                    "--json gives the reasons")
