@@ -295,8 +295,7 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Iterable[tuple[str, str
         return
     if title:
         click.echo(wrap(title))
-    click.echo("  ".join(h.rjust(w) for h, w in zip(headers, widths)))
-    for r in cells:
-        click.echo("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+    for r in [headers, *cells]:
+        click.echo("  ".join(c.rjust(w) for c, w in zip(r, widths)).rstrip())
     if caption:
         click.echo(caption)

@@ -37,7 +37,7 @@ def run_objective(req: Any, pareto: str | None, as_json: bool) -> None:
         emit_json({**c.to_dict(), "figure": figure})
         return
     click.echo(wrap(c.header()))
-    print_table(*c.table())
+    print_table(*c.table(), caption=c.MARKS)
     click.echo("\n" + wrap(c.tradeoff))
     if figure:
         click.echo(f"wrote {figure}")

@@ -49,11 +49,13 @@ class Choice:
     data_law: str
     recommendation: Any = None  # the loss recommendation the candidates came from
 
-    # the candidates' columns, in the order a table shows them (key, header)
-    COLUMNS = (("n_layer", "layers"), ("d_model", "d_model"), ("shape_penalty", "shape pen."),
-               ("predicted_loss", "pred. loss"), ("tokens_per_s", "tokens/s/GPU"),
-               ("tokens", "tokens"), ("gpu_hours", "GPU-hours"), ("latency_ms", "ms/token"),
-               ("usd", "USD"), ("mark", ""))
+    # the candidates' columns, in the order a table shows them (key, header): a mark first
+    # (MARKS), then the shape law's penalty for depth (added to the predicted loss)
+    COLUMNS = (("mark", ""), ("n_layer", "layers"), ("d_model", "d_model"),
+               ("shape_penalty", "penalty"), ("predicted_loss", "pred. loss"),
+               ("tokens_per_s", "tokens/s/GPU"), ("tokens", "tokens"), ("gpu_hours", "GPU-hours"),
+               ("latency_ms", "ms/token"), ("usd", "USD"))
+    MARKS = "> the pick, = the loss-optimal shape"
 
     def to_dict(self) -> dict[str, Any]:
         out = {"objective": self.objective, "chosen": self.chosen,
@@ -83,8 +85,8 @@ class Choice:
     def table(self) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
         """The candidates marked (the pick, the loss-optimal one) and the columns that hold a
         value for at least one of them."""
-        rows = [{**x, "mark": ("<- pick" if x["chosen"] else "") +
-                 (" (loss-optimal)" if x["loss_optimal"] else "")} for x in self.rows]
+        rows = [{**x, "mark": (">" if x["chosen"] else "") + ("=" if x["loss_optimal"] else "")}
+                for x in self.rows]
         return rows, [c for c in self.COLUMNS if any(x.get(c[0]) is not None for x in rows)]
 
     def to_frame(self) -> Any:
