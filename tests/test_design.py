@@ -575,6 +575,7 @@ def test_the_python_api_is_archfit_design_and_takes_pandas_as_the_cli_does(cli, 
 
 # ------------------------------------------------------------------ the loop, trained on CPU
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # a sweep trained and 20 refits: about 10 min beside another file
 def test_a_designed_batch_narrows_the_target_as_much_as_a_random_one(tmp_path, repo,
                                                                      archfit_cmd):
     """The demo's sweep cut at half its largest size (1.2e5); a batch of 3 runs for the optimal

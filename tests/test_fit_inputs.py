@@ -92,6 +92,7 @@ def test_fit_notes_a_fractional_depth(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_million_row_table_is_answered_in_bounded_time_and_memory(tmp_path):
     """fit, design --results and predict on 1,000,000 rows of 17 configurations repeated:
     each finishes (or refuses in one line) within 60 s under 4 GB of address space; the

@@ -579,6 +579,7 @@ def test_with_tokens_given_time_picks_the_fewest_gpu_hours_to_the_flops_picks_lo
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 27 runs: 3 min idle, past 10 min beside another test file
 def test_a_granularity_sweep_fits_and_weighs_the_recommendation_with_its_intervals(
         cli, tmp_path):
     """sweeps/moe-granularity-cpu.toml end to end: 27 runs of Krajewski et al.'s setting (4 G

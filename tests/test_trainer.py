@@ -345,6 +345,7 @@ def test_train_cli_json_and_errors():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 2M tokens: about 9 min beside another test file
 def test_a_tiny_gpt_reaches_loss_2_5_within_2m_tokens():
     torch.set_num_threads(os.cpu_count() or 1)
     r = train(TrainConfig(budget=Budget(tokens=2e6), lr=3e-3, eval_every=100, eval_windows=64))
