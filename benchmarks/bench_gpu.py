@@ -213,18 +213,44 @@ def train_pairs(first: tuple, steps: int, warmup: int, dev: str, pairs: int) -> 
     return out
 
 
+def check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Every argument checked before anything trains; a bad one exits 2 in one line."""
+    def fail(message: str) -> None:
+        print(f"bench_gpu.py: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    if a.steps is not None and a.steps < 1:
+        fail(f"--steps must be at least 1, got {a.steps}")
+    if a.warmup < 1:
+        fail(f"--warmup must be at least 1 (the compile happens there), got {a.warmup}")
+    if a.out is not None:
+        folder = os.path.dirname(os.path.abspath(a.out))
+        if os.path.isdir(a.out):
+            fail(f"--out {a.out} is a folder; give a file in it, e.g. {a.out}/measured.json")
+        if not os.path.isdir(folder):
+            fail(f"--out {a.out}: the folder {folder} does not exist")
+        if not os.access(folder, os.W_OK):
+            fail(f"--out {a.out}: the folder {folder} is not writable")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: torch sees no CUDA device on this machine (torch "
+                 f"{torch.__version__}); use --device cpu")
+
+
 def main() -> None:
     from archfit.shapes import Shape
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--steps", type=int, default=None, help="timed steps (cuda 20, cpu 50)")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--device", choices=("cuda", "cpu"),
+                    default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps, at least 1 (cuda 20, cpu 50)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first, at least 1")
     ap.add_argument("--skip-hf", action="store_true", help="archfit's rows only")
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     a = ap.parse_args()
+    check_args(ap, a)  # before anything trains: a bad argument costs no run
     dev = a.device
-    steps = a.steps or (20 if dev == "cuda" else 50)
+    steps = a.steps if a.steps is not None else (20 if dev == "cuda" else 50)
     name = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
     peak = matmul_peak(dev)
     print(f"{name}, torch {torch.__version__}; {'bf16' if dev == 'cuda' else 'fp32'} matmul "

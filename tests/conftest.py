@@ -69,6 +69,20 @@ st.register_type_strategy(Shape, st.builds(
 ))
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (the README's ``-n 2`` on 2 cores) each worker is one CPU-bound
+    process: one torch thread in it, and every sweep it starts trains one run at a time
+    (``ARCHFIT_MAX_CONCURRENCY``), so that two workers never ask for more than the 2 cores."""
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        os.environ["ARCHFIT_MAX_CONCURRENCY"] = "1"
+        import torch
+
+        torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ARCHFIT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

@@ -276,17 +276,21 @@ def test_the_recipe_says_how_far_past_its_laws_checked_range_it_reaches(cli):
     assert "recipe unusable" in text.splitlines()[0] and "recipe verdict: uninformative" in text
 
 
-@pytest.mark.slow  # 63 tiny runs on 2 cores: about 6 minutes
-@pytest.mark.timeout(1500)
-def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path):
-    """archfit tune writes the proxies' learning-rate x batch sweep; sweep run trains it, sweep
-    collect tables it, fit --law lr-batch fits both knobs, and recommend --fit takes the rate and
-    the batch from it, fitted, with intervals, the factor past the largest proxy in the verdict,
-    and the published laws beside them. At these CPU sizes the published laws' rates and batches
-    are far above the best (sweeps/lr-batch-cpu.toml found the best batch at 200-250 tokens and
-    rates of 0.003-0.011), so the sweep is given that grid, as a second pass
+@pytest.mark.slow  # the fit and its 50 refits: about 20 s
+def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path, repo):
+    """archfit tune writes the proxies' learning-rate x batch sweep; its 63 runs were trained
+    once with sweep run and tabled with sweep collect (datasets/tune_cpu.parquet,
+    scripts/make_test_tables.sh); fit --law lr-batch fits both knobs, and recommend --fit takes
+    the rate and the batch from it, fitted, with intervals, the factor past the largest proxy
+    in the verdict, and the published laws beside them. At these CPU sizes the published laws'
+    rates and batches are far above the best (sweeps/lr-batch-cpu.toml found the best batch at
+    200-250 tokens and rates of 0.003-0.011), so the sweep is given that grid, as a second pass
     would be (the grid around the published laws is the fast test's)."""
     import json
+
+    import polars as pl
+
+    from archfit.sweep import load_spec
 
     spec = tmp_path / "tune.toml"
     rates = "1e-3,1.41e-3,2e-3,2.83e-3,4e-3,5.66e-3,8e-3"
@@ -295,12 +299,10 @@ def test_a_tuning_sweep_written_by_archfit_runs_into_recommend(cli, tmp_path):
     assert r.exit_code == 0, r.output
     plan = json.loads(r.output)
     assert plan["runs"] == 3 * 7 * 3 and plan["batch_sizes"] == [1, 2, 4]
-    out = tmp_path / "runs"
-    r = cli("sweep", "run", spec, "--out", out)
-    assert r.exit_code == 0, r.output
-    table = tmp_path / "tune.parquet"
-    r = cli("sweep", "collect", spec, "--out", out, "-o", table)
-    assert r.exit_code == 0, r.output
+    table = repo / "datasets" / "tune_cpu.parquet"
+    # the shipped table is this spec's runs (a run's id is the hash of its config)
+    assert set(pl.read_parquet(table)["run_id"]) == {
+        run.run_id for run in load_spec(str(spec)).runs}
     fit_path = tmp_path / "lr.json"
     r = cli("fit", table, "--law", "lr-batch", "--bootstrap", 50, "--out", fit_path)
     assert r.exit_code == 0, r.output

@@ -248,10 +248,18 @@ def _sparse(ctx: click.Context, req: RecommendRequest, p: dict) -> None:
                                             "tied_embeddings", "n_kv_head")}
     set_here = [flag for k, flag in {**flags, "family": "--family"}.items()
                 if explicit(ctx, k) and p.get(k) != "llama"]
+    set_here += [flag for k, flag in (("ff_ratio", "--ff-ratio"), ("ff_multiple", "--ff-multiple"))
+                 if p.get(k) is not None]
     if set_here:
         raise click.UsageError(f"a mixture of experts is recommended in the Llama-style family "
-                               f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads); drop "
-                               f"{', '.join(set_here)}")
+                               f"(SwiGLU, RoPE, RMSNorm, no biases, untied, 8 kv heads, Llama's "
+                               f"d_ff rule); drop {', '.join(set_here)}")
+    if p["pareto"]:
+        raise click.UsageError("--pareto draws a dense model's loss against GPU time; a mixture "
+                               "of experts prints its granularities priced in GPU time instead: "
+                               "drop --pareto")
+    if p["emit"] is not None and p["compare"]:
+        raise click.UsageError("--emit exports one shape; drop --compare")
     r = recommend_sparse(req, compare=p["compare"])
     emit, out_dir = p["emit"], p["out_dir"]
     if p["as_json"]:

@@ -479,10 +479,20 @@ class Fit:
         missing = [p for p in law.param_names if p not in params or params[p] is None]
         if missing:
             raise FitInputError(f"{where}: law {law.name!r} needs params {', '.join(missing)}")
+        extra = sorted(set(map(str, params)) - set(law.param_names))
+        if extra:
+            raise FitInputError(f"{where}: law {law.name!r} has no params {', '.join(extra)} (its "
+                                f"params are {', '.join(law.param_names)}); is 'law' the law "
+                                "this fit was made with? Refit with 'archfit fit'")
         for k, v in params.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise FitInputError(f"{where}: params.{k} is {type(v).__name__} {v!r}; a fit's "
                                     "constants are finite numbers (refit with 'archfit fit')")
+            why = None if (v == 0 and k in law.folded_without_tokens) else law.domain_error(k, v)
+            if why:
+                raise FitInputError(f"{where}: params.{k} is {v!r}: {why} (refit with 'archfit "
+                                    "fit')")
+        _check_samples(d.get("bootstrap"), law, where)
         raw = d.get("ci") or {}
         if not isinstance(raw, Mapping):
             raise FitInputError(f"{where}: ci is {raw!r}; a fit's ci is a table of intervals, "
@@ -567,6 +577,36 @@ def _plural(unit: str) -> str:
     ("training run (run_id)" -> "training runs (run_id)")."""
     noun, paren, rest = unit.partition(" (")
     return f"{noun}s{paren}{rest}"
+
+
+def _check_samples(boot: Any, law: Any, where: str) -> None:
+    """A fit's bootstrap draws as :meth:`Fit.bootstrap_params` reads them: a table of the law's
+    parameters, each a list of finite numbers, all of one length; else one line naming it."""
+    if boot is None:
+        return
+    if not isinstance(boot, Mapping):
+        raise FitInputError(f"{where}: bootstrap is {type(boot).__name__}; it is a table")
+    samples = boot.get("samples")
+    if samples is None:
+        return
+    if not isinstance(samples, Mapping):
+        raise FitInputError(f"{where}: bootstrap.samples is {type(samples).__name__}; it is a "
+                            "table of the law's parameters, each a list of numbers")
+    lengths = set()
+    for name in law.param_names:
+        col = samples.get(name)
+        if col is None:
+            continue
+        if not isinstance(col, list) or not all(
+                not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+                for x in col):
+            raise FitInputError(f"{where}: bootstrap.samples.{name} is not a list of finite "
+                                "numbers (refit with 'archfit fit')")
+        lengths.add(len(col))
+    if len(lengths) > 1:
+        raise FitInputError(f"{where}: bootstrap.samples hold {min(lengths)} to {max(lengths)} "
+                            "draws per parameter; each parameter has one per resample (refit "
+                            "with 'archfit fit')")
 
 
 def _pair(v: Any, where: str) -> list[Any] | None:

@@ -417,8 +417,11 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
     if "tokens" in data:
         span.update(tokens_min=float(np.min(data["tokens"])),
                     tokens_max=float(np.max(data["tokens"])))
-        if "params" in data:  # the largest run's compute, C = 6 N D
+        if "params" in data:  # the largest run's compute, C = 6 N D; the runs' D / N
             span["flops_max"] = float(np.max(6.0 * data["params"] * data["tokens"]))
+            ratio = data["tokens"] / data["params"]
+            span.update(tokens_per_param_min=float(np.min(ratio)),
+                        tokens_per_param_max=float(np.max(ratio)))
     for col in ("granularity", "n_experts", "top_k"):  # a mixture of experts' reach
         if lw.role == "moe" and col in data and np.all(np.isfinite(data[col])):
             span.update({f"{col}_min": float(np.min(data[col])),

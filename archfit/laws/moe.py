@@ -104,6 +104,17 @@ class _MoELaw(Law):
     def loss(self, params: Mapping[str, float], N: float, D: float, v: float) -> float:
         raise NotImplementedError
 
+    def _domain(self, **values: float) -> None:
+        """The law is defined for positive, finite sizes, tokens and sparsity only."""
+        from numbers import Real
+
+        bad = [f"{k} {v!r}" for k, v in values.items()
+               if isinstance(v, bool) or not isinstance(v, Real)
+               or not (math.isfinite(v) and v > 0)]
+        if bad:
+            raise FitError(f"{self.name}: the loss is defined for positive, finite N, D and "
+                           f"{list(values)[-1]}; got {', '.join(bad)}")
+
     def compute_optimal_sparse(self, params: Mapping[str, float], C: float
                                ) -> dict[str, float]:
         raise NotImplementedError
@@ -178,7 +189,8 @@ class Granularity(_MoELaw):
             + p["b"] / D ** p["beta"]
 
     def loss(self, params: Mapping[str, float], N: float, D: float, G: float) -> float:
-        """The law at one (N, D, G) (plain math)."""
+        """The law at one (N, D, G) (plain math); N, D and G positive."""
+        self._domain(N=N, D=D, G=G)
         p = params
         return p["c"] + (p["g"] / G ** p["gamma"] + p["a"]) / N ** p["alpha"] \
             + p["b"] / D ** p["beta"]
@@ -295,7 +307,8 @@ class Experts(_MoELaw):
         return params["c"] + params["a"] * tn + params["b"] * td
 
     def loss(self, params: Mapping[str, float], N: float, D: float, E: float) -> float:
-        """The law at one (N, D, E) (plain math)."""
+        """The law at one (N, D, E) (plain math); N, D and E positive."""
+        self._domain(N=N, D=D, E=E)
         p, lnE = params, math.log(max(E, 1.0))
         return (p["c"] + p["a"] * E ** p["delta"] * N ** -(p["alpha"] + p["gamma"] * lnE)
                 + p["b"] * E ** p["omega"] * D ** -(p["beta"] + p["zeta"] * lnE))

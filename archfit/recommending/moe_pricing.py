@@ -137,6 +137,23 @@ def tokens_for(fit: Fit, shape: Shape, given: float | None, per_param: float | N
             "compute-optimal at its granularity (C = 6 N D)")
 
 
+def tokens_reach(fit: Fit, law_tokens: float, N: float) -> str | None:
+    """Why the MoE law's own N-D trade-off (``law_tokens`` at ``N`` active parameters) is
+    outside its reach, or None inside it: its tokens per active parameter must lie within the
+    D / N its runs covered (a fit records that range; a law that records none has no reach in
+    D / N to stand on)."""
+    span = (fit.diagnostics or {}).get("span") or {}
+    lo, hi = span.get("tokens_per_param_min"), span.get("tokens_per_param_max")
+    ratio = law_tokens / N
+    if lo is None or hi is None:
+        return (f"{fit.label} records no range of tokens per parameter its runs covered, so "
+                "its own trade-off cannot be checked against its evidence")
+    if not lo * (1 - 1e-9) <= ratio <= hi * (1 + 1e-9):
+        return (f"{fit.label}'s own trade-off gives {ratio:.3g} tokens per active parameter, "
+                f"outside the {lo:.3g} to {hi:.3g} its runs covered")
+    return None
+
+
 def speed(shape: Shape, gpu: str, batch_tokens: float) -> tuple[float, float, dict[str, Any]]:
     """(tokens/s per GPU, the all-to-all's share of a step, the layout) of training ``shape``
     on ``gpu`` at ``batch_tokens`` per GPU and step (modelled)."""

@@ -107,7 +107,9 @@ def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
     narrowest shape's embeddings says so (no width step is to blame), else the error as it
     was."""
     t = req.target
-    if t.params is not None:
+    if t.origin is not None:
+        origin = t.origin
+    elif t.params is not None:
         origin = f"--params {t.params:g}"
     else:
         flag = ("--tokens-per-param", t.tokens_per_param) if t.tokens_per_param is not None \

@@ -21,6 +21,8 @@ from archfit.numbers import plain
 from archfit.recommending.candidates import DEPTH_SPAN
 
 OBJECTIVES = ("loss", "time", "cost", "latency")
+MLPS, POSITIONS, NORMS = ("gelu", "relu2", "swiglu"), ("learned", "rope"), ("layernorm", "rmsnorm")
+MAX_GPU_BATCH_TOKENS = 2 ** 26
 WIDTH_STEP = 128  # head_dim and width multiple, unless given (finer for small sizes: a note)
 
 
@@ -60,6 +62,9 @@ class Target:
     """With ``compute``: tokens the model will serve; size for training plus inference FLOPs."""
     tokens_per_param: float | None = None
     """With ``compute``: over-train at this many tokens per parameter (N = sqrt(C / 6R))."""
+    origin: str | None = None
+    """The option the size came from, as messages name it (default ``--params N``): a mixture's
+    backbone is sized from ``--active-params``."""
 
     def __post_init__(self) -> None:
         _plain_fields(self)
@@ -129,6 +134,17 @@ class Block:
             raise RecommendError(f"ff_ratio must be a positive number, 'auto' or 'llama'; got "
                                  f"{ff!r}")
         _positive("ff_multiple", self.ff_multiple, whole=True)
+        for name, kinds in (("mlp", MLPS), ("position", POSITIONS), ("norm", NORMS)):
+            v = getattr(self, name)
+            if v is not None and v not in kinds:
+                raise RecommendError(f"{name} must be one of {', '.join(kinds)}; got {v!r}")
+        for name in ("bias", "tied_embeddings"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, bool):
+                raise RecommendError(f"{name} must be True or False, got {v!r}")
+        if self.d_ff_rule is not None and not callable(self.d_ff_rule):
+            raise RecommendError(f"d_ff_rule must be a function of the width, got "
+                                 f"{self.d_ff_rule!r}")
 
     def overrides(self) -> dict[str, Any]:
         """The Shape fields given (the block's own, not the family's defaults)."""
@@ -178,6 +194,13 @@ class Grid:
                 f"whole KV heads (KV heads a multiple of tp) or a replicated share (tp a multiple "
                 f"of KV heads); use --kv-heads {math.lcm(kv, tp)} or a --tp that {kv} divides or "
                 "divides")
+        span = self.depth_span
+        if not (isinstance(span, (tuple, list)) and len(span) == 2 and all(
+                not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+                and x > 0 for x in span) and span[0] < 1 < span[1]):
+            raise RecommendError(f"depth_span must be two multiples of the optimal depth, low "
+                                 f"below 1 and high above it (default {DEPTH_SPAN}); got {span!r}")
+        object.__setattr__(self, "depth_span", (float(span[0]), float(span[1])))
         t = self.tolerance
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < 1:
             raise RecommendError(f"tolerance must be a fraction of the optimum's predicted loss, "
@@ -219,6 +242,11 @@ class Experts:
         s = self.n_shared_experts
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise RecommendError(f"n_shared_experts must be a whole number >= 0, got {s!r}")
+        from archfit.laws import Fit
+
+        if self.moe_law is not None and not isinstance(self.moe_law, (str, Fit)):
+            raise RecommendError(f"moe_law must be a law's name, a fit file's path or a Fit, "
+                                 f"got {type(self.moe_law).__name__}")
 
 
 @dataclass(frozen=True)
@@ -247,6 +275,24 @@ class Objective:
         if self.kind is not None and self.kind not in OBJECTIVES:
             raise RecommendError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
                                  f"{self.kind!r}")
+        for name in ("gpu", "step_model"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, str) and v.strip()):
+                raise RecommendError(f"{name} must be a name (e.g. gpu='h100') or a path, got "
+                                     f"{v!r}")
+        if self.gpu is not None:
+            from archfit.train.accelerators import DEVICES
+
+            if self.gpu.lower() not in DEVICES:
+                raise RecommendError(f"gpu must be one of {', '.join(DEVICES)}, got "
+                                     f"{self.gpu!r}")
+        for name in ("gpu_hours", "max_latency_ms", "batch_tokens", "usd_per_gpu_hour"):
+            _positive(name, getattr(self, name))
+        if self.batch_tokens is not None and self.batch_tokens > MAX_GPU_BATCH_TOKENS:
+            raise RecommendError(f"batch_tokens (--gpu-batch-tokens) is tokens per GPU and "
+                                 f"step: {self.batch_tokens:.3g} is past {MAX_GPU_BATCH_TOKENS:,}"
+                                 " (2^26; today's largest global batches are a few million "
+                                 "tokens)")
 
     @property
     def on_hardware(self) -> bool:
@@ -277,6 +323,21 @@ class RecommendRequest:
     """Raise instead of warn when the verdict is uninformative."""
 
     def __post_init__(self) -> None:
+        for name, cls, example in (("target", Target, "Target(params=7e9)"),
+                                   ("block", Block, "Block(family='llama')"),
+                                   ("grid", Grid, "Grid(head_dim=128)"),
+                                   ("objective", Objective, "Objective(kind='time')")):
+            v = getattr(self, name)
+            if not isinstance(v, cls):
+                raise RecommendError(f"{name} must be {_article(cls.__name__)} (e.g. {example}), got "
+                                     f"{type(v).__name__} {v!r:.60}")
+        if self.experts is not None and not isinstance(self.experts, Experts):
+            raise RecommendError(f"experts must be an Experts (e.g. Experts(active_params=3.2e10))"
+                                 f" or None, got {type(self.experts).__name__}")
+        if not isinstance(self.fits, tuple):
+            object.__setattr__(self, "fits", _as_tuple(self.fits))
+        if not isinstance(self.strict, bool):
+            raise RecommendError(f"strict must be True or False, got {self.strict!r}")
         e, t, o = self.experts, self.target, self.objective
         budget = [f for f, v in (("--inference-tokens", t.inference_tokens),
                                  ("--tokens-per-param", t.tokens_per_param),
@@ -319,6 +380,10 @@ class RecommendRequest:
                    fits=_as_tuple(fit), strict=strict)
 
 
+def _article(name: str) -> str:
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+
+
 def _as_tuple(fit: Any) -> tuple[Any, ...]:
     if fit is None:
         return ()
@@ -330,4 +395,4 @@ def _as_tuple(fit: Any) -> tuple[Any, ...]:
 # the flat keyword of each part's field (recommend(**options) and a campaign's [recommend])
 KEYWORDS: dict[str, str] = {f.name: part for part, cls in (("target", Target), ("block", Block),
                                                            ("grid", Grid))
-                            for f in fields(cls) if f.name != "params"}
+                            for f in fields(cls) if f.name not in ("params", "origin")}

@@ -24,6 +24,7 @@ compute beside it, with what each costs in memory and FLOPs per token.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +35,7 @@ from archfit.recommending.options import given_fits
 from archfit.recommending.moe_pricing import (DEFAULT_BATCH_TOKENS, DEFAULT_GPU, EXPERT_MULTIPLE,
                                               candidate_granularities, choose, edge_note,
                                               pick_intervals, price, reach, reach_trust,
-                                              tokens_for)
+                                              tokens_for, tokens_reach)
 from archfit.recommending.request import (WIDTH_STEP, Block, Objective, RecommendRequest,
                                           Target)
 from archfit.recommending.result import _verdict_line
@@ -100,8 +101,12 @@ class SparseRecommendation:
     def _lines(self) -> list[str]:
         s, sp, b = self.shape, self.sparsity, self.backbone
         r = b.recipe or {}
+        law_D = sp.get("law_tokens")
         train = (f"; peak lr {r['lr']['value']:.3g}, batch {r['batch_tokens']['value']:.3g} "
-                 f"tokens, {r['tokens']['value']:.3g} tokens" if r else "")
+                 f"tokens, {r['tokens']['value']:.3g} tokens"
+                 + (f" ({r['tokens']['law']}, dense)" if law_D else "")
+                 + (" (recipe unusable)" if r.get("verdict") == "uninformative" else "")
+                 if r else "")
         lines = [
             f"answer: {s.n_layer} x {s.d_model:,}, {s.n_experts:,} experts of {s.d_expert:,}, "
             f"top-{s.top_k}{train}; verdict {self.trust['verdict']}", "",
@@ -119,6 +124,9 @@ class SparseRecommendation:
             + ("" if r["tokens"].get("provenance") == "given" else
                _ci(r["tokens"].get("interval"))) + ": "
             f"{sp['tokens_rule']}" if r else "",
+            *([f"  {law_D['law']}'s own tokens {law_D['value']:.3g} "
+               f"({law_D['tokens_per_param']:.3g} per active parameter): an extrapolation, not "
+               f"used: {law_D['why']}"] if law_D else []),
             f"  predicted loss {sp['loss']['value']:.4g}{_ci(sp['loss']['interval'])} "
             f"({sp['law']}, nats/token)",
             *_pricing_lines(sp),
@@ -164,6 +172,10 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     the active non-embedding parameters. Its fits are the dense shape law's (and the recipe's)
     for the backbone; ``req.experts.moe_law`` weighs the granularities; its fixed counts stand.
     ``compare``: the dense model of the same training compute beside it."""
+    if not isinstance(req, RecommendRequest):
+        raise RecommendError("recommend_sparse takes one RecommendRequest with its experts, e.g. "
+                             "recommend_sparse(RecommendRequest(Target(params=1e12), experts="
+                             f"Experts(active_params=3.2e10))); got {type(req).__name__}")
     e, t = _check_sparse(req)
     dense_fits, mf = _split_fits(req)
     req = req.with_(fits=dense_fits)
@@ -174,12 +186,26 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     base = _backbone_rec(req, active, None).shape
     searched = candidate_granularities(mf, base, e.granularity, e.top_k)
     exact = e.granularity is not None
-    shapes = {G: _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
-              for G in searched}
+    shapes, refused = {}, None
+    for G in searched:  # shared experts may take a coarse granularity's whole active MLP
+        try:
+            shapes[G] = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
+        except RecommendError as err:
+            refused = err
+    if not shapes:
+        raise refused or RecommendError("no granularity to weigh")
     tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
-    priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
     law_tokens = t.tokens is None and t.tokens_per_param is None
+    extrapolated = _outside_reach(mf, shapes, tokens) if law_tokens else None
+    if extrapolated is not None:  # the dense compute law's tokens at the active size instead
+        tokens = {G: (extrapolated["dense_tokens"], extrapolated["rule"]) for G in shapes}
+        law_tokens = False
+    priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
     pick, flops_pick, rule = choose(mf, priced, objective, not law_tokens)
+    if not (math.isfinite(pick.tokens) and pick.tokens > 0 and math.isfinite(pick.loss)):
+        raise RecommendError(f"{mf.label} gives granularity {pick.granularity:g} no finite "
+                             f"tokens or loss ({pick.tokens:.3g} tokens, loss {pick.loss:.3g}): "
+                             "are the fit's constants the law's? Refit with 'archfit fit'")
     cis = pick_intervals(mf, pick, flops_pick, law_tokens)
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
     router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
@@ -192,13 +218,15 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
         f"the GPU time of the law's FLOPs pick on its tokens ({its}), at this shape's modelled "
         "speed" if law_tokens else
         f"what this granularity needs to reach the FLOPs pick's loss on its tokens ({its})")
-    _name_tokens(rec, mf, token_rule, cis["tokens"])
+    if extrapolated is not None:
+        extrapolated["figure"] = _law_figure(mf, extrapolated, pick)
+    _name_tokens(rec, mf, token_rule, cis["tokens"], extrapolated)
     notes += [n for n in (edge_note(mf, pick, searched),) if n]
-    if law_tokens:
-        notes.append(f"{pick.tokens / active:.3g} tokens per active parameter, from the law; "
-                     "released mixtures train on hundreds (DeepSeek-V3 394 on 14.8T tokens, "
-                     "Qwen3-235B-A22B about 1,600 on 36T): --tokens-per-param plans a budget "
-                     "like theirs")
+    if law_tokens or extrapolated is not None:
+        ratio = pick.tokens / active
+        notes.append(f"{ratio:.3g} tokens per active parameter; released mixtures train on "
+                     "hundreds (DeepSeek-V3 394 on 14.8T tokens, Qwen3-235B-A22B about 1,600 on "
+                     "36T): --tokens-per-param plans a budget like theirs")
     notes.append("the recipe's rate and batch are the dense laws' at the active size: that they "
                  "carry over to a mixture of experts is assumed (the published hyperparameter "
                  "laws are dense)")
@@ -216,6 +244,7 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
         "loss": {"value": pick.loss, "interval": cis["loss"],
                  "convention": "the MoE law's predicted loss (nats/token) on the pick's tokens"},
         "by_granularity": [p.row() for p in priced], "reach": reach(mf),
+        "law_tokens": extrapolated and extrapolated["figure"],
         "pricing": {"gpu": gpu, "batch_tokens_per_gpu": batch, "kind": "modelled",
                     "layout": pick.layout, "tokens_per_s_per_gpu": pick.tokens_per_s,
                     "all_to_all_share": pick.all_to_all_share,
@@ -237,6 +266,17 @@ def _check_sparse(req: RecommendRequest) -> tuple[Any, Any]:
     """The request's experts and target, once the options a mixture of experts does not read
     are refused in one line each."""
     e, t = req.experts, req.target
+    b, g = req.block, req.grid
+    unread = [name for name, v in (("family", b.family), *b.overrides().items(),
+                                   ("ff_ratio", b.ff_ratio), ("ff_multiple", b.ff_multiple),
+                                   ("d_ff_rule", b.d_ff_rule), ("n_kv_head", g.n_kv_head))
+              if v is not None and not (name in ("family", "ff_ratio") and v == "llama")
+              and not (name in LLAMA.fields and v == LLAMA.fields[name])
+              and not (name == "n_kv_head" and v == LLAMA.n_kv_head)]
+    if unread:
+        raise RecommendError(f"a mixture of experts is built in the Llama-style family (SwiGLU, "
+                             "RoPE, RMSNorm, no biases, untied, 8 kv heads, Llama's d_ff rule); "
+                             f"{', '.join(unread)} would not be read: drop them")
     if e is None or t.params is None:
         raise RecommendError("a mixture of experts needs a total size (--params) and its active "
                              "parameters (--active-params); a FLOP budget for one is not "
@@ -266,7 +306,9 @@ def _count_notes(shape: Shape, total: float, active: float, e: Any) -> list[str]
     err_t = shape.params_non_embedding / total - 1
     err_a = shape.params_active_non_embedding / active - 1
     fixed = [f"{flag} {v:g}" for flag, v in (("--experts", e.n_experts), ("--top-k", e.top_k),
-                                            ("--granularity", e.granularity)) if v is not None]
+                                            ("--granularity", e.granularity),
+                                            ("--shared-experts", e.n_shared_experts or None))
+             if v is not None]
     if fixed and max(abs(err_t), abs(err_a)) > FIXED_TOLERANCE:
         raise RecommendError(f"{' '.join(fixed)} cannot meet {total:.4g} total and {active:.4g} "
                              f"active parameters: the shape lands {err_t:+.1%} from the total and "
@@ -281,15 +323,51 @@ def _count_notes(shape: Shape, total: float, active: float, e: Any) -> list[str]
     return []
 
 
-def _name_tokens(rec: Any, mf: Fit, rule: str, interval: Any) -> None:
-    """The recipe's tokens named by the sparse rule that chose them (not a dense law's), with
-    that rule's interval (or none)."""
+def _name_tokens(rec: Any, mf: Fit, rule: str, interval: Any,
+                 extrapolated: dict[str, Any] | None = None) -> None:
+    """The recipe's tokens named by the sparse rule that chose them, with that rule's interval
+    (or none); where the MoE law's own trade-off was outside its reach (``extrapolated``), the
+    dense compute law's tokens, with the MoE law's figure beside them as an extrapolation."""
     if rec.recipe and "tokens" in rec.recipe:
         tok = rec.recipe["tokens"]
-        tok.update(law=mf.label, pick=rule, source=rule, interval=interval, provenance=(
-            "given" if rule.startswith(("as given", "--tokens")) else "published"
-            if mf.name in _published() else "fitted"))
+        if extrapolated is not None:
+            tok.update(law=extrapolated["dense_law"], pick=rule, source=rule, interval=interval,
+                       provenance="published",
+                       law_tokens=extrapolated["figure"])
+        else:
+            tok.update(law=mf.label, pick=rule, source=rule, interval=interval, provenance=(
+                "given" if rule.startswith(("as given", "--tokens")) else "published"
+                if mf.name in _published() else "fitted"))
         tok.pop("each", None)
+
+
+def _outside_reach(mf: Fit, shapes: dict[float, Shape],
+                   tokens: dict[float, tuple[float, str]]) -> dict[str, Any] | None:
+    """None where the MoE law's own N-D trade-off lies within its reach in tokens per active
+    parameter for every candidate; else the dense compute law's tokens at the active size
+    (what the headline trains on) and the law's own figure, marked an extrapolation."""
+    from archfit.recommending.recipe import optimal_tokens
+
+    why = [w for G, sh in shapes.items()
+           if (w := tokens_reach(mf, tokens[G][0], float(sh.params_active_non_embedding)))]
+    if not why:
+        return None
+    sh = next(iter(shapes.values()))  # every candidate has the same active size
+    dense = optimal_tokens(float(sh.params_active))  # Chinchilla fits count every parameter
+    return {"dense_tokens": float(dense["value"]), "dense_law": dense["law"],
+            "rule": (f"{dense['law']}'s compute-optimal tokens at the active size, a dense law: "
+                     f"{mf.label}'s own trade-off is outside its reach"),
+            "by_granularity": {G: tokens[G][0] for G in shapes}, "why": why[0]}
+
+
+def _law_figure(mf: Fit, extrapolated: dict[str, Any], pick: Any) -> dict[str, Any]:
+    """The MoE law's own tokens for the pick's granularity, beside the headline's: an
+    extrapolation, with why (a granularity within its reach is named by the first that
+    is not)."""
+    D = extrapolated["by_granularity"][pick.granularity]
+    N = float(pick.shape.params_active_non_embedding)
+    return {"value": D, "tokens_per_param": D / N, "law": mf.label, "kind": "extrapolation",
+            "why": tokens_reach(mf, D, N) or extrapolated["why"], "used": False}
 
 
 def _backbone_rec(req: RecommendRequest, active: float, tokens: float | None) -> Any:
@@ -308,7 +386,8 @@ def _backbone(req: RecommendRequest, active: float, tokens: float | None = None
     (what Mixtral, Qwen3-MoE and DeepSeek share: Llama's block and d_ff rule, 8 kv heads; 8-way
     tensor parallelism, a width step of 128, Llama 3's vocabulary and context unless given)."""
     g = req.grid
-    return req.with_(target=Target(params=active, tokens=tokens), experts=None,
+    origin = f"--active-params {req.experts.active_params:g}" if req.experts else None
+    return req.with_(target=Target(params=active, tokens=tokens, origin=origin), experts=None,
                      objective=Objective(),
                      block=Block(family="llama", ff_ratio="llama", **LLAMA.fields),
                      grid=replace(g, head_dim=g.head_dim or WIDTH_STEP,
@@ -370,6 +449,12 @@ def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: i
     de = max(1, round(f / G)) if exact else \
         max(EXPERT_MULTIPLE, round(f / G / EXPERT_MULTIPLE) * EXPERT_MULTIPLE)
     k = top_k or (max(1, round(G)) if exact else max(1, round(f / de)))
+    if top_k is None and shared:  # shared experts take their share of the active MLP
+        if k - shared < 1:
+            raise RecommendError(f"{shared} shared experts of width {de:,} take the whole active "
+                                 f"MLP at granularity {G:g} (top-{k} in all): give fewer "
+                                 "--shared-experts or a finer --granularity")
+        k -= shared
     probe = base.with_(n_experts=max(k + 1, 2), top_k=k, d_expert=de,
                        n_shared_experts=shared)
     if n_experts is None:

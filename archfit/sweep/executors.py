@@ -98,12 +98,18 @@ def _gpu_ids() -> list[str]:
     return [str(i) for i in range(_gpu_count())]
 
 
+# caps the CPU runs at a time of every local sweep, whatever its spec or --concurrency says: a
+# machine shared with other work (a test runner's parallel workers among them) sets it
+MAX_CONCURRENCY_ENV = "ARCHFIT_MAX_CONCURRENCY"
+
+
 def run_local(dirs: list[str], concurrency: int | None = None, threads: int | None = None,
               retry_failed: bool = False,
               on_done: Callable[[str, str], None] | None = None,
               gpus_per_run: Callable[[str], int] | None = None) -> dict[str, int]:
     """A pool of worker processes: one run per GPU (CUDA_VISIBLE_DEVICES from free slots), or
-    on CPU ``concurrency`` runs at a time with ``threads`` torch threads each. When some run
+    on CPU ``concurrency`` runs at a time (at most ``$ARCHFIT_MAX_CONCURRENCY`` where set)
+    with ``threads`` torch threads each. When some run
     needs several GPUs (``gpus_per_run(run_dir)``), runs are packed onto the GPUs instead
     (:func:`run_packed`), each trained by that many processes."""
     import multiprocessing as mp
@@ -122,6 +128,9 @@ def run_local(dirs: list[str], concurrency: int | None = None, threads: int | No
             slots.put(i)
     else:
         concurrency = concurrency or max(1, (os.cpu_count() or 1) // (threads or 1))
+        cap = os.environ.get(MAX_CONCURRENCY_ENV, "").strip()
+        if cap.isdigit() and int(cap) > 0:  # a shared machine's (or a test runner's) own limit
+            concurrency = min(concurrency, int(cap))
         threads = threads or max(1, (os.cpu_count() or 1) // concurrency)
     tally: dict[str, int] = {}
     todo = still_to_run(dirs, retry_failed)
