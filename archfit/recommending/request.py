@@ -281,11 +281,13 @@ class Objective:
                 raise RecommendError(f"{name} must be a name (e.g. gpu='h100') or a path, got "
                                      f"{v!r}")
         if self.gpu is not None:
-            from archfit.train.accelerators import DEVICES
+            from archfit.errors import ArchfitError
+            from archfit.train.accelerators import device
 
-            if self.gpu.lower() not in DEVICES:
-                raise RecommendError(f"gpu must be one of {', '.join(DEVICES)}, got "
-                                     f"{self.gpu!r}")
+            try:
+                device(self.gpu)
+            except ArchfitError as e:
+                raise RecommendError(str(e)) from None
         for name in ("gpu_hours", "max_latency_ms", "batch_tokens", "usd_per_gpu_hour"):
             _positive(name, getattr(self, name))
         if self.batch_tokens is not None and self.batch_tokens > MAX_GPU_BATCH_TOKENS:
@@ -395,4 +397,4 @@ def _as_tuple(fit: Any) -> tuple[Any, ...]:
 # the flat keyword of each part's field (recommend(**options) and a campaign's [recommend])
 KEYWORDS: dict[str, str] = {f.name: part for part, cls in (("target", Target), ("block", Block),
                                                            ("grid", Grid))
-                            for f in fields(cls) if f.name not in ("params", "origin")}
+                            for f in fields(cls) if f.name != "params"}

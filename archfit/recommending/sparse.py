@@ -186,20 +186,9 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     base = _backbone_rec(req, active, None).shape
     searched = candidate_granularities(mf, base, e.granularity, e.top_k)
     exact = e.granularity is not None
-    shapes, refused = {}, None
-    for G in searched:  # shared experts may take a coarse granularity's whole active MLP
-        try:
-            shapes[G] = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
-        except RecommendError as err:
-            refused = err
-    if not shapes:
-        raise refused or RecommendError("no granularity to weigh")
-    tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
-    law_tokens = t.tokens is None and t.tokens_per_param is None
-    extrapolated = _outside_reach(mf, shapes, tokens) if law_tokens else None
-    if extrapolated is not None:  # the dense compute law's tokens at the active size instead
-        tokens = {G: (extrapolated["dense_tokens"], extrapolated["rule"]) for G in shapes}
-        law_tokens = False
+    shapes = _candidates(base, total, searched, e, exact)
+    tokens, extrapolated = _candidate_tokens(mf, shapes, t)
+    law_tokens = t.tokens is None and t.tokens_per_param is None and extrapolated is None
     priced = price(mf, shapes, {G: d for G, (d, _) in tokens.items()}, gpu, batch)
     pick, flops_pick, rule = choose(mf, priced, objective, not law_tokens)
     if not (math.isfinite(pick.tokens) and pick.tokens > 0 and math.isfinite(pick.loss)):
@@ -255,6 +244,35 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     if compare:
         out.dense = dense_beside(shape, rec)
     return out
+
+
+def _candidates(base: Shape, total: float, searched: list[float], e: Any, exact: bool
+                ) -> dict[float, Shape]:
+    """Each granularity weighed as a shape of ``total`` parameters; a granularity whose whole
+    active MLP the shared experts would take is left out (refused when it is every one)."""
+    shapes, refused = {}, None
+    for G in searched:
+        try:
+            shapes[G] = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
+        except RecommendError as err:
+            refused = err
+    if not shapes:
+        raise refused or RecommendError("no granularity to weigh")
+    return shapes
+
+
+def _candidate_tokens(mf: Fit, shapes: dict[float, Shape], t: Target
+                      ) -> tuple[dict[float, tuple[float, str]], dict[str, Any] | None]:
+    """Each candidate's tokens and their rule: given, per parameter, or the MoE law's own N-D
+    trade-off where it lies within the law's reach; outside it, the dense compute law's at
+    the active size, with the law's figures kept (the second value) as an extrapolation."""
+    tokens = {G: tokens_for(mf, sh, t.tokens, t.tokens_per_param) for G, sh in shapes.items()}
+    if t.tokens is not None or t.tokens_per_param is not None:
+        return tokens, None
+    extrapolated = _outside_reach(mf, shapes, tokens)
+    if extrapolated is not None:
+        tokens = {G: (extrapolated["dense_tokens"], extrapolated["rule"]) for G in shapes}
+    return tokens, extrapolated
 
 
 def _ci(interval: Any) -> str:
