@@ -110,15 +110,16 @@ def _export_path(fmt: str, out_dir: str) -> str:
 
 
 def write_export(shape: Shape, fmt: str, out_dir: str | None, force: bool, tp: int | None = None,
-                 vocab_divisible_by: int = 128, recipe: dict[str, Any] | None = None
-                 ) -> str | None:
+                 vocab_divisible_by: int = 128, recipe: dict[str, Any] | None = None,
+                 kept: dict[str, Any] | None = None) -> str | None:
     """The export on stdout (and its counts on stderr), or written atomically into ``out_dir``
     (checked beforehand by :func:`check_emit_args`) with a line naming the file and its counts;
     returns the path."""
     from archfit.formats import ExportOptions, get_format
 
     f = get_format(fmt)
-    o = ExportOptions(tp=tp or 1, vocab_divisible_by=vocab_divisible_by, recipe=recipe)
+    o = ExportOptions(tp=tp or 1, vocab_divisible_by=vocab_divisible_by, recipe=recipe,
+                      kept=kept or {})
     text = f.render(shape, o)
     counts = f.count_text(shape, o)
     if out_dir is None:

@@ -74,7 +74,8 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
         s = Shape(**family_fields(fields))  # --ff-ratio llama: Llama's d_ff rule
     if emit is not None:
         refuse_inexpressible(ctx, s, emit, suggest_family=imported is None)
-        write_export(s, emit, out_dir, force, tp, vocab_divisible_by)
+        write_export(s, emit, out_dir, force, tp, vocab_divisible_by,
+                     kept=imported.routing if imported is not None else None)
         return
     if tp is not None:
         raise click.UsageError("--tp goes with --emit megatron")

@@ -173,6 +173,10 @@ def read_file(path: str) -> Imported:
                               "config; give the config file itself")
         if not text.strip():
             raise FormatError("the file is empty; give a config archfit reads")
+        if "\x00" in text:
+            raise FormatError("it holds NUL bytes: a binary file, not a text config")
+        if suffix == ".json" and not text.lstrip().startswith(("{", "[")):
+            raise FormatError("not JSON: a .json config is one JSON object ({...})")
         try:
             return read_text(text, suffix, "the file")
         except RecursionError:

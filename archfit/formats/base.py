@@ -61,6 +61,10 @@ class ExportOptions:
     # the recommendation's recipe (archfit.recommending.recipe), written as the framework's
     # training arguments where it has them (nanoGPT's globals, Megatron's TRAIN_ARGS)
     recipe: dict[str, Any] | None = None
+    # fields of the config read with --from that do not change the counts but that the same
+    # format writes (a mixture's routing: n_group, topk_group, routed_scaling_factor, ...):
+    # kept as given rather than replaced by the export's defaults
+    kept: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.tp < 1 or self.vocab_divisible_by < 1:
@@ -177,10 +181,13 @@ class Imported:
     ignored: list[str] = field(default_factory=list)  # known fields that do not change counts
     unknown: list[str] = field(default_factory=list)  # fields archfit does not know
     notes: list[str] = field(default_factory=list)
+    # routing fields as the file gives them (they do not change the counts; an export to the
+    # same format keeps them)
+    routing: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "ignored_fields": self.ignored,
-                "unknown_fields": self.unknown, "notes": self.notes}
+                "unknown_fields": self.unknown, "notes": self.notes, "routing": self.routing}
 
 
 def whole(cfg: dict[str, Any], key: str) -> Any:
@@ -188,6 +195,23 @@ def whole(cfg: dict[str, Any], key: str) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, type(None))):
         raise FormatError(f"{key} must be a whole number, got {v!r}")
     return v
+
+
+def json_object(text: str, where: str) -> dict[str, Any]:
+    """A JSON config's top-level object; anything else (not JSON, an array, a number past
+    Python's 4,300-digit limit) is one line naming ``where``."""
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{where}: not valid JSON ({e}); a config is one JSON object, "
+                          "without comments") from None
+    except ValueError as e:  # an integer of thousands of digits
+        raise FormatError(f"{where}: a number in it is too long to be a model's ({e.args[0][:60]}"
+                          "...)") from None
+    if not isinstance(d, dict):
+        raise FormatError(f"{where}: a JSON {type(d).__name__.replace('list', 'array')}, not a "
+                          "config (one JSON object of fields)")
+    return d
 
 
 def python_literals(text: str, where: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from archfit.formats.base import (LLAMA_FIXED, Format, FormatError, Imported, archfit_block,
+                                  json_object,
                                   gpt2_limits, llama_limits, need, plan_limits, register,
                                   whole)
 from archfit.shapes import Shape
@@ -175,6 +176,17 @@ _DEEPSEEK_EXPERTS = {"n_experts": "n_routed_experts", "top_k": "num_experts_per_
 _MLA_NAMES = {"q_lora_rank": "q_lora_rank", "kv_lora_rank": "kv_lora_rank",
               "qk_rope_head_dim": "qk_rope_head_dim", "v_head_dim": "v_head_dim",
               "d_head": "qk_nope_head_dim"}
+# a mixture's routing fields, by model_type: they do not change the parameter count; an export
+# to the same model_type keeps what the config read with --from gave (else its own defaults)
+ROUTING_FIELDS: dict[str, tuple[str, ...]] = {
+    "deepseek_v3": ("n_group", "topk_group", "routed_scaling_factor", "norm_topk_prob",
+                    "scoring_func", "topk_method"),
+    "qwen3_moe": ("norm_topk_prob", "router_aux_loss_coef"),
+    "mixtral": ("router_aux_loss_coef", "router_jitter_noise")}
+# transformers' DeepseekV3Config defaults for the latent-attention fields (what it builds from
+# a config.json that leaves one out)
+_DEEPSEEK_V3_MLA_DEFAULTS = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                             "v_head_dim": 128, "qk_nope_head_dim": 128}
 _QWEN_MOE_EXPERTS = {"n_experts": "num_experts", "top_k": "num_experts_per_tok",
                      "d_expert": "moe_intermediate_size", "moe_every": "decoder_sparse_step"}
 
@@ -206,8 +218,7 @@ _FAMILIES: dict[str, _Family] = {f.name: f for f in (
             _QWEN_MOE_EXPERTS),
     _Family("deepseek_v3", _LLAMA_NAMES, _LLAMA_REQ + ("n_routed_experts",
                                                        "num_experts_per_tok",
-                                                       "moe_intermediate_size",
-                                                       "kv_lora_rank"),
+                                                       "moe_intermediate_size"),
             {"tie_word_embeddings": False, "max_position_embeddings": 4096,
              "num_key_value_heads": 128, "n_shared_experts": 1, "first_k_dense_replace": 3},
             _LLAMA_FIXED, "hidden_act", frozenset(_SILU), _DEEPSEEK_EXPERTS),
@@ -312,7 +323,8 @@ def from_hf_config(cfg: dict[str, Any]) -> Imported:
         used |= _experts(fam, cfg, fields_, notes)
     ignored = sorted(k for k in cfg if k not in used and k in _HF_NEUTRAL)
     unknown = sorted(k for k in cfg if k not in used and k not in _HF_NEUTRAL)
-    return Imported(Shape(**fields_), mt, ignored, unknown, notes)
+    routing = {k: cfg[k] for k in ROUTING_FIELDS.get(mt, ()) if k in cfg}
+    return Imported(Shape(**fields_), mt, ignored, unknown, notes, routing)
 
 
 def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: list[str]
@@ -329,7 +341,7 @@ def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: 
     if fam.name == "mixtral":
         fields_["d_expert"] = fields_["d_ff"]
     if fam.name == "deepseek_v3":
-        used |= _mla(cfg, fields_)
+        used |= _mla(cfg, fields_, notes)
     if fam.name == "qwen3_moe":
         used |= {"mlp_only_layers", "shared_expert_intermediate_size"}
         if cfg.get("shared_expert_intermediate_size"):
@@ -348,16 +360,29 @@ def _experts(fam: _Family, cfg: dict[str, Any], fields_: dict[str, Any], notes: 
     return used
 
 
-def _mla(cfg: dict[str, Any], fields_: dict[str, Any]) -> set[str]:
-    """DeepSeek-V3's latent attention and its sparse-layer pattern; the config fields read."""
+def _mla(cfg: dict[str, Any], fields_: dict[str, Any], notes: list[str]) -> set[str]:
+    """DeepSeek-V3's latent attention and its sparse-layer pattern; the config fields read. A
+    latent-attention field the file leaves out takes transformers' DeepseekV3Config default,
+    as transformers builds it, and a note names it (a field given as null stays null: no
+    query compression)."""
     freq = cfg.get("moe_layer_freq", 1)
+    if isinstance(freq, bool) or not isinstance(freq, int):
+        raise FormatError(f"moe_layer_freq is {type(freq).__name__} {freq!r}; write a whole "
+                          "number (1: every layer after first_k_dense_replace is sparse)")
     if freq != 1:
-        raise FormatError(f"moe_layer_freq {freq!r}: DeepSeek makes layer i sparse where i % "
-                          f"{freq} == 0, a pattern archfit does not count (it reads 1)")
+        raise FormatError(f"moe_layer_freq {freq}: DeepSeek makes layer i sparse where i % "
+                          f"{freq} == 0; archfit counts only moe_layer_freq 1 (every layer after "
+                          "first_k_dense_replace sparse)")
+    defaulted = []
     for shape_field, key in _MLA_NAMES.items():
-        v = cfg.get(key)
+        if key not in cfg and key in _DEEPSEEK_V3_MLA_DEFAULTS:
+            defaulted.append(f"{key} {_DEEPSEEK_V3_MLA_DEFAULTS[key]}")
+        v = cfg.get(key, _DEEPSEEK_V3_MLA_DEFAULTS.get(key))
         if v is not None:
             fields_[shape_field] = whole({key: v}, key)
+    if defaulted:
+        notes.append(f"not in the file, transformers' DeepseekV3Config defaults used (as it "
+                     f"builds the model): {', '.join(defaulted)}")
     if fields_.get("d_head") == fields_["d_model"] // fields_["n_head"]:
         del fields_["d_head"]  # the heads' usual width: no d_head to state
     return set(_MLA_NAMES.values()) | {"moe_layer_freq"}
@@ -373,14 +398,16 @@ def is_hf_json(text: str) -> bool:
 
 
 def read_hf_json(text: str, where: str = "the file") -> Imported:
-    try:
-        return from_hf_config(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{where}: not valid JSON ({e})") from None
+    return from_hf_config(json_object(text, where))
 
 
 def _render(kind: str) -> Any:
-    return lambda s, o: json.dumps(hf_config(s, kind), indent=2) + "\n"
+    def render(s: Shape, o: Any) -> str:
+        cfg = hf_config(s, kind)
+        cfg.update({k: v for k, v in o.kept.items() if k in ROUTING_FIELDS.get(cfg["model_type"],
+                                                                              ())})
+        return json.dumps(cfg, indent=2) + "\n"
+    return render
 
 
 register(

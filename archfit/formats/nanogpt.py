@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from archfit.formats.base import (ExportOptions, Format, FormatError, Imported, count_note,
+                                  json_object,
                                   gpt2_limits, need, python_literals, recipe_steps, register,
                                   whole)
 from archfit.shapes import Shape
@@ -131,10 +132,7 @@ def model_args_of(d: Any) -> dict[str, Any] | None:
 
 
 def read_json(text: str, where: str = "the file") -> Imported:
-    try:
-        args = model_args_of(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise FormatError(f"{where}: not valid JSON ({e})") from None
+    args = model_args_of(json_object(text, where))
     if args is None:
         raise FormatError(f"{where}: no nanoGPT model_args in it (a dict with n_layer, n_head, "
                           "n_embd, block_size, vocab_size, or a checkpoint's model_args)")
@@ -148,13 +146,16 @@ def _is_model_args(text: str) -> bool:
         return False
 
 
+def _is_json(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
 def _sniff(text: str) -> bool:
-    return _is_model_args(text) if text.lstrip().startswith("{") else "ARCHFIT_SHAPE" not in text
+    return _is_model_args(text) if _is_json(text) else "ARCHFIT_SHAPE" not in text
 
 
 def _read(text: str, where: str = "the file") -> Imported:
-    return read_json(text, where) if text.lstrip().startswith("{") else \
-        from_python_file(text, where)
+    return read_json(text, where) if _is_json(text) else from_python_file(text, where)
 
 
 register(Format("nanogpt", "nanoGPT config file (the globals train.py reads)", "gpt2",

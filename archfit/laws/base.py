@@ -222,6 +222,11 @@ class Law:
         is already a fraction of the loss. None: unknown."""
         return None
 
+    def derived_notes(self, derived: Mapping[str, float]) -> list[str]:
+        """What a reader must know of the derived values (an optimum on its search's bound, not
+        inside it); none by default."""
+        return []
+
     def centre_unidentified(self, params: Mapping[str, float]) -> str | None:
         """Why the fit cannot locate the optimal depth (a parameter of its centre on a bound),
         or None when it can."""

@@ -287,7 +287,7 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
             f.diagnostics["heldout"] = _heldout(lw, data, cons, group, HELDOUT_BOOTSTRAP
                                                 if bootstrap == AUTO_BOOTSTRAP else
                                                 int(bootstrap))
-        f.notes = notes + list(est.extra.get("notes", []))
+        f.notes = notes + list(est.extra.get("notes", [])) + lw.derived_notes(f.derived)
     return f
 
 

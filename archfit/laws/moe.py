@@ -56,6 +56,10 @@ def levine_depth(N: float) -> float:
     return optimal_depth(p["a"], p["b"], N)
 
 
+# the compute-optimal active size is searched within SEARCH_FACTOR of SEARCH_CENTRE (1e6 to 1e14)
+SEARCH_CENTRE, SEARCH_FACTOR = 1e10, 1e4
+
+
 class _MoELaw(Law):
     role = "moe"
     predicts_loss = True
@@ -127,12 +131,21 @@ class _MoELaw(Law):
         best: tuple[float, float, float, float] | None = None
         for v in values:
             N, loss = least_loss_size(
-                lambda n, v=v: self.loss(params, n, tokens_of(n, v), v), 1e10,
-                half_width=math.log(1e4), xatol=1e-6)
+                lambda n, v=v: self.loss(params, n, tokens_of(n, v), v), SEARCH_CENTRE,
+                half_width=math.log(SEARCH_FACTOR), xatol=1e-6)
             if best is None or loss < best[3]:
                 best = (float(v), N, tokens_of(N, v), loss)
         assert best is not None
         return best
+
+    def derived_notes(self, derived: Mapping[str, float]) -> list[str]:
+        """An active size on the search's bound (1e6 or 1e14) is that bound, not an optimum."""
+        lo, hi = SEARCH_CENTRE / SEARCH_FACTOR, SEARCH_CENTRE * SEARCH_FACTOR
+        return [f"{k} {v:.3g} is the search's {'upper' if v > SEARCH_CENTRE else 'lower'} "
+                f"bound ({lo:.0e} to {hi:.0e} active parameters), not an optimum: at this budget "
+                "the law's loss still falls toward that bound"
+                for k, v in derived.items() if k.startswith("N_active_opt")
+                and not lo * 1.01 < v < hi / 1.01]
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:

@@ -267,6 +267,12 @@ class Shape:
             if not 0 < de <= MAX_DIM:
                 raise ShapeError(f"d_expert must be a positive whole number, got "
                                  f"{self.d_expert!r}")
+            g = self.granularity
+            if g is not None and not (isinstance(g, (int, float)) and math.isfinite(g) and g > 0
+                                      and round(d_ff / g) == de):
+                raise ShapeError(f"granularity (--granularity) {g!r} and d_expert "
+                                 f"(--expert-d-ff) {de:,} disagree: d_ff {d_ff:,} / {de:,} is "
+                                 f"granularity {d_ff / de:.4g}; give one of them")
         object.__setattr__(self, "d_expert", de)
         object.__setattr__(self, "granularity", d_ff / de)
 
@@ -665,6 +671,8 @@ class Shape:
                 k in changes for k in ("d_ff", "ff_ratio", "d_model", "granularity")):
             changes["d_expert"] = None  # recomputed from the (new) d_ff and granularity
             changes.setdefault("granularity", self.granularity)
+        if "d_expert" in changes and "granularity" not in changes:
+            changes["granularity"] = None  # the given width sets it
         return replace(self, **changes)
 
 
