@@ -266,7 +266,14 @@ def _sparse(ctx: click.Context, req: RecommendRequest, p: dict) -> None:
         emit_json(r.to_dict())
         return
     if emit is not None:
-        refuse_inexpressible(ctx, r.shape, emit)
+        from archfit.formats import problems
+
+        why = problems(r.shape, emit)
+        if why:
+            raise click.UsageError(
+                f"--emit {emit} cannot express the mixture recommend builds (the Llama-style "
+                f"block): {'; '.join(why)}; export it with --emit hf-mixtral or hf-deepseek-v3, "
+                f"or build the format's own block with archfit shape ... --emit {emit}")
         if out_dir is None:
             click.echo(r.summary_line(), err=True)
             write_export(r.shape, emit, None, p["force"], p["tp"], p["vocab_divisible_by"],

@@ -41,7 +41,7 @@ def hf_mixtral_limits(s: Shape) -> list[str]:
 def hf_qwen3_moe_limits(s: Shape) -> list[str]:
     who = "Qwen3MoeConfig"
     out = [r for r in llama_limits(s, who) if "QK-norm" not in r]
-    need(s.qk_norm, f"{who} always normalizes queries and keys (give --qk-norm)", out)
+    need(s.qk_norm, f"{who} always normalizes queries and keys (QK-norm)", out)
     _all_sparse(s, who, out)
     return out
 

@@ -83,6 +83,14 @@ def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: f
     within = [s for s in cands if abs(err(s)) <= 0.02]
     if not within:
         closest = min(cands, key=lambda s: abs(err(s)))
+        share = (closest.params_total - closest.params_non_embedding) / target.value
+        if target.total and share > 0.5:  # the embeddings, not the width step, leave no room
+            raise RecommendError(
+                f"no shape lands within 2% of {target.value:.3g} parameters (embeddings "
+                f"counted): the closest, {closest.n_layer} x {closest.d_model} "
+                f"({err(closest):+.0%}), spends {share:.0%} of that size on its "
+                f"{closest.vocab_size:,}-token embeddings alone; give a larger "
+                "size or budget, fewer tokens per parameter, or a smaller --vocab")
         raise RecommendError(
             f"no shape near the optimal depth lands within 2% of {target.value:.3g} parameters "
             f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
