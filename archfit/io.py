@@ -62,6 +62,22 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
         f.write(raw)
 
 
+def held_by_another(lock: str | os.PathLike[str]) -> bool:
+    """Whether another process holds an exclusive ``flock`` on the file ``lock`` (False where
+    it does not exist): the one probe of a sweep's run locks and a campaign's lock."""
+    import fcntl
+
+    if not os.path.exists(lock):
+        return False
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # BlockingIOError where held; any other failure: not ours to take
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
 def file_sha256(path: str | os.PathLike[str]) -> str:
 
     h = hashlib.sha256()

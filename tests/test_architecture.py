@@ -17,9 +17,6 @@ PKG = ROOT / "archfit"
 LAYERS = [
     ("io", ("archfit", "archfit.io", "archfit.errors", "archfit.numbers", "archfit.text")),
     ("shapes", ("archfit.shapes", "archfit.formats")),
-    # the published hyperparameter laws: plain data and math, which the trainer's --lr auto
-    # and a sweep's lrs = ["auto"] read, below both
-    ("hyperparameters", ("archfit.laws.hyperparameters",)),
     ("model", ("archfit.train.model", "archfit.train.experts")),
     ("train", ("archfit.train",)),
     ("sweep", ("archfit.sweep",)),

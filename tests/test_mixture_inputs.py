@@ -185,6 +185,14 @@ def test_moe_layer_freq_is_refused_saying_what_archfit_counts(cli, tmp_path, fre
     assert needle in line and "(it reads 1)" not in line
 
 
+def test_a_whole_number_written_with_a_decimal_point_says_how_to_write_it(cli, tmp_path):
+    cfg = json.loads(DEEPSEEK.read_text())
+    cfg["num_hidden_layers"] = 61.0
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert "write 61" in one_line(cli("shape", "--from", p))
+
+
 def test_an_export_keeps_the_routing_its_config_gave(cli):
     r = cli("shape", "--from", DEEPSEEK, "--emit", "hf-deepseek-v3")
     assert r.exit_code == 0, r.output

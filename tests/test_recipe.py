@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from archfit.laws.hyperparameters import HYPER_LAWS, RecipeError, auto_lr, recipe
+from archfit.train.hyperparameters import HYPER_LAWS, RecipeError, auto_lr, recipe
 
 
 def step_law(N: float, D: float) -> tuple[float, float]:
@@ -378,7 +378,7 @@ def test_the_tuning_sweep_brackets_the_published_laws(cli, tmp_path):
     more proxies, all below the target; an existing file is never overwritten."""
     import json
 
-    from archfit.laws.hyperparameters import HYPER_LAWS
+    from archfit.train.hyperparameters import HYPER_LAWS
 
     out = tmp_path / "tune.toml"
     r = cli("tune", "--params", "7e9", "--sizes", "3e4,6e4,1.2e5", "-o", out, "--json")

@@ -22,6 +22,7 @@ from archfit.campaign.ledger import Ledger, Round, RoundState
 from archfit.campaign.spec import VERDICTS, CampaignError, Spec, changes, load
 from archfit.campaign.status import target_ci
 from archfit.interval import to_json
+from archfit.io import held_by_another
 
 RECIPE = ("model", "train", "data", "executor")  # the sweep spec's sections a round inherits
 KEYS = ("params", "n_layer", "d_model", "tokens")  # a pool row's identity
@@ -227,22 +228,10 @@ def run(spec: Any, out: str | os.PathLike[str], *, restart: bool = False,
     finally:  # a run refused before its first ledger leaves nothing of its own behind
         if not os.path.exists(os.path.join(out, lg.LEDGER)):
             lock = os.path.join(out, lg.LOCK)
-            if os.path.exists(lock) and not _held_by_another(lock):
+            if os.path.exists(lock) and not held_by_another(lock):
                 os.remove(lock)
             if made and not os.listdir(out):
                 os.rmdir(out)
-
-
-def _held_by_another(lock: str) -> bool:
-    import fcntl
-
-    with open(lock, "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
 
 
 def _locked(spec: Spec, out: str, ready: Prepared, restart: bool, say: Progress) -> Ledger:

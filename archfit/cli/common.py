@@ -47,7 +47,7 @@ class NumberType(click.ParamType):
 
 class LearningRateType(NumberType):
     """A positive learning rate, or ``auto`` (the published recipe's at the run's size and
-    tokens, :mod:`archfit.laws.hyperparameters`)."""
+    tokens, :mod:`archfit.train.hyperparameters`)."""
 
     name = "LR|auto"
 

@@ -100,7 +100,7 @@ def train(tokens, tokens_per_param, steps, compile_, nproc, run_dir, restart, no
                       vocab_from_data=True, compile=compile_, **settings)
     lr_source = None
     if auto:
-        from archfit.laws.hyperparameters import resolve_lr
+        from archfit.train.hyperparameters import resolve_lr
 
         cfg, lr_source = resolve_lr(cfg)
         click.echo(lr_source, err=True)

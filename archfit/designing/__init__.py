@@ -27,8 +27,9 @@ from archfit.designing.replays import fit_runs, replay
 from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
 from archfit.laws.columns import columns
 from archfit.designing.strategies import (CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS, RULE,
-                                          STRATEGIES, Step, strategy_name,
+                                          STRATEGIES, strategy_name,
                                           check_request, draws, predicted, spread)
+from archfit.designing.step import Step
 from archfit.errors import SpecError
 from archfit.interval import Interval
 from archfit.text import wrap

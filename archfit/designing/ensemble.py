@@ -4,12 +4,11 @@ by the law's gradients (a linear Gaussian shortcut), and how it shrinks when a c
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from archfit.designing.strategies import Step
+from archfit.designing.step import Step
 
 
 def scatter2(fit: Any) -> tuple[float, float]:

@@ -11,8 +11,9 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
                                    costs, not_among)
 from archfit.designing.strategies import (ADAPTIVE, CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS,
-                                          STRATEGIES, Step, strategy_name,
+                                          STRATEGIES, strategy_name,
                                           check_request, draws, spread)
+from archfit.designing.step import Step
 from archfit.errors import FitError, FitInputError
 from archfit.laws.backtest import calibrated_fit, metrics
 from archfit.laws.columns import columns

@@ -6,13 +6,13 @@ runs while the budget allows."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from archfit.designing.ensemble import Ensemble, gradients, information, scatter2, shrink
 from archfit.designing.pool import DesignError
+from archfit.designing.step import Step
 
 LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.regression.lack_of_fit): 5%
 # the variance criterion ranks picks by shrink per cost**COST_EXPONENT: cost-cooled acquisition
@@ -27,22 +27,6 @@ RULE = ("after a first batch spread over the cheaper half of the candidates, eac
         "is placed by runs on both sides of it (de la Garza 1954)")
 MAX_DRAWS = 400  # parameter draws the ensemble uses (the fit's bootstrap, thinned)
 MIN_DRAWS = 10  # fewer: no ensemble, a spread batch
-
-
-@dataclass
-class Step:
-    """What a strategy sees: the law, the fit (None before the first), the pool and more."""
-
-    law: Any
-    fit: Any
-    pool: dict[str, np.ndarray]
-    cost: np.ndarray
-    open: np.ndarray  # bool mask: not yet chosen
-    target: Any
-    rng: np.random.Generator
-    data: dict[str, np.ndarray] | None = None  # the runs the fit was made on
-    notes: list[str] = field(default_factory=list)  # what the criterion had to paper over
-    test: dict[str, Any] | None = None  # the round's lack-of-fit test and what it decided
 
 
 def _greedy(step: Step, k: int, left: float, score: Callable[[np.ndarray], np.ndarray],

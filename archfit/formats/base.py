@@ -192,6 +192,9 @@ class Imported:
 
 def whole(cfg: dict[str, Any], key: str) -> Any:
     v = cfg[key]
+    if isinstance(v, float) and v.is_integer():
+        raise FormatError(f"{key} is {v!r}, written with a decimal point; the framework reads an "
+                          f"integer here (transformers would fail on it): write {int(v)}")
     if isinstance(v, bool) or not isinstance(v, (int, type(None))):
         raise FormatError(f"{key} must be a whole number, got {v!r}")
     return v

@@ -4,7 +4,7 @@ where the batch varies) is the minimum of a local fit around its lowest run
 (:mod:`archfit.laws.lr_window`), then ln lr* = a + b ln N + c ln D and
 ln B* = a_B + b_B ln N + c_B ln D across the cells, each weighted by its optimum's bootstrap
 spread. Step Law (Li et al. 2025) and DeepSeek LLM (2024) are published fits of this form
-(:mod:`archfit.laws.hyperparameters`, ``archfit laws``)."""
+(:mod:`archfit.train.hyperparameters`, ``archfit laws``)."""
 
 from __future__ import annotations
 

@@ -150,9 +150,9 @@ PUBLISHED: dict[str, dict[str, Any]] = {
 }
 
 def _hyper(name: str) -> dict[str, Any]:
-    """A published hyperparameter law (archfit.laws.hyperparameters) as a fit of the lr-batch law: its
+    """A published hyperparameter law (archfit.train.hyperparameters) as a fit of the lr-batch law: its
     learning-rate and batch power laws."""
-    from archfit.laws.hyperparameters import HYPER_LAWS
+    from archfit.train.hyperparameters import HYPER_LAWS
 
     h = HYPER_LAWS[name]
     c, n, d = h.lr

@@ -1,7 +1,7 @@
 """The recipe beside a recommended shape: the peak learning rate, the batch size in tokens, the
 training tokens, the warmup and the decay, each with its range and its provenance (which law;
 published, fitted, given or assumed). The published hyperparameter laws are
-:mod:`archfit.laws.hyperparameters`'s; a learning-rate law fitted to the user's own sweep (``archfit fit
+:mod:`archfit.train.hyperparameters`'s; a learning-rate law fitted to the user's own sweep (``archfit fit
 SWEEP --law lr-batch``, passed with ``--fit``) sets the rate instead. Plain ``math`` on the
 published path."""
 
@@ -17,7 +17,7 @@ from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.laws.trust import EXTRAPOLATION
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR, MIN_LR
-from archfit.laws.hyperparameters import RecipeError, recipe as published_recipe
+from archfit.train.hyperparameters import RecipeError, recipe as published_recipe
 
 # the published floors of the decay, as a fraction of the peak: a tenth (Hoffmann et al. 2022),
 # or zero (Bergsma et al. 2025, "Straight to Zero: Why Linearly Decaying the Learning Rate to

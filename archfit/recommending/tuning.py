@@ -107,7 +107,7 @@ def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = 
     """The tuning sweep for ``target`` non-embedding parameters at the proxy ``sizes``; the
     rates and the batches (sequences per step) bracket the published laws unless given (a
     second pass, after a first found its best runs at an edge of the grid)."""
-    from archfit.laws.hyperparameters import HYPER_LAWS
+    from archfit.train.hyperparameters import HYPER_LAWS
 
     sizes = sorted(float(s) for s in sizes)
     if len(set(sizes)) < MIN_SIZES:

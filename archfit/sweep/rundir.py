@@ -19,7 +19,7 @@ import os
 import time
 from typing import Any
 
-from archfit.io import TMP_MARK, atomic_write
+from archfit.io import TMP_MARK, atomic_write, held_by_another
 from archfit.sweep.spec import Run, Spec
 from archfit.train import RUNTIME_KEYS
 
@@ -104,16 +104,7 @@ def heal(spec: Spec, out: str) -> list[dict[str, str]]:
 
 
 def is_locked(run_dir: str) -> bool:
-    p = os.path.join(run_dir, "lock")
-    if not os.path.exists(p):
-        return False
-    with open(p, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
+    return held_by_another(os.path.join(run_dir, "lock"))
 
 
 def _finished(run_dir: str, retry_failed: bool, run: Run | None = None) -> bool:

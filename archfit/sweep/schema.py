@@ -25,7 +25,7 @@ class Key:
 
 
 def _is(kind: str, v: Any) -> bool:
-    if kind == "lr":  # a learning rate, or "auto" (the published recipe's, archfit.laws.hyperparameters)
+    if kind == "lr":  # a learning rate, or "auto" (the published recipe's, archfit.train.hyperparameters)
         return v == "auto" or _is("number", v)
     if kind == "int":
         return isinstance(v, int) and not isinstance(v, bool)

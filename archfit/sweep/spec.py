@@ -20,7 +20,7 @@ from archfit.shapes.families import REINVEST, aspect_ratio_family, iso_param_fam
 from archfit.shapes import (ARCH_FIELDS, MLP_KINDS, MOE_FIELDS, NORM_KINDS, PARAMETRIZATIONS,
                             POSITION_KINDS, Shape, parse_plan)
 from archfit.sweep.schema import Key, check, number
-from archfit.laws.hyperparameters import resolve_lr
+from archfit.train.hyperparameters import resolve_lr
 from archfit.train.trackers import TRACKERS
 from archfit.train.config import (FIELD_HELP, MOE_BALANCES, OPTIMIZERS, PARALLEL, PRECISIONS,
                                   RUNTIME_KEYS,
