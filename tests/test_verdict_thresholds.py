@@ -11,12 +11,16 @@ from types import SimpleNamespace
 import pytest
 
 from archfit.laws import trust
-from archfit.laws.base import Law
+from archfit.laws.base import ComputeLaw, Law, ShapeLaw
 
 
-def _law(role: str = "shape", bounds: dict | None = None) -> SimpleNamespace:
-    return SimpleNamespace(role=role, bounds=bounds or {}, heldout_limits=Law.heldout_limits,
-                           folded_without_tokens=(), compute_optimal=lambda p, C: (C, C))
+def _law(role: str = "shape", bounds: dict | None = None) -> Law:
+    """A law of the kind ``role`` with only what the verdict reads: its bounds, and (a compute
+    law) an N_opt of C itself."""
+    base = {"shape": ShapeLaw, "compute": ComputeLaw}[role]
+    cls = type("Planted", (base,), {"name": "planted", "bounds": bounds or {},
+                                    "compute_optimal": lambda self, p, C, **k: (C, C)})
+    return cls()
 
 
 def _fit(span: dict | None = None, **kw) -> SimpleNamespace:

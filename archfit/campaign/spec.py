@@ -247,12 +247,11 @@ def _law(path: str, law_name: str, kind: str) -> Any:
         raise CampaignError(f"{path}: {law.name} has no loss model, so a run's outcome cannot "
                             "be predicted; use depth-joint or depth-width (shape), chinchilla "
                             "(compute)")
-    if kind == "params" and law.role != "shape":
-        raise CampaignError(f"{path}: a [target] params campaign needs a shape law (depth-joint, "
-                            f"depth-width); {law.name} is a {law.role} law")
-    if kind == "compute" and law.role != "compute":
-        raise CampaignError(f"{path}: a [target] compute campaign needs a compute law "
-                            f"(chinchilla); {law.name} is a {law.role} law")
+    if law.target_kind != kind:
+        needs = ("a shape law (depth-joint, depth-width)" if kind == "params" else
+                 "a compute law (chinchilla)")
+        raise CampaignError(f"{path}: a [target] {kind} campaign needs {needs}; {law.name} is a "
+                            f"{law.role} law")
     return law
 
 

@@ -8,6 +8,7 @@ from archfit.text import wrap
 
 from archfit.cli.common import PATH, NUMBER, emit_json
 from archfit.cli.fit_cmd import parse_map
+from archfit.laws import ShapeLaw
 
 
 @click.command()
@@ -58,7 +59,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
                            "for the residuals); read it with 'archfit laws' or --json")
     check_output(out_dir, "figures", inputs=[fit_file, *data], folder=True, force=force,
                  files=figure_files(fit, fmt), file_ours=is_archfit_figure)
-    if target is not None and fit.law_obj.role != "shape":
+    if target is not None and not isinstance(fit.law_obj, ShapeLaw):
         raise ArchfitError(f"--target marks the recommended shape at a size: it needs a "
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
@@ -71,13 +72,13 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
         frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
         require_columns(fit.law_obj, frame)  # runs the law cannot place are not drawn silently
     rec = None
-    if target is not None and fit.law_obj.role == "shape":
+    if target is not None and isinstance(fit.law_obj, ShapeLaw):
         from archfit.recommending import recommend
 
         rec = recommend(target, fit=fit)
     refs = [load_fit(r) for r in references]
     for r in refs:
-        if r.law_obj.role != "shape":
+        if not isinstance(r.law_obj, ShapeLaw):
             raise ArchfitError(f"--reference {r.label}: a {r.law} fit has no optimal depth to "
                                "draw; give a shape-law fit (e.g. levine2020)")
     paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec,

@@ -42,11 +42,11 @@ class Target:
             from archfit.numbers import check_params_domain
 
             check_params_domain(float(self.need_value()))
-        if self.kind == "params" and law.role != "shape":
+        if self.kind == "params" and law.target_kind != "params":
             raise DesignError(f"--params targets the optimal depth, which {law.name} (a "
                               f"{law.role} law) does not give; use --target TABLE, or a shape "
                               "law with a loss model (depth-joint, depth-width)")
-        if self.kind == "compute" and law.role != "compute":
+        if self.kind == "compute" and law.target_kind != "compute":
             raise DesignError(f"--compute targets N_opt, which {law.name} does not give; use "
                               "chinchilla (or --target TABLE)")
         if self.kind == "table":

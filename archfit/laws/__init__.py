@@ -7,15 +7,17 @@ module below).
 
 from __future__ import annotations
 
-from archfit.laws.base import (LAWS, ROLES, Figure, Law, LossLaw, MeasuredOptimum, ShapeLaw,
-                               get_law, register)
+from archfit.laws.base import (BASES, LAWS, ROLES, ComputeLaw, FFRatioLaw, Figure,
+                               HyperparameterLaw, Law, LossCurveLaw, MeasuredOptimum, MoELaw,
+                               ShapeLaw, get_law, register)
 from archfit.laws import (chinchilla, data_constrained, depth_joint, depth_width,  # noqa: F401
                           farseer, ff_ratio, kaplan, levine, lr_batch, moe)
 from archfit.laws.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 
-__all__ = ["Fit", "Figure", "Law", "LAWS", "LossLaw", "MeasuredOptimum", "PUBLISHED", "ROLES",
-           "ShapeLaw", "get_law", "load_fit", "register", "list_laws"]
+__all__ = ["BASES", "ComputeLaw", "FFRatioLaw", "Fit", "Figure", "HyperparameterLaw", "Law",
+           "LAWS", "LossCurveLaw", "MeasuredOptimum", "MoELaw", "PUBLISHED", "ROLES", "ShapeLaw",
+           "get_law", "load_fit", "register", "list_laws"]
 
 
 def list_laws() -> list[dict[str, str]]:

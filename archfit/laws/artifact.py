@@ -271,22 +271,14 @@ class Fit:
 
         law = self.law_obj
         cond = dict(conditions or {})
-        if law.role not in ("shape", "compute"):
-            raise FitError(f"{law.name} has no optimum (role {law.role})")
-        names = ("n_layer", "d_model") if law.role == "shape" else ("N_opt", "D_opt")
-
-        def fn(p: Mapping[str, float], x: float) -> tuple[float, float]:
-            return law.optimum(p, x) if law.role == "shape" else law.compute_optimal(p, x, **cond)
-
-        def with_ratio(v: tuple[float, float]) -> tuple[float, ...]:
-            return (*v, v[1] / v[0]) if law.role == "compute" else v
-
-        names = names + (("tokens_per_param",) if law.role == "compute" else ())
-        point = with_ratio(fn(self.params, N))
+        names = law.answer_names
+        if not names:
+            raise FitError(f"{law.name} has no optimum (a {law.role} law)")
+        point = law.answer(self.params, N, **cond)
         cols: list[list[float]] = [[] for _ in names]
         for p in self.draws():
             try:
-                v = with_ratio(fn(p, N))
+                v = law.answer(p, N, **cond)
             except (ValueError, OverflowError, ZeroDivisionError):
                 continue
             for i, x in enumerate(v):
@@ -359,8 +351,7 @@ class Fit:
         ``own_figures`` whose ``when`` holds for this fit."""
         law = self.law_obj
         out: list[Any] = []
-        if law.role == "shape":
-            out.append("optimal_depth_vs_size")
+        out += list(law.kind_figures)
         out += [f for f in law.own_figures if f.when is None or f.when(self)]
         if self.diagnostics.get("residuals"):
             out.append("residuals")

@@ -63,8 +63,8 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
                             f"{df['params'].min():.3g}); cut higher")
     # the answer the fit is asked for at the held-out runs: the largest size, or for a compute
     # law the largest held-out run's compute (C = 6 N D)
-    top = float(test["params"].max()) if lw.role != "compute" else float(
-        (6.0 * test["params"] * test["tokens"]).max())
+    top = float((6.0 * test["params"] * test["tokens"]).max()) if lw.target_kind == "compute" \
+        else float(test["params"].max())
     f = fit(replace(table, frame=train, notes=list(table.notes)), law, bootstrap=bootstrap,
             seed=seed, group=group, arch=arch, progress=progress, targets=[top])
     cols = {c: test[c].to_numpy().astype(float) for c in test.columns

@@ -100,7 +100,7 @@ class Law:
     param_names: ClassVar[tuple[str, ...]]
     min_points: ClassVar[int]
     min_sizes: ClassVar[int] = 0  # distinct size classes the law needs (0: no check)
-    role: ClassVar[str] = "loss"  # one of ROLES
+    role: ClassVar[str] = ""  # one of ROLES: its base's (BASES below)
     # fit_point takes constraints= (--fix / --prior, every law); ties (--tie a=b) only where
     # the fit holds its parameters in one affine map (optimize.Reparam)
     supports_ties: ClassVar[bool] = False
@@ -116,6 +116,20 @@ class Law:
     # what a compute law's split also depends on, given as keywords of compute_optimal (the
     # data-constrained law: unique_tokens); a law that names none takes none
     conditions: ClassVar[tuple[str, ...]] = ()
+    # what the law answers at a target (:meth:`answer`), by name; empty: it answers none. Each
+    # base sets these, so that Fit.optimum, the verdict, compare, plot, the budget and the
+    # designer ask the law instead of branching on its kind
+    answer_names: ClassVar[tuple[str, ...]] = ()
+    # the target it answers at: "params" (a size) or "compute" (a FLOP budget); None: neither
+    target_kind: ClassVar[str | None] = None
+    # the verdict's spread of the answer (:func:`archfit.laws.trust.spread`): the quantity of
+    # answer_names, what it is called, the span key of the fit-level reference point and that
+    # point's unit; None: no spread to grade
+    spread_of: ClassVar[tuple[str, str, str, str] | None] = None
+    # the table's columns beyond size and tokens whose range the fit records as its reach
+    reach_columns: ClassVar[tuple[str, ...]] = ()
+    # figures of GENERIC_FIGURES that every law of its kind draws
+    kind_figures: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -131,6 +145,28 @@ class Law:
         """Named quantities at ``targets`` (a shape law: the optimal depth and width at each
         size; a loss law: N_opt and D_opt at each budget); none by default."""
         return {}
+
+    # ------------------------------------------------------------------ what it answers
+    def answer(self, params: Mapping[str, float], at: float, **conditions: Any
+               ) -> tuple[float, ...]:
+        """The law's answer at ``at`` (its :attr:`target_kind`), one value per
+        :attr:`answer_names`: a shape law's optimal depth and width at a size, a compute law's
+        N_opt, D_opt and tokens per parameter for a budget."""
+        raise FitError(f"{self.name} answers no optimum (a {self.role} law)")
+
+    def spread_limits(self) -> tuple[float, float]:
+        """The weak and uninformative limits of its answer's 95% high / low ratio."""
+        from archfit.laws import trust
+
+        return trust.OPTIMUM_CI_RATIO
+
+    def extrapolation(self, params: Mapping[str, float], span: Mapping[str, Any],
+                      target: float, conditions: Mapping[str, Any] | None = None
+                      ) -> tuple[float, str]:
+        """(how many times past the largest run ``target`` lies, that said in words)."""
+        top = span["params_max"]
+        f = target / top
+        return f, f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
 
     def prepare(self, frame: Any) -> Data:
         from archfit.laws.columns import prepare
@@ -271,9 +307,18 @@ class ShapeLaw(Law):
     :meth:`shape_loss`, :meth:`depth_loss` and :meth:`loss_level` too."""
 
     role = "shape"
+    answer_names = ("n_layer", "d_model")
+    target_kind = "params"
+    spread_of = ("n_layer", "optimal depth", "params_max", "")
+    kind_figures = ("optimal_depth_vs_size",)
 
     def optimum(self, params: Mapping[str, float], N: float) -> tuple[float, float]:
         raise NotImplementedError
+
+    def answer(self, params: Mapping[str, float], at: float, **conditions: Any
+               ) -> tuple[float, ...]:
+        """The optimal depth and width at ``at`` parameters."""
+        return self.optimum(params, at)
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:
@@ -315,16 +360,46 @@ def least_loss_size(loss_of: Callable[[float], float | None], centre: float,
     return math.exp(res.x), float(res.fun)
 
 
-class LossLaw(Law):
-    """A law of the loss over size N and tokens D: what ``recommend --compute`` splits a budget
-    with. A new one implements :meth:`fit_point`, :meth:`predict` (loss) and :meth:`loss_at`;
-    its compute-optimal split is the one bounded search below (a law with a closed form
-    overrides :meth:`compute_optimal`), and its :meth:`derived` N_opt and D_opt at each budget
-    plus :meth:`more_derived`. A law whose split also depends on :attr:`conditions` takes them
-    as keywords of :meth:`loss_at`."""
+class ComputeLaw(Law):
+    """A law of the loss over size N and tokens D that splits a FLOP budget: what ``recommend
+    --compute`` builds from. A new one implements :meth:`fit_point`, :meth:`predict` (loss) and
+    :meth:`loss_at`; its compute-optimal split is the one bounded search below (a law with a
+    closed form overrides :meth:`compute_optimal`), and its :meth:`derived` N_opt and D_opt at
+    each budget plus :meth:`more_derived`. A law whose split also depends on
+    :attr:`conditions` takes them as keywords of :meth:`loss_at`."""
 
     role = "compute"
     predicts_loss = True
+    answer_names = ("N_opt", "D_opt", "tokens_per_param")
+    target_kind = "compute"
+    spread_of = ("N_opt", "N_opt", "flops_max", " FLOPs")
+
+    def answer(self, params: Mapping[str, float], at: float, **conditions: Any
+               ) -> tuple[float, ...]:
+        """N_opt, D_opt and tokens per parameter for a budget of ``at`` FLOPs."""
+        n, d = self.compute_optimal(params, at, **conditions)
+        return n, d, d / n
+
+    def spread_limits(self) -> tuple[float, float]:
+        from archfit.laws import trust
+
+        return trust.COMPUTE_CI_RATIO
+
+    def extrapolation(self, params: Mapping[str, float], span: Mapping[str, Any],
+                      target: float, conditions: Mapping[str, Any] | None = None
+                      ) -> tuple[float, str]:
+        """A FLOP budget against the largest run's compute (C = 6 N D); without a record of
+        that, the budget's N_opt against the largest run's size."""
+        if span.get("flops_max"):
+            top = span["flops_max"]
+            f = target / top
+            return f, (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
+                       f"({top:.3g}, C = 6 N D)")
+        top = span["params_max"]
+        n_opt = self.compute_optimal(params, target, **(conditions or {}))[0]
+        f = n_opt / top
+        return f, (f"N_opt {n_opt:.3g} at {target:.3g} FLOPs is {f:.3g}x beyond the largest "
+                   f"run ({top:.3g})")
 
     def loss_at(self, params: Mapping[str, float], N: float, D: float, **conditions: Any
                 ) -> float | None:
@@ -354,6 +429,39 @@ class LossLaw(Law):
         return {}
 
 
+class LossCurveLaw(Law):
+    """A law of the loss at a size (and tokens) with no optimum to answer: Kaplan et al.'s
+    power laws. A new one implements :meth:`fit_point` and :meth:`predict` (loss)."""
+
+    role = "loss"
+
+
+class FFRatioLaw(Law):
+    """A law of the best d_ff / d_model at a size: what ``recommend --ff-ratio auto`` reads."""
+
+    role = "ff"
+
+
+class HyperparameterLaw(Law):
+    """A law of the best peak learning rate and batch at a size and token count: what the
+    recipe's fitted rate and batch come from."""
+
+    role = "hparam"
+
+
+class MoELaw(Law):
+    """A law of a mixture of experts' loss over its active size, tokens and sparsity: what
+    weighs the sparsity of ``recommend --active-params``."""
+
+    role = "moe"
+    reach_columns = ("granularity", "n_experts", "top_k")
+
+
+# each kind of law, by the base a law subclasses (its role is the base's)
+BASES: tuple[type[Law], ...] = (ShapeLaw, ComputeLaw, LossCurveLaw, FFRatioLaw,
+                                HyperparameterLaw, MoELaw)
+
+
 def derived_name(quantity: str, target: float) -> str:
     return f"{quantity}@{fmt_sci(target)}"
 
@@ -367,12 +475,14 @@ L = TypeVar("L", bound=Law)
 def register(cls: type[L]) -> type[L]:
     """Class decorator: make a law available to ``fit``, ``archfit fit --law`` and every layer
     above (recommend, plots, the CLI)."""
-    if getattr(cls, "role", None) not in ROLES:
-        raise TypeError(f"law {cls.__name__}: role must be one of {ROLES}")
-    for role, base in (("shape", ShapeLaw), ("compute", LossLaw)):
-        if cls.role == role and not issubclass(cls, base):
-            raise TypeError(f"law {cls.__name__}: a {role} law subclasses "
-                            f"archfit.laws.{base.__name__}, which says what it implements")
+    kinds = [b for b in BASES if issubclass(cls, b)]
+    if len(kinds) != 1:
+        raise TypeError(f"law {cls.__name__}: subclass one of "
+                        f"{', '.join('archfit.laws.' + b.__name__ for b in BASES)}, which says "
+                        "what it answers")
+    if cls.role != kinds[0].role:
+        raise TypeError(f"law {cls.__name__}: its role is its base's ({kinds[0].role}); do not "
+                        "set role")
     LAWS[cls.name] = cls()
     return cls
 

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure, LossLaw,
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure, ComputeLaw,
                               register)
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def draw_isoloss(fit: Fit, ax: Any, data: Any) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
-class _ChinchillaBase(LossLaw):
+class _ChinchillaBase(ComputeLaw):
     formula = "L(N, D) = E + A / N^alpha + B / D^beta   [Hoffmann et al. 2022, eq. 2]"
     columns = ("loss", "params", "tokens")
     param_names = ("E", "A", "B", "alpha", "beta")

@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, LossLaw, register
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, ComputeLaw, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,7 +84,7 @@ def epoch_value(p: Mapping[str, float], D: float, U: float) -> float:
 
 
 @register
-class DataConstrained(LossLaw):
+class DataConstrained(ComputeLaw):
     name = "data-constrained"
     formula = ("L(N, D, U) = E + A / N'^alpha + B / D'^beta,  D' = U + U R_D* (1 - e^(-R_D/R_D*)), "
                "R_D = D/U - 1 (likewise N' past the compute-optimal size for U)   "

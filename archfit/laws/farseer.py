@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, LossLaw, derived_name,
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, ComputeLaw, derived_name,
                               register)
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def loss(p: Mapping[str, float], N: float, D: float) -> float:
 
 
 @register
-class Farseer(LossLaw):
+class Farseer(ComputeLaw):
     name = "farseer"
     formula = ("L(N, D) = exp(a3 n^gamma + b3) + exp(a2 n^beta + b2) D^(-exp(a1 n^alpha + b1)),"
                " n = N / 1e9   [Li et al. 2025, Farseer]")

@@ -6,14 +6,14 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import Constraints, Data, Estimate, Law, derived_name, register
+from archfit.laws.base import Constraints, Data, Estimate, FFRatioLaw, derived_name, register
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 @register
-class FFRatio(Law):
+class FFRatio(FFRatioLaw):
     name = "ff-ratio"
     formula = ("ln r* = a + b * ln N,  r* = the best d_ff / d_model per size class "
                "(quadratic fit of loss vs ln r)")
@@ -21,7 +21,6 @@ class FFRatio(Law):
     columns = ("loss", "params", "d_model", "d_ff")
     param_names = ("a", "b")
     min_points = 6
-    role = "ff"
     default_targets = (1e9, 1e12)
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,

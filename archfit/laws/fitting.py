@@ -422,8 +422,8 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
             ratio = data["tokens"] / data["params"]
             span.update(tokens_per_param_min=float(np.min(ratio)),
                         tokens_per_param_max=float(np.max(ratio)))
-    for col in ("granularity", "n_experts", "top_k"):  # a mixture of experts' reach
-        if lw.role == "moe" and col in data and np.all(np.isfinite(data[col])):
+    for col in lw.reach_columns:  # a mixture of experts' granularity, experts and top-k
+        if col in data and np.all(np.isfinite(data[col])):
             span.update({f"{col}_min": float(np.min(data[col])),
                          f"{col}_max": float(np.max(data[col]))})
     return span

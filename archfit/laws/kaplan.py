@@ -7,14 +7,14 @@ import itertools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Constraints, Data, Estimate, Law, register
+from archfit.laws.base import Constraints, Data, Estimate, LossCurveLaw, register
 
 if TYPE_CHECKING:
     import numpy as np
 
 
 @register
-class KaplanN(Law):
+class KaplanN(LossCurveLaw):
     name = "kaplan-n"
     formula = "L(N) = (N_c / N)^alpha_N   [Kaplan et al. 2020, eq. 1.1]"
     description = "Loss vs parameters, data not limiting; OLS of log L on log N."
@@ -23,7 +23,6 @@ class KaplanN(Law):
     domains = {"N_c": (0.0, None, True), "alpha_N": (0.0, None, True)}
     min_points = 3
     min_sizes = 3
-    role = "loss"
     predicts_loss = True
 
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -69,7 +68,7 @@ class KaplanN(Law):
 
 
 @register
-class KaplanND(Law):
+class KaplanND(LossCurveLaw):
     name = "kaplan-nd"
     formula = ("L(N, D) = [(N_c/N)^(alpha_N/alpha_D) + D_c/D]^alpha_D   "
                "[Kaplan et al. 2020, eq. 1.5]")
@@ -80,7 +79,6 @@ class KaplanND(Law):
                "alpha_D": (0.0, None, True)}
     min_points = 5
     min_sizes = 3
-    role = "loss"
     predicts_loss = True
     supports_ties = True
     SPEC = (("N_c", True), ("D_c", True), ("alpha_N", False), ("alpha_D", False))

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
-from archfit.laws.base import Constraints, Data, Estimate, Law, register
+from archfit.laws.base import Constraints, Data, Estimate, HyperparameterLaw, register
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +28,7 @@ BATCH_TERMS = ("a_B", "b_B", "c_B")
 
 
 @register
-class LRBatch(Law):
+class LRBatch(HyperparameterLaw):
     name = "lr-batch"
     formula = ("ln lr* = a + b * ln N + c * ln D,  ln B* = a_B + b_B * ln N + c_B * ln D;  "
                "lr*, B* = each (N, D) cell's best peak learning rate and batch (tokens), the "
@@ -38,7 +38,6 @@ class LRBatch(Law):
     columns = ("loss", "params", "tokens", "lr")
     param_names = LR_TERMS + BATCH_TERMS
     min_points = 9  # three cells of three rates
-    role = "hparam"
 
     def prepare(self, frame: Any) -> Data:
         """The table's columns, each rate and batch checked as a run's are

@@ -30,7 +30,7 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from archfit.errors import FitError
-from archfit.laws.base import (Constraints, Data, Estimate, Law, derived_name, least_loss_size,
+from archfit.laws.base import (Constraints, Data, Estimate, MoELaw, derived_name, least_loss_size,
                               register)
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ def levine_depth(N: float) -> float:
 SEARCH_CENTRE, SEARCH_FACTOR = 1e10, 1e4
 
 
-class _MoELaw(Law):
-    role = "moe"
+class _MoELaw(MoELaw):
     predicts_loss = True
     params_column = "params_active"
     target_convention = "active non-embedding parameters"

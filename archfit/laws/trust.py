@@ -103,9 +103,9 @@ def verdict(law: Any, fit: Any, target: float | None = None,
     if sp is not None:
         t.checks.update(optimum_ci_ratio=sp["ratio"], optimum_ci=sp["ci"],
                         optimum_ci_ratio_band=sp["ratio_band"])
-        t.grade_band(sp["ratio"], sp["ratio_band"], COMPUTE_CI_RATIO if law.role == "compute"
-                     else OPTIMUM_CI_RATIO, f"{sp['what']} spans {sp['ratio']:.3g}x")
-    elif law.role in ("shape", "compute"):
+        t.grade_band(sp["ratio"], sp["ratio_band"], law.spread_limits(),
+                     f"{sp['what']} spans {sp['ratio']:.3g}x")
+    elif law.answer_names:
         f = t.extrapolation_factor
         if f is not None and f > POINT_ESTIMATE_REACH:
             t.bad(f"no CI on the optimum (no bootstrap samples), {f:.3g}x beyond the largest "
@@ -179,14 +179,10 @@ def spread(law: Any, fit: Any, target: float | None,
     from archfit.numbers import quantile_band
 
     span = (fit.diagnostics or {}).get("span") or {}
-    if law.role == "shape":
-        at, key, what = (target if target is not None else span.get("params_max"),
-                         "n_layer", "optimal depth")
-    elif law.role == "compute":
-        at, key, what = (target if target is not None else span.get("flops_max"),
-                         "N_opt", "N_opt")
-    else:
+    if law.spread_of is None:
         return None
+    key, what, reference, unit = law.spread_of
+    at = target if target is not None else span.get(reference)
     if at is None:
         return None
     opt = fit.optimum(at, values=True, conditions=conditions if target is not None else None)
@@ -195,7 +191,7 @@ def spread(law: Any, fit: Any, target: float | None,
         return None
     band = quantile_band(vals, 2.5, 97.5)
     where = (f"at {fmt_sci(at)}" if target is not None else
-             f"at the largest run ({fmt_sci(at)}{' FLOPs' if law.role == 'compute' else ''})")
+             f"at the largest run ({fmt_sci(at)}{unit})")
     iv = Interval.of(ci, fit.interval_provenance()
                      or record(FITTED, f"percentiles over {len(vals)} draws"))
     return {"what": f"{what} {where}: {iv.text() if iv else ''}", "ratio": ci[1] / ci[0],
@@ -218,19 +214,8 @@ def span_reasons(law: Any, t: Trust, target: float | None, prior: str | None,
         t.weak(f"only {n_cls} size classes: a law in N through fewer than {MIN_SIZE_CLASSES} "
                "sizes is not tested by them")
     if target is not None:
-        if law.role == "compute" and span.get("flops_max"):  # the target is a FLOP budget
-            top = span["flops_max"]
-            t.extrapolation_factor = f = target / top
-            line = (f"{target:.3g} FLOPs is {f:.3g}x beyond the largest run's compute "
-                    f"({top:.3g}, C = 6 N D)")
-        elif law.role == "compute":  # no record of the runs' compute: compare N_opt with N
-            n_opt = law.compute_optimal(params, target, **(conditions or {}))[0]
-            t.extrapolation_factor = f = n_opt / top
-            line = (f"N_opt {n_opt:.3g} at {target:.3g} FLOPs is {f:.3g}x beyond the largest "
-                    f"run ({top:.3g})")
-        else:
-            t.extrapolation_factor = f = target / top
-            line = f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
+        f, line = law.extrapolation(params, span, target, conditions)
+        t.extrapolation_factor = f
         if prior and f > EXTRAPOLATION[0]:  # the prior's evidence reaches further
             t.weak(f"{line}; the prior {prior} carries the answer there")
         else:

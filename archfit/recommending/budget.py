@@ -25,7 +25,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from archfit.errors import RecommendError
 from archfit.interval import Interval
-from archfit.laws import Fit
+from archfit.laws import ComputeLaw, Fit
 
 INFERENCE_FLOPS = "2 N FLOPs per token served (the forward pass; N in the compute law's convention)"
 MAX_DRAWS = 200  # parameter draws behind each interval (the first this many of the fit's)
@@ -33,7 +33,7 @@ MAX_DRAWS = 200  # parameter draws behind each interval (the first this many of 
 
 def _law(fit: Fit) -> Any:
     law = fit.law_obj
-    if law.role != "compute" or law.loss_at(fit.params, 1e9, 2e10) is None:
+    if not isinstance(law, ComputeLaw) or law.loss_at(fit.params, 1e9, 2e10) is None:
         raise RecommendError(f"{fit.label} ({law.name}) does not predict the loss at a size and "
                              "token count; over-training and inference budgets need a compute "
                              "law that does (chinchilla, farseer, data-constrained)")

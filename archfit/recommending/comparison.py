@@ -10,7 +10,7 @@ from typing import Any
 
 from archfit.errors import RecommendError, UninformativeWarning
 from archfit.interval import Interval
-from archfit.laws import Fit, load_fit
+from archfit.laws import ComputeLaw, Fit, ShapeLaw, load_fit
 from archfit.recommending.options import given_fits
 from archfit.recommending.pipeline import recommend
 from archfit.recommending.request import RecommendRequest
@@ -32,15 +32,15 @@ def compare(params: float | RecommendRequest | None = None, **options: Any
         f = load_fit(g)
         src = g if isinstance(g, str) and g not in PUBLISHED else None
         labelled.append((f, f"{f.label} ({os.path.basename(src)})" if src else f.label))
-    others = [f for f, _ in labelled if f.law_obj.role != "shape"]
-    shape_fits = [(f, lab) for f, lab in labelled if f.law_obj.role == "shape"]
+    others = [f for f, _ in labelled if not isinstance(f.law_obj, ShapeLaw)]
+    shape_fits = [(f, lab) for f, lab in labelled if isinstance(f.law_obj, ShapeLaw)]
     names = {f.label for f, _ in shape_fits}
     published = [(load_fit(n), n) for n in PUBLISHED if n not in names]
-    shape_fits += [(f, n) for f, n in published if f.law_obj.role == "shape"]
+    shape_fits += [(f, n) for f, n in published if isinstance(f.law_obj, ShapeLaw)]
     rows = []
     if compute is not None:  # one row per compute law: its split of the budget
         rows += _compute_rows(compute, [(f, lab) for f, lab in labelled
-                                        if f.law_obj.role == "compute"])
+                                        if isinstance(f.law_obj, ComputeLaw)])
     for f, label in shape_fits:
         row: dict[str, Any] = {"law": label, "role": "shape", "formula": f.law_obj.formula}
         try:
@@ -65,7 +65,7 @@ def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]
 
     names = {f.label for f, _ in given}
     laws = given + [(f, n) for n in PUBLISHED if n not in names
-                    for f in [load_fit(n)] if f.law_obj.role == "compute"]
+                    for f in [load_fit(n)] if isinstance(f.law_obj, ComputeLaw)]
     rows = []
     for f, label in laws:
         row: dict[str, Any] = {"law": label, "role": "compute", "formula": f.law_obj.formula,

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from archfit.errors import RecommendError
 from archfit.interval import Interval
 from archfit.shapes.known import KnownModel, load_known_models
-from archfit.laws import Fit, load_fit
+from archfit.laws import Fit, ShapeLaw, load_fit
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 
 
@@ -69,7 +69,7 @@ def place_known_models(fit: Fit | str | None = None,
     Kaplan N; ``fit`` is a shape-law fit or published name (default levine2020)."""
     f = load_fit(fit if fit is not None else DEFAULT_SHAPE_LAW)
     law = f.law_obj
-    if law.role != "shape":
+    if not isinstance(law, ShapeLaw):
         raise RecommendError(f"{f.label} is a {law.role} law: it has no optimal depth to compare "
                              "models with; give a shape-law fit (e.g. levine2020)")
     out = []

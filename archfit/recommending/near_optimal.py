@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from archfit.laws import Fit, load_fit
+from archfit.laws import Fit, ShapeLaw, load_fit
 from archfit.interval import ASSUMED, FITTED, Interval, record
 from archfit.laws.published import DEFAULT_SHAPE_LAW
 from archfit.shapes import kaplan_width
@@ -271,7 +271,7 @@ def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:
     out = []
     for name in PUBLISHED:
         f = load_fit(name)
-        if f.law_obj.role != "shape":
+        if not isinstance(f.law_obj, ShapeLaw):
             continue
         w = widths(f.law_obj, f.params, f.extra, N, TOLERANCE)
         if w is None or w[1] is None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.interval import Interval
-from archfit.laws import Fit, load_fit
+from archfit.laws import Fit, ShapeLaw, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import candidates, optimum, rank
 from archfit.recommending.options import (Size, ff_rule, fits_by_role, given_fits,
@@ -166,7 +166,7 @@ def _fits(req: RecommendRequest) -> dict[str, Fit]:
                              "mixture of experts' granularity; give --active-params with it "
                              "(or drop it for a dense model)")
     if req.target.params is not None and "compute" in fits and not any(
-            f.law_obj.role == "shape" for f in given):
+            isinstance(f.law_obj, ShapeLaw) for f in given):
         raise RecommendError(
             f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
             "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
@@ -395,7 +395,7 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
     law = fit.law_obj
     span = (fit.diagnostics or {}).get("span") or {}
     top = span.get("params_max")
-    if law.role != "shape" or not law.predicts_loss:
+    if not isinstance(law, ShapeLaw) or not law.predicts_loss:
         return None, f"{law.name} has no loss model over shapes to plan runs with"
     if not top or N <= top:
         return None, "the target is inside the data: no runs beyond it to plan"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from archfit.errors import RecommendError
-from archfit.laws import Fit, load_fit
+from archfit.laws import Fit, MoELaw, load_fit
 from archfit.recommending.options import given_fits
 from archfit.recommending.moe_pricing import (DEFAULT_BATCH_TOKENS, DEFAULT_GPU, EXPERT_MULTIPLE,
                                               candidate_granularities, choose, edge_note,
@@ -419,12 +419,12 @@ def _split_fits(req: RecommendRequest) -> tuple[tuple[Fit, ...], Fit]:
     """The request's fits for the dense backbone, and the MoE law's: a moe-granularity fit
     among ``req.fits`` or ``req.experts.moe_law`` (not both), else :data:`DEFAULT_MOE_LAW`."""
     fits = tuple(load_fit(f) for f in given_fits(list(req.fits) or None))
-    moe = [f for f in fits if f.law_obj.role == "moe"]
+    moe = [f for f in fits if isinstance(f.law_obj, MoELaw)]
     law = req.experts.moe_law if req.experts is not None else None
     if len(moe) > 1 or (moe and law is not None):
         raise RecommendError("give one MoE law: a moe-granularity fit in --fit or --moe-law, "
                              "not both")
-    return tuple(f for f in fits if f.law_obj.role != "moe"), _moe_law(moe[0] if moe else law)
+    return tuple(f for f in fits if not isinstance(f.law_obj, MoELaw)), _moe_law(moe[0] if moe else law)
 
 
 def _moe_law(law: Fit | str | None) -> Fit:

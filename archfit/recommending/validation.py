@@ -32,6 +32,7 @@ from archfit.errors import ArchfitError, FitError, UninformativeWarning
 from archfit.shapes.families import iso_param_family
 from archfit.shapes import Shape
 from archfit.text import wrap
+from archfit.laws import ShapeLaw
 
 if TYPE_CHECKING:  # pragma: no cover
     from archfit.laws import Fit
@@ -197,7 +198,7 @@ def plan(fit: Fit | str, params: float, spec: Spec | str, *, alternatives: int =
     from archfit.numbers import check_params_domain
 
     check_params_domain(params)
-    if fit.law_obj.role != "shape":
+    if not isinstance(fit.law_obj, ShapeLaw):
         raise ValidateError(f"{fit.label} is a {fit.law_obj.role} law; validate needs a law "
                             "that recommends a shape (levine, depth-joint, depth-width)")
     r = recipe(spec)
