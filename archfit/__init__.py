@@ -11,8 +11,8 @@ from archfit.designing import design, replay
 from archfit.errors import ArchfitError, UninformativeWarning
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
-from archfit.laws.backtest import backtest
-from archfit.laws.selection import fit
+from archfit.laws.inference.backtest import backtest
+from archfit.laws.inference.selection import fit
 from archfit.numbers import parse_number
 from archfit.recommending import (Recommendation, RecommendRequest, compare, recommend,
                                   recommend_sparse)

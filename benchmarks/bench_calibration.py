@@ -19,8 +19,8 @@ import time
 import numpy as np
 import polars as pl
 
-from archfit.laws.backtest import backtest
-from archfit.laws.planted import correlated_sweep
+from archfit.laws.inference.backtest import backtest
+from archfit.laws.inference.planted import correlated_sweep
 
 here = os.path.dirname(os.path.abspath(__file__))
 quick = "--quick" in sys.argv

@@ -62,7 +62,7 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
 
         (df, law, sd), p0 = bd.chinchilla_pool(0), dict(PUBLISHED["epoch2024"]["params"])
     else:
-        from archfit.laws.planted import DEPTH_JOINT
+        from archfit.laws.inference.planted import DEPTH_JOINT
 
         (df, law, _), sd, p0 = bd.depth_joint_pool(0), 0.01, dict(DEPTH_JOINT)
     df = df.with_columns(pl.Series("run", np.arange(df.height)))  # each row its own run
@@ -201,7 +201,7 @@ def one_draw(args: tuple) -> dict[str, float]:  # type: ignore[type-arg]
 
     from archfit.designing import columns
     from archfit.laws import get_law
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     pool, target, law, sd, _ = _truth(truth)
     rng = np.random.default_rng(10_000 + draw)

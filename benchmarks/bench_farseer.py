@@ -8,7 +8,7 @@ import os
 import time
 
 from archfit import fit
-from archfit.laws import farseer
+from archfit.laws.compute import farseer
 from archfit.laws.base import Constraints
 
 here = os.path.dirname(os.path.abspath(__file__))

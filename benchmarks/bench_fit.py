@@ -9,7 +9,7 @@ import time
 import polars as pl
 
 from archfit import fit
-from archfit.laws.optimize import HuberLSE
+from archfit.laws.inference.optimize import HuberLSE
 
 here = os.path.dirname(os.path.abspath(__file__))
 df = pl.read_csv(os.path.join(here, "..", "datasets", "chinchilla_epoch2024.csv"))

@@ -18,7 +18,7 @@ import json
 
 def table(budgets: tuple[float, ...] = (1e22, 1e24, 1e26)) -> list[dict[str, float]]:
     from archfit.laws import get_law, load_fit
-    from archfit.laws.moe import GRANULARITIES, levine_depth
+    from archfit.laws.moe.common import GRANULARITIES, levine_depth
 
     k = load_fit("krajewski2024")
     dense = load_fit("epoch2024")

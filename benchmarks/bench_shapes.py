@@ -55,8 +55,8 @@ def load(name: str):  # type: ignore[no-untyped-def]
 
 def one(sweep: str, law: str, bootstrap: int, cut: float) -> dict:  # type: ignore[type-arg]
     from archfit.errors import ArchfitError
-    from archfit.laws.backtest import backtest
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.backtest import backtest
+    from archfit.laws.inference.fitting import fit
     from archfit.recommending import recommend
 
     df = load(sweep)
@@ -126,7 +126,7 @@ def inner(bootstrap: int, cut: float) -> str:
     to see whether the law's miss beyond the cut shows in the data a user would have."""
     import polars as pl
 
-    from archfit.laws.backtest import backtest
+    from archfit.laws.inference.backtest import backtest
 
     df = load("chinchilla-shapes").filter(pl.col("params") <= cut)
     out = [f"\nchinchilla-shapes, depth-joint, inside the runs at or below {cut:.2g}:"]

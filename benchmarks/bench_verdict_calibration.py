@@ -25,8 +25,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from public_sweeps import load  # noqa: E402
 
-from archfit.laws.backtest import backtest  # noqa: E402
-from archfit.laws.trust import EXTRAPOLATION  # noqa: E402
+from archfit.laws.inference.backtest import backtest  # noqa: E402
+from archfit.laws.inference.trust import EXTRAPOLATION  # noqa: E402
 
 SWEEPS = ["chinchilla", "marin-dclm", "marin-comma", "marin-nemotron", "gemstones-cool"]
 QUANTILES = (0.5, 0.67, 0.8)  # cuts at these quantiles of each sweep's distinct sizes

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from archfit.designing import Target, design, pool_from_grid
-from archfit.laws.fitting import fit
+from archfit.laws.inference.fitting import fit
 from archfit.recommending.validation import recipe
 from archfit.sweep import load_spec
 

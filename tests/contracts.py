@@ -67,7 +67,7 @@ DATA_CONSTRAINED = dict(E=math.exp(0.6254804), A=math.exp(6.255414), B=math.exp(
 def _data_constrained(seed: int, truth: dict[str, float] = DATA_CONSTRAINED,
                       n: int = 90) -> pl.DataFrame:
     """Runs of 1e7-3e9 parameters on 1e8-3e10 unique tokens repeated 1-40 times."""
-    from archfit.laws.data_constrained import loss
+    from archfit.laws.compute.data_constrained import loss
 
     rng = np.random.default_rng(seed)
     N = 10 ** rng.uniform(7, 9.5, n)
@@ -86,7 +86,7 @@ FARSEER = dict(a1=0.05, b1=-1.3, alpha=0.2, a2=0.2, b2=5.5, beta=0.2, a3=0.5, b3
 def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
              ) -> pl.DataFrame:
     """A dense grid: 8 sizes from 1e8 to 1e10, each at 8 token counts from 1e9 to 3e11."""
-    from archfit.laws.farseer import loss
+    from archfit.laws.compute.farseer import loss
 
     rng = np.random.default_rng(seed)
     rows = [dict(params=N, tokens=D, loss=loss(truth, N, D) * math.exp(rng.normal(0, noise)))
@@ -95,7 +95,7 @@ def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
 
 
 def _lr_sweep(seed: int) -> pl.DataFrame:
-    from archfit.laws.planted import lr_sweep
+    from archfit.laws.inference.planted import lr_sweep
 
     return lr_sweep(seed=seed)
 
@@ -142,7 +142,7 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
     round trip, answers what its role promises (a shape, a compute split, an ff ratio, a
     loss) and draws its figures."""
     from archfit.laws import Fit, get_law
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
     from archfit.plots import draw_all
     from archfit.recommending import recommend
 

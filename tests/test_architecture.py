@@ -250,7 +250,7 @@ def test_the_code_tells_todays_story():
              and any(a.name == "archfit" for a in node.names)]
     assert not whole, f"modules that import the whole package: {whole}"
     graph = import_graph(lazy=True)
-    assert "archfit.laws.selection" not in graph["archfit.laws.fitting"]
+    assert "archfit.laws.inference.selection" not in graph["archfit.laws.inference.fitting"]
     laws = PKG / "laws"
     searches = {p.name: texts[p].count("minimize_scalar(") for p in laws.glob("*.py")
                 if texts[p].count("minimize_scalar(")}

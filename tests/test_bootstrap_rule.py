@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm
 
 from archfit import fit
-from archfit.laws.fitting import AUTO_MAX, AUTO_MC_ERROR, AUTO_ROUND, interval_mc_error
+from archfit.laws.inference.fitting import AUTO_MAX, AUTO_MC_ERROR, AUTO_ROUND, interval_mc_error
 
 
 def test_the_monte_carlo_error_of_a_normal_intervals_ends_is_the_order_statistics_closed_form():
@@ -48,7 +48,7 @@ def test_a_fit_whose_tails_do_not_settle_says_so_at_the_cap(monkeypatch):
     50 and a cap of 100 here, to keep the test short)."""
     import polars as pl
 
-    from archfit.laws import fitting
+    from archfit.laws.inference import fitting
 
     monkeypatch.setattr(fitting, "AUTO_ROUND", 50)
     monkeypatch.setattr(fitting, "AUTO_MAX", 100)

@@ -11,10 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from archfit.laws.backtest import backtest
-from archfit.laws.fitting import fit
-from archfit.laws.bands import band_report
-from archfit.laws.columns import run_groups
+from archfit.laws.inference.backtest import backtest
+from archfit.laws.inference.fitting import fit
+from archfit.laws.inference.bands import band_report
+from archfit.laws.inference.columns import run_groups
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 
@@ -312,7 +312,7 @@ def test_the_conformal_unit_is_a_run_scored_by_its_worst_checkpoint():
     outvote the others."""
     import numpy as np
 
-    from archfit.laws.bands import conformal_factor
+    from archfit.laws.inference.bands import conformal_factor
 
     pred = np.ones(9)
     lo, hi = pred * np.exp(-0.1), pred * np.exp(0.1)  # half-width 0.1 in log space
@@ -333,7 +333,7 @@ def test_the_conformal_unit_is_a_run_scored_by_its_worst_checkpoint():
 def test_the_interval_caption_counts_its_bootstrap_units_in_the_plural(correlated_sweep):
     """The caption names the resampled units with the noun in the plural and the
     parenthesis kept: "17 training runs (run_id)", not "17 training run (run_id)s"."""
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     df = correlated_sweep(seed=9, n_shapes=14, n_tokens=4)
     how = fit(df, "depth-joint", bootstrap=20, seed=0, heldout=False).interval_provenance()

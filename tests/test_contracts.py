@@ -117,17 +117,19 @@ def test_the_inference_check_catches_a_law_that_reads_a_fit():
 
 
 def test_the_law_table_holds_every_registered_law_class_in_the_package():
-    """Every class decorated ``@register`` in a module of archfit/laws is in :data:`LAWS` once
-    ``archfit.laws`` is imported (its import line was not forgotten), read from the source."""
+    """Every class decorated ``@register`` in a module under archfit/laws is in :data:`LAWS`
+    once ``archfit.laws`` is imported (its room's import line was not forgotten), read from the
+    source."""
     import ast
     from pathlib import Path
 
+    root = Path(__file__).resolve().parents[1]
     registered = set()
-    for p in (Path(__file__).resolve().parents[1] / "archfit" / "laws").glob("*.py"):
+    for p in (root / "archfit" / "laws").rglob("*.py"):
         for node in ast.parse(p.read_text()).body:
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(d, ast.Name) and d.id == "register" for d in node.decorator_list):
-                registered.add((f"archfit.laws.{p.stem}", node.name))
+                registered.add((".".join(p.relative_to(root).with_suffix("").parts), node.name))
     assert registered == {(type(LAWS[n]).__module__, type(LAWS[n]).__name__) for n in BUILT_IN}
 
 

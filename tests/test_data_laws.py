@@ -71,7 +71,8 @@ def test_a_planted_truth_is_recovered():
 def test_unique_data_is_chinchillas_law_and_its_optimum():
     """With every token unique the effective sizes are the real ones, and the optimum is
     Hoffmann et al.'s closed form (eq. 4) for the same constants."""
-    from archfit.laws import chinchilla, data_constrained as dc
+    from archfit.laws.compute import chinchilla
+    from archfit.laws.compute import data_constrained as dc
 
     p = DATA_CONSTRAINED
     for N, D in ((1e8, 2e9), (3e9, 6e10)):
@@ -85,7 +86,7 @@ def test_unique_data_is_chinchillas_law_and_its_optimum():
 def test_a_repeated_token_decays_as_the_paper_defines_it():
     """D' = U + U R_D* (1 - e^(-R_D/R_D*)): one epoch is worth its tokens, infinitely many
     are worth (1 + R_D*) U, and the last epoch's token is worth e^(-R_D/R_D*) of a fresh one."""
-    from archfit.laws import data_constrained as dc
+    from archfit.laws.compute import data_constrained as dc
 
     p = DATA_CONSTRAINED
     U = 1e10
@@ -101,7 +102,7 @@ def test_a_repeated_token_decays_as_the_paper_defines_it():
 def test_the_constrained_optimum_is_the_least_loss_on_the_budget(C, U):
     """The loss laws' bounded search against a brute-force scan of 4,001 sizes (numpy)."""
     from archfit.laws import LAWS
-    from archfit.laws import data_constrained as dc
+    from archfit.laws.compute import data_constrained as dc
 
     p = DATA_CONSTRAINED
     N, D = LAWS["data-constrained"].compute_optimal(p, C, unique_tokens=U)
@@ -140,7 +141,7 @@ def test_farseer_recovers_a_planted_surface_and_its_drifting_exponent():
     inside the grid within 0.5%, sizes 3x beyond it within 1%, and reads the data exponent at
     1e9 within 5% of the truth's. (Its drift over two decades of size, 0.287 to 0.309, is
     what the grid pins least: further out the prediction drifts with it.)"""
-    from archfit.laws import farseer
+    from archfit.laws.compute import farseer
 
     f = archfit.fit(_farseer(seed=1), law="farseer", bootstrap=0)
     for N, D, tol in ((3e8, 2e10, 0.005), (3e9, 1.5e11, 0.005), (3e10, 1e10, 0.01),
@@ -152,7 +153,8 @@ def test_farseer_recovers_a_planted_surface_and_its_drifting_exponent():
 
 
 def test_farseer_optimum_is_the_least_loss_on_the_budget():
-    from archfit.laws import LAWS, farseer
+    from archfit.laws import LAWS
+    from archfit.laws.compute import farseer
 
     for C in (1e20, 1e23):
         N, D = LAWS["farseer"].compute_optimal(FARSEER, C)
@@ -182,7 +184,7 @@ def test_stacking_weights_are_least_squares_on_the_simplex():
     """Closed forms: two laws off by the same factor on either side of every run weigh half
     each (their log mean is the truth); an exact law against a biased one takes all the
     weight."""
-    from archfit.laws.selection import _stack
+    from archfit.laws.inference.selection import _stack
 
     y = np.array([2.0, 2.5, 3.0, 3.5])
     w = _stack({"high": y * 1.02, "low": y / 1.02}, y)
@@ -225,7 +227,7 @@ def test_farseer_fit_reaches_at_least_the_optimum_of_the_public_parameters():
     import numpy as np
     from scipy.special import huber
 
-    from archfit.laws import farseer
+    from archfit.laws.compute import farseer
     from archfit.laws.base import HUBER_DELTA, Constraints, get_law
 
     law = get_law("farseer")

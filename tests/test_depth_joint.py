@@ -7,7 +7,7 @@ import math
 import pytest
 
 from archfit import recommend
-from archfit.laws.fitting import fit
+from archfit.laws.inference.fitting import fit
 
 
 @pytest.mark.slow

@@ -15,13 +15,13 @@ import polars as pl
 import pytest
 
 from archfit.designing import calibrated_fit, replay, split_most_expensive
-from archfit.laws.backtest import cost_check
+from archfit.laws.inference.backtest import cost_check
 from archfit.designing.pool import Target
 from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, near_target,
                                           check_fit, nearest, target_distances)
-from archfit.laws.regression import lack_of_fit
+from archfit.laws.inference.regression import lack_of_fit
 from archfit.laws import get_law
-from archfit.laws.planted import dense_grid
+from archfit.laws.inference.planted import dense_grid
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -130,7 +130,7 @@ def _table_step(misfit: float = 0.02) -> Step:
     exp(misfit x standardized log size x standardized log tokens), a data exponent that moves
     with size, which the law cannot follow; 0: the law right."""
     from archfit.designing import columns
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     done = dense_grid(seed=2, n_sizes=6, step=1.8, row_sd=0.005)
     zn, zt = (np.log(done[c].to_numpy()) for c in ("params", "tokens"))
@@ -202,8 +202,8 @@ def test_a_replay_reports_each_round_that_fell_back_and_why():
 
 def test_recommend_says_why_it_has_no_next_line(tmp_path):
     """A weak answer whose design cannot run says why, instead of dropping the 'next:' line."""
-    from archfit.laws.fitting import fit
-    from archfit.laws.planted import correlated_sweep
+    from archfit.laws.inference.fitting import fit
+    from archfit.laws.inference.planted import correlated_sweep
     from archfit.recommending import next_runs
 
     f = fit(correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6), "depth-joint",
@@ -220,7 +220,7 @@ def _ensemble(law: str, df: pl.DataFrame, pool: pl.DataFrame, target: pl.DataFra
     from archfit.designing import columns
     from archfit.designing.ensemble import Ensemble
     from archfit.designing.strategies import draws
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     f = fit(df, law, bootstrap=40, heldout=False, seed=1)
     cols = columns(pool)
@@ -248,7 +248,7 @@ def test_each_row_its_own_run_gains_what_a_dense_inverse_says():
 
 
 def test_rows_that_share_a_run_gain_what_the_dense_sandwich_says():
-    from archfit.laws.planted import correlated_sweep
+    from archfit.laws.inference.planted import correlated_sweep
 
     df = correlated_sweep("depth-joint", seed=3, n_shapes=16, n_tokens=4)
     pool, target = split_most_expensive(correlated_sweep("depth-joint", seed=4, n_shapes=24,
@@ -455,7 +455,7 @@ def _kaplan_step(sizes: list[float], pool_sizes: list[float], target: float, sd:
     to ``sizes`` with noise ``sd`` in log loss, toward one target size."""
     from archfit.designing.ensemble import Ensemble
     from archfit.designing.strategies import draws
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     rng = np.random.default_rng(0)
     N = np.repeat(np.asarray(sizes, float), 2)

@@ -50,7 +50,7 @@ def test_a_bad_frame_raises_the_typed_error_in_one_line(bad):
 def test_predict_predicts_every_row_and_leaves_a_missing_loss_empty(tmp_path, cli):
     import json
 
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     res = runs().rename({"final_val_loss": "loss"})
     fit(res, "chinchilla", bootstrap=10).to_json(tmp_path / "f.json")
@@ -152,7 +152,7 @@ def test_a_thousand_cuts_fit_each_distinct_split_once(cli, tmp_path):
 
 
 def test_an_optimizer_that_stops_early_leaves_a_note():
-    from archfit.laws.optimize import multistart
+    from archfit.laws.inference.optimize import multistart
 
     def wrong(x: np.ndarray) -> tuple[float, np.ndarray]:
         return float(x @ x), -2 * x  # a gradient pointing uphill: the line search fails
@@ -188,7 +188,7 @@ def test_non_finite_derivatives_are_zeroed_with_a_note():
 def test_a_band_over_repeated_rows_is_each_rows_band():
     """Fit.band computes each distinct configuration once: the band of a table with repeats
     equals the band of each row alone; a single value beside a list is every row's."""
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     f = fit(runs().rename({"final_val_loss": "loss"}), "chinchilla", bootstrap=20)
     N, D = np.array([1e9, 2e9, 1e9, 4e9, 2e9]), np.array([2e10, 4e10, 2e10, 8e10, 4e10])
@@ -246,7 +246,7 @@ def test_a_point_estimate_far_past_its_runs_is_uninformative():
 
 
 def test_a_table_too_large_to_fit_in_minutes_is_refused_at_once():
-    from archfit.laws.fitting import MAX_FIT_ROWS, fit
+    from archfit.laws.inference.fitting import MAX_FIT_ROWS, fit
 
     rng = np.random.default_rng(0)
     N = np.repeat(10 ** np.linspace(7, 9, 17), MAX_FIT_ROWS // 17 + 2)
@@ -310,7 +310,7 @@ def test_law_auto_keeps_the_row_limit_every_law_keeps(cli, tmp_path):
     import numpy as np
     import polars as pl
 
-    from archfit.laws.fitting import MAX_FIT_ROWS
+    from archfit.laws.inference.fitting import MAX_FIT_ROWS
 
     n = MAX_FIT_ROWS + 1
     rng = np.random.default_rng(0)
@@ -329,7 +329,7 @@ def test_a_replaced_fit_is_checked_as_a_new_one_is():
     import dataclasses
 
     from archfit.errors import FitInputError
-    from archfit.laws.artifact import Fit
+    from archfit.laws.inference.artifact import Fit
 
     f = Fit(law="chinchilla", params=dict(E=1.69, A=406.4, B=410.7, alpha=0.34, beta=0.28))
     assert f.predict(params=1e9, tokens=2e10)[0] == pytest.approx(

@@ -453,7 +453,7 @@ def test_compare_says_gpt3_175b_is_deeper_than_levine(cli):
 
 def test_compare_with_a_bootstrapped_fit_gives_cis(levine_synthetic, tmp_path, cli):
     from archfit.recommending.landscape import place_known_models
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     f = fit(levine_synthetic(), "levine", bootstrap=40, seed=0)
     _, rows = place_known_models(f)

@@ -52,7 +52,7 @@ def inputs(tmp_path_factory):
     (d / "steps0.toml").write_text(re.sub(r"(?m)^(steps|tokens) = .*$", "steps = 0", SMOKE))
     (d / "unknown.toml").write_text(SMOKE + '\ncolour = "blue"\n')
     (d / "folder").mkdir()
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     fit(good, law="chinchilla-varpro", bootstrap=0).to_json(d / "chin.json")
     lev = pl.DataFrame([dict(params=N, n_layer=float(L), loss=3 + 0.05 * math.log(L / 3) ** 2
@@ -109,8 +109,8 @@ def _round5_inputs(d: Path, good: pl.DataFrame) -> None:
 def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
     """Inputs for the third catalogue (issue 32): an unknown fit schema, a status column that
     is empty on every row, a fit whose data term is folded away (one token count)."""
-    from archfit.laws.fitting import fit
-    from archfit.laws.planted import correlated_sweep
+    from archfit.laws.inference.fitting import fit
+    from archfit.laws.inference.planted import correlated_sweep
 
     f = json.loads((d / "chin.json").read_text())
     (d / "schema99.json").write_text(json.dumps({**f, "schema": "archfit.fit/99"}))
@@ -565,7 +565,7 @@ values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-
                             "ff-ratio", "depth-joint"]))
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_table_fits_or_raises_a_typed_error(cols, law):
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     try:
         f = fit(pl.DataFrame({k: [float(x) for x in v] for k, v in cols.items()}), law=law,

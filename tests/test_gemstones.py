@@ -43,7 +43,7 @@ def test_a_runs_checkpoints_are_one_bootstrap_unit():
 def test_both_shape_laws_cover_four_fifths_of_the_larger_runs(sweep, law):
     """The backtest bench_shapes.py prints: fitted on the runs at or below 5e8 (60 resamples
     by run), the 95% intervals cover at least 80% of every larger run's checkpoints."""
-    from archfit.laws.backtest import backtest
+    from archfit.laws.inference.backtest import backtest
     from public_sweeps import load
 
     b = backtest(load(sweep), law, cut=5e8, bootstrap=60, seed=0)

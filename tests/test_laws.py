@@ -10,8 +10,8 @@ import pytest
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws import Fit, get_law, load_fit
-from archfit.laws.chinchilla import compute_optimal
-from archfit.laws.fitting import fit
+from archfit.laws.compute.chinchilla import compute_optimal
+from archfit.laws.inference.fitting import fit
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 

@@ -308,7 +308,7 @@ JOINT = {"a": 30.0, "delta": 0.2, "alpha": 0.2, "gamma": -0.01, "b": 40.0, "omeg
 ])
 def test_each_moe_law_recovers_its_planted_constants(law_name, truth, sparsity, values, grid,
                                                      loose):
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     f = fit(_planted(law_name, truth, sparsity, values, 0, *grid), law=law_name, bootstrap=40)
     for k, v in truth.items():
@@ -320,7 +320,7 @@ def test_each_moe_law_recovers_its_planted_constants(law_name, truth, sparsity, 
 
 def test_moe_laws_refuse_a_table_without_their_sparsity_spread():
     from archfit.errors import FitError
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     flat = _planted("moe-granularity", KRAJEWSKI, "granularity", (4,))
     with pytest.raises(FitError, match="different granularities"):
@@ -329,7 +329,7 @@ def test_moe_laws_refuse_a_table_without_their_sparsity_spread():
 
 def test_granularity_grows_with_compute_under_the_published_fit():
     from archfit.laws.base import get_law
-    from archfit.laws.moe import levine_depth
+    from archfit.laws.moe.common import levine_depth
 
     law = get_law("moe-granularity")
     G = [law.compute_optimal_sparse(KRAJEWSKI, C, levine_depth)["granularity"]
@@ -464,7 +464,7 @@ def test_a_checkpoint_with_one_module_per_expert_loads_into_the_stacked_experts(
 def test_moe_experts_reads_a_dense_run_recorded_with_zero_experts_as_one():
     """archfit records a dense run with n_experts 0; the joint law's dense baseline is E = 1.
     A table whose dense runs say 0 fits exactly as the same table saying 1."""
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     ones = _planted("moe-experts", JOINT, "n_experts", (1, 4, 16), 0, 4, 3)
     zeros = ones.with_columns(pl.when(pl.col("n_experts") == 1).then(0.0)

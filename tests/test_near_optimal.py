@@ -123,7 +123,7 @@ def test_the_published_curvature_is_listed_with_its_source():
 def test_the_extrapolation_term_grows_with_distance_past_the_check():
     import numpy as np
 
-    from archfit.laws.bands import extrapolation_rate
+    from archfit.laws.inference.bands import extrapolation_rate
 
     # held-out rows at 2x and 4x the largest fitted size, missing by 2% and 4% beyond intervals
     # of +-1%: a miss of 1% per unit ln N past the check's median reach, at rank ceil(3 x 0.95)
@@ -147,7 +147,7 @@ def test_chinchilla_shapes_answer_7e9_and_7e10_with_a_sane_set():
 
     import polars as pl
 
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     df = pl.read_csv(ROOT / "datasets" / "chinchilla_epoch2024_shapes.csv")
     df = df.select(pl.col("params_non_embedding").alias("params"), "tokens", "loss", "n_layer",

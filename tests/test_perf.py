@@ -98,7 +98,7 @@ def levine_fit(tmp_path_factory):
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from conftest import _levine
 
-    from archfit.laws.fitting import fit
+    from archfit.laws.inference.fitting import fit
 
     path = tmp_path_factory.mktemp("fit") / "levine.json"
     fit(_levine(noise=0.002, seeds=2), law="levine", bootstrap=100).to_json(path)

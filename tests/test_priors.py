@@ -10,7 +10,7 @@ import pytest
 
 from archfit.errors import FitInputError
 from archfit.laws import load_fit
-from archfit.laws.fitting import fit
+from archfit.laws.inference.fitting import fit
 
 TRUTH = {"a": 5.039, "b": 0.0555}
 OFF = {"a": (5.6, 0.4), "b": (0.09, 0.03)}  # a prior centred away from the planted law

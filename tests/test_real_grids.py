@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 
 from archfit.laws import load_fit
-from archfit.laws.fitting import fit, fit_groups
-from archfit.laws.columns import size_classes
-from archfit.laws.planted import DENSE_CHINCHILLA, dense_grid
-from archfit.laws.trust import bound_reasons, spread
+from archfit.laws.inference.fitting import fit, fit_groups
+from archfit.laws.inference.columns import size_classes
+from archfit.laws.inference.planted import DENSE_CHINCHILLA, dense_grid
+from archfit.laws.inference.trust import bound_reasons, spread
 
 
 def _lsq_chinchilla(df: pl.DataFrame) -> dict[str, float]:
@@ -181,7 +181,7 @@ def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, c
 # ------------------------------------------------------------------ seed-stable verdicts
 @pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_five_seeds_give_one_verdict_at_a_threshold(monkeypatch):
-    import archfit.laws.trust as trust
+    import archfit.laws.inference.trust as trust
 
     df = dense_grid(seed=11)
     fits = [fit(df, "chinchilla", bootstrap=200, seed=s, heldout=False) for s in range(5)]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from archfit import recommend
 from archfit.errors import RecommendError
-from archfit.laws.fitting import fit
+from archfit.laws.inference.fitting import fit
 
 
 def test_acceptance_1e12_default_levine(cli):

@@ -12,8 +12,8 @@ import pytest
 
 from archfit.laws import LAWS, Figure, MeasuredOptimum, ShapeLaw, register
 from archfit.laws.base import Estimate
-from archfit.laws.fitting import fit
-from archfit.laws.optima import best_per_shape, class_optima
+from archfit.laws.inference.fitting import fit
+from archfit.laws.shape.optima import best_per_shape, class_optima
 from archfit.plots import draw_all
 from archfit.recommending import recommend
 

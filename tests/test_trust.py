@@ -12,7 +12,7 @@ import pytest
 
 from archfit import recommend
 from archfit.laws import load_fit
-from archfit.laws.fitting import fit
+from archfit.laws.inference.fitting import fit
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 
@@ -219,7 +219,7 @@ def test_a_band_across_a_threshold_reads_in_the_values_own_unit():
     across 10x (uninformative)."""
     from types import SimpleNamespace
 
-    from archfit.laws.trust import Trust, bootstrap_reason
+    from archfit.laws.inference.trust import Trust, bootstrap_reason
     from archfit.numbers import MC_BAND_Z
 
     assert MC_BAND_Z == 4.0

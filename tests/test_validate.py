@@ -11,7 +11,7 @@ import pytest
 
 from archfit.recommending import validation as va
 from archfit.laws import Fit
-from archfit.laws.levine import optimal_depth
+from archfit.laws.shape.levine import optimal_depth
 from archfit.sweep import load_spec
 from conftest import tiny_spec
 

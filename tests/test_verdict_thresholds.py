@@ -1,4 +1,4 @@
-"""Each of the verdict's thresholds (archfit.laws.trust) pinned by a case on each side of it,
+"""Each of the verdict's thresholds (archfit.laws.inference.trust) pinned by a case on each side of it,
 written as literal values: moving a threshold past one of its cases fails here. (Pinned, not
 calibrated: their calibration on public sweeps is still to come.) The cases go
 through the functions the verdict itself calls, with the smallest stand-ins for a law and a
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from archfit.laws import trust
+from archfit.laws.inference import trust
 from archfit.laws.base import ComputeLaw, Law, ShapeLaw
 
 

@@ -166,7 +166,7 @@ def _check_prior(spec: Spec) -> None:
 
 def _standing(spec: Spec) -> str:
     """The law that prices the pool: the spec's, or for auto the first choice of its role."""
-    from archfit.laws.selection import AUTO, FIRST_CHOICE
+    from archfit.laws.inference.selection import AUTO, FIRST_CHOICE
 
     if spec.law != AUTO:
         return spec.law
@@ -450,7 +450,7 @@ def _fit(spec: Spec, out: str, led: Ledger, r: Round, say: Progress) -> None:
     import warnings
 
     from archfit.errors import FitError, FitInputError, UninformativeWarning
-    from archfit.laws.selection import fit
+    from archfit.laws.inference.selection import fit
     from archfit.recommending import recommend
     from archfit.recommending.request import RecommendRequest
 

@@ -229,7 +229,7 @@ def _check_gpu(gpu: str | None, path: str) -> None:
 def _law(path: str, law_name: str, kind: str) -> Any:
     """The spec's law, if it can run a campaign toward a ``kind`` target."""
     from archfit.laws import LAWS
-    from archfit.laws.selection import AUTO, FIRST_CHOICE, candidates
+    from archfit.laws.inference.selection import AUTO, FIRST_CHOICE, candidates
 
     if law_name == AUTO:  # every law of the target's role, compared on the runs each round
         role = "shape" if kind == "params" else "compute"

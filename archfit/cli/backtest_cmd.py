@@ -42,7 +42,7 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     """
     from archfit.interval import describe
     from archfit.laws import load_fit
-    from archfit.laws.backtest import Predictions
+    from archfit.laws.inference.backtest import Predictions
     from archfit.sweep.store import read_runs
 
     f = load_fit(fit_file)
@@ -139,7 +139,7 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
       archfit backtest sweeps/scattered.parquet --law depth-joint --cut 3e8
       archfit backtest datasets/chinchilla_epoch2024.csv --law chinchilla --cuts 1e9,3e9
     """
-    from archfit.laws.backtest import backtests
+    from archfit.laws.inference.backtest import backtests
     from archfit.sweep.store import expand_paths, read_runs
 
     all_cuts = list(cuts or []) + ([cut] if cut is not None else [])

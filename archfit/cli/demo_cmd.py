@@ -120,7 +120,7 @@ def demo(spec_path, out_dir, law, target, bootstrap, alternatives, seeds, no_val
     from archfit import sweep as sw
     from archfit.recommending import validation as va
     from archfit.io import check_output
-    from archfit.laws.selection import fit as fit_law
+    from archfit.laws.inference.selection import fit as fit_law
     from archfit.plots import draw_all, draw_validation
 
     spec_path = _spec_path(spec_path)

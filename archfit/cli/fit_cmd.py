@@ -137,10 +137,10 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     by more than 5% is named in a note.
     """
     from archfit.laws import get_law
-    from archfit.laws.selection import fit as fit_law
+    from archfit.laws.inference.selection import fit as fit_law
     from archfit.sweep.store import read_runs
 
-    from archfit.laws.selection import AUTO
+    from archfit.laws.inference.selection import AUTO
 
     if law == AUTO and (fixes or ties):
         raise click.UsageError("--fix and --tie name one law's parameters; choose the law "
@@ -152,7 +152,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
                                "give one")
     if out:
         from archfit.io import check_output
-        from archfit.laws.artifact import is_fit_artifact
+        from archfit.laws.inference.artifact import is_fit_artifact
         from archfit.sweep.store import expand_paths
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
@@ -177,7 +177,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
                     "ff_ratio": ff_ratio})
     try:
         if by:
-            from archfit.laws.fitting import fit_groups
+            from archfit.laws.inference.fitting import fit_groups
 
             kw.pop("pool_groups")
             _by(fit_groups(table, law, by=by, **kw), by, out, as_json)
@@ -198,7 +198,7 @@ def _show(result: Any, out: str | None, as_json: bool) -> None:
         return
     sel = result.diagnostics.get("selection")
     if sel:
-        from archfit.laws.selection import Selection
+        from archfit.laws.inference.selection import Selection
 
         click.echo(wrap(Selection(**sel).text()) + "\n")
     click.echo(wrap(str(result.summary())))
@@ -233,7 +233,7 @@ def _progress(bootstrap: int | str, as_json: bool) -> tuple[Any, Any]:
     from rich.progress import Progress
 
     prog = Progress(transient=True)
-    from archfit.laws.fitting import AUTO_MAX
+    from archfit.laws.inference.fitting import AUTO_MAX
 
     cap = AUTO_MAX if bootstrap == "auto" else int(bootstrap)
     what = f"until settled, at most {cap:,}" if bootstrap == "auto" else f"{cap:,}"
@@ -254,7 +254,7 @@ def _by(fits: dict, by: str, out: str | None, as_json: bool) -> None:
     """One fit per group of ``by``: side by side (estimate and 95% CI per parameter, verdict),
     or as JSON; with --out, one artifact per group."""
     from archfit.io import check_output
-    from archfit.laws.artifact import is_fit_artifact
+    from archfit.laws.inference.artifact import is_fit_artifact
 
     paths = {}
     if out:

@@ -64,8 +64,8 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
     if data:
-        from archfit.laws.columns import require_columns
-        from archfit.laws.fitting import sane_frame
+        from archfit.laws.inference.columns import require_columns
+        from archfit.laws.inference.fitting import sane_frame
         from archfit.sweep.store import read_runs
 
         table = read_runs(data, parse_map(maps) if maps else fit.mapping)

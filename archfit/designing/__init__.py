@@ -24,8 +24,8 @@ import numpy as np
 from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, check_pool,
                                    costs, not_among, starting_fit)
 from archfit.designing.replays import fit_runs, replay
-from archfit.laws.backtest import calibrated_fit, metrics, split_most_expensive
-from archfit.laws.columns import columns
+from archfit.laws.inference.backtest import calibrated_fit, metrics, split_most_expensive
+from archfit.laws.inference.columns import columns
 from archfit.designing.strategies import (CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS, RULE,
                                           STRATEGIES, strategy_name,
                                           check_request, draws, predicted, spread)
@@ -203,7 +203,7 @@ def design(pool: Any, *, law: str, target: Target, budget: float | None = None,
     file) is used as it is. Nothing to run once the target's 95% CI high/low is ``until_ci``
     or less. ``n_counts``: what the params count, named in the cost's unit."""
     from archfit.laws import get_law
-    from archfit.laws.selection import resolve
+    from archfit.laws.inference.selection import resolve
 
     from archfit.sweep.store import to_polars
 

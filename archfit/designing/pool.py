@@ -102,7 +102,7 @@ def as_runs(table: Any, what: str = "--results") -> Any:
         return None
     from archfit.sweep.store import read_runs, to_polars
 
-    from archfit.laws.columns import finite_positive
+    from archfit.laws.inference.columns import finite_positive
 
     frame = to_polars(table)
     try:
@@ -168,7 +168,7 @@ def starting_fit(lw: Any, fit: Any, prior: Any, widths: dict[str, float] | None,
     against the law; ``prior`` checked (FitInputError where it shares nothing with the law),
     and, with no results to weigh, the starting fit itself."""
     from archfit.laws import load_fit
-    from archfit.laws.constraints import constraints_for
+    from archfit.laws.inference.constraints import constraints_for
 
     if fit is not None and prior is not None:
         raise DesignError("give --fit (a fit to start from) or --prior (a prior on the fit of "

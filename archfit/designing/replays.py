@@ -1,6 +1,6 @@
 """The design's replay on a finished sweep (:func:`replay`: "how much of my last sweep did I
 need?"), scored with intervals widened by what extrapolating in cost needed
-(:func:`archfit.laws.backtest.calibrated_fit`)."""
+(:func:`archfit.laws.inference.backtest.calibrated_fit`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from archfit.designing.strategies import (ADAPTIVE, CRITERIA, DEFAULT_STRATEGY, 
                                           check_request, draws, spread)
 from archfit.designing.step import Step
 from archfit.errors import FitError, FitInputError
-from archfit.laws.backtest import calibrated_fit, metrics
-from archfit.laws.columns import columns
+from archfit.laws.inference.backtest import calibrated_fit, metrics
+from archfit.laws.inference.columns import columns
 from archfit.sweep.store import without_duplicates
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round
@@ -27,7 +27,7 @@ def fit_runs(frame: Any, law: str, bootstrap: int, seed: int, prior: Any = None,
              dedupe: bool = False) -> tuple[Any, str | None]:
     """(a fit of the runs so far, with ``prior`` as ``archfit fit --prior``, or None, why not).
     ``strict`` (the user's ``--results``): a table ``fit`` refuses is refused here too."""
-    from archfit.laws.selection import fit
+    from archfit.laws.inference.selection import fit
 
     if frame is None or frame.height == 0:
         return None, "no runs yet"

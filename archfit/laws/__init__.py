@@ -1,8 +1,10 @@
-"""Scaling laws: the :class:`Law` classes (one file each), the :class:`Fit` artifact, and the
-published fits (:data:`PUBLISHED`). ``archfit.fit`` (in :mod:`archfit.laws.fitting`) fits one.
+"""Scaling laws, a room per kind (``shape/``, ``compute/``, ``hyperparameters/``, ``moe/``: one
+file per law, each subclassing one base of :mod:`archfit.laws.base`), the machinery they share
+(``inference/``: fitting, selection, bands, backtests, the verdict, the :class:`Fit` artifact)
+and the published fits (:data:`PUBLISHED`). ``archfit.fit`` (in :mod:`archfit.laws.inference.fitting`) fits one.
 
-Importing the package registers every shipped law in :data:`LAWS` (one import line per law
-module below).
+Importing the package registers every shipped law in :data:`LAWS` (each room's package imports
+its law modules).
 """
 
 from __future__ import annotations
@@ -10,9 +12,8 @@ from __future__ import annotations
 from archfit.laws.base import (BASES, LAWS, ROLES, ComputeLaw, FFRatioLaw, Figure,
                                HyperparameterLaw, Law, LossCurveLaw, MeasuredOptimum, MoELaw,
                                ShapeLaw, get_law, register)
-from archfit.laws import (chinchilla, data_constrained, depth_joint, depth_width,  # noqa: F401
-                          farseer, ff_ratio, kaplan, levine, lr_batch, moe)
-from archfit.laws.artifact import Fit, load_fit
+from archfit.laws import compute, hyperparameters, moe, shape  # noqa: F401  (registers them)
+from archfit.laws.inference.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 
 __all__ = ["BASES", "ComputeLaw", "FFRatioLaw", "Fit", "Figure", "HyperparameterLaw", "Law",

@@ -6,7 +6,7 @@ about the model: its functional form, parameters, bounds, starts, data preparati
 point fit (:meth:`Law.fit_point`); for a shape law the optimum at N and a loss penalty for a
 concrete shape; for a compute law N_opt(C); the figures it can draw (``own_figures``). It takes
 parameters, never a fit. Inference (draws, intervals, predictions with bands, the optimum's
-CI), the verdict (:mod:`archfit.laws.trust`) and the figure list read a
+CI), the verdict (:mod:`archfit.laws.inference.trust`) and the figure list read a
 :class:`~archfit.laws.Fit`. ``recommender``, ``plots`` and ``cli`` name no law: they ask the
 law object and the fit. ``tests/test_contracts.py`` fails on a law method that takes a fit.
 
@@ -122,7 +122,7 @@ class Law:
     answer_names: ClassVar[tuple[str, ...]] = ()
     # the target it answers at: "params" (a size) or "compute" (a FLOP budget); None: neither
     target_kind: ClassVar[str | None] = None
-    # the verdict's spread of the answer (:func:`archfit.laws.trust.spread`): the quantity of
+    # the verdict's spread of the answer (:func:`archfit.laws.inference.trust.spread`): the quantity of
     # answer_names, what it is called, the span key of the fit-level reference point and that
     # point's unit; None: no spread to grade
     spread_of: ClassVar[tuple[str, str, str, str] | None] = None
@@ -156,7 +156,7 @@ class Law:
 
     def spread_limits(self) -> tuple[float, float]:
         """The weak and uninformative limits of its answer's 95% high / low ratio."""
-        from archfit.laws import trust
+        from archfit.laws.inference import trust
 
         return trust.OPTIMUM_CI_RATIO
 
@@ -169,22 +169,22 @@ class Law:
         return f, f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
 
     def prepare(self, frame: Any) -> Data:
-        from archfit.laws.columns import prepare
+        from archfit.laws.inference.columns import prepare
 
         return prepare(self, frame)
 
     def classes(self, data: Data, tol: float | None = None) -> np.ndarray:
         """Size-class labels: the ones the fit fixed (column ``size_class``), else by the
         planned size (``target_params``), else sizes within ``tol`` of a class's smallest."""
-        from archfit.laws.columns import class_labels, size_classes
+        from archfit.laws.inference.columns import class_labels, size_classes
 
         if tol is None:
             return class_labels(data)
         return size_classes(data["params"], data.get("target_params"), tol)
 
     def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
-        """Bootstrap units (the training run; see :func:`archfit.laws.columns.run_groups`)."""
-        from archfit.laws.columns import run_groups
+        """Bootstrap units (the training run; see :func:`archfit.laws.inference.columns.run_groups`)."""
+        from archfit.laws.inference.columns import run_groups
 
         return run_groups(data, by)
 
@@ -381,7 +381,7 @@ class ComputeLaw(Law):
         return n, d, d / n
 
     def spread_limits(self) -> tuple[float, float]:
-        from archfit.laws import trust
+        from archfit.laws.inference import trust
 
         return trust.COMPUTE_CI_RATIO
 

@@ -67,7 +67,7 @@ def draw_pareto(choice: Any, path: str) -> str:
 
 def draw_backtest(results: Sequence[dict[str, Any]], path: str) -> str:
     """Predicted against actual loss for every held-out run of one or more backtests
-    (:func:`archfit.laws.backtest.backtest`), each with its prediction interval; points on the
+    (:func:`archfit.laws.inference.backtest.backtest`), each with its prediction interval; points on the
     diagonal were predicted exactly, bars that cross it covered the truth."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=FIGSIZE)

@@ -1,13 +1,13 @@
 """A mixture of experts' granularity, chosen within its law's reach and priced in GPU time.
 
-Each candidate granularity G (:data:`archfit.laws.moe.GRANULARITIES`, those the MoE law was
+Each candidate granularity G (:data:`archfit.laws.moe.common.GRANULARITIES`, those the MoE law was
 fitted on unless one is given) splits the backbone's MLP into experts d_ff / G wide, top-G, as
 many as bring the total to its target. Each is priced three ways:
 
 - **loss**: the MoE law's prediction at its active size on its tokens;
 - **tokens**: given (``--tokens``), ``--tokens-per-param`` times the active size, or the MoE
   law's own N-D trade-off: the tokens at which the active size is compute-optimal at G
-  (:meth:`archfit.laws.moe.Granularity.optimal_tokens`);
+  (:meth:`archfit.laws.moe.granularity.Granularity.optimal_tokens`);
 - **GPU time**: the modelled step time on the GPU (:func:`archfit.train.perf.modelled`: its
   matmuls, memory traffic, per-layer and per-step costs) plus the expert all-to-all over the
   layout its training state needs (:func:`archfit.train.perf.training_layout`: whole nodes,
@@ -21,7 +21,7 @@ its own speed allows in it, and the lowest predicted loss wins: the loss per GPU
 The reach of a fit is the span of the runs it was fitted on (``diagnostics.span``: the
 granularities, expert counts and top-k it saw, and the expansion rate, total routed experts'
 width over the dense MLP's); a choice past it is named in the verdict's reasons and graded as a
-size extrapolation is (:data:`archfit.laws.trust.EXTRAPOLATION`)."""
+size extrapolation is (:data:`archfit.laws.inference.trust.EXTRAPOLATION`)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def candidate_granularities(fit: Fit, base: Shape, given: float | None, top_k: i
     """The granularities to weigh: the one given (``--granularity``, or ``--top-k``: top-k
     experts of d_ff / top-k), else every one the law considers that its fit's runs covered and
     whose experts stay at least :data:`EXPERT_MULTIPLE` wide."""
-    from archfit.laws.moe import GRANULARITIES
+    from archfit.laws.moe.common import GRANULARITIES
 
     if given is not None:
         finest = int(base.d_ff or 0) // EXPERT_MULTIPLE
@@ -261,7 +261,7 @@ def edge_note(fit: Fit, pick: Priced, searched: list[float]) -> str | None:
 def reach_trust(fit: Fit, shape: Shape) -> tuple[str, list[str]]:
     """The verdict a choice past the reach earns (graded as a size extrapolation) and its
     reasons."""
-    from archfit.laws.trust import EXTRAPOLATION
+    from archfit.laws.inference.trust import EXTRAPOLATION
 
     worst, reasons = "informative", []
     for f, why in past_reach(fit, shape):

@@ -14,7 +14,7 @@ from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.interval import Interval
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
-from archfit.laws.trust import EXTRAPOLATION
+from archfit.laws.inference.trust import EXTRAPOLATION
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR, MIN_LR
 from archfit.train.hyperparameters import RecipeError, recipe as published_recipe
@@ -156,7 +156,7 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
             ) -> dict[str, Any]:
     """The peak rate (``what`` "lr") or the batch (``"batch_tokens"``) of an lr-batch fit at
     (N, D), its 95% interval over the fit's draws, the published laws' values beside it."""
-    from archfit.laws.lr_batch import LRBatch  # only when a learning-rate fit is given
+    from archfit.laws.hyperparameters.lr_batch import LRBatch  # only when a learning-rate fit is given
 
     law = fit.law_obj
     if not isinstance(law, LRBatch):

@@ -29,13 +29,13 @@ class KaplanN(LossCurveLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.columns import varies
+        from archfit.laws.inference.columns import varies
 
         x, t = np.log(data["params"]), np.log(data["loss"])
         if not varies(data["params"]):
             raise FitError("kaplan-n needs runs of different sizes; all have about the same N")
         if constraints:  # least squares on log loss over θ = (ln N_c, alpha_N)
-            from archfit.laws.optimize import Reparam, lsq_fit
+            from archfit.laws.inference.optimize import Reparam, lsq_fit
 
             s0 = (self.fit_point(data, full=False).params if start is None else start)
             th = lsq_fit(lambda th: th[1] * (th[0] - x) - t,
@@ -95,13 +95,13 @@ class KaplanND(LossCurveLaw):
         import numpy as np
         from scipy.optimize import least_squares
 
-        from archfit.laws.columns import varies
+        from archfit.laws.inference.columns import varies
 
         if not (varies(data["params"]) and varies(data["tokens"])):
             raise FitError("kaplan-nd needs runs that vary both N and D")
         lx, ly, t = np.log(data["params"]), np.log(data["tokens"]), np.log(data["loss"])
         if constraints:  # least squares on log loss over θ = (ln N_c, ln D_c, α_N, α_D)
-            from archfit.laws.optimize import Reparam, lsq_fit
+            from archfit.laws.inference.optimize import Reparam, lsq_fit
 
             s0 = self.fit_point(data, full=False).params if start is None else start
             th = lsq_fit(lambda th: self._log_pred(th, lx, ly) - t,

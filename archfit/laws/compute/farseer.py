@@ -83,7 +83,7 @@ class Farseer(ComputeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.columns import varies
+        from archfit.laws.inference.columns import varies
 
         if not varies(data["params"]) or not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
@@ -102,7 +102,7 @@ class Farseer(ComputeLaw):
         """The fit in the public parameters, where --fix, --tie and --prior name them."""
         import numpy as np
 
-        from archfit.laws.optimize import Reparam, huber_lsq
+        from archfit.laws.inference.optimize import Reparam, huber_lsq
 
         n, D, logL = data["params"] / N_SCALE, data["tokens"], np.log(data["loss"])
         rp = Reparam(tuple((name, False) for name in self.param_names), constraints)
@@ -141,7 +141,7 @@ def _fit_stable(data: Data, starts: list[np.ndarray]) -> np.ndarray:
     import numpy as np
     from scipy.optimize import least_squares
 
-    from archfit.laws.optimize import best_start
+    from archfit.laws.inference.optimize import best_start
 
     L = np.log(data["params"] / N_SCALE)
     lnD, logL = np.log(data["tokens"]), np.log(data["loss"])
@@ -195,7 +195,7 @@ def chinchilla_starts(data: Data) -> list[np.ndarray]:
     exp(ln E + (A/E) N^-a); B D^-b with no drift in size."""
     import numpy as np
 
-    from archfit.laws.optimize import HuberLSE
+    from archfit.laws.inference.optimize import HuberLSE
 
     h = HuberLSE(np.log(np.stack([data["params"], data["tokens"]], 1)), np.log(data["loss"]),
                  HUBER_DELTA)
@@ -213,7 +213,7 @@ def staged_starts(data: Data) -> list[np.ndarray]:
     import numpy as np
     from scipy.optimize import least_squares
 
-    from archfit.laws.columns import class_labels
+    from archfit.laws.inference.columns import class_labels
 
     key = class_labels(data)
     rows = []

@@ -1,8 +1,8 @@
 """The fitting driver (numpy at the top: this module is never on a cold path): :func:`fit`
 reads and checks a table of runs, then :func:`fit_data` makes the point estimate, the
 bootstrap over training runs, the scatter of runs about the law and the held-out check. The
-numeric pieces the laws share live in :mod:`archfit.laws.columns`, :mod:`~archfit.laws.regression`,
-:mod:`~archfit.laws.optima` and :mod:`~archfit.laws.bands`."""
+numeric pieces the laws share live in :mod:`archfit.laws.inference.columns`, :mod:`~archfit.laws.inference.regression`,
+:mod:`~archfit.laws.shape.optima` and :mod:`~archfit.laws.inference.bands`."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from archfit.errors import FitError, FitInputError, WorkerError
-from archfit.laws.artifact import Fit
+from archfit.laws.inference.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
-from archfit.laws.constraints import constraints_for, point_estimate, prior_record
+from archfit.laws.inference.constraints import constraints_for, point_estimate, prior_record
 from archfit.numbers import order_statistic, plain
-from archfit.laws.conventions import check_params
-from archfit.laws.bands import heldout_split, run_scatter
-from archfit.laws.columns import SIZE_TOLERANCE, finite_positive, subset
-from archfit.laws.regression import lack_of_fit
+from archfit.laws.inference.conventions import check_params
+from archfit.laws.inference.bands import heldout_split, run_scatter
+from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
+from archfit.laws.inference.regression import lack_of_fit
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
@@ -64,7 +64,7 @@ def fit(
 ) -> Fit:
     """Fit ``law`` to a table of runs (polars or pandas ``frame``, a :class:`RunTable`, or
     files in ``paths``); for ``law="auto"`` (the law chosen on held-out runs) call
-    :func:`archfit.laws.selection.fit`, which is ``archfit.fit``.
+    :func:`archfit.laws.inference.selection.fit`, which is ``archfit.fit``.
     Returns a :class:`Fit` with parameters, 95% CIs (percentile bootstrap over training runs:
     the rows of one run at several token counts are resampled together, see ``group``; Wald
     intervals from the covariance when ``bootstrap=0`` and the law has one), derived quantities
@@ -84,7 +84,7 @@ def fit(
     the other laws that list ``supports_ties``), as published constrained fits do.
     The fit records prior, data-only and posterior values side by side.
 
-    ``size_tolerance`` (default :data:`~archfit.laws.columns.SIZE_TOLERANCE`, 2%) is what "the
+    ``size_tolerance`` (default :data:`~archfit.laws.inference.columns.SIZE_TOLERANCE`, 2%) is what "the
     same size" means where the table has no planned size (``target_params``): runs within it
     of a class's smallest run are one size class. The classes are fixed once here; every check
     and the held-out split read them, and the fit's span records them.
@@ -301,7 +301,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         return own
     if not lw.predicts_loss or "params" not in data:
         return {}
-    from archfit.laws.bands import band_report, conformal_factor, extrapolation_rate
+    from archfit.laws.inference.bands import band_report, conformal_factor, extrapolation_rate
 
     mask, sizes = heldout_split(data)
     if not mask.any():
@@ -371,7 +371,7 @@ def check_losses_vary(data: Data) -> None:
 def check_sizes(lw: Law, data: Data) -> None:
     """Refuse a law whose parameters need more distinct sizes N than the runs have."""
     if lw.min_sizes and "params" in data:
-        from archfit.laws.columns import size_classes
+        from archfit.laws.inference.columns import size_classes
 
         # measured sizes: what a law in N is fitted across
         n = len(np.unique(size_classes(data["params"], None, tolerance_of(data))))

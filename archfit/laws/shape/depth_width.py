@@ -11,7 +11,7 @@ from archfit.shapes import kaplan_width
 if TYPE_CHECKING:
     import numpy as np
 
-    from archfit.laws.artifact import Fit
+    from archfit.laws.inference.artifact import Fit
     from archfit.shapes import Shape
 
 
@@ -20,7 +20,7 @@ def shape_penalty(data: Data) -> dict[str, Any] | None:
     log aspect ratio d_model / n_layer; a pooled quadratic gives the best ratio."""
     import numpy as np
 
-    from archfit.laws.columns import size_classes
+    from archfit.laws.inference.columns import size_classes
 
     cls = size_classes(data["params"], data.get("target_params"))
     xs, ys = [], []
@@ -86,8 +86,8 @@ class DepthWidth(ShapeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.columns import log_cols, varies
-        from archfit.laws.optimize import HuberLSE, Reparam
+        from archfit.laws.inference.columns import log_cols, varies
+        from archfit.laws.inference.optimize import HuberLSE, Reparam
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):
             raise FitError("depth-width needs runs that vary both d_model and n_layer")

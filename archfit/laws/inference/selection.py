@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws import fitting
-from archfit.laws.artifact import Fit
+from archfit.laws.inference import fitting
+from archfit.laws.inference.artifact import Fit
 from archfit.laws.base import AUTO, LAWS, Law, get_law  # noqa: F401 (AUTO: the name users give)
 HELDOUT_SHARE = 0.2  # the costliest ~20% of runs (at least 2, at most a third), as backtests
 PAIRED_RESAMPLES = 2000  # bootstrap resamples of the held-out runs for the paired comparison
@@ -108,7 +108,7 @@ def _per_run(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def fit(frame: Any = None, law: str = "chinchilla", **kw: Any) -> Fit:
-    """:func:`archfit.laws.fitting.fit` (every option as it takes them), and ``law="auto"``:
+    """:func:`archfit.laws.inference.fitting.fit` (every option as it takes them), and ``law="auto"``:
     the law :func:`compare` picks on held-out runs, fitted as asked, with the comparison in its
     diagnostics (``selection``) and a note. This is ``archfit.fit``."""
     if law != AUTO:
@@ -135,7 +135,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
             progress: Callable[[str], None] | None = None) -> Selection:
     """Fit each candidate law (``laws``, default every applicable one, of ``role`` when given)
     on the table's cheaper runs, score it on the costliest, and pick (see the module)."""
-    from archfit.laws.columns import subset
+    from archfit.laws.inference.columns import subset
 
     fit_kw = dict(fit_kw or {})
     frame = table.frame

@@ -15,7 +15,7 @@ from archfit.shapes import SHAPE_LAW_N, kaplan_width
 if TYPE_CHECKING:
     import numpy as np
 
-    from archfit.laws.artifact import Fit
+    from archfit.laws.inference.artifact import Fit
     from archfit.shapes import Shape
 
 
@@ -132,8 +132,8 @@ class Levine(ShapeLaw):
         under --fix/--prior (one size class is then enough)."""
         import numpy as np
 
-        from archfit.laws.optima import best_per_shape, class_optima
-        from archfit.laws.regression import linear_map, ols
+        from archfit.laws.shape.optima import best_per_shape, class_optima
+        from archfit.laws.inference.regression import linear_map, ols
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("levine needs at least 3 different depths per size class; all runs "
@@ -199,8 +199,8 @@ class Levine(ShapeLaw):
     def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         import numpy as np
 
-        from archfit.laws.columns import subset
-        from archfit.laws.optima import best_per_shape, class_optima
+        from archfit.laws.inference.columns import subset
+        from archfit.laws.shape.optima import best_per_shape, class_optima
 
         cls = self.classes(data)
         top = cls.max()

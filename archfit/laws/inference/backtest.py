@@ -15,8 +15,8 @@ import numpy as np
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import get_law
-from archfit.laws.bands import band_report
-from archfit.laws.columns import size_classes
+from archfit.laws.inference.bands import band_report
+from archfit.laws.inference.columns import size_classes
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 
@@ -30,7 +30,7 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     ``coverage``, ``mean_rel_error``, ``rms_rel_error``, ``rows`` (``predicted``, ``low``,
     ``high``, ``actual`` and the run's columns), ``classes`` and ``verdict``. ``dedupe``: drop
     exact duplicate rows first (as ``fit --dedupe``); without it they are refused."""
-    from archfit.laws.selection import fit
+    from archfit.laws.inference.selection import fit
 
     lw = get_law(law)
     if not lw.predicts_loss:
@@ -38,7 +38,7 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
                             "chinchilla, kaplan-n, kaplan-nd, depth-width, depth-joint")
     table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
                                                                  frame=frame, keep=group)
-    from archfit.laws.conventions import check_params
+    from archfit.laws.inference.conventions import check_params
 
     conventions: dict[str, str] = {}
     table = replace(table, frame=check_params(table.frame, table.sources, arch, [], conventions))
@@ -171,7 +171,7 @@ class Predictions:
     KEYS = ("params", "n_layer", "d_model", "tokens")
 
     def __init__(self, fit: Any, table: RunTable, level: float) -> None:
-        from archfit.laws.columns import finite_positive
+        from archfit.laws.inference.columns import finite_positive
 
         frame = table.frame
         self.cols = {c: frame[c].to_numpy().astype(float) for c in frame.columns
@@ -233,7 +233,7 @@ def calibrated_fit(frame: Any, law: str, bootstrap: int, seed: int) -> Any:
     ``split = "cost"``, which :meth:`Fit.band` reads. A design's target lies beyond its runs in
     cost, so this is the check that resembles the use; the fit's own held-out check holds out
     the largest sizes instead."""
-    from archfit.laws.selection import fit as fit_law
+    from archfit.laws.inference.selection import fit as fit_law
 
     f = fit_law(frame, law, bootstrap=bootstrap, seed=seed, heldout=False)
     f.diagnostics["heldout"] = cost_check(frame, law, bootstrap, seed)
@@ -243,10 +243,10 @@ def calibrated_fit(frame: Any, law: str, bootstrap: int, seed: int) -> Any:
 def cost_check(frame: Any, law: str, bootstrap: int, seed: int) -> dict[str, Any]:
     """Refit ``frame`` without its costliest ``EXTRAPOLATION_SHARE`` of runs (at least 2),
     predict them, and report the split-conformal factor by which the 95% intervals must widen
-    to cover them (``widen``, :func:`archfit.laws.bands.conformal_factor`; never below 1),
+    to cover them (``widen``, :func:`archfit.laws.inference.bands.conformal_factor`; never below 1),
     with the coverage and errors (``ok`` False, and why, where it cannot be made)."""
-    from archfit.laws.selection import fit as fit_law
-    from archfit.laws.bands import conformal_factor
+    from archfit.laws.inference.selection import fit as fit_law
+    from archfit.laws.inference.bands import conformal_factor
 
     try:
         c = run_costs(frame)

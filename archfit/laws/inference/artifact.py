@@ -17,7 +17,7 @@ from archfit.errors import FitError, FitInputError
 from archfit.io import atomic_write, jsonable
 from archfit.laws.base import Law, get_law
 from archfit.laws.published import PUBLISHED
-from archfit.laws.trust import Trust
+from archfit.laws.inference.trust import Trust
 
 FIT_SCHEMA = "archfit.fit/1"
 
@@ -184,7 +184,7 @@ class Fit:
     def band(self, columns: Mapping[str, Any], level: float = 0.95) -> tuple[Any, Any, Any]:
         """(predicted, low, high) loss arrays for rows given as columns of numpy arrays: a
         ``level`` prediction interval for a new run (parameter uncertainty and the scatter of
-        runs about the law; see :func:`archfit.laws.bands.prediction_band`), widened by the
+        runs about the law; see :func:`archfit.laws.inference.bands.prediction_band`), widened by the
         factor the held-out check needed to cover its runs, when it needed one."""
         law = self.law_obj
         if not law.predicts_loss:
@@ -199,7 +199,7 @@ class Fit:
         if missing:
             raise FitInputError(f"predicting with {law.name} needs column(s) "
                                 f"{', '.join(missing)}")
-        from archfit.laws.bands import prediction_band
+        from archfit.laws.inference.bands import prediction_band
 
         draws, scatter = self.draws(), self.diagnostics.get("scatter")
         if not draws and not scatter:
@@ -316,8 +316,8 @@ class Fit:
                 conditions: Mapping[str, Any] | None = None) -> Trust:
         """The verdict: on the fit (``target`` None: its evidence within the data, the same
         whatever targets were asked), or on answering at ``target`` (extrapolation, the CI of
-        the answer there). The reasons and thresholds are :mod:`archfit.laws.trust`'s."""
-        from archfit.laws.trust import verdict
+        the answer there). The reasons and thresholds are :mod:`archfit.laws.inference.trust`'s."""
+        from archfit.laws.inference.trust import verdict
 
         return verdict(self.law_obj, self, target, conditions)
 
@@ -367,8 +367,8 @@ class Fit:
                 + (f", {unit} runs" if unit else "")
                 + f", verdict {self.verdict().verdict}>")
 
-    def _repr_html_(self) -> str:  # a notebook's view (archfit.laws.summary.fit_html)
-        from archfit.laws.summary import fit_html
+    def _repr_html_(self) -> str:  # a notebook's view (archfit.laws.inference.summary.fit_html)
+        from archfit.laws.inference.summary import fit_html
         return fit_html(self)
 
     def _summary_text(self) -> str:
@@ -392,7 +392,7 @@ class Fit:
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
         from archfit.interval import describe
-        from archfit.laws.summary import cell_lines, diagnostic_lines, prior_table, table
+        from archfit.laws.inference.summary import cell_lines, diagnostic_lines, prior_table, table
 
         lines += ["", *(prior_table(self) if self.prior else
                         table("param", self.params, self.ci, 14, 14))]

@@ -159,8 +159,8 @@ class DataConstrained(ComputeLaw):
         import numpy as np
         from scipy.special import logsumexp
 
-        from archfit.laws.columns import varies
-        from archfit.laws.optimize import HuberLSE, Reparam, huber_lsq
+        from archfit.laws.inference.columns import varies
+        from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq
 
         if not varies(data["params"]) or not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs of different sizes N and token counts D")

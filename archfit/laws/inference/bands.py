@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from archfit.errors import FitInputError
-from archfit.laws.columns import class_labels
+from archfit.laws.inference.columns import class_labels
 
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
 

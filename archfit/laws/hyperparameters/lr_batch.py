@@ -1,7 +1,7 @@
 """The optimal peak learning rate and batch as power laws in size and tokens, fitted from a
 learning-rate sweep or a learning-rate x batch grid: each (N, D) cell's best rate (and batch,
 where the batch varies) is the minimum of a local fit around its lowest run
-(:mod:`archfit.laws.lr_window`), then ln lr* = a + b ln N + c ln D and
+(:mod:`archfit.laws.hyperparameters.lr_window`), then ln lr* = a + b ln N + c ln D and
 ln B* = a_B + b_B ln N + c_B ln D across the cells, each weighted by its optimum's bootstrap
 spread. Step Law (Li et al. 2025) and DeepSeek LLM (2024) are published fits of this form
 (:mod:`archfit.train.hyperparameters`, ``archfit laws``)."""
@@ -131,7 +131,7 @@ class LRBatch(HyperparameterLaw):
         optimum's own)."""
         import numpy as np
 
-        from archfit.laws.bands import band_report, conformal_factor
+        from archfit.laws.inference.bands import band_report, conformal_factor
 
         cells, _ = cell_optima(data)
         if not cells:
@@ -223,7 +223,7 @@ def _power_law(cells: list[dict[str, Any]], key: str, se_key: str, names: tuple[
     held at 0, and ``notes`` says so; ``fixed_out`` gets the coefficients held."""
     import numpy as np
 
-    from archfit.laws.regression import linear_map, ols
+    from archfit.laws.inference.regression import linear_map, ols
 
     lnN = np.log([c["params"] for c in cells])
     lnD = np.log([c["tokens"] for c in cells])
@@ -276,15 +276,15 @@ def cell_keys(data: Data) -> list[tuple[float, float]]:
 def cell_optima(data: Data, draws: int | None = None, seed: int = 0
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Per (size, tokens) cell: the best rate (and batch, where it varies) from the local fit
-    of :mod:`archfit.laws.lr_window`, with its residual-bootstrap 95% interval from ``draws``
-    draws (default :data:`~archfit.laws.lr_window.DRAWS`; ``seed`` seeds them). Cells with no
+    of :mod:`archfit.laws.hyperparameters.lr_window`, with its residual-bootstrap 95% interval from ``draws``
+    draws (default :data:`~archfit.laws.hyperparameters.lr_window.DRAWS`; ``seed`` seeds them). Cells with no
     window (too few rates, two batches), no minimum within their window, or losses that differ
     across the grid no more than across seeds are skipped; the notes say which and why, and
     name each cell left without an interval."""
     import numpy as np
     from scipy import stats
 
-    from archfit.laws import lr_window
+    from archfit.laws.hyperparameters import lr_window
 
     rng = np.random.default_rng(seed)
     batch_all = (np.asarray(data["batch_tokens"], float) if "batch_tokens" in data else None)

@@ -1,4 +1,4 @@
-"""A fit's summary text, in plain Python (as :mod:`archfit.laws.artifact`): the parameter and
+"""A fit's summary text, in plain Python (as :mod:`archfit.laws.inference.artifact`): the parameter and
 derived tables with their 95% CIs, the prior / data-alone / posterior table of a constrained
 fit, and the diagnostic lines (size classes, RMSE, the scatter of runs, the held-out check)."""
 

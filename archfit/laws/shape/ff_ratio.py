@@ -27,8 +27,8 @@ class FFRatio(FFRatioLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.optima import best_per_shape, class_optima
-        from archfit.laws.regression import linear_map, ols
+        from archfit.laws.shape.optima import best_per_shape, class_optima
+        from archfit.laws.inference.regression import linear_map, ols
 
         if len(np.unique(np.round(data["d_ff"] / data["d_model"], 3))) < 3:
             raise FitError("ff-ratio needs at least 3 different d_ff/d_model ratios")

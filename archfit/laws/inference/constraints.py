@@ -43,7 +43,7 @@ def constraints_for(lw: Law, fix: dict[str, float] | None, prior: Any,
         means = {k: tuple(v) for k, v in prior.items()}
         source = "stated"
     elif prior is not None:
-        from archfit.laws.artifact import load_fit
+        from archfit.laws.inference.artifact import load_fit
 
         pf = load_fit(prior)
         source = pf.label

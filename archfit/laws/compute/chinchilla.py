@@ -14,7 +14,7 @@ from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Figure,
 if TYPE_CHECKING:
     import numpy as np
 
-    from archfit.laws.artifact import Fit
+    from archfit.laws.inference.artifact import Fit
 
 
 def compute_optimal(params: Mapping[str, float], C: float) -> tuple[float, float]:
@@ -86,7 +86,7 @@ class _ChinchillaBase(ComputeLaw):
         return {"a=beta/(alpha+beta)": params["beta"] / (params["alpha"] + params["beta"])}
 
     def _check(self, data: Data) -> None:
-        from archfit.laws.columns import varies
+        from archfit.laws.inference.columns import varies
 
         if not varies(data["params"]):
             raise FitError(f"{self.name} needs runs of different sizes N")
@@ -107,8 +107,8 @@ class Chinchilla(_ChinchillaBase):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.columns import log_cols
-        from archfit.laws.optimize import HuberLSE, Reparam
+        from archfit.laws.inference.columns import log_cols
+        from archfit.laws.inference.optimize import HuberLSE, Reparam
 
         self._check(data)
         h = HuberLSE(log_cols(data, ["params", "tokens"]), np.log(data["loss"]), HUBER_DELTA)
@@ -138,7 +138,7 @@ class ChinchillaVarPro(_ChinchillaBase):
                ) -> tuple[float, np.ndarray]:
         import numpy as np
 
-        from archfit.laws.regression import nnls_relative
+        from archfit.laws.inference.regression import nnls_relative
 
         al, be = ab
         return nnls_relative(np.stack([np.ones_like(N), N ** -al, D ** -be], axis=1), L)
@@ -155,7 +155,7 @@ class ChinchillaVarPro(_ChinchillaBase):
         self._check(data)
         N, D, L = data["params"], data["tokens"], data["loss"]
         if constraints:
-            from archfit.laws.optimize import Reparam, lsq_fit
+            from archfit.laws.inference.optimize import Reparam, lsq_fit
 
             rp = Reparam(self.SPEC, constraints)
             if start is None:

@@ -1,0 +1,5 @@
+"""Compute laws: the loss over size and tokens, and the split of a FLOP budget
+(:class:`~archfit.laws.ComputeLaw`), with Kaplan et al.'s loss curves
+(:class:`~archfit.laws.LossCurveLaw`)."""
+
+from archfit.laws.compute import chinchilla, data_constrained, farseer, kaplan  # noqa: F401  (registers them)
