@@ -146,20 +146,16 @@ def matmul_peak(device: str) -> float:
     return 2 * n ** 3 / best
 
 
-def planner(s, batch: int, device: str) -> dict:
-    """archfit's own prediction for the shape: tokens/s (archfit shape --gpu h200's model) and
-    peak memory (bf16, 1 GiB overhead)."""
-    from archfit.train import memory
-    from archfit.train.perf import modelled
-
+def planner(s, batch: int, device: str, compiled: bool) -> dict:
+    """archfit's own prediction for the shape in the mode measured: tokens/s and peak memory
+    (archfit shape --gpu's planner, archfit.train.perf.planned)."""
     if device != "cuda":
         return {"tokens_per_s": None, "memory_gib": None}
     from archfit.train.accelerators import device_key
+    from archfit.train.perf import planned
 
     key = device_key(torch.cuda.get_device_name()) or "h200"
-    return {"tokens_per_s": modelled(key).tokens_per_s(s, batch * s.n_ctx),
-            "memory_gib": memory.estimate(s, batch, precision="bf16", overhead_gib=1.0).total
-            / 2**30}
+    return planned(s, key, batch, compiled)
 
 
 def train_row(s, batch: int, steps: int, warmup: int, device: str) -> dict:
@@ -264,7 +260,6 @@ def main() -> None:
     for label, fields, batch in shapes(dev):
         s = Shape(**fields)
         per_token = s.flops_per_token("matmul_train")
-        plan = planner(s, batch, dev)
         makers = [("archfit", lambda s=s: GPT(s))]
         if not a.skip_hf and not label.startswith("dense twin"):
             makers.append(("hf", lambda s=s: hf_model(s)))
@@ -285,7 +280,7 @@ def main() -> None:
                 row = {"shape": label, "model": impl, "compiled": compile_, "batch": batch,
                        "fields": fields, "matmul_flops_per_token": per_token,
                        "mfu": out["tokens_per_s"] * per_token / peak if "tokens_per_s" in out
-                       else None, **out, "plan": plan}
+                       else None, **out, "plan": planner(s, batch, dev, compile_)}
                 rows.append(row)
                 _print_row(row)
     tr = train_pairs(shapes(dev)[0], steps, a.warmup, dev, 1 if dev == "cuda" else 3)

@@ -100,10 +100,12 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
 def _print_perf(perf):  # type: ignore[no-untyped-def]
     t, lat, mem = perf["training"], perf["decode"], perf["memory"]
     gpu = perf["gpu"]
-    click.echo(wrap(f"training on {gpu}: {t['tokens_per_s']:,.0f} tokens/s per GPU at "
-                    f"{t['batch_tokens']:,.0f} tokens per step ({t['kind']}: {t['source']})"))
+    click.echo(wrap(f"training on {gpu}: {t['tokens_per_s']:,.0f} tokens/s per GPU compiled, "
+                    f"{t['tokens_per_s_eager']:,.0f} eager, at {t['batch_tokens']:,.0f} tokens "
+                    f"per step ({t['kind']}: {t['source']})"))
     if mem["fits"]:
-        click.echo(wrap(f"memory on {gpu}: {mem['gib']:.1f} GiB per GPU at a micro-batch of "
+        click.echo(wrap(f"memory on {gpu}: {mem['gib']:.1f} GiB per GPU compiled, "
+                        f"{mem['gib_eager']:.1f} eager, at a micro-batch of "
                         f"{mem['micro_batch']} sequences ({mem['grad_accum']} pass(es) per step of "
                         f"{mem['sequences']}; {mem['convention']})"))
     else:
@@ -132,8 +134,10 @@ def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     model = load_step_model(perf_file) if perf_file else modelled(gpu)
     bt = batch_tokens or DEFAULT_BATCH_TOKENS
     return {"gpu": gpu,
-            "training": {"tokens_per_s": model.tokens_per_s(s, bt), "batch_tokens": bt,
-                         "kind": model.kind, "device": model.device, "source": model.source},
+            "training": {"tokens_per_s": model.tokens_per_s(s, bt),
+                         "tokens_per_s_eager": model.tokens_per_s(s, bt, compiled=False),
+                         "batch_tokens": bt, "kind": model.kind, "device": model.device,
+                         "source": model.source},
             "memory": _memory(s, gpu, bt),
             "decode": decode_latency(s, gpu), "all_to_all": expert_all_to_all(s, bt, gpu)}
 
@@ -150,16 +154,23 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
     seqs = max(1, int(batch_tokens) // s.n_ctx)
     over = overhead_gib(gpu)
     cal = calibration(dev.key)
+    share = cal.activation_share if cal else {}
     conv = (f"estimated: bf16 autocast, fp32 master weights, grads and AdamW states, "
-            f"activations, {over:.3g} GiB overhead ({cal.source if cal else 'assumed'})")
+            f"activations, {over:.3g} GiB overhead; "
+            + (f"activations at the share measured compiled and eager ({cal.source})"
+               if cal else "every activation counted (assumed)"))
     try:
-        m, accum, e = memory.choose_micro_batch(s, seqs, dev.memory_gib * memory.GIB,
-                                                precision="bf16", overhead_gib=over)
+        m, accum, e = memory.choose_micro_batch(
+            s, seqs, dev.memory_gib * memory.GIB, precision="bf16", overhead_gib=over,
+            compiled=True, activation_share=share.get("compiled") or 1.0)
     except ArchfitError as err:
         return {"fits": False, "note": str(err), "sequences": seqs, "convention": conv}
-    return {"fits": True, "gib": e.total / memory.GIB, "micro_batch": m, "grad_accum": accum,
-            "sequences": seqs, "device_gib": dev.memory_gib, "convention": conv,
-            "kind": "measured overhead" if cal else "estimated"}
+    eager = memory.estimate(s, m, precision="bf16", overhead_gib=over, compiled=False,
+                            activation_share=share.get("eager") or 1.0)
+    return {"fits": True, "gib": e.total / memory.GIB, "gib_eager": eager.total / memory.GIB,
+            "micro_batch": m, "grad_accum": accum, "sequences": seqs,
+            "device_gib": dev.memory_gib, "convention": conv,
+            "kind": "calibrated" if cal else "estimated"}
 
 
 def _say(line: str) -> None:

@@ -9,9 +9,9 @@ The estimate follows what :mod:`archfit.train.model` and :mod:`archfit.train` ke
 ``grads``
     fp32 gradients (4 bytes each); DDP adds its gradient buckets (another 4).
 ``optimizer``
-    AdamW: two fp32 moments (8 bytes each); Muon keeps one for the hidden matrices; plus the
-    step's temporaries (one fp32 copy of the parameters, what AdamW's foreach update allocates;
-    the fused kernel archfit's trainer steps with on CPU and CUDA needs less, so this errs high).
+    AdamW: two fp32 moments (4 bytes each), updated in place by the fused kernel archfit's
+    trainer steps with on CPU and CUDA; Muon keeps one for the hidden matrices, plus one fp32
+    temporary of the parameters for its update.
 ``activations``
     Per layer and token, what the backward pass needs: the residual stream at each norm's input
     (fp32), the norms' outputs, q/k/v (and their rotated copies with RoPE), the attention
@@ -26,8 +26,14 @@ The estimate follows what :mod:`archfit.train.model` and :mod:`archfit.train` ke
     fused with the loss: its gradient buffers (fp32 weight-sized, and the final hidden states'
     gradient) and one chunk of logits (the softmax is taken in place). On a GPU in bf16
     (``logits``): the logits in the compute dtype, their fp32 copy the cross-entropy keeps,
-    and that copy's gradient during the backward pass (what eager mode holds; a compiled step
-    fuses the copy away, so this errs high there), and the final hidden states' gradient.
+    and that copy's gradient during the backward pass (what eager mode holds), and the final
+    hidden states' gradient; a compiled step (``compiled``) fuses the fp32 copy away and keeps
+    the bf16 logits and their gradient.
+
+Measured on a GPU, a step holds less than every activation counted here at its peak (the
+allocator frees some as the backward pass starts; a compiled step recomputes cheap elementwise
+ones): ``activation_share``, measured per device and mode by ``benchmarks/bench_gpu.py``
+(:func:`archfit.train.perf.calibration`), scales the count; 1 counts them all.
 
 FSDP shards weights, grads and optimizer state over the processes and gathers one layer's
 weights at a time. Not counted: the framework's fixed overhead (CUDA context, kernels), given
@@ -120,11 +126,15 @@ def activation_token_bytes(s: Shape, act: int) -> int:
 def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
              optimizer: str = "adamw", activation_checkpointing: bool = False,
              parallel: str = "ddp", world: int = 1, overhead_gib: float = 0.0,
-             loss: str | None = None) -> MemoryEstimate:
+             loss: str | None = None, compiled: bool = False,
+             activation_share: float = 1.0) -> MemoryEstimate:
     """Peak memory of one process training ``shape`` on ``micro_batch`` sequences of
     ``shape.n_ctx`` tokens (``precision`` fp32 or bf16: the compute dtype of activations;
     ``loss`` fused or logits, the output layer's way, by default fused in fp32 as a CPU
-    trains and logits in bf16 as a GPU does)."""
+    trains and logits in bf16 as a GPU does). ``compiled``: a ``torch.compile`` step, whose
+    cross-entropy keeps the bf16 logits and their gradient only (the fp32 copy fused away).
+    ``activation_share``: the share of the counted activations the step holds at its peak, as
+    measured on a device (:func:`archfit.train.perf.calibration`; 1 counts every one)."""
     if micro_batch < 1:
         raise ArchfitError(f"micro_batch must be at least 1, got {micro_batch}")
     if precision not in ("fp32", "bf16"):
@@ -143,7 +153,9 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     # fp32 gradients; DDP keeps a second full copy in its all-reduce buckets
     grads = 4 * P // shard + (4 * P if parallel == "ddp" and world > 1 else 0)
     states = 8 if optimizer == "adamw" else 4  # Adam's m and v in fp32; Muon's momentum only
-    opt = states * P // shard + 4 * P // shard  # + the update the step computes
+    # the fused AdamW step archfit trains with (CPU and CUDA) updates in place; Muon's update
+    # is one fp32 temporary of the parameters
+    opt = states * P // shard + (0 if optimizer == "adamw" else 4 * P // shard)
     if activation_checkpointing:
         per_layer = max(per_layer_token_bytes(s, act, lay) for lay in s.layers()) * tokens
         # checkpointing keeps each block's fp32 input, and recomputes one block at a time
@@ -153,12 +165,15 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
     acts += 2 * 4 * s.d_model * tokens  # final norm: input and output
     up = int(s.d_ff or 0) * (2 if s.mlp == "swiglu" else 1)  # d_ff is set once a Shape is built
     acts += 4 * (2 * up + 2 * s.d_model) * tokens  # one layer's backward temporaries
+    acts = int(acts * activation_share)
     if (loss or ("fused" if act == 4 else "logits")) == "fused":
         # the fused output layer and loss: its fp32 weight gradient, the final hidden states,
         # and one chunk of fp32 logits (archfit.train.model never holds all the logits)
         chunk = loss_chunk(s.vocab_size)
         head = (4 * s.vocab_size * s.d_model + act * s.d_model * tokens
                 + 4 * min(chunk, tokens) * s.vocab_size)
+    elif compiled:  # the logits and their gradient; the final hidden states' gradient
+        head = (act + act) * s.vocab_size * tokens + act * s.d_model * tokens
     else:  # the logits, their fp32 copy and its gradient; the final hidden states' gradient
         head = (act + 4 + 4) * s.vocab_size * tokens + act * s.d_model * tokens
     return MemoryEstimate(weights=int(weights), grads=int(grads), optimizer=int(opt),

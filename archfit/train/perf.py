@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterable, Mapping, NamedTuple
@@ -51,6 +51,10 @@ MATMUL_EFFICIENCY = 0.5  # share of peak FLOP/s a large bf16 matmul reaches (ass
 BANDWIDTH_EFFICIENCY = 0.8  # share of the data sheet's bandwidth a stream reaches (assumed)
 LAYER_OVERHEAD_S = 60e-6  # per layer and training step: ~30 kernels x 2 us (assumed)
 STEP_OVERHEAD_S = 2e-3  # per training step: optimizer launch, data, sync (assumed)
+# an eager step's traffic per logit beyond a compiled one's: the cross-entropy's upcast, softmax
+# and gradient passes over tokens x vocabulary in fp32 (assumed where no eager run was measured:
+# about ten fp32 passes; a device's measured rows replace it, archfit.train.perf.calibration)
+EAGER_LOGIT_BYTES = 40.0
 DECODE_LAYER_S = 40e-6  # per layer and decoded token: ~10 kernels x 4 us, eager (assumed)
 OPTIMIZER_BYTES = 28  # AdamW fp32: read/write parameter, m, v (24) + read gradient (4)
 ASSUMPTIONS = (f"matmuls at {MATMUL_EFFICIENCY:.0%} of peak, memory at "
@@ -91,13 +95,18 @@ class StepModel:
     heldout: dict[str, Any] | None = None
     trust: dict[str, Any] | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
+    # an eager step's extra seconds per logit (tokens x vocabulary): its cross-entropy's passes
+    # over the logits in fp32, which a compiled step fuses (0: the step is compiled)
+    eager_logit_s: float = 0.0
 
-    def step_time(self, shape: Shape, tokens_per_step: float) -> float:
+    def step_time(self, shape: Shape, tokens_per_step: float, compiled: bool = True) -> float:
         f = step_features(shape, tokens_per_step, self.precision)
-        return sum(c * x for c, x in zip(self.coefficients(), f))
+        eager = 0.0 if compiled else self.eager_logit_s * shape.vocab_size * tokens_per_step
+        return sum(c * x for c, x in zip(self.coefficients(), f)) + eager
 
-    def tokens_per_s(self, shape: Shape, tokens_per_step: float) -> float:
-        return tokens_per_step / self.step_time(shape, tokens_per_step)
+    def tokens_per_s(self, shape: Shape, tokens_per_step: float, compiled: bool = True
+                     ) -> float:
+        return tokens_per_step / self.step_time(shape, tokens_per_step, compiled)
 
     def coefficients(self) -> tuple[float, float, float, float]:
         return self.flop_s, self.byte_s, self.layer_s, self.step_s
@@ -164,13 +173,15 @@ def modelled(dev: str | Device, calibrated: bool = True) -> StepModel:
     d = device(dev) if isinstance(dev, str) else dev
     cal = calibration(d.key) if calibrated else None
     eff = cal.matmul_efficiency if cal else MATMUL_EFFICIENCY
+    logit_bytes = cal.eager_logit_bytes if cal and cal.eager_logit_bytes else EAGER_LOGIT_BYTES
     source = f"{d.source}; {ASSUMPTIONS}" if cal is None else (
         f"{d.source}; matmuls at {eff:.0%} of peak, {cal.source}; memory at "
         f"{BANDWIDTH_EFFICIENCY:.0%} of bandwidth, {LAYER_OVERHEAD_S * 1e6:.0f} us per layer "
         f"and step, {STEP_OVERHEAD_S * 1e3:.0f} ms per step (assumed)")
-    return StepModel(flop_s=1 / (eff * d.peak_flops),
-                     byte_s=1 / (BANDWIDTH_EFFICIENCY * d.bandwidth), layer_s=LAYER_OVERHEAD_S,
-                     step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled", source=source)
+    byte_s = 1 / (BANDWIDTH_EFFICIENCY * d.bandwidth)
+    return StepModel(flop_s=1 / (eff * d.peak_flops), byte_s=byte_s, layer_s=LAYER_OVERHEAD_S,
+                     step_s=STEP_OVERHEAD_S, device=d.key, kind="modelled", source=source,
+                     eager_logit_s=logit_bytes * byte_s)
 
 
 def gpu_hours(rows: list[dict[str, Any]], gpu: str, *, base: dict[str, Any] | None = None,
@@ -460,16 +471,21 @@ def decode_latency(shape: Shape, dev: str | Device, *, batch: int = 1,
 #
 # ``archfit/published/gpu_measured.json`` holds the runs of ``benchmarks/bench_gpu.py --out``
 # (one entry per device and date: each shape's measured tokens/s and peak memory, archfit's and
-# HF's, eager and compiled). From archfit's compiled rows on a device the planner takes:
-# - ``matmul_efficiency``: the share of the data sheet's peak at which the step-time model
-#   (:func:`modelled`) reproduces each row's measured step time, its other terms (bytes,
-#   per-layer and per-step costs) as assumed; the median over the rows.
+# HF's, eager and compiled). From archfit's rows on a device the planner takes:
+# - ``matmul_efficiency``: from the compiled rows, the share of the data sheet's peak at which
+#   the step-time model (:func:`modelled`) reproduces each row's measured step time, its other
+#   terms (bytes, per-layer and per-step costs) as assumed; the median over the rows.
+# - ``eager_logit_bytes``: from the eager rows, the step time beyond that compiled model, per
+#   logit (tokens x vocabulary), in bytes at the assumed bandwidth; the median over the rows.
 # - ``mfu``: measured tokens/s times the ``kaplan_train`` FLOPs per token over the data sheet's
-#   peak, the median over the rows: what ``sweep plan --gpu`` prices GPU-hours at.
-# - ``overhead_gib``: the measured peak less :func:`archfit.train.memory.estimate`'s (without
-#   overhead), the median over the rows: the fixed memory a process holds beyond the estimate.
-# A device with no measured rows keeps the assumed figures (MATMUL_EFFICIENCY, DEFAULT_MFU,
-# OVERHEAD_GIB), and every output says which it used.
+#   peak, the median over the compiled rows: what ``sweep plan --gpu`` prices GPU-hours at.
+# - ``activation_share``, eager and compiled apart: the measured peak less everything
+#   :func:`archfit.train.memory.estimate` counts beside the activations (weights, gradients,
+#   optimizer state, the logits, :data:`OVERHEAD_GIB` of fixed overhead, assumed), over the
+#   activations it counts; the median over each mode's rows.
+# A device with no measured rows keeps the assumed figures (MATMUL_EFFICIENCY,
+# EAGER_LOGIT_BYTES, DEFAULT_MFU, every activation counted), and every output says which it
+# used.
 MEASURED_FILE = "gpu_measured.json"
 
 
@@ -481,6 +497,10 @@ class Calibration(NamedTuple):
     overhead_gib: float
     rows: int
     source: str
+    # the share of the counted activations a step holds at its peak, eager and compiled
+    # (None: not measured in that mode), and an eager step's extra bytes per logit
+    activation_share: dict[str, float | None] = {"eager": None, "compiled": None}
+    eager_logit_bytes: float | None = None
 
 
 @lru_cache(maxsize=1)
@@ -495,34 +515,68 @@ def derive(runs: Any, key: str) -> Calibration | None:
     none of them measured archfit compiled on that device."""
     from archfit.train import memory
     from archfit.train.accelerators import DEVICES, device_key
+    from archfit.train.configure import OVERHEAD_GIB
 
     dev = DEVICES[key]
     base = modelled(dev, calibrated=False)
-    effs, mfus, over, dates = [], [], [], []
-    for run in runs:
-        if device_key(run.get("device", "")) != key:
-            continue
-        for r in run.get("rows", []):
-            if r.get("model") != "archfit" or not r.get("compiled") or not r.get("tokens_per_s"):
-                continue
-            s = Shape(**r["fields"])
-            tokens = r["batch"] * s.n_ctx
+    rows = [(run, r) for run in runs if device_key(run.get("device", "")) == key
+            for r in run.get("rows", []) if r.get("model") == "archfit" and r.get("tokens_per_s")]
+    effs, mfus, dates = [], [], []
+    share: dict[str, list[float]] = {"eager": [], "compiled": []}
+    for run, r in rows:
+        s = Shape(**r["fields"])
+        tokens = r["batch"] * s.n_ctx
+        if r.get("compiled"):
             flops, nbytes, layers, one = step_features(s, tokens, "bf16")
             rest = base.byte_s * nbytes + base.layer_s * layers + base.step_s * one
             t = tokens / r["tokens_per_s"]
             if t > rest:
                 effs.append(flops / (dev.peak_flops * (t - rest)))
             mfus.append(r["tokens_per_s"] * s.flops_per_token("kaplan_train") / dev.peak_flops)
-            if r.get("peak_memory_gib"):
-                est = memory.estimate(s, r["batch"], precision="bf16").total / memory.GIB
-                over.append(r["peak_memory_gib"] - est)
             dates.append(run.get("date", "undated"))
+        if r.get("peak_memory_gib"):
+            e = memory.estimate(s, r["batch"], precision="bf16", overhead_gib=OVERHEAD_GIB,
+                                compiled=bool(r.get("compiled")))
+            rest_gib = (e.total - e.activations) / memory.GIB
+            share["compiled" if r.get("compiled") else "eager"].append(
+                (r["peak_memory_gib"] - rest_gib) / (e.activations / memory.GIB))
     if not effs:
         return None
-    return Calibration(statistics.median(effs), statistics.median(mfus),
-                       statistics.median(over) if over else 1.0, len(mfus),
-                       f"measured by benchmarks/bench_gpu.py on {dev.name}, "
-                       f"{', '.join(sorted(set(dates)))} ({len(mfus)} compiled runs)")
+    eff = statistics.median(effs)
+    compiled = replace(base, flop_s=1 / (eff * dev.peak_flops))
+    extra = [(tokens / r["tokens_per_s"] - compiled.step_time(s, tokens))
+             / (s.vocab_size * tokens) / base.byte_s
+             for _, r in rows if not r.get("compiled")
+             for s in [Shape(**r["fields"])] for tokens in [r["batch"] * s.n_ctx]]
+    how = sorted({run.get("source") or "benchmarks/bench_gpu.py" for run, _ in rows})
+    return Calibration(eff, statistics.median(mfus), OVERHEAD_GIB, len(rows),
+                       f"measured on {dev.name}, {', '.join(sorted(set(dates)))}, "
+                       f"{len(rows)} runs of archfit's trainer ({'; '.join(how)})",
+                       {k: statistics.median(v) if v else None for k, v in share.items()},
+                       max(0.0, statistics.median(extra)) if extra else None)
+
+
+def planned(shape: Shape, dev: str, sequences: int, compiled: bool = True) -> dict[str, Any]:
+    """What the planner says of training ``shape`` on one ``dev`` (h100, h200, ...) at
+    ``sequences`` of ``shape.n_ctx`` tokens a step, compiled or eager: its tokens/s (the
+    step-time model, :func:`modelled`) and its peak memory (:func:`archfit.train.memory.estimate`
+    in bf16, with the device's measured activation share and overhead where
+    ``benchmarks/bench_gpu.py`` measured it), and which figures were measured."""
+    from archfit.train import memory
+    from archfit.train.configure import OVERHEAD_GIB
+
+    key = device(dev).key
+    cal = calibration(key)
+    mode = "compiled" if compiled else "eager"
+    share = (cal.activation_share.get(mode) if cal else None)
+    e = memory.estimate(shape, sequences, precision="bf16", compiled=compiled,
+                        overhead_gib=cal.overhead_gib if cal else OVERHEAD_GIB,
+                        activation_share=share or 1.0)
+    return {"tokens_per_s": modelled(key).tokens_per_s(shape, sequences * shape.n_ctx,
+                                                        compiled),
+            "memory_gib": e.total / memory.GIB, "mode": mode,
+            "calibrated": {"speed": cal is not None, "memory": share is not None},
+            "source": cal.source if cal else ASSUMPTIONS}
 
 
 def calibration(key: str) -> Calibration | None:
