@@ -86,6 +86,24 @@ def hf_model(s):  # type: ignore[no-untyped-def]
                                               **common))
 
 
+def implementation(model, impl: str) -> str:  # type: ignore[no-untyped-def]
+    """How the model runs its MLP and attention, as its row names it: archfit's grouped
+    experts, or HF's class with its experts' and attention's implementation (transformers'
+    ``experts_implementation``: eager, a loop over the experts, unless set)."""
+    if impl == "archfit":
+        from archfit.train.experts import GROUP_ALIGN
+
+        return ("archfit GPT" + (f", grouped experts (torch grouped_mm on CUDA in bf16, groups "
+                                 f"padded to {GROUP_ALIGN} rows; a loop elsewhere)"
+                                 if model.shape.moe else ""))
+    cfg = model.config
+    experts = getattr(cfg, "_experts_implementation", None) or getattr(
+        cfg, "experts_implementation", None)
+    moe = hasattr(cfg, "num_experts")
+    return (f"HF {type(model).__name__} (attention {cfg._attn_implementation}"
+            + (f", experts {experts or 'eager (a loop over experts)'}" if moe else "") + ")")
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -267,6 +285,9 @@ def main() -> None:
             for compile_ in (False, True):
                 torch.manual_seed(0)
                 model = make().to(dev)
+                how = implementation(model, impl)
+                if not compile_:
+                    print(textwrap.fill(f"  ({how})", 100, subsequent_indent="   "), flush=True)
                 try:
                     out = timed_loop(model, impl == "archfit", s, batch, steps, a.warmup, dev,
                                      compile_)
@@ -277,7 +298,8 @@ def main() -> None:
                 torch._dynamo.reset()
                 if dev == "cuda":
                     torch.cuda.empty_cache()
-                row = {"shape": label, "model": impl, "compiled": compile_, "batch": batch,
+                row = {"shape": label, "model": impl, "implementation": how,
+                       "compiled": compile_, "batch": batch,
                        "fields": fields, "matmul_flops_per_token": per_token,
                        "mfu": out["tokens_per_s"] * per_token / peak if "tokens_per_s" in out
                        else None, **out, "plan": planner(s, batch, dev, compile_)}

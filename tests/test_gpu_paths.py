@@ -215,3 +215,84 @@ def test_a_compiled_training_step_is_one_graph(shape, precision):
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert torch.isfinite(loss) and model.blocks[0].mlp is not None
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+# ------------------------------------------------------------------ the expert groups' padding
+def test_padded_expert_groups_give_the_loops_rows_back():
+    """Each expert's rows padded to a multiple of 8 (torch's grouped GEMM's alignment), the
+    padded groups multiplied, and the rows read back from their padded places: the same rows
+    as the unpadded product, for groups of 0, 1, 7 and 13 rows (checked here through the loop,
+    which needs no padding; on CUDA the grouped GEMM takes the padded groups)."""
+    from archfit.train.experts import expert_mm, padded_rows
+
+    torch.manual_seed(0)
+    sizes = [0, 1, 7, 13]
+    rows = torch.repeat_interleave(torch.arange(4), torch.tensor(sizes))
+    offs = torch.tensor(sizes).cumsum(0).to(torch.int32)
+    a, w = torch.randn(sum(sizes), 16), torch.randn(4, 16, 8)
+    pos, ends, bound = padded_rows(offs, rows)
+    assert ends.tolist() == [0, 8, 16, 32] and bound == 21 + 4 * 7 >= int(ends[-1])
+    padded = a.new_zeros(bound, 16).index_copy(0, pos, a)
+    got = expert_mm(padded, w, ends).index_select(0, pos)
+    torch.testing.assert_close(got, expert_mm(a, w, offs))
+    want = torch.cat([a[rows == e] @ w[e] for e in range(4)])  # each group by itself
+    torch.testing.assert_close(got, want)
+
+
+# ------------------------------------------------------------------ only where CUDA is
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(),
+                          reason="needs a CUDA device: torch's grouped GEMM and a compiled bf16 "
+                                 "step run only there (run on a lent GPU: docs/benchmarks/gpu.md)")
+
+
+@CUDA
+@pytest.mark.parametrize("sizes", [[0, 1, 7, 13], [13, 0, 0, 7], [1, 1, 1, 1]])
+def test_the_grouped_gemm_equals_the_loop_on_cuda(sizes):
+    """torch's grouped GEMM over padded groups (archfit.train.experts.grouped_mm) against the
+    loop of one product per expert, in bf16 on the GPU, forward and both gradients."""
+    import torch.nn.functional as F
+
+    from archfit.train.experts import expert_mm, grouped_mm
+
+    if not hasattr(F, "grouped_mm"):
+        pytest.skip(f"torch {torch.__version__} has no torch.nn.functional.grouped_mm")
+    torch.manual_seed(0)
+    rows = torch.repeat_interleave(torch.arange(4), torch.tensor(sizes)).cuda()
+    offs = torch.tensor(sizes).cumsum(0).to(torch.int32).cuda()
+    a = torch.randn(sum(sizes), 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(4, 64, 32, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    got = grouped_mm(a, w, offs, rows)
+    ga, gw = torch.autograd.grad(got.float().square().sum(), (a, w))
+    want = expert_mm(a, w, offs)
+    wa, ww = torch.autograd.grad(want.float().square().sum(), (a, w))
+    for x, y in ((got, want), (ga, wa), (gw, ww)):
+        torch.testing.assert_close(x.float(), y.float(), rtol=2e-2, atol=2e-2)
+
+
+@CUDA
+@pytest.mark.parametrize("shape", [
+    Shape(n_layer=2, d_model=128, n_head=4, d_ff=352, **LLAMA_BLOCK),
+    Shape(n_layer=2, d_model=128, n_head=4, n_kv_head=2, d_ff=256, n_experts=8, top_k=2,
+          **LLAMA_BLOCK)], ids=["dense", "moe"])
+def test_a_compiled_bf16_step_on_cuda_is_one_graph(shape):
+    """Two compiled (inductor) bf16 training steps on the GPU, with the fused AdamW step and
+    the selection-bias hook: no graph break, finite loss, every parameter with a gradient."""
+    from torch._dynamo.utils import counters
+
+    from archfit.train.optim import make_optimizers
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = GPT(shape, moe_balance="bias" if shape.moe else "aux-loss").cuda()
+    step = torch.compile(model)
+    opt = make_optimizers(model, TrainConfig(shape=shape), "cuda")[0]
+    x = torch.randint(0, 512, (4, 64), device="cuda")
+    for _ in range(2):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            _, loss = step(x, x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert torch.isfinite(loss)

@@ -179,7 +179,7 @@ def test_balancing_enters_the_gradient_and_not_the_reported_loss():
 def test_bias_balancing_moves_the_selection_bias_toward_the_underloaded():
     import torch
 
-    from archfit.train.model import MoE
+    from archfit.train.model import MoE, selection_bias_hook
 
     torch.manual_seed(0)
     s = Shape(n_layer=1, d_model=16, n_head=2, n_experts=4, top_k=1)
@@ -189,8 +189,31 @@ def test_bias_balancing_moves_the_selection_bias_toward_the_underloaded():
         moe.router.weight[0] += 1.0  # every token prefers expert 0
     moe.train()
     moe(torch.ones(8, 16))
+    assert not moe.select_bias.any()  # the forward pass only counts: the bias waits for the step
+    opt = torch.optim.SGD(moe.parameters(), lr=0.0)
+    opt.register_step_post_hook(selection_bias_hook(moe))
+    opt.step()
     b = moe.select_bias
     assert b[0] == pytest.approx(-0.01) and all(v == pytest.approx(0.01) for v in b[1:])
+    assert not moe.step_load.any()  # counted afresh for the next step
+
+
+def test_the_trainers_optimizer_moves_the_selection_bias_after_its_step():
+    import torch
+
+    from archfit.train import TrainConfig
+    from archfit.train.model import GPT, MoE
+    from archfit.train.optim import make_optimizers
+
+    s = Shape(n_layer=1, d_model=16, n_head=2, n_experts=4, top_k=1, vocab_size=64, n_ctx=8)
+    model = GPT(s, moe_balance="bias")
+    moe = next(m for m in model.modules() if isinstance(m, MoE))
+    opt = make_optimizers(model, TrainConfig(lr=1e-3), "cpu")[0]
+    x = torch.randint(0, 64, (2, 8))
+    model(x, x)[1].backward()
+    before = moe.select_bias.clone()
+    opt.step()
+    assert not torch.equal(moe.select_bias, before)
 
 
 def test_a_tiny_mixture_trains_through_the_cli_and_reports_its_loads(cli):

@@ -71,9 +71,35 @@ def native_grouped(a: torch.Tensor) -> bool:
     return a.is_cuda and a.dtype == torch.bfloat16 and hasattr(F, "grouped_mm")
 
 
-def grouped_mm(a: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+# each expert's group of rows is padded to a multiple of this before torch's grouped GEMM: the
+# alignment its kernels want, and torchtitan's choice for bf16 (TOKEN_GROUP_ALIGN_SIZE_M = 8)
+GROUP_ALIGN = 8
+
+
+def padded_rows(offs: torch.Tensor, expert_of_row: torch.Tensor, align: int = GROUP_ALIGN
+                ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Where each row (sorted by expert; ``expert_of_row`` its expert) goes when every
+    expert's group is padded to a multiple of ``align`` rows, the padded groups' ends, and a
+    bound on the padded rows that does not depend on the data (rows + experts x (align - 1)),
+    so that a compiled graph keeps static shapes."""
+    ends = offs.to(torch.int64)
+    counts = ends - torch.cat([ends.new_zeros(1), ends[:-1]])
+    padded = (counts + align - 1) // align * align
+    shift = (torch.cumsum(padded, 0) - padded) - (ends - counts)  # each group's start moves
+    pos = torch.arange(expert_of_row.shape[0], device=offs.device) + shift[expert_of_row]
+    bound = expert_of_row.shape[0] + offs.shape[0] * (align - 1)
+    return pos, torch.cumsum(padded, 0).to(torch.int32), bound
+
+
+def grouped_mm(a: torch.Tensor, w: torch.Tensor, offs: torch.Tensor,
+               expert_of_row: torch.Tensor | None = None) -> torch.Tensor:
     """``a``'s rows (sorted by expert, expert e's ending at ``offs[e]``) times their experts'
-    matrices ``w`` (experts, in, out): torch's grouped GEMM where it runs, else the loop."""
-    if native_grouped(a):
+    matrices ``w`` (experts, in, out): torch's grouped GEMM where it runs (each group padded
+    to :data:`GROUP_ALIGN` rows when ``expert_of_row`` is given), else the loop."""
+    if not native_grouped(a):
+        return expert_mm(a, w, offs)
+    if expert_of_row is None:
         return F.grouped_mm(a, w, offs=offs)
-    return expert_mm(a, w, offs)
+    pos, ends, bound = padded_rows(offs, expert_of_row)
+    rows = a.new_zeros(bound, a.shape[1]).index_copy(0, pos, a)
+    return F.grouped_mm(rows, w, offs=ends).index_select(0, pos)

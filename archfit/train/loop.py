@@ -197,8 +197,7 @@ def _step(s: _Session, step: int) -> tuple[Any, float]:
             x, y = s.td.batch(s.rng, cfg.batch_size, s.shape.n_ctx)
         lo = d.rank * share + (k % (share // micro)) * micro
         assert x is not None and y is not None  # drawn at k = 0
-        xb = torch.from_numpy(x[lo:lo + micro]).to(s.device, non_blocking=True)
-        yb = torch.from_numpy(y[lo:lo + micro]).to(s.device, non_blocking=True)
+        xb, yb = (to_device(a[lo:lo + micro], s.device) for a in (x, y))
         sync = k == passes - 1 or not hasattr(s.step_fn, "no_sync")
         with contextlib.nullcontext() if sync else s.step_fn.no_sync():
             with s.autocast:
@@ -211,6 +210,17 @@ def _step(s: _Session, step: int) -> tuple[Any, float]:
         o.step()
         o.zero_grad(set_to_none=True)
     return total, lr
+
+
+def to_device(rows: Any, device: Any) -> Any:
+    """A batch's token rows (numpy) on ``device``: on a GPU through pinned host memory, copied
+    without blocking (the step's kernels queue behind the copy, the host goes on)."""
+    import torch
+
+    t = torch.from_numpy(rows)
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 # the first steps of a run (or of its resumption) are not timed for its tokens/s: the first

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -251,6 +251,8 @@ class MoE(nn.Module):
         # DeepSeek-V3's selection bias (used by balance="bias"), and the tokens each expert got
         self.register_buffer("select_bias", torch.zeros(E))
         self.register_buffer("load", torch.zeros(E, dtype=torch.float64), persistent=False)
+        # the tokens each expert got since the last optimizer step (balance="bias")
+        self.register_buffer("step_load", torch.zeros(E), persistent=False)
         self.aux: torch.Tensor | None = None  # the last training pass's balancing loss
         self._register_load_state_dict_pre_hook(_stack_expert_modules)
 
@@ -283,12 +285,13 @@ class MoE(nn.Module):
         token = order // self.k
         offs = counts.cumsum(0).to(torch.int32)
         dt = compute_dtype(x)
-        h = grouped_mm(x[token].to(dt), self.up.to(dt).transpose(1, 2), offs)
+        rows = expert[order]  # each sorted row's expert
+        h = grouped_mm(x[token].to(dt), self.up.to(dt).transpose(1, 2), offs, rows)
         if self.up_bias is not None:
-            h = h + self.up_bias[expert[order]].to(h.dtype)
-        y = grouped_mm(activate(self.kind, h), self.down.to(dt).transpose(1, 2), offs)
+            h = h + self.up_bias[rows].to(h.dtype)
+        y = grouped_mm(activate(self.kind, h), self.down.to(dt).transpose(1, 2), offs, rows)
         if self.down_bias is not None:
-            y = y + self.down_bias[expert[order]].to(y.dtype)
+            y = y + self.down_bias[rows].to(y.dtype)
         y = y * gate.flatten()[order, None].to(y.dtype)
         return torch.zeros(x.shape, dtype=y.dtype, device=x.device).index_add_(0, token, y)
 
@@ -298,10 +301,31 @@ class MoE(nn.Module):
         share = counts.float() / (probs.shape[0] * self.k)
         if self.balance == "aux-loss":  # Switch: E * sum_i f_i P_i (f has no gradient)
             self.aux = self.aux_coef * E * (share.detach() * probs.mean(0)).sum()
-        else:
+        else:  # DeepSeek-V3's bias moves once per optimizer step (update_selection_bias)
             self.aux = None
-            with torch.no_grad():  # DeepSeek-V3: raise the under-loaded, lower the over-loaded
-                self.select_bias += self.bias_rate * torch.sign(share.mean() - share)
+            self.step_load += counts.detach().to(self.step_load.dtype)
+
+    @torch.no_grad()
+    def update_selection_bias(self) -> None:
+        """DeepSeek-V3's auxiliary-loss-free balancing, once per optimizer step (an optimizer
+        step hook calls it: :func:`selection_bias_hook`): raise the selection bias of the
+        experts that got fewer tokens than the mean since the last step, lower the others'."""
+        if self.balance != "bias" or not bool(self.step_load.sum() > 0):
+            return
+        share = self.step_load / self.step_load.sum()
+        self.select_bias += self.bias_rate * torch.sign(share.mean() - share)
+        self.step_load.zero_()
+
+
+def selection_bias_hook(model: nn.Module) -> Callable[..., None]:
+    """An optimizer step post-hook that moves every MoE layer's selection bias (balance="bias")
+    after the weights step, outside the forward pass."""
+    layers = [m for m in model.modules() if isinstance(m, MoE) and m.balance == "bias"]
+
+    def hook(*_: Any) -> None:
+        for m in layers:
+            m.update_selection_bias()
+    return hook
 
 
 def _stack_expert_modules(state_dict: dict[str, Any], prefix: str, *args: Any) -> None:

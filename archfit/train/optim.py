@@ -12,6 +12,16 @@ from archfit.train.config import TrainConfig
 
 
 def make_optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
+    """The run's optimizers (AdamW, or AdamW beside Muon), the first carrying the step hook
+    that moves a mixture's DeepSeek-style selection bias after each step."""
+    from archfit.train.model import selection_bias_hook
+
+    opts = _optimizers(model, cfg, device)
+    opts[0].register_step_post_hook(selection_bias_hook(model))
+    return opts
+
+
+def _optimizers(model: Any, cfg: TrainConfig, device: str) -> list[Any]:
     import torch
 
     sc = model.scaling
