@@ -1,4 +1,4 @@
-"""Backtests that calibrate the verdict (issue 17): on sweeps planted from known laws (runs with
+"""Backtests that calibrate the verdict: on sweeps planted from known laws (runs with
 their own offsets, checkpoints with their own noise) and on Epoch AI's Chinchilla points, fit
 below a cut, predict every run above it with 95% intervals, and print per case the coverage,
 the error against the interval's half-width and the verdict the fit gave for that answer.

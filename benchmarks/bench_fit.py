@@ -1,4 +1,4 @@
-"""Chinchilla fit with 1000 bootstrap resamples on Epoch's 240 points (issue 34's target: <= 3 s
+"""Chinchilla fit with 1000 bootstrap resamples on Epoch's 240 points (the target: <= 3 s
 on the machine that measured 3.8 s before; the ratio against the peer is what carries across
 machines). Peers in the same run: the same fit with each resample polished by L-BFGS (the
 optimizer before HuberLSE.polish), and the fit without the held-out check."""

@@ -23,7 +23,7 @@ memory (``torch.cuda.max_memory_allocated``), the first step's seconds above a s
 modelled tokens/s (:func:`archfit.train.perf.modelled`) and its memory estimate
 (:func:`archfit.train.memory.estimate`, bf16, 1 GiB overhead). ``--out`` writes the rows as
 JSON in the form ``archfit/published/gpu_measured.json`` holds (the planner's calibration).
-Targets (issue 92): archfit >= 1.1x HF at both dense shapes compiled, >= 50% MFU at 24 x 2,048,
+Targets: archfit >= 1.1x HF at both dense shapes compiled, >= 50% MFU at 24 x 2,048,
 the mixture's MFU >= 60% of its dense twin's, train() within 10% of the loop.
 """
 

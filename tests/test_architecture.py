@@ -364,7 +364,7 @@ def test_no_test_reads_outside_the_repository():
 
 
 def test_the_cli_is_thin():
-    """The CLI parses and prints; the library decides (issue 57's goal: cli/ at most 15% of the
+    """The CLI parses and prints; the library decides (the goal: cli/ at most 15% of the
     package's lines; ``__main__``, recommend's click-free path, counts as the CLI)."""
     def lines(paths) -> int:  # type: ignore[no-untyped-def]
         return sum(len(p.read_text().splitlines()) for p in paths)

@@ -1,4 +1,4 @@
-"""Calibrated evidence (issue 17): intervals that cover held-out runs at their stated rate,
+"""Calibrated evidence: intervals that cover held-out runs at their stated rate,
 the bootstrap over training runs, loss prediction intervals, backtests, the verdict graded on
 what it can check, and the convention of N checked against the shape core."""
 

@@ -69,7 +69,7 @@ def one_line(r) -> str:  # type: ignore[no-untyped-def]
     ({"budget.pool_fraction": "pool_fraction = 2"}, "in (0, 1]"),
     ({"law": 'law = "chinchilla"'}, "needs a shape law"),
     ({"stop.rounds": "rounds = 0"}, "stop.rounds: must be greater than zero"),
-    # round five: values of the wrong type, unknown keys, values that passed and misbehaved
+    # values of the wrong type, unknown keys, values that passed and misbehaved
     ({"budget.pool_fraction": 'pool_fraction = "x"'}, "budget.pool_fraction: expected float"),
     ({"pool.sizes": 'sizes = "1e5"'}, "pool.sizes: expected list"),
     ({"pool.sizes": 'sizes = [3e4, "abc"]'}, "pool.sizes[1]: expected float"),
@@ -91,7 +91,7 @@ def one_line(r) -> str:  # type: ignore[no-untyped-def]
 ])
 def test_a_bad_spec_gets_one_line_and_exit_2(cli, tmp_path, edits, says):
     """Every spec problem is one line before anything is written: no folder, no lock, no
-    ledger, no FLOP spent (round five found each of these crashing, passing silently, or found
+    ledger, no FLOP spent (each of these once crashed, passed silently, or found
     only after a round had trained)."""
     spec = write_spec(tmp_path, **edits)
     if says is None:

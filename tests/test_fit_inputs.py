@@ -20,7 +20,7 @@ from pathlib import Path
 
 
 def _limited(args: list[str], timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    """archfit ``args`` in a subprocess under 4 GB of address space (round three's rule)."""
+    """archfit ``args`` in a subprocess under 4 GB of address space (the extremes' rule)."""
     import resource
     import subprocess
     import sys

@@ -60,19 +60,19 @@ def inputs(tmp_path_factory):
                         for N in (2e5, 4e5, 8e5) for i, L in enumerate((1, 2, 3, 4, 6))])
     lev.write_csv(d / "lev.csv")
     fit(lev, law="levine", bootstrap=100).to_json(d / "thin.json")
-    _safety_inputs(d)
-    _round3_inputs(d, good)
+    _file_safety_inputs(d)
+    _numeric_inputs(d, good)
     zero = pl.Series("tokens", [0.0] * 3 + good["tokens"].to_list()[3:])
-    good.with_columns(zero).write_csv(d / "tok0.csv")  # round four: zero tokens in 3 rows
+    good.with_columns(zero).write_csv(d / "tok0.csv")  # zero tokens in 3 rows
     good.with_columns(pl.lit(0.0).alias("tokens")).write_csv(d / "tokall0.csv")
     (d / "negpool.csv").write_text("params,tokens\n-1e9,2e10\n2e9,2e10\n")
-    _round5_inputs(d, good)
-    _round6_inputs(d)
+    _damaged_fit_inputs(d, good)
+    _unusable_answer_inputs(d)
     return d
 
 
-def _round6_inputs(d: Path) -> None:
-    """Inputs for the sixth catalogue (issue 84): learning-rate tables with no usable best
+def _unusable_answer_inputs(d: Path) -> None:
+    """Inputs for the unusable answers: learning-rate tables with no usable best
     rate, repeated data with nothing to measure, specs with values no run could use."""
     rows = [dict(params=N, tokens=20 * N, lr=lr, loss=3.0 - 0.1 * math.log(lr)
                  + 1e-9 * math.log(lr) ** 2)
@@ -89,8 +89,8 @@ def _round6_inputs(d: Path) -> None:
                                           (ROOT / "sweeps" / "demo.toml").read_text()))
 
 
-def _round5_inputs(d: Path, good: pl.DataFrame) -> None:
-    """Inputs for the fifth catalogue (issue 76): a fit whose constants are strings, a replay
+def _damaged_fit_inputs(d: Path, good: pl.DataFrame) -> None:
+    """Inputs for the damaged inputs: a fit whose constants are strings, a replay
     table with duplicate rows, a trade whose plan names a layer the runs lack, a file where a
     sweep's folder is due."""
     f = json.loads((d / "chin.json").read_text())
@@ -106,8 +106,8 @@ def _round5_inputs(d: Path, good: pl.DataFrame) -> None:
     pl.DataFrame(rows).write_parquet(d / "plan9.parquet")
 
 
-def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
-    """Inputs for the third catalogue (issue 32): an unknown fit schema, a status column that
+def _numeric_inputs(d: Path, good: pl.DataFrame) -> None:
+    """Inputs for the numeric extremes: an unknown fit schema, a status column that
     is empty on every row, a fit whose data term is folded away (one token count)."""
     from archfit.laws.inference.fitting import fit
     from archfit.laws.inference.planted import correlated_sweep
@@ -124,8 +124,8 @@ def _round3_inputs(d: Path, good: pl.DataFrame) -> None:
     fit(one, law="depth-joint", bootstrap=0, heldout=False).to_json(d / "folded.json")
 
 
-def _safety_inputs(d: Path) -> None:
-    """Inputs for the second catalogue (issue 20): user folders, archfit's own outputs that a
+def _file_safety_inputs(d: Path) -> None:
+    """Inputs for the file safety cases: user folders, archfit's own outputs that a
     command also reads, damaged progress files, mistyped configs, binary and mistyped corpora."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -288,12 +288,12 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         ([*tr, "--steps", "1", "--nproc", "2", "--batch-size", "3"], "not divisible"),
         (["sweep", "plan", toml, "--gpu", "tpu9"], "unknown accelerator"),
         (["sweep", "plan", toml, "--gpu-memory", "lots"], "give a size"),
-        *safety_catalogue(d),
+        *file_safety(d),
     ]
 
 
-def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
-    """The second catalogue (issue 20): user files never replaced, paths that cannot escape,
+def file_safety(d: Path) -> list[tuple[list[str], str]]:
+    """File safety: user files never replaced, paths that cannot escape,
     inputs checked for what they are, messages that name the real problem."""
     toml = str(d / "good.toml")
     prep = ["data", "prepare", "--tokenizer", "bytes"]
@@ -347,17 +347,17 @@ def safety_catalogue(d: Path) -> list[tuple[list[str], str]]:
         # a run that cannot fit this machine's memory is refused before it starts
         (["train", "--layers", "4", "--width", "512", "--heads", "8", "--ctx", "100000",
           "--batch-size", "16", "--steps", "1"], "needs about"),
-        *round3_catalogue(d),
-        *round4_catalogue(d),
-        *round5_catalogue(d),
-        *round6_catalogue(d),
+        *numeric_extremes(d),
+        *design_surfaces(d),
+        *damaged_inputs(d),
+        *unusable_answers(d),
     ]
 
 
-def round3_catalogue(d: Path) -> list[tuple[list[str], str]]:
+def numeric_extremes(d: Path) -> list[tuple[list[str], str]]:
     csv, toml = str(d / "good.csv"), str(d / "good.toml")
     return [
-        # round three (issue 32): one number must not take the machine down, no unexpected
+        # one number must not take the machine down, no unexpected
         # error at a numeric extreme, unknown and degenerate cases named
         (["recommend", "--params", "1e30", "--fit", str(d / "thin.json")], "beyond 1e+15"),
         (["recommend", "--params", "1e30"], "beyond 1e+15"),
@@ -383,8 +383,8 @@ def round3_catalogue(d: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
-    """Round four (issue 56), the design's surfaces: each class once."""
+def design_surfaces(d: Path) -> list[tuple[list[str], str]]:
+    """The design's surfaces: each class once."""
     csv = str(d / "good.csv")
     grid = ["design", "--law", "chinchilla", "--sizes", "1e8,2e8,4e8", "--tokens", "2e9,4e9",
             "--compute", "1e21"]
@@ -433,8 +433,8 @@ def round4_catalogue(d: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def round6_catalogue(d: Path) -> list[tuple[list[str], str]]:
-    """Round six (issue 84): answers no run could use, and tables with nothing to measure."""
+def unusable_answers(d: Path) -> list[tuple[list[str], str]]:
+    """Answers no run could use, and tables with nothing to measure."""
     return [
         (["fit", str(d / "lr_falls.csv"), "--law", "lr-batch"],
          "the best rate lies above the rates tried"),
@@ -449,8 +449,8 @@ def round6_catalogue(d: Path) -> list[tuple[list[str], str]]:
     ]
 
 
-def round5_catalogue(d: Path) -> list[tuple[list[str], str]]:
-    """Round five (issue 76): the gaps of round four, and a fit read from a damaged file."""
+def damaged_inputs(d: Path) -> list[tuple[list[str], str]]:
+    """The design's remaining gaps, and a fit read from a damaged file."""
     grid = ["design", "--law", "depth-joint", "--params", "1e10", "--budget-frac", "0.5"]
     return [
         (["recommend", "--params", "7e9", "--fit", str(d / "strconst.json")],
@@ -490,9 +490,35 @@ def test_the_catalogue_is_large(inputs):
                      "data", "validate"}
 
 
-@pytest.mark.parametrize("i", range(len(catalogue(Path("inputs")))))  # one test per case
+def command(args: list[str]) -> str:
+    """The command a case runs (``sweep plan``, ``fit``, ...): what the catalogue is ordered by."""
+    return " ".join(args[:2]) if args[0] in ("sweep", "data", "campaign") else args[0]
+
+
+def ordered(cases: list[tuple[list[str], str]]) -> list[tuple[list[str], str]]:
+    """The cases by command (stable: each command's cases keep their order)."""
+    return sorted(cases, key=lambda c: command(c[0]))
+
+
+def case_ids(cases: list[tuple[list[str], str]]) -> list[str]:
+    """A readable id per case: its command and what its one line must say (numbered where
+    two cases of a command expect the same words)."""
+    ids, seen = [], {}
+    for args, needle in cases:
+        base = f"{command(args)}: {' '.join(needle.split())[:48]}"
+        seen[base] = seen.get(base, 0) + 1
+        ids.append(base if seen[base] == 1 else f"{base} ({seen[base]})")
+    return ids
+
+
+# the catalogue as collected (its paths under a placeholder folder; each test reads its case
+# from the catalogue of the real inputs, in the same order)
+CASES = ordered(catalogue(Path("inputs")))
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=case_ids(CASES))  # one test per case
 def test_bad_input(inputs, i):
-    args, needle = catalogue(inputs)[i]
+    args, needle = ordered(catalogue(inputs))[i]
     before = tree(inputs)
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2, (args, r.output)
@@ -576,7 +602,7 @@ def test_any_table_fits_or_raises_a_typed_error(cols, law):
         assert all(math.isfinite(v) for v in f.params.values())
 
 
-# ---------------------------------------------------------------------------- faults (issue 20)
+# ---------------------------------------------------------------------------- faults
 TINY = ["train", "--layers", "1", "--width", "16", "--heads", "2", "--ctx", "16",
         "--batch-size", "2", "--steps", "2", "--eval-every", "1"]
 
@@ -734,7 +760,7 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
 
 
 @pytest.mark.parametrize("case", [
-    # every case of issue 32's list, each in its own process under 4 GB of address space
+    # every numeric extreme, each in its own process under 4 GB of address space
     ["recommend", "--params", "1e30"],
     ["plot", "levine2020", "-o", "{d}/userplots"],
     ["train", "--layers", "1", "--width", "16", "--heads", "1", "--steps", "2", "--run-dir",

@@ -1,4 +1,4 @@
-"""Shapes whose layers differ (issue 33): counted exactly per layer, built and trained, swept
+"""Shapes whose layers differ: counted exactly per layer, built and trained, swept
 as variants, refused by exports that cannot hold them, and their trade measured."""
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def test_the_shipped_layer_variants_sweep_runs_and_reports(tmp_path, repo, archf
 
 
 def test_the_trade_refuses_and_notes_what_it_cannot_compare(cli, tmp_path):
-    """Integrity round four: a bad --gpu, every loss missing, a missing --curves file and a
+    """A bad --gpu, every loss missing, a missing --curves file and a
     plan the model cannot have are refused in one line; a user's --target-loss is labelled as
     the user's, and a target no run reaches is said."""
     runs, curves = planted_table({"uniform": 0.0, "no-mlp:0": 0.01},

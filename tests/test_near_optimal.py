@@ -140,7 +140,7 @@ def test_the_extrapolation_term_grows_with_distance_past_the_check():
 
 @pytest.mark.slow
 def test_chinchilla_shapes_answer_7e9_and_7e10_with_a_sane_set():
-    """Issue 55's public sweep: Epoch's 245 Chinchilla points with Table A9's shapes. The
+    """A public sweep: Epoch's 245 Chinchilla points with Table A9's shapes. The
     depth-joint fit of every row cannot locate the optimum (q on its bound); the answer is the
     set, and published ~7B depths (32, 40) are inside it."""
     import warnings

@@ -115,7 +115,7 @@ def test_each_readme_command_runs(tree, cmd, monkeypatch):
 
 @pytest.mark.slow  # a design on the sweep's fit: about 13 s
 def test_the_first_design_help_example_runs_as_printed(tree, monkeypatch):
-    """Integrity round four: 'archfit design --help' opens with an example that runs as
+    """'archfit design --help' opens with an example that runs as
     printed (on the README tree's sweeps/demo.parquet), with fewer bootstrap resamples."""
     from archfit.cli import main
 

@@ -279,7 +279,7 @@ def test_run_ids_are_stable_across_releases():
 
 
 # every shipped spec: its run count and a digest of its run ids in order (archfit 0.1.0's)
-SHIPPED_RUN_IDS = {"demo.toml": (17, "9791f6506b9c07fb"),  # redesigned for validate (issue 18)
+SHIPPED_RUN_IDS = {"demo.toml": (17, "9791f6506b9c07fb"),  # redesigned for validate
                    "levine-small.toml": (44, "3076e056d99ef0c5"),
                    "seed-50m.toml": (24, "76559baae4b2af29"),
                    "smoke.toml": (6, "2b5ffcedeffe30a2")}
