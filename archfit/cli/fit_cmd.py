@@ -95,6 +95,16 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--prior", default=None, metavar="NAME|FILE[:PARAM=SD,...]",
               help="Gaussian prior on the parameters shared with a published fit or fit file; "
                    "widths from its CI or stated, e.g. --prior levine2020:a=0.5,b=0.02.")
+@click.option("--formula", "formulas", multiple=True, metavar="TEXT",
+              help="A law of your own, e.g. \"loss ~ E + A / params^alpha + B / tokens^beta\": "
+                   "the names that are columns are its variables, the rest its parameters "
+                   "(+ - * / ^, parentheses, exp, log, sqrt, min, max). Fitted instead of "
+                   "--law; repeat it with --law auto to weigh each beside the built-in laws.")
+@click.option("--start", "starts", multiple=True, metavar="PARAM=VALUE",
+              help="With --formula: a parameter's start (repeatable; default: a grid of "
+                   "starts, its coefficients solved for each).")
+@click.option("--bounds", "bounds", multiple=True, metavar="PARAM=LOW:HIGH",
+              help="With --formula: a parameter's bounds (repeatable; default: none).")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
 @click.option("--size-tolerance", type=float, default=None,
               help="Runs within this fraction of a size class's smallest run are one size "
@@ -117,8 +127,8 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--force", is_flag=True, help="Replace an existing --out that is not a fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
 def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, ties, prior,
-        dedupe, size_tolerance, by, pool_groups, group, mlp, vocab_size, tied_embeddings,
-        ff_ratio, force, as_json):
+        formulas, starts, bounds, dedupe, size_tolerance, by, pool_groups, group, mlp,
+        vocab_size, tied_embeddings, ff_ratio, force, as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
     \b
@@ -131,6 +141,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
       archfit fit grid.csv --law chinchilla --tie alpha=beta
       archfit fit mixed.csv --law chinchilla --by dataset
       archfit fit datasets/chinchilla_epoch2024.csv --law auto
+      archfit fit datasets/chinchilla_epoch2024.csv \\
+        --formula "loss ~ E + A / params^alpha + B / tokens^beta"
 
     When the table has depth and width, N is counted by the shape core for the architecture
     the flags state (--mlp, --vocab, --untied, --ff-ratio), and a params column that disagrees
@@ -145,7 +157,25 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if law == AUTO and (fixes or ties):
         raise click.UsageError("--fix and --tie name one law's parameters; choose the law "
                                "instead of --law auto")
-    fix, tie = parse_fix(get_law(law), fixes, ties) if law != AUTO else ({}, {})
+    if (starts or bounds) and not formulas:
+        raise click.UsageError("--start and --bounds go with --formula")
+    start_values, bound_values = _starts_and_bounds(starts, bounds)
+    if formulas:
+        from archfit.laws.user.expression import parse
+
+        for text in formulas:  # refused in one line before any file is read
+            parse(text)
+        if law != AUTO and len(formulas) > 1:
+            raise click.UsageError("give one --formula, or several with --law auto")
+        if law != AUTO and click.get_current_context().get_parameter_source("law").name \
+                != "DEFAULT":
+            raise click.UsageError("--formula is the law to fit: drop --law, or give --law "
+                                   "auto to weigh it beside the built-in laws")
+    fix, tie = (parse_fix(get_law(law), fixes, ties) if law != AUTO and not formulas
+                else ({}, {}))
+    if formulas and (fixes or ties):
+        raise click.UsageError("--fix and --tie do not take a --formula's parameters; use "
+                               "--start and --bounds")
     prior_src, widths = parse_prior(prior)
     if by and pool_groups:
         raise click.UsageError("--by fits one law per group and --pool-groups one across them; "
@@ -182,6 +212,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
             kw.pop("pool_groups")
             _by(fit_groups(table, law, by=by, **kw), by, out, as_json)
             return
+        if formulas:
+            kw.update(formula=list(formulas), starts=start_values, bounds=bound_values)
         result = fit_law(table, law, **kw)
     finally:
         if prog is not None:
@@ -189,6 +221,28 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if out:
         result.to_json(out)
     _show(result, out, as_json)
+
+
+def _starts_and_bounds(starts: tuple[str, ...], bounds: tuple[str, ...]
+                       ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """--start PARAM=VALUE and --bounds PARAM=LOW:HIGH as dicts; one line for a bad item."""
+    from archfit.cli.common import NUMBER
+
+    s, b = {}, {}
+    for item in starts:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{item!r}: give PARAM=VALUE", param_hint="--start")
+        s[name.strip()] = float(NUMBER.convert(value, None, None))
+    for item in bounds:
+        name, sep, value = item.partition("=")
+        lo, colon, hi = value.partition(":")
+        if not sep or not colon or not name.strip():
+            raise click.BadParameter(f"{item!r}: give PARAM=LOW:HIGH (e.g. alpha=0:2)",
+                                     param_hint="--bounds")
+        b[name.strip()] = (float(NUMBER.convert(lo, None, None)),
+                           float(NUMBER.convert(hi, None, None)))
+    return s, b
 
 
 def _show(result: Any, out: str | None, as_json: bool) -> None:

@@ -488,6 +488,13 @@ def register(cls: type[L]) -> type[L]:
 
 
 def get_law(name: str) -> Law:
+    if isinstance(name, str) and name.startswith("formula: "):  # a law of the user's own
+        from archfit.laws.user.formula import FORMULAS
+
+        if name in FORMULAS:
+            return FORMULAS[name]
+        raise FitError(f"{name!r} is a formula no fit in this session holds: fit it with "
+                       "'archfit fit --formula', or read its fit file (load_fit)")
     try:
         return LAWS[name]
     except KeyError:

@@ -462,7 +462,12 @@ class Fit:
         if schema is not None and schema != FIT_SCHEMA:
             raise FitInputError(f"{where}: fit schema {schema!r} is not one this archfit reads "
                                 f"({FIT_SCHEMA}); refit with this version ('archfit fit')")
-        law = get_law(str(d["law"]))
+        if str(d["law"]).startswith("formula: "):  # parsed again under the same rules
+            from archfit.laws.user.formula import read_formula
+
+            law = read_formula(str(d["law"]), (d.get("extra") or {}).get("formula"), where)
+        else:
+            law = get_law(str(d["law"]))
         params = d["params"]
         if not isinstance(params, Mapping):
             raise FitInputError(f"{where}: 'params' must be a table of numbers, got "

@@ -561,7 +561,7 @@ def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
     if workers is None:
         workers = min(os.cpu_count() or 1, 8) if n >= 64 else 1
     chunks = [c for c in np.array_split(np.arange(n), min(n, max(1, workers) * 8)) if len(c)]
-    jobs = [(lw.name, data, est.params, [picks[i] for i in c], list(targets), cons)
+    jobs = [(lw, data, est.params, [picks[i] for i in c], list(targets), cons)
             for c in chunks]
     results: list[tuple[np.ndarray | None, dict[str, float]]] = []
     for part in _run_chunks(jobs, workers):
@@ -605,12 +605,12 @@ def _run_chunks(jobs: list[tuple], workers: int) -> Any:
         yield _boot_chunk(*j)
 
 
-def _boot_chunk(law_name: str, data: Data, start: np.ndarray, picks: list[np.ndarray],
+def _boot_chunk(law: Law | str, data: Data, start: np.ndarray, picks: list[np.ndarray],
                 targets: list[float], cons: Constraints | None = None
                 ) -> list[tuple[np.ndarray | None, dict[str, float]]]:
     from threadpoolctl import threadpool_limits
 
-    lw = get_law(law_name)
+    lw = law if isinstance(law, Law) else get_law(law)  # the law itself: a formula's too
     out: list[tuple[np.ndarray | None, dict[str, float]]] = []
     # the fits are tiny: BLAS threads only contend (3x slower with 2 threads on 2 cores)
     with np.errstate(all="ignore"), threadpool_limits(1):

@@ -107,10 +107,30 @@ def _per_run(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.array([values[groups == g].mean() for g in np.unique(groups)])
 
 
-def fit(frame: Any = None, law: str = "chinchilla", **kw: Any) -> Fit:
+def fit(frame: Any = None, law: str = "chinchilla", *,
+        formula: str | Sequence[str] | None = None, starts: dict[str, float] | None = None,
+        bounds: dict[str, tuple[float, float]] | None = None, **kw: Any) -> Fit:
     """:func:`archfit.laws.inference.fitting.fit` (every option as it takes them), and ``law="auto"``:
     the law :func:`compare` picks on held-out runs, fitted as asked, with the comparison in its
-    diagnostics (``selection``) and a note. This is ``archfit.fit``."""
+    diagnostics (``selection``) and a note. This is ``archfit.fit``.
+
+    ``formula``: a law of your own (``"loss ~ E + A / params^alpha"``; the names that are
+    columns of the table its variables, the rest its parameters; :mod:`archfit.laws.user`),
+    fitted instead of ``law``; or several, weighed beside the built-in laws with
+    ``law="auto"``; ``starts`` and ``bounds`` (name -> value, name -> (low, high)) for its
+    parameters."""
+    texts = [formula] if isinstance(formula, str) else list(formula or [])
+    if texts:
+        from archfit.laws.user.formula import formula_law
+
+        frame = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
+                                  kw.get("group"))
+        names = [formula_law(t, frame.frame.columns, starts, bounds).name for t in texts]
+        if law != AUTO:
+            if len(names) != 1:
+                raise FitInputError("give one formula to fit, or several with law='auto' "
+                                    "(--law auto) to weigh them beside the built-in laws")
+            law = names[0]
     if law != AUTO:
         return fitting.fit(frame, law, **kw)
     table = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
@@ -119,7 +139,8 @@ def fit(frame: Any = None, law: str = "chinchilla", **kw: Any) -> Fit:
     opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
                                "size_tolerance", "pool_groups") if kw.get(k) is not None}
     seed = kw.get("seed", 0)
-    sel = compare(table, seed=seed, fit_kw=opts)
+    laws = (candidates(table.frame.columns, None, table.frame) + names) if texts else None
+    sel = compare(table, laws, seed=seed, fit_kw=opts)
     rest = {k: kw[k] for k in ("bootstrap", "seed", "targets", "heldout", "progress")
             if k in kw}
     f = fitting.fit(table, law=sel.pick, **rest, **opts)

@@ -1,0 +1,2 @@
+"""Laws of the user's own: a formula given as text (``archfit fit --formula``), read under an
+allow-list (:mod:`.expression`) and fitted by the machinery every law shares (:mod:`.formula`)."""

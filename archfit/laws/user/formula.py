@@ -1,0 +1,201 @@
+"""A law of the user's own: ``archfit fit TABLE --formula "loss ~ E + A / params^alpha + B /
+tokens^beta"``. The names that are columns of the table are its variables, the rest its
+parameters (:mod:`archfit.laws.user.expression` reads the text under an allow-list). It is
+fitted as the built-in loss laws are (Huber, δ = 1e-3, on log loss; many starts, the
+coefficients of the additive terms solved exactly for each start of the others), and the
+machinery reads it as any law: the bootstrap, the held-out check, the verdict, the artifact,
+``predict``, ``plot``, ``backtest`` and ``--law auto``.
+
+Its name is ``formula: <the text>``; the artifact keeps the text and the variables, and
+:func:`formula_law` parses them again, under the same rules, when the fit is read."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Mapping
+
+from archfit.errors import FitError, FitInputError
+from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, LossCurveLaw
+from archfit.laws.user.expression import Expression, evaluate, linear_parameters, parse
+
+if TYPE_CHECKING:
+    import numpy as np
+
+PREFIX = "formula: "
+# start values of each parameter the projection does not solve (an exponent, an offset)
+START_GRID = (-1.0, 0.1, 0.3, 0.6, 1.0)
+MAX_STARTS = 256  # the grid's points, thinned evenly past this
+POLISHED = 4  # the starts of least Huber loss polished by the optimizer
+# the formula laws made in this process, by name (a fit made or read registers its law here)
+FORMULAS: dict[str, FormulaLaw] = {}
+
+
+class FormulaLaw(LossCurveLaw):
+    """A loss law from a formula (see the module)."""
+
+    predicts_loss = True
+    supports_ties = True
+
+    def __init__(self, expr: Expression, variables: tuple[str, ...],
+                 starts: Mapping[str, float] | None = None,
+                 bounds: Mapping[str, tuple[float, float]] | None = None):
+        params = tuple(n for n in expr.names if n not in variables)
+        if not params:
+            raise FitInputError(f"--formula {expr.text!r} has no parameter to fit: every name "
+                                "is a column of the table")
+        if not variables:
+            raise FitInputError(f"--formula {expr.text!r} names no column of the table: its "
+                                "variables must be columns")
+        if expr.response != "loss":
+            raise FitInputError(f"--formula's response is {expr.response!r}; archfit fits the "
+                                "loss column (map yours with --map loss=COLUMN)")
+        self.expr = expr
+        self.variables = variables
+        self.name = PREFIX + expr.text
+        self.formula = expr.text
+        self.description = "a law of the user's own (--formula), Huber on log loss"
+        self.columns = ("loss", *variables)
+        self.param_names = params
+        self.min_points = len(params) + 2
+        self.params_column = "params" if "params" in variables else variables[0]
+        self.linear = linear_parameters(expr.tree, params)
+        self.starts = dict(starts or {})
+        self.bounds_given = dict(bounds or {})
+        for name in [*self.starts, *self.bounds_given]:
+            if name not in params:
+                raise FitInputError(f"--start/--bounds name {name!r}, which is not a parameter "
+                                    f"of the formula ({', '.join(params)})")
+        for name, (lo, hi) in self.bounds_given.items():
+            if not (math.isfinite(lo) or math.isfinite(hi)) or not lo < hi:
+                raise FitInputError(f"--bounds {name}={lo:g}:{hi:g}: give low:high, low < high")
+            if name in self.starts and not lo <= self.starts[name] <= hi:
+                raise FitInputError(f"--start {name}={self.starts[name]:g} lies outside its "
+                                    f"--bounds {lo:g}:{hi:g}")
+
+    def to_record(self) -> dict[str, Any]:
+        """What the artifact keeps to read the law again."""
+        return {"text": self.expr.text, "variables": list(self.variables),
+                "starts": self.starts, "bounds": {k: list(v) for k, v in
+                                                  self.bounds_given.items()}}
+
+    def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
+        import numpy as np
+
+        env = {**{v: np.asarray(data[v], float) for v in self.variables}, **params}
+        return np.broadcast_to(np.asarray(evaluate(self.expr.tree, env), float),
+                               np.shape(data[self.variables[0]])).copy()
+
+    def fit_point(self, data: Data, start: np.ndarray | None = None, *,
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
+        import numpy as np
+
+        from archfit.laws.inference.optimize import Reparam, huber_lsq
+
+        constraints = constraints or Constraints()
+        names = self.param_names
+        logL = np.log(data["loss"])
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            pred = self.predict(dict(zip(names, theta)), data)
+            with np.errstate(all="ignore"):
+                r = np.log(pred) - logL
+            return np.where(np.isfinite(r), r, 1e3)  # a start off the law's domain: far off
+
+        rp = Reparam([(n, False) for n in names], constraints)
+        starts = [start] if start is not None else self._starts(data)
+        if not starts:
+            raise FitError(f"{self.name}: no start gives a finite loss on these runs")
+        if len(starts) > POLISHED:  # polish the starts of least Huber loss, as the laws do
+            from scipy.special import huber
+
+            starts = sorted(starts, key=lambda t: float(np.sum(huber(HUBER_DELTA,
+                                                                      resid(t)))))[:POLISHED]
+        bounds = [self.bounds_given.get(n, (-math.inf, math.inf)) for n in names] \
+            if self.bounds_given else None
+        theta = huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale, bounds=bounds)
+        if not np.all(np.isfinite(self.predict(dict(zip(names, theta)), data))):
+            raise FitError(f"{self.name}: the fitted law is not finite on every run")
+        return Estimate(theta, extra={"objective": "Huber (delta 1e-3) on log loss",
+                                      "formula": self.to_record()})
+
+    def _starts(self, data: Data) -> list[np.ndarray]:
+        """A grid over the parameters the projection does not solve; for each point, the
+        linear ones by non-negative least squares of the loss on their terms."""
+        import numpy as np
+        from scipy.optimize import nnls
+
+        names, linear = self.param_names, self.linear
+        other = [n for n in names if n not in linear]
+        axes = [(self.starts[n],) if n in self.starts else
+                tuple(v for v in START_GRID if self._inside(n, v)) or (self._middle(n),)
+                for n in other]
+        grid = list(itertools.product(*axes)) if other else [()]
+        if len(grid) > MAX_STARTS:
+            grid = grid[:: math.ceil(len(grid) / MAX_STARTS)]
+        L = np.asarray(data["loss"], float)
+        out = []
+        for point in grid:
+            base = dict(zip(other, point))
+            cols = []
+            for c in linear:  # each linear term's column: the law at c = 1, others 0
+                env = {**base, **{k: (1.0 if k == c else 0.0) for k in linear}}
+                zero = {**base, **{k: 0.0 for k in linear}}
+                cols.append(self.predict(env, data) - self.predict(zero, data))
+            rest = self.predict({**base, **{k: 0.0 for k in linear}}, data)
+            if cols:
+                X = np.stack(cols, 1)
+                if not (np.all(np.isfinite(X)) and np.all(np.isfinite(rest))):
+                    continue
+                coef, _ = nnls(X / L[:, None], (L - rest) / L)  # relative error
+                values = {**base, **dict(zip(linear, coef))}
+            else:
+                values = base
+            values.update({n: v for n, v in self.starts.items() if n in linear})
+            theta = np.array([values[n] for n in names], float)
+            if np.all(np.isfinite(self.predict(dict(zip(names, theta)), data))):
+                out.append(theta)
+        return out
+
+
+    def _inside(self, name: str, v: float) -> bool:
+        lo, hi = self.bounds_given.get(name, (-math.inf, math.inf))
+        return lo < v < hi
+
+    def _middle(self, name: str) -> float:
+        lo, hi = self.bounds_given[name]
+        return (lo + hi) / 2 if math.isfinite(lo) and math.isfinite(hi) else (
+            lo + 1.0 if math.isfinite(lo) else hi - 1.0)
+
+
+def formula_law(text: str, columns: set[str] | list[str] | tuple[str, ...],
+                starts: Mapping[str, float] | None = None,
+                bounds: Mapping[str, tuple[float, float]] | None = None) -> FormulaLaw:
+    """The law of ``text`` over a table with ``columns`` (its variables: the names that are
+    columns), with ``starts`` and ``bounds`` for its parameters where given, registered in
+    :data:`FORMULAS` under its name."""
+    expr = parse(text)
+    law = FormulaLaw(expr, expr.variables(set(columns)), starts, bounds)
+    FORMULAS[law.name] = law
+    return law
+
+
+def read_formula(name: str, record: Any, where: str) -> FormulaLaw:
+    """The law of a fit artifact whose law is ``name``, from its ``extra["formula"]`` record,
+    parsed again under the same rules."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("text"), str) or not \
+            isinstance(record.get("variables"), list):
+        raise FitInputError(f"{where}: a formula fit without its formula (extra.formula with "
+                            "text and variables); refit with 'archfit fit --formula'")
+    try:
+        starts = {str(k): float(v) for k, v in (record.get("starts") or {}).items()}
+        bounds = {str(k): (float(v[0]), float(v[1]))
+                  for k, v in (record.get("bounds") or {}).items()}
+    except (TypeError, ValueError, IndexError, AttributeError):
+        raise FitInputError(f"{where}: extra.formula's starts or bounds are not numbers; "
+                            "refit with 'archfit fit --formula'") from None
+    law = formula_law(record["text"], [str(v) for v in record["variables"]], starts, bounds)
+    if law.name != name or list(law.variables) != record["variables"]:
+        raise FitInputError(f"{where}: its law {name!r} is not its formula's "
+                            f"({law.name!r}); refit with 'archfit fit --formula'")
+    return law

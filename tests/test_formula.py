@@ -1,0 +1,115 @@
+"""A law of the user's own (``archfit fit --formula``): on Epoch's 245 Chinchilla points the
+formula of Chinchilla's law finds the built-in law's constants; its artifact is read again under
+the same rules and predicts; --law auto weighs it beside the built-in laws; and text that is not
+a law (a dunder, an attribute, a lambda, a subscript, another call, 10,000 terms, 1,000 levels)
+exits 2 in one line, with nothing run or written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import archfit
+from archfit.errors import FitInputError
+from archfit.laws import load_fit
+
+ROOT = Path(__file__).resolve().parents[1]
+EPOCH = ROOT / "datasets" / "chinchilla_epoch2024.csv"
+CHINCHILLA = "loss ~ E + A / params^alpha + B / tokens^beta"
+
+
+def one_line(r) -> str:  # type: ignore[no-untyped-def]
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), r.output
+    return lines[0]
+
+
+def test_chinchillas_formula_finds_the_chinchilla_laws_constants(cli, tmp_path):
+    """The same objective (Huber, δ = 1e-3, on log loss) from the formula's own starts: E, A,
+    B, alpha and beta within 2% of ``--law chinchilla``'s on the same table."""
+    out = tmp_path / "formula.json"
+    r = cli("fit", EPOCH, "--formula", CHINCHILLA, "--bootstrap", 0, "--out", out)
+    assert r.exit_code == 0, r.output
+    mine = load_fit(out)
+    ref = archfit.fit(None, paths=[str(EPOCH)], law="chinchilla", bootstrap=0)
+    assert mine.law == "formula: " + CHINCHILLA and set(mine.params) == set(ref.params)
+    for k, v in ref.params.items():
+        assert mine.params[k] == pytest.approx(v, rel=0.02), k
+    # predict reads the artifact again (the formula parsed under the same rules)
+    r = cli("predict", out, EPOCH, "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["rows"] if isinstance(json.loads(r.output), dict) \
+        else json.loads(r.output)
+    assert len(rows) == 245
+
+
+def test_start_and_bounds_hold_a_parameter_where_they_say(tmp_path):
+    f = archfit.fit(None, paths=[str(EPOCH)], formula=CHINCHILLA, bootstrap=0,
+                    starts={"alpha": 0.3}, bounds={"beta": (0.1, 0.4)})
+    assert 0.1 <= f.params["beta"] <= 0.4
+    assert f.extra["formula"]["bounds"] == {"beta": [0.1, 0.4]}
+
+
+def test_law_auto_weighs_a_formula_beside_the_built_in_laws(cli):
+    r = cli("fit", EPOCH, "--law", "auto", "--formula", "loss ~ E + A / params^alpha",
+            "--bootstrap", 0, "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["diagnostics"]["selection"]["rows"]
+    names = {row["law"] for row in rows}
+    assert "formula: loss ~ E + A / params^alpha" in names and "chinchilla" in names
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("loss ~ __import__('os').system('touch x')", "'__'"),
+    ("loss ~ E + params.real", "the attribute 'params.real'"),
+    ("loss ~ (lambda x: x)(E)", "refuses the call"),
+    ("loss ~ E + params[0]", "the subscript 'params[0]'"),
+    ("loss ~ E + open(params)", "the call 'open(params)'"),
+    ("loss ~ E + 'text'", "the constant"),
+    ("loss ~ E + A / x_", "the name 'x_'"),
+    ("loss E + A", "one '~'"),
+    ("loss ~ E + A / params ^", "not an expression"),
+    ("loss ~ " + " + ".join(f"a{i} * params" for i in range(10_000)), "characters"),
+    ("loss ~ " + "(" * 1000 + "E" + ")" * 1000, "characters"),
+    ("loss ~ " + "(" * 300 + "E" + ")" * 300, "not an expression"),
+    ("loss ~ " + "exp(" * 60 + "E" + ")" * 60, "nested over"),
+    ("loss ~ E + log(params, 2)", "log takes 1 argument"),
+])
+def test_text_that_is_not_a_law_exits_2_in_one_line_and_writes_nothing(cli, tmp_path, text,
+                                                                      needle, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "fit.json"
+    line = one_line(cli("fit", EPOCH, "--formula", text, "--out", out))
+    assert needle in line
+    assert not list(tmp_path.iterdir())  # nothing written, nothing run
+
+
+def test_a_formula_artifact_is_read_again_under_the_same_rules(tmp_path):
+    f = archfit.fit(None, paths=[str(EPOCH)], formula="loss ~ E + A / params^alpha",
+                    bootstrap=0)
+    d = f.to_dict()
+    p = tmp_path / "f.json"
+    p.write_text(json.dumps(d))
+    assert load_fit(p).params == pytest.approx(f.params)
+    d["extra"]["formula"]["text"] = "loss ~ E + __import__('os').getpid()"
+    p.write_text(json.dumps(d))
+    with pytest.raises(FitInputError, match="'__'"):
+        load_fit(p)
+    d["extra"]["formula"]["text"] = "loss ~ E + B / params^alpha"  # not the law it names
+    p.write_text(json.dumps(d))
+    with pytest.raises(FitInputError, match="is not its formula's"):
+        load_fit(p)
+
+
+def test_the_names_that_are_columns_are_the_variables():
+    from archfit.laws.user.formula import formula_law
+
+    law = formula_law("loss ~ c + k * exp(-tokens / tau) + a / params^p", {"loss", "params",
+                                                                            "tokens"})
+    assert law.variables == ("tokens", "params")
+    assert law.param_names == ("c", "k", "tau", "a", "p") and set(law.linear) == {"c", "k", "a"}
+    with pytest.raises(FitInputError, match="no parameter to fit"):
+        formula_law("loss ~ params + tokens", {"loss", "params", "tokens"})
