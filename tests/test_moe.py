@@ -651,3 +651,41 @@ def test_a_granularity_sweep_fits_and_weighs_the_recommendation_with_its_interva
     assert own["tokens_per_param"] > span["tokens_per_param_max"] and not own["used"]
     assert any(r.startswith("reach (moe-granularity): n-experts") for r in d["trust"]["reasons"])
     assert d["trust"]["verdict"] == "uninformative"  # 1e12 is 1e5x past runs of 1e4-1e5
+
+
+def _routed(delta: float, gamma: float, tokens: bool, seed: int = 0) -> pl.DataFrame:
+    """A routed sweep at one token budget (Clark et al. 2022's design): 6 active sizes x dense
+    and 2-64 experts, the loss c + a E^delta / N^(alpha + gamma ln E) with 0.4% noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in (1e6, 3e6, 1e7, 3e7, 1e8, 3e8):
+        for E in (0, 2, 4, 8, 16, 32, 64):
+            e = max(E, 1)
+            loss = 1.7 + 30 * e ** delta * N ** -(0.24 + gamma * np.log(e))
+            rows.append({"params_active": N, "n_experts": E,
+                         "loss": loss * np.exp(rng.normal(0, 0.004)),
+                         **({"tokens": 2e9} if tokens else {})})
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("delta, gamma, best", [(-0.04, 0.004, 64.0), (0.05, 0.001, 1.0)])
+@pytest.mark.parametrize("tokens", [True, False])
+def test_experts_at_one_token_budget_fold_the_data_term_and_name_the_best_count(
+        delta, gamma, best, tokens):
+    """moe-experts on a routed sweep at one token count (or none recorded): the data term is
+    folded into the constant and said so; the size and expert terms are recovered; the best
+    expert count at a size is the one the planted law's own sign of delta - gamma ln N gives
+    (its loss is monotone in ln E at a size: experts help where that is negative), within the
+    runs' reach (dense to 64), and the reach is named."""
+    import archfit
+
+    f = archfit.fit(_routed(delta, gamma, tokens), law="moe-experts", bootstrap=0)
+    assert f.params["b"] == f.params["beta"] == 0.0
+    assert f.params["alpha"] == pytest.approx(0.24, abs=0.03)
+    assert f.params["c"] == pytest.approx(1.7, rel=0.03)
+    assert f.derived["E_best@3e8"] == best
+    assert np.sign(delta - gamma * np.log(3e8)) == (-1 if best == 64 else 1)  # the closed form
+    assert any("folded into the constant" in n for n in f.notes)
+    assert any(n.startswith("reach: E 1 to 64 experts") for n in f.notes)
+    h = f.diagnostics["heldout"]
+    assert h["ok"] and abs(h["mean_rel_error"]) < 0.01
