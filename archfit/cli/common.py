@@ -94,6 +94,20 @@ class FfRatioType(click.ParamType):
 
 FF_RATIO = FfRatioType()
 INT = NumberType(integer=True)
+
+
+class VocabType(click.ParamType):
+    """A vocabulary size, or ``auto`` (the vocabulary law's pick)."""
+
+    name = "size|auto"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        return INT.convert(value, param, ctx)
+
+
+VOCAB = VocabType()
 COUNT = NumberType(integer=True, positive=False)
 
 

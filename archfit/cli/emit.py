@@ -26,7 +26,8 @@ def emit_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--make-vocab-size-divisible-by", "vocab_divisible_by", type=int,
                      default=128, show_default=True,
                      help="--emit megatron: Megatron pads the vocabulary to a multiple of this "
-                          "times --tp; the file and the output give the padded count.")(f)
+                          "times --tp; the file and the output give the padded count. "
+                          "recommend --vocab auto: the pick is a multiple of this.")(f)
     f = click.option("--force", is_flag=True, help="With -o: replace an existing file.")(f)
     f = click.option("-o", "--out", "out_dir", type=PATH, default=None, metavar="DIR",
                      help="With --emit: write the config into this folder (stdout if absent).")(f)

@@ -157,25 +157,9 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if law == AUTO and (fixes or ties):
         raise click.UsageError("--fix and --tie name one law's parameters; choose the law "
                                "instead of --law auto")
-    if (starts or bounds) and not formulas:
-        raise click.UsageError("--start and --bounds go with --formula")
-    start_values, bound_values = _starts_and_bounds(starts, bounds)
-    if formulas:
-        from archfit.laws.user.expression import parse
-
-        for text in formulas:  # refused in one line before any file is read
-            parse(text)
-        if law != AUTO and len(formulas) > 1:
-            raise click.UsageError("give one --formula, or several with --law auto")
-        if law != AUTO and click.get_current_context().get_parameter_source("law").name \
-                != "DEFAULT":
-            raise click.UsageError("--formula is the law to fit: drop --law, or give --law "
-                                   "auto to weigh it beside the built-in laws")
+    start_values, bound_values = _check_formulas(formulas, law, starts, bounds, fixes, ties)
     fix, tie = (parse_fix(get_law(law), fixes, ties) if law != AUTO and not formulas
                 else ({}, {}))
-    if formulas and (fixes or ties):
-        raise click.UsageError("--fix and --tie do not take a --formula's parameters; use "
-                               "--start and --bounds")
     prior_src, widths = parse_prior(prior)
     if by and pool_groups:
         raise click.UsageError("--by fits one law per group and --pool-groups one across them; "
@@ -221,6 +205,33 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if out:
         result.to_json(out)
     _show(result, out, as_json)
+
+
+def _check_formulas(formulas: tuple[str, ...], law: str, starts: tuple[str, ...],
+                    bounds: tuple[str, ...], fixes: tuple[str, ...], ties: tuple[str, ...]
+                    ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """--formula and the options that go with it, refused in one line before any file is
+    read; the starts and bounds as dicts."""
+    from archfit.laws.inference.selection import AUTO
+
+    if (starts or bounds) and not formulas:
+        raise click.UsageError("--start and --bounds go with --formula")
+    if not formulas:
+        return {}, {}
+    from archfit.laws.user.expression import parse
+
+    for text in formulas:
+        parse(text)
+    if law != AUTO and len(formulas) > 1:
+        raise click.UsageError("give one --formula, or several with --law auto")
+    if law != AUTO and click.get_current_context().get_parameter_source("law").name \
+            != "DEFAULT":
+        raise click.UsageError("--formula is the law to fit: drop --law, or give --law "
+                               "auto to weigh it beside the built-in laws")
+    if fixes or ties:
+        raise click.UsageError("--fix and --tie do not take a --formula's parameters; use "
+                               "--start and --bounds")
+    return _starts_and_bounds(starts, bounds)
 
 
 def _starts_and_bounds(starts: tuple[str, ...], bounds: tuple[str, ...]

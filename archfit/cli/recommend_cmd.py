@@ -12,7 +12,7 @@ from archfit.recommending.request import (Block, Experts, Grid, Objective, Recom
 from archfit.shapes.architectures import ARCHITECTURES
 from archfit.text import wrap
 
-from archfit.cli.common import (FILE_PATH, COUNT, INT, NUMBER, SHAPE_FLAGS, emit_json, perf_options,
+from archfit.cli.common import (FILE_PATH, COUNT, INT, NUMBER, SHAPE_FLAGS, VOCAB, emit_json, perf_options,
                                 shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
                               refuse_inexpressible, write_export)
@@ -57,9 +57,12 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
                    "laws'), or auto. Default: levine2020; epoch2024 for --compute; "
                    "muennighoff2023 with --unique-tokens.")
 @shape_options("vocab_size", "n_ctx",
-               vocab_size={"default": None, "show_default": False,
+               vocab_size={"default": None, "show_default": False, "type": VOCAB,
                            "help": "Vocabulary size (default: the one the --fit's runs share, "
-                                   "else 50,257)."},
+                                   "else the family's), or auto: the vocabulary law's pick "
+                                   "(Tao et al. 2024) at the shape and its training compute, "
+                                   "rounded to --make-vocab-size-divisible-by, with its "
+                                   "predicted gain."},
                n_ctx={"default": None, "show_default": False,
                       "help": "Context length (default: the one the --fit's runs share, else "
                               "2,048)."})
@@ -194,6 +197,7 @@ def _request(ctx: click.Context, p: dict) -> tuple[RecommendRequest, str | None]
         block=Block(**block),
         grid=Grid(head_dim=p["head_dim"], multiple_of=p["multiple_of"], tp=p["tp"],
                   n_kv_head=p["n_kv_head"], vocab_size=p["vocab_size"], n_ctx=p["n_ctx"],
+                  vocab_multiple=p["vocab_divisible_by"],
                   top=p["top"], tolerance=p["tolerance"]),
         experts=experts,
         objective=Objective(kind=p["objective"], gpu=p["gpu"], step_model=p["perf_file"],

@@ -467,6 +467,8 @@ def derived_name(quantity: str, target: float) -> str:
 
 
 LAWS: dict[str, Law] = {}  # law name -> law: the shipped ones and any registered since
+# the laws of users' formulas made or read in this process (archfit.laws.user.formula), by name
+FORMULAS: dict[str, Law] = {}
 
 
 L = TypeVar("L", bound=Law)
@@ -489,8 +491,6 @@ def register(cls: type[L]) -> type[L]:
 
 def get_law(name: str) -> Law:
     if isinstance(name, str) and name.startswith("formula: "):  # a law of the user's own
-        from archfit.laws.user.formula import FORMULAS
-
         if name in FORMULAS:
             return FORMULAS[name]
         raise FitError(f"{name!r} is a formula no fit in this session holds: fit it with "

@@ -56,6 +56,8 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         raise RecommendError("a request with an objective beyond loss (or a GPU) weighs the "
                              "candidates on hardware: archfit.recommending.recommend_for(request) "
                              "answers it")
+    if req.grid.vocab_size == "auto":
+        return _vocabulary_auto(req)
     fits = _fits(req)
     notes: list[str] = []
     arch = _architecture(req.block.family, fits["shape"], notes)
@@ -98,7 +100,26 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
         recipe=recipe_for(best, fits, t.tokens, target.compute, asked=N_ne),
-    )
+    )._with_vocabulary_note()
+
+
+def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
+    """The recommendation trained with the vocabulary law's pick: the shape at the family's
+    (or the runs') vocabulary first, the pick at its recipe's training compute, then the
+    recommendation again with it (the non-embedding shape does not move; the embeddings, the
+    total and the recipe's tokens do), the pick and its predicted gain recorded."""
+    from dataclasses import replace
+
+    from archfit.recommending.vocabulary import vocabulary_note, vocabulary_record
+
+    first = recommend(req.with_(grid=replace(req.grid, vocab_size=None)))
+    tokens = (first.recipe or {}).get("tokens", {}).get("value") or 20.0 * first.target_params
+    rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple)
+    out = recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
+    out.notes = [n for n in out.notes if not n.startswith("vocabulary (tao2024")]
+    out.notes.append(vocabulary_note(rec) + " (--vocab auto)")
+    out.vocabulary = rec
+    return out
 
 
 def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,

@@ -165,8 +165,11 @@ class Grid:
     """Tensor-parallel degree: query heads divisible by it (default: the family's)."""
     n_kv_head: int | None = None
     """Key/value heads (default: the family's)."""
-    vocab_size: int | None = None
-    """Vocabulary (default: the one the shape fit's runs share, else the family's)."""
+    vocab_size: int | str | None = None
+    """Vocabulary (default: the one the shape fit's runs share, else the family's), or
+    ``"auto"``: the vocabulary law's pick (:mod:`archfit.recommending.vocabulary`)."""
+    vocab_multiple: int = 128
+    """With ``vocab_size="auto"``: the pick is a multiple of this."""
     n_ctx: int | None = None
     """Context length (default: the one the shape fit's runs share, else the family's)."""
     top: int = 5
@@ -179,8 +182,11 @@ class Grid:
 
     def __post_init__(self) -> None:
         _plain_fields(self)
-        for name in ("head_dim", "multiple_of", "vocab_size", "n_ctx", "tp", "n_kv_head"):
+        for name in ("head_dim", "multiple_of", "n_ctx", "tp", "n_kv_head"):
             _positive(name, getattr(self, name), whole=True)
+        if self.vocab_size != "auto":
+            _positive("vocab_size", self.vocab_size, whole=True)
+        _positive("vocab_multiple", self.vocab_multiple, whole=True)
         _positive("top", self.top, whole=True)
         h, m = self.head_dim, self.multiple_of
         if h is not None and m is not None and m % h and h % m:

@@ -47,6 +47,20 @@ class Recommendation:
     recipe: dict[str, Any] | None = None
     family: str = DEFAULT_ARCHITECTURE  # the block (archfit.shapes.architectures) it is built in
     family_text: str = ""  # the family and its block in words
+    # with --vocab auto: the vocabulary law's pick, its predicted gain and where it comes from
+    # (archfit.recommending.vocabulary)
+    vocabulary: dict[str, Any] | None = None
+
+    def _with_vocabulary_note(self) -> Recommendation:
+        """This answer, with a note where the vocabulary law's pick lies more than 2x from the
+        vocabulary it trains with (archfit.recommending.vocabulary.far_from_pick)."""
+        from archfit.recommending.vocabulary import far_from_pick
+
+        tokens = (self.recipe or {}).get("tokens", {}).get("value")
+        note = far_from_pick(self.shape, tokens) if tokens else None
+        if note:
+            self.notes.append(note)
+        return self
 
     @property
     def alternatives(self) -> Any:
@@ -84,6 +98,8 @@ class Recommendation:
         out["near_optimal"] = self.near_optimal
         out["loss_model"] = self.loss_model
         out["recipe"] = self.recipe
+        if self.vocabulary is not None:
+            out["vocabulary"] = self.vocabulary
         from archfit.io import jsonable
 
         return jsonable(out)  # every Interval in its one JSON shape

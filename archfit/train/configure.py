@@ -4,11 +4,9 @@ Plain arithmetic (archfit.train.memory), importable without torch or numpy."""
 
 from __future__ import annotations
 
-from archfit.train.memory import MemoryEstimate, choose_micro_batch
+from archfit.train.memory import OVERHEAD_GIB, MemoryEstimate, choose_micro_batch
 from archfit.shapes import Shape
 from archfit.train.config import TrainConfig
-
-OVERHEAD_GIB = 1.0  # a GPU process's fixed memory (CUDA context, kernels) outside the estimate
 
 
 def overhead_gib(gpu: str | None) -> float:

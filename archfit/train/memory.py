@@ -52,6 +52,7 @@ from archfit.train.accelerators import device
 from archfit.shapes import Layer, Shape, loss_chunk
 
 GIB = 1 << 30
+OVERHEAD_GIB = 1.0  # a GPU process's fixed memory (CUDA context, kernels) outside the estimate
 
 # the share of peak FLOP/s a well-tuned GPU run reaches, for time estimates without a
 # measurement (40%: the bench_train.py target at 124M on an H100; big runs report 35-55%)

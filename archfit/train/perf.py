@@ -515,7 +515,7 @@ def derive(runs: Any, key: str) -> Calibration | None:
     none of them measured archfit compiled on that device."""
     from archfit.train import memory
     from archfit.train.accelerators import DEVICES, device_key
-    from archfit.train.configure import OVERHEAD_GIB
+    from archfit.train.memory import OVERHEAD_GIB
 
     dev = DEVICES[key]
     base = modelled(dev, calibrated=False)
@@ -563,7 +563,7 @@ def planned(shape: Shape, dev: str, sequences: int, compiled: bool = True) -> di
     in bf16, with the device's measured activation share and overhead where
     ``benchmarks/bench_gpu.py`` measured it), and which figures were measured."""
     from archfit.train import memory
-    from archfit.train.configure import OVERHEAD_GIB
+    from archfit.train.memory import OVERHEAD_GIB
 
     key = device(dev).key
     cal = calibration(key)

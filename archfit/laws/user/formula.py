@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, LossCurveLaw
+from archfit.laws.base import FORMULAS, HUBER_DELTA, Constraints, Data, Estimate, LossCurveLaw
 from archfit.laws.user.expression import Expression, evaluate, linear_parameters, parse
 
 if TYPE_CHECKING:
@@ -27,8 +27,6 @@ PREFIX = "formula: "
 START_GRID = (-1.0, 0.1, 0.3, 0.6, 1.0)
 MAX_STARTS = 256  # the grid's points, thinned evenly past this
 POLISHED = 4  # the starts of least Huber loss polished by the optimizer
-# the formula laws made in this process, by name (a fit made or read registers its law here)
-FORMULAS: dict[str, FormulaLaw] = {}
 
 
 class FormulaLaw(LossCurveLaw):
