@@ -4,7 +4,8 @@
 # shipped tables instead of training the same specs again on every CI run; one end-to-end
 # 'sweep run' per executor stays in the suite, on a 2-3-run spec.
 #
-#     bash scripts/make_test_tables.sh [WORKDIR]      # about 15 minutes on 2 cores
+#     bash scripts/make_test_tables.sh [WORKDIR]      # about 20 minutes on 2 cores
+#     SKIP_DONE=1 bash scripts/make_test_tables.sh     # only the tables not shipped yet
 #
 # Training is deterministic on the CPU build of torch (2.13.0): a second run writes the same
 # losses.
@@ -13,12 +14,12 @@ cd "$(dirname "$0")/.."
 work=${1:-$(mktemp -d)}
 mkdir -p "$work"
 
-sweep() {  # sweep SPEC TABLE: train SPEC under $work and write its table to TABLE
+sweep() {  # sweep SPEC TABLE [curves]: train SPEC under $work, write its table to TABLE
   local name
   name=$(basename "$1" .toml)
   archfit sweep run "$1" --out "$work/$name"
   archfit sweep collect "$1" --out "$work/$name" -o "$2"
-  rm -f "${2%.parquet}.curves.parquet"  # the tests read the final losses only
+  [ "${3:-}" = curves ] || rm -f "${2%.parquet}.curves.parquet"  # most read final losses only
 }
 
 # 1. The MoE granularity sweep (27 runs, Krajewski et al. 2024's setting).
@@ -36,6 +37,13 @@ archfit tune --params 1e7 --sizes 2e4,3.5e4,6e4 --tokens-per-param 5 \
 # 3. The six candidates at 2.4e5 (depths 1-8, 3e5 tokens) that the designed-batch test weighs
 #    against every random batch of three; the runs before them are the demo sweep's at 3e4 to
 #    1.2e5 (datasets/demo_sweep.parquet).
-python scripts/design_candidates_spec.py "$work/candidates.toml"
-sweep "$work/candidates.toml" datasets/design_candidates_cpu.parquet
-echo "wrote datasets/moe_granularity_cpu.parquet, tune_cpu.parquet, design_candidates_cpu.parquet"
+if [ -z "${SKIP_DONE:-}" ] || [ ! -f datasets/design_candidates_cpu.parquet ]; then
+  python scripts/design_candidates_spec.py "$work/candidates.toml"
+  sweep "$work/candidates.toml" datasets/design_candidates_cpu.parquet
+fi
+# 4. The per-layer plans (9 runs: uniform, no MLP in the first layer, none in the last; 3
+#    seeds), with their loss curves, which 'archfit trade' reads for the time to a loss.
+[ -n "${SKIP_DONE:-}" ] && [ -f datasets/layer_variants_cpu.parquet ] || \
+  sweep sweeps/layer-variants.toml datasets/layer_variants_cpu.parquet curves
+echo "wrote datasets/moe_granularity_cpu.parquet, tune_cpu.parquet, design_candidates_cpu.parquet,"
+echo "  layer_variants_cpu.parquet (and its .curves.parquet)"

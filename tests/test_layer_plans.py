@@ -258,19 +258,24 @@ def test_the_trade_command_on_a_table_and_its_errors(cli, tmp_path):
     assert r.exit_code == 2 and "no 'seed' column" in r.output
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the trade's bootstrap: about 10 s
 def test_the_shipped_layer_variants_sweep_runs_and_reports(tmp_path, repo, archfit_cmd):
-    """sweeps/layer-variants.toml from this checkout: 9 runs, collected, and a trade line with
-    intervals for each variant (whatever its sign)."""
+    """sweeps/layer-variants.toml's 9 runs, trained once with 'archfit sweep run' and collected
+    with their loss curves (datasets/layer_variants_cpu.parquet, scripts/make_test_tables.sh;
+    the sweep engine's end-to-end runs are tests/test_sweep.py's and the plan's two-process run
+    below), and a trade line with intervals for each variant (whatever its sign)."""
+    import shutil
     import subprocess
 
-    spec = str(repo / "sweeps" / "layer-variants.toml")
-    out, table = tmp_path / "runs", tmp_path / "lv.parquet"
-    for args in (("sweep", "run", spec, "--out", out),
-                 ("sweep", "collect", spec, "--out", out, "-o", table)):
-        r = subprocess.run(archfit_cmd(*args), capture_output=True, text=True, timeout=900)
-        assert r.returncode == 0, r.stderr[-2000:]
+    from archfit.sweep import load_spec
+
+    table = tmp_path / "lv.parquet"
+    for suffix in (".parquet", ".curves.parquet"):
+        shutil.copy(repo / "datasets" / f"layer_variants_cpu{suffix}",
+                    tmp_path / f"lv{suffix}")
     df = pl.read_parquet(table)
+    spec = load_spec(str(repo / "sweeps" / "layer-variants.toml"))
+    assert set(df["run_id"]) == {run.run_id for run in spec.runs}  # the shipped spec's runs
     assert df.height == 9 and set(df["status"]) == {"ok"}
     assert sorted(set(df["plan"])) == ["no-mlp:0", "no-mlp:3", "uniform"]
     r = subprocess.run(archfit_cmd("trade", table), capture_output=True, text=True, timeout=300)
