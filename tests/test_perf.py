@@ -255,12 +255,14 @@ def test_latency_objective_at_1b_goes_wider_and_shallower(cli, levine_fit):
     assert c["latency_ms"] <= bound < ref["latency_ms"]
 
 
-def test_the_planner_takes_its_efficiency_mfu_and_overhead_from_a_measured_gpu_run(
+def test_the_planner_takes_its_efficiency_mfu_and_activation_share_from_a_measured_gpu_run(
         monkeypatch, cli, repo):
-    """A bench_gpu.py run on an H200 whose tokens/s is what the step model gives at a matmul
-    efficiency of 0.55 (its other terms as assumed): the planner reads back 0.55 (the closed
-    form), the run's MFU for sweep plan's GPU-hours, and the measured memory above the estimate
-    as the overhead; a device with no run keeps the assumed figures and says so."""
+    """A bench_gpu.py run on an H200 whose compiled tokens/s is what the step model gives at a
+    matmul efficiency of 0.55 (its other terms as assumed), whose peak memory holds 80% of the
+    activations the estimate counts, and whose eager step takes 100 bytes a logit more: the
+    planner reads back 0.55, 0.8 and 100 (the closed forms), the run's MFU for sweep plan's
+    GPU-hours, and keeps the assumed 1 GiB overhead; a device with no run keeps the assumed
+    figures and says so."""
     from archfit.train import memory, perf
 
     fields = dict(n_layer=12, d_model=768, n_head=12, d_ff=2048, vocab_size=32000, n_ctx=1024,
@@ -272,21 +274,31 @@ def test_the_planner_takes_its_efficiency_mfu_and_overhead_from_a_measured_gpu_r
     flops, nbytes, layers, one = perf.step_features(s, tokens, "bf16")
     t = (flops / (0.55 * dev.peak_flops) + nbytes / (perf.BANDWIDTH_EFFICIENCY * dev.bandwidth)
          + layers * perf.LAYER_OVERHEAD_S + perf.STEP_OVERHEAD_S)
-    est = memory.estimate(s, 32, precision="bf16").total / memory.GIB
+    eager_t = t + 100 * 32000 * tokens / (perf.BANDWIDTH_EFFICIENCY * dev.bandwidth)
+    peak = {}
+    for compiled in (True, False):
+        e = memory.estimate(s, 32, precision="bf16", overhead_gib=1.0, compiled=compiled)
+        peak[compiled] = (e.total - 0.2 * e.activations) / memory.GIB
     run = {"device": "NVIDIA H200", "date": "2026-12-01", "rows": [
         {"model": "archfit", "compiled": True, "batch": 32, "tokens_per_s": tokens / t,
-         "peak_memory_gib": est + 2.5, "fields": fields},
+         "peak_memory_gib": peak[True], "fields": fields},
+        {"model": "archfit", "compiled": False, "batch": 32, "tokens_per_s": tokens / eager_t,
+         "peak_memory_gib": peak[False], "fields": fields},
         {"model": "hf", "compiled": True, "batch": 32, "tokens_per_s": 1.0, "fields": fields}]}
     monkeypatch.setattr(perf, "gpu_measured", lambda: (run,))
     cal = perf.calibration("h200")
     assert cal.matmul_efficiency == pytest.approx(0.55, rel=1e-9)
-    assert cal.overhead_gib == pytest.approx(2.5, rel=1e-9) and cal.rows == 1
+    assert cal.activation_share == pytest.approx({"compiled": 0.8, "eager": 0.8}, rel=1e-9)
+    assert cal.eager_logit_bytes == pytest.approx(100, rel=1e-6)
+    assert cal.overhead_gib == 1.0 and cal.rows == 2
     assert cal.mfu == pytest.approx(tokens / t * s.flops_per_token("kaplan_train") / 989e12)
     model = perf.modelled("h200")
     assert model.tokens_per_s(s, tokens) == pytest.approx(tokens / t, rel=1e-9)
-    assert "measured by benchmarks/bench_gpu.py" in model.source
+    assert model.tokens_per_s(s, tokens, compiled=False) == pytest.approx(tokens / eager_t,
+                                                                         rel=1e-9)
+    assert "bench_gpu.py" in model.source
     assert perf.calibration("h100") is None and "assumed" in perf.modelled("h100").source
     r = cli("sweep", "plan", str(repo / "sweeps" / "levine-small.toml"), "--gpu", "h200", "--json")
     p = json.loads(r.output[r.output.index("{"):])
     assert p["mfu"] == pytest.approx(cal.mfu) and "bench_gpu.py" in p["mfu_source"]
-    assert "2.5 GiB overhead" in p["memory_convention"]
+    assert "1 GiB overhead" in p["memory_convention"]
