@@ -224,8 +224,8 @@ def _check_formulas(formulas: tuple[str, ...], law: str, starts: tuple[str, ...]
         parse(text)
     if law != AUTO and len(formulas) > 1:
         raise click.UsageError("give one --formula, or several with --law auto")
-    if law != AUTO and click.get_current_context().get_parameter_source("law").name \
-            != "DEFAULT":
+    source = click.get_current_context().get_parameter_source("law")
+    if law != AUTO and source is not None and source.name != "DEFAULT":
         raise click.UsageError("--formula is the law to fit: drop --law, or give --law "
                                "auto to weigh it beside the built-in laws")
     if fixes or ties:

@@ -201,7 +201,8 @@ def _plans(req: RecommendRequest, arch: Architecture, fit: Fit | None, notes: li
     runs', else the family's) and the plans to try in turn: the family's head split and the
     default width step, then finer ones (or the heads and widths given)."""
     g = req.grid
-    vocab_size, n_ctx = runs_vocab_and_context(fit, g.vocab_size, g.n_ctx, notes, arch)
+    given = g.vocab_size if isinstance(g.vocab_size, int) else None  # "auto": resolved above
+    vocab_size, n_ctx = runs_vocab_and_context(fit, given, g.n_ctx, notes, arch)
     block = {k: arch.fields[k] if v is None else v for k, v in req.block.overrides().items()}
     kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=g.top,
               ff_multiple=req.block.ff_multiple, **block)

@@ -230,6 +230,7 @@ class MoE(nn.Module):
 
     select_bias: torch.Tensor  # buffers, registered below
     load: torch.Tensor
+    step_load: torch.Tensor
 
     def __init__(self, s: Shape, balance: str = "aux-loss", aux_coef: float = 0.01,
                  bias_rate: float = 1e-3):

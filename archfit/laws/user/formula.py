@@ -50,13 +50,15 @@ class FormulaLaw(LossCurveLaw):
                                 "loss column (map yours with --map loss=COLUMN)")
         self.expr = expr
         self.variables = variables
-        self.name = PREFIX + expr.text
-        self.formula = expr.text
-        self.description = "a law of the user's own (--formula), Huber on log loss"
-        self.columns = ("loss", *variables)
-        self.param_names = params
-        self.min_points = len(params) + 2
-        self.params_column = "params" if "params" in variables else variables[0]
+        # what a built-in law declares on its class, this law holds on its instance
+        for key, value in {"name": PREFIX + expr.text, "formula": expr.text,
+                           "description": "a law of the user's own (--formula), Huber on "
+                                          "log loss",
+                           "columns": ("loss", *variables), "param_names": params,
+                           "min_points": len(params) + 2,
+                           "params_column": "params" if "params" in variables
+                           else variables[0]}.items():
+            setattr(self, key, value)
         self.linear = linear_parameters(expr.tree, params)
         self.starts = dict(starts or {})
         self.bounds_given = dict(bounds or {})
