@@ -81,33 +81,26 @@ NUMBER = NumberType()
 LR = LearningRateType()
 
 
-class FfRatioType(click.ParamType):
-    """A d_ff/d_model ratio, or ``llama`` (Meta's rule: 8/3 d rounded up to 256)."""
+class WordOrNumber(click.ParamType):
+    """A number, or one word that stands for a rule: ``llama`` for --ff-ratio (Meta's d_ff
+    rule: 8/3 d rounded up to 256), ``auto`` for recommend's --vocab (the vocabulary law's
+    pick)."""
 
-    name = "ratio|llama"
+    def __init__(self, word: str, number: click.ParamType, name: str):
+        self.word, self.number, self.name = word, number, name
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() == "llama":
-            return "llama"
-        return NUMBER.convert(value, param, ctx)
+        if isinstance(value, str) and value.strip().lower() == self.word:
+            return self.word
+        try:
+            return self.number.convert(value, param, ctx)
+        except click.BadParameter as e:
+            self.fail(f"{e.message}; or the word {self.word}", param, ctx)
 
 
-FF_RATIO = FfRatioType()
 INT = NumberType(integer=True)
-
-
-class VocabType(click.ParamType):
-    """A vocabulary size, or ``auto`` (the vocabulary law's pick)."""
-
-    name = "size|auto"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
-        return INT.convert(value, param, ctx)
-
-
-VOCAB = VocabType()
+FF_RATIO = WordOrNumber("llama", NUMBER, "ratio|llama")
+VOCAB = WordOrNumber("auto", INT, "size|auto")
 COUNT = NumberType(integer=True, positive=False)
 
 
