@@ -100,6 +100,28 @@ def _lr_sweep(seed: int) -> pl.DataFrame:
     return lr_sweep(seed=seed)
 
 
+def _lr_surface(seed: int) -> pl.DataFrame:
+    """A rate x batch grid drawn from lr-batch-surface: 4 sizes x 2 token counts x 5 rates x 3
+    batches about the planted centres, 0.2% noise."""
+    from archfit.laws import get_law
+
+    law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
+    p = {"E": 1.5, "A": 20.0, "alpha": 0.25, "B": 30.0, "beta": 0.2, "c_lr": 2.0,
+         "n_lr": -0.4, "d_lr": 0.05, "c_b": 1.0, "n_b": 0.05, "d_b": 0.25, "w_lr": 0.04,
+         "w_b": 0.02, "w_x": -0.01}
+    for N in (1e6, 3e6, 1e7, 3e7):
+        for D in (2e8, 1e9):
+            o = law.optimum_point(p, N, D)
+            for f_lr in (0.25, 0.5, 1.0, 2.0, 4.0):
+                for f_b in (0.25, 1.0, 4.0):
+                    cols = {"params": np.array([N]), "tokens": np.array([D]),
+                            "lr": np.array([o["lr"] * f_lr]),
+                            "batch_tokens": np.array([o["batch_tokens"] * f_b])}
+                    loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, 0.002))
+                    rows.append({k: float(v[0]) for k, v in cols.items()} | {"loss": loss})
+    return pl.DataFrame(rows)
+
+
 def _moe(law_name: str, sparsity: str, values: tuple[int, ...], params: dict) -> Callable:
     def draw(seed: int) -> pl.DataFrame:
         from archfit.laws import get_law
@@ -133,6 +155,7 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "depth-joint": lambda seed: _joint(n_shapes=20, n_tokens=8, seed=seed)[0],
     "ff-ratio": _ff_ratio,
     "lr-batch": lambda seed: _lr_sweep(seed=seed).drop("lr_opt_true"),
+    "lr-batch-surface": _lr_surface,
 }
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -174,7 +197,7 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
         target = 1e22
         at = {"params_active": 1e9, "tokens": 2e10, "granularity": 8.0, "n_experts": 8.0}
         assert all(math.isfinite(v) for v in f.predict(
-            **{c: at[c] for c in law.columns if c != "loss"})), name
+            **{c: at[c] for c in (*law.columns, *law.optional_columns) if c != "loss"})), name
         assert any(k.startswith(("G_opt@", "E_opt@")) for k in law.derived(f.params, [1e22]))
     else:
         at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares

@@ -128,6 +128,9 @@ class Law:
     spread_of: ClassVar[tuple[str, str, str, str] | None] = None
     # the table's columns beyond size and tokens whose range the fit records as its reach
     reach_columns: ClassVar[tuple[str, ...]] = ()
+    # columns the law reads where the table has them, beyond :attr:`columns` (moe-experts'
+    # tokens: a sweep at one token count may leave them out)
+    optional_columns: ClassVar[tuple[str, ...]] = ()
     # figures of GENERIC_FIGURES that every law of its kind draws
     kind_figures: ClassVar[tuple[str, ...]] = ()
 

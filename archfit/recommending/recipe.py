@@ -62,7 +62,9 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
     except RecipeError as e:
         raise RecommendError(str(e)) from None
     r["decay"]["each"] = DECAY_EACH
-    if "hparam" in fits:
+    if "hparam" in fits and fits["hparam"].law == "lr-batch-surface":
+        _surface(fits["hparam"], N, toks["value"], r)
+    elif "hparam" in fits:
         r["lr"] = _fitted(fits["hparam"], "lr", N, toks["value"], r["lr"])
         if fits["hparam"].extra.get("batch_fitted"):
             r["batch_tokens"] = _fitted(fits["hparam"], "batch_tokens", N, toks["value"],
@@ -185,6 +187,45 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 
+# the factors off the optimum whose loss penalty an lr-batch-surface recipe states
+PENALTY_FACTORS = (("lr", 2.0), ("lr", 0.5), ("batch_tokens", 4.0), ("batch_tokens", 0.25))
+
+
+def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
+    """The rate and batch of an lr-batch-surface fit at (N, D) (its basin's centre), the loss
+    it predicts there, and the penalty of a rate 2x and 1/2x off and a batch 4x and 1/4x off,
+    each with its 95% interval over the fit's draws (none with fewer than 20)."""
+    law: Any = fit.law_obj
+    D0 = fit.extra.get("tokens") or D  # a fit at one token count answers at its tokens
+    point = law.optimum_point(fit.params, N, D0)
+    draws = [law.optimum_point(p, N, D0) for p in fit.draws()]
+
+    def iv(values: list[float]) -> Interval | None:
+        v = sorted(x for x in values if math.isfinite(x))
+        return (Interval.of([v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]],
+                            fit.interval_provenance()) if len(v) >= 20 else None)
+
+    reach = {fit.label: {"params": (fit.diagnostics.get("span") or {}).get("params_max"),
+                         "tokens": D0, "source": "the largest size of the grid it was fitted on"}}
+    top = reach[fit.label]["params"]
+    reach[fit.label]["factor"] = N / top if top else None
+    for what in ("lr", "batch_tokens"):
+        r[what] = {**r[what], "value": point[what], "law": fit.label, "provenance": "fitted",
+                   "interval": iv([d[what] for d in draws]), "reach": reach,
+                   "note": "the centre of the fitted basin in ln lr and ln batch"
+                           + ("" if fit.extra.get("uses_tokens") else
+                              f", at the grid's {D0:.3g} tokens")}
+        for key in ("disagree", "pick"):
+            r[what].pop(key, None)
+    r["surface"] = {
+        "loss": {"value": point["loss"], "interval": iv([d["loss"] for d in draws]),
+                 "convention": "predicted loss at the recipe's rate and batch (nats/token)"},
+        "penalties": [{"knob": k, "factor": f, "value": law.penalty(fit.params, k, f),
+                       "interval": iv([law.penalty(p, k, f) for p in fit.draws()])}
+                      for k, f in PENALTY_FACTORS],
+        "law": fit.label, "provenance": "fitted"}
+
+
 def _with_width(iv: Interval | None) -> Interval | None:
     """``iv``, or None where its ends coincide (the tokens of a fixed tokens-per-parameter plan:
     the budget and the ratio fix them, so there is nothing to be uncertain about)."""
@@ -244,6 +285,13 @@ def recipe_lines(r: dict[str, Any]) -> list[str]:
         where = ("within" if reach["factor"] <= 1 else f"{reach['factor']:.3g}x past")
         lines.append(f"  reach: {b['law']} is used {where} the largest model it was checked on "
                      f"({reach['source']})")
+    if r.get("surface"):
+        sf = r["surface"]
+        lines.append(f"  predicted loss {sf['loss']['value']:.4g}{rng(sf['loss'], '.4g')} at "
+                     f"this rate and batch ({sf['law']}, fitted)")
+        lines.append("  penalty off the optimum: " + ", ".join(
+            f"{'rate' if p['knob'] == 'lr' else 'batch'} x{p['factor']:g} "
+            f"+{p['value']:.3g}{rng(p, '.2g')}" for p in sf["penalties"]) + " nats/token")
     if r.get("verdict") == "uninformative":
         lines.append(f"  recipe verdict: uninformative ({'; '.join(r['reasons'])}): do not "
                      "train with it as given")

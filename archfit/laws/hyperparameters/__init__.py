@@ -2,4 +2,4 @@
 (:class:`~archfit.laws.HyperparameterLaw`), from each cell's local window of runs. The published
 ones, plain data, are :mod:`archfit.train.hyperparameters`."""
 
-from archfit.laws.hyperparameters import lr_batch  # noqa: F401  (registers them)
+from archfit.laws.hyperparameters import lr_batch, surface  # noqa: F401  (registers them)

@@ -32,6 +32,7 @@ class Experts(SparseLossLaw):
     # design) folds the data term into the constant (b, omega, beta, zeta held at 0)
     columns = ("loss", "params_active", "n_experts")
     folded_without_tokens = ("b", "omega", "beta", "zeta")
+    optional_columns = ("tokens",)
     # experts weighed for the best count at a size, when the data term is folded
     EXPERT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
     optimum_of = ("E_opt", "n_experts")

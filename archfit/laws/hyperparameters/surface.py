@@ -1,0 +1,163 @@
+"""``lr-batch-surface``: the loss of any run of a learning-rate x batch grid, from its rate,
+batch, size and tokens. A compute law's L*(N, D) plus a basin in ln lr and ln batch (the shape
+Step Law, Li et al. 2025, and DeepSeek-AI 2024 describe: near its floor the loss is a bowl in the
+logarithms of both), whose centre follows power laws in N and D::
+
+    L = E + A / N^alpha [+ B / D^beta] + w_lr x^2 + w_b y^2 + w_x x y
+    x = ln lr - ln lr*(N, D),   lr* = exp(c_lr) N^n_lr [D^d_lr]
+    y = ln B  - ln B*(N, D),    B*  = exp(c_b)  N^n_b  [D^d_b]
+
+The bracketed terms are fitted where the runs' token counts vary, and held at 0 (folded into the
+constant and the centres' coefficients, said in a note) where every run has one token count.
+Fitted as the loss laws are (Huber, δ = 1e-3, on log loss), from starts read off the grid: each
+size's best run for the centre, the size term by variable projection, the widths at a small
+bowl. The basin's widths do not move with N or D here: the held-out check (the largest size)
+is what says whether that holds. The law answers the best rate and batch at a size and the
+loss penalty of a rate or batch a factor off them: ``w_lr (ln f)^2`` and ``w_b (ln f)^2``."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from archfit.errors import FitError
+from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, HyperparameterLaw,
+                               derived_name, register)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ALL = ("E", "A", "alpha", "B", "beta", "c_lr", "n_lr", "d_lr", "c_b", "n_b", "d_b",
+       "w_lr", "w_b", "w_x")
+TOKEN_TERMS = ("B", "beta", "d_lr", "d_b")  # held at 0 when every run has one token count
+
+
+@register
+class LRBatchSurface(HyperparameterLaw):
+    name = "lr-batch-surface"
+    formula = ("L = E + A/N^alpha + B/D^beta + w_lr x^2 + w_b y^2 + w_x x y, x = ln(lr/lr*), "
+               "y = ln(B/B*), lr* = e^c_lr N^n_lr D^d_lr, B* = e^c_b N^n_b D^d_b "
+               "[a basin in ln lr and ln batch about power-law centres]")
+    description = ("The loss of any run of a learning-rate x batch grid: a size-and-tokens "
+                   "floor plus a quadratic basin in ln lr and ln batch whose centre follows "
+                   "power laws; Huber on log loss.")
+    columns = ("loss", "params", "tokens", "lr", "batch_tokens")
+    param_names = ALL
+    min_points = 20
+    min_sizes = 3
+    predicts_loss = True
+    folded_without_tokens = TOKEN_TERMS
+    domains = {"A": (0.0, None, False), "alpha": (0.0, None, True), "B": (0.0, None, False),
+               "w_lr": (0.0, None, False), "w_b": (0.0, None, False)}
+    default_targets = (1e7, 1e9)
+
+    @staticmethod
+    def _basin(p: Mapping[str, float], N: Any, D: Any, lr: Any, b: Any) -> Any:
+        import numpy as np
+
+        lnN, lnD = np.log(N), np.log(D)
+        x = np.log(lr) - (p["c_lr"] + p["n_lr"] * lnN + p["d_lr"] * lnD)
+        y = np.log(b) - (p["c_b"] + p["n_b"] * lnN + p["d_b"] * lnD)
+        return p["w_lr"] * x * x + p["w_b"] * y * y + p["w_x"] * x * y
+
+    def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
+        import numpy as np
+
+        N, D = np.asarray(data["params"], float), np.asarray(data["tokens"], float)
+        p = params
+        with np.errstate(all="ignore"):
+            floor = p["E"] + p["A"] * N ** -p["alpha"] + (p["B"] * D ** -p["beta"]
+                                                          if p["B"] else 0.0)
+            return floor + self._basin(p, N, D, np.asarray(data["lr"], float),
+                                       np.asarray(data["batch_tokens"], float))
+
+    def optimum_point(self, params: Mapping[str, float], N: float, D: float
+                      ) -> dict[str, float]:
+        """The best rate and batch at (N, D), the loss there, and each knob's penalty per
+        (ln factor)^2 (the bowl's widths)."""
+        p = params
+        lr = math.exp(p["c_lr"] + p["n_lr"] * math.log(N) + p["d_lr"] * math.log(D))
+        b = math.exp(p["c_b"] + p["n_b"] * math.log(N) + p["d_b"] * math.log(D))
+        loss = p["E"] + p["A"] * N ** -p["alpha"] + (p["B"] * D ** -p["beta"] if p["B"] else 0)
+        return {"lr": lr, "batch_tokens": b, "loss": loss, "w_lr": p["w_lr"], "w_b": p["w_b"]}
+
+    def penalty(self, params: Mapping[str, float], knob: str, factor: float) -> float:
+        """The loss added by a rate (``knob`` "lr") or batch ("batch_tokens") ``factor`` off
+        its optimum, the other at its own: the bowl's width times (ln factor)^2."""
+        return params["w_lr" if knob == "lr" else "w_b"] * math.log(factor) ** 2
+
+    def derived(self, params: Mapping[str, float], targets: Sequence[float],
+                extra: Mapping[str, Any] | None = None) -> dict[str, float]:
+        """The best rate and batch at each size of ``targets``, on 20 tokens per parameter
+        where the law reads tokens, else on the runs' tokens."""
+        D0 = (extra or {}).get("tokens")
+        out: dict[str, float] = {}
+        for N in targets:
+            o = self.optimum_point(params, N, D0 or 20.0 * N)
+            out[derived_name("lr_opt", N)] = o["lr"]
+            out[derived_name("batch_opt", N)] = o["batch_tokens"]
+        return out
+
+    def fit_point(self, data: Data, start: np.ndarray | None = None, *,
+                  full: bool = True, constraints: Constraints | None = None) -> Estimate:
+        import numpy as np
+
+        from archfit.laws.inference.columns import varies
+        from archfit.laws.inference.optimize import Reparam, huber_lsq
+
+        if constraints:
+            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
+        for col, what in (("params", "sizes"), ("lr", "learning rates"),
+                          ("batch_tokens", "batches")):
+            if not varies(data[col]):
+                raise FitError(f"{self.name} needs runs at several {what}")
+        uses_tokens = bool(varies(data["tokens"]))
+        free = [n for n in ALL if uses_tokens or n not in TOKEN_TERMS]
+        logL = np.log(data["loss"])
+
+        def full_params(theta: np.ndarray) -> dict[str, float]:
+            return {**dict.fromkeys(ALL, 0.0), **dict(zip(free, theta))}
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                r = np.log(self.predict(full_params(theta), data)) - logL
+            return np.where(np.isfinite(r), r, 1e3)
+
+        starts = ([np.asarray(start, float)[[ALL.index(n) for n in free]]] if start is not None
+                  else self._starts(data, free))
+        lo = [0.0 if n in ("A", "B", "w_lr", "w_b") else 0.01 if n in ("alpha", "beta")
+              else -math.inf for n in free]
+        bounds = [(a, math.inf) for a in lo]
+        theta = huber_lsq(resid, starts, Reparam([(n, False) for n in free]), HUBER_DELTA,
+                          None, bounds=bounds)
+        p = full_params(theta)
+        notes = [] if uses_tokens else [
+            "every run has one token count: the token terms (B, beta, d_lr, d_b) are held at 0, "
+            "folded into E and the centres' coefficients; the law answers at those tokens"]
+        return Estimate(np.array([p[n] for n in ALL]),
+                        extra={"objective": "Huber (delta 1e-3) on log loss",
+                               "uses_tokens": uses_tokens, "notes": notes,
+                               "tokens": None if uses_tokens else float(data["tokens"][0])})
+
+    def _starts(self, data: Data, free: list[str]) -> list[np.ndarray]:
+        """Each size's best run for the centre's power laws; E, A and alpha by projection on
+        those runs' losses; the bowl's widths from small to wide."""
+        import numpy as np
+        from scipy.optimize import nnls
+
+        N, L = np.asarray(data["params"], float), np.asarray(data["loss"], float)
+        sizes = np.unique(N)
+        best = [int(np.flatnonzero(N == n)[np.argmin(L[N == n])]) for n in sizes]
+        lnN = np.log(sizes)
+        n_lr, c_lr = np.polyfit(lnN, np.log(data["lr"][best]), 1)
+        n_b, c_b = np.polyfit(lnN, np.log(data["batch_tokens"][best]), 1)
+        Lb = L[best]
+        out = []
+        for alpha, w in itertools.product((0.1, 0.3, 0.6), (0.005, 0.02, 0.08)):
+            X = np.stack([np.ones_like(sizes), sizes ** -alpha], 1)
+            (E, A), _ = nnls(X, Lb)
+            p = {**dict.fromkeys(ALL, 0.0), "E": E, "A": A, "alpha": alpha, "c_lr": c_lr,
+                 "n_lr": n_lr, "c_b": c_b, "n_b": n_b, "w_lr": w, "w_b": w, "beta": 0.3}
+            out.append(np.array([p[n] for n in free]))
+        return out

@@ -1,0 +1,107 @@
+"""lr-batch-surface: the loss of any run of a learning-rate x batch grid. On the CPU grid trained
+here (datasets/lr_batch_sweep_cpu.parquet: 5 sizes x 9 rates x 4 batches x 3 seeds), fitted on
+the 4 smaller sizes, it predicts every run of the largest size (R² of the losses, against the
+runs' own mean) and places the best run's rate inside its 95% interval for the best rate; a
+recipe from it states the predicted loss and the penalty of a rate or batch a factor off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import archfit
+from archfit.laws import get_law
+from archfit.sweep.store import read_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = ROOT / "datasets" / "lr_batch_sweep_cpu.parquet"
+
+
+@pytest.fixture(scope="module")
+def split():
+    frame = read_runs([str(GRID)]).frame
+    top = frame["target_params"].max()
+    train = frame.filter(pl.col("target_params") < top)
+    test = frame.filter(pl.col("target_params") == top)
+    return train, test, archfit.fit(train, law="lr-batch-surface", bootstrap=40, seed=0,
+                                    heldout=False)
+
+
+def test_the_largest_size_is_predicted_from_the_smaller_ones(split):
+    train, test, f = split
+    law = get_law("lr-batch-surface")
+    cols = {c: test[c].to_numpy().astype(float) for c in ("params", "tokens", "lr",
+                                                           "batch_tokens", "loss")}
+    pred = law.predict(f.params, cols)
+    y = cols["loss"]
+    r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+    print(f"\nheld-out R² {r2:.3f} over the {len(y)} runs of the largest size")
+    assert r2 >= 0.3
+    # the best run's rate inside the 95% interval of the law's best rate at that size
+    N, D = float(np.median(cols["params"])), float(cols["tokens"][0])
+    best = test.sort("loss")["lr"][0]
+    draws = sorted(law.optimum_point(p, N, D)["lr"] for p in f.draws())
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    print(f"best rate at {N:.3g}: law {law.optimum_point(f.params, N, D)['lr']:.3g} "
+          f"[{lo:.3g}, {hi:.3g}], best run {best:.3g}")
+    assert lo <= best <= hi
+
+
+def test_the_penalties_are_the_surface_itself(split):
+    """A rate 2x off (the batch at its best) costs what the surface predicts there, and the
+    same 1/2x off: the basin is a bowl in ln lr; likewise a batch 4x off."""
+    _, _, f = split
+    law = get_law("lr-batch-surface")
+    N, D = 1e6, 614400.0
+    o = law.optimum_point(f.params, N, D)
+    at = {"params": np.array([N]), "tokens": np.array([D])}
+    base = law.predict(f.params, {**at, "lr": [o["lr"]], "batch_tokens": [o["batch_tokens"]]})
+    for knob, factor in (("lr", 2.0), ("lr", 0.5), ("batch_tokens", 4.0)):
+        moved = {"lr": [o["lr"] * (factor if knob == "lr" else 1)],
+                 "batch_tokens": [o["batch_tokens"] * (factor if knob != "lr" else 1)]}
+        got = law.predict(f.params, {**at, **moved}) - base
+        assert law.penalty(f.params, knob, factor) == pytest.approx(float(got[0]), rel=1e-9)
+
+
+def test_recommend_with_the_surface_states_the_loss_and_each_penalty(cli, tmp_path, split):
+    _, _, f = split
+    path = tmp_path / "surface.json"
+    f.to_json(path)
+    d = json.loads(cli("recommend", "--params", "1e6", "--fit", path, "--head-dim", 16,
+                       "--multiple-of", 16, "--json").output)
+    r = d["recipe"]
+    assert r["lr"]["law"] == "lr-batch-surface" and r["lr"]["provenance"] == "fitted"
+    assert r["lr"]["interval"]["low"] <= r["lr"]["value"] <= r["lr"]["interval"]["high"]
+    sf = r["surface"]
+    assert sf["loss"]["interval"]["low"] <= sf["loss"]["value"] <= sf["loss"]["interval"]["high"]
+    assert [(p["knob"], p["factor"]) for p in sf["penalties"]] == [
+        ("lr", 2.0), ("lr", 0.5), ("batch_tokens", 4.0), ("batch_tokens", 0.25)]
+    assert all(p["value"] > 0 and p["interval"] is not None for p in sf["penalties"])
+    text = cli("recommend", "--params", "1e6", "--fit", path, "--head-dim", 16,
+               "--multiple-of", 16).output
+    assert "penalty off the optimum: rate x2" in text
+
+
+def test_law_auto_weighs_the_surface_on_a_rate_grid(cli):
+    r = cli("fit", GRID, "--law", "auto", "--bootstrap", 0, "--json")
+    assert r.exit_code == 0, r.output
+    names = {row["law"] for row in json.loads(r.stdout)["diagnostics"]["selection"]["rows"]}
+    assert "lr-batch-surface" in names
+
+
+def test_a_planted_surface_is_recovered():
+    """Drawn from the law itself (tests/contracts.py's example, 0.2% noise): the centres'
+    exponents in N and D and the bowl's widths come back (a check of the code, not of the
+    form: the held-out test above is the form's)."""
+    from contracts import _lr_surface
+
+    f = archfit.fit(_lr_surface(0), law="lr-batch-surface", bootstrap=0, heldout=False)
+    p = f.params
+    assert p["n_lr"] == pytest.approx(-0.4, abs=0.05) and p["d_b"] == pytest.approx(0.25,
+                                                                                   abs=0.05)
+    assert p["w_lr"] == pytest.approx(0.04, rel=0.2) and p["w_b"] == pytest.approx(0.02,
+                                                                                  rel=0.2)
