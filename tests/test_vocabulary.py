@@ -62,8 +62,12 @@ def test_without_vocab_auto_the_pick_is_named_only_when_more_than_2x_away(cli):
     assert "vocabulary" not in d and not any(n.startswith("vocabulary") for n in d["notes"])
     d = json.loads(cli("recommend", "--params", "1e8", "--json").output)
     note = next(n for n in d["notes"] if n.startswith("vocabulary (tao2024"))
-    pick = int(note.split(": ")[1].split(" ")[0].replace(",", ""))
-    assert pick * 2 < d["vocab_size"] and "vocab" not in d.get("vocabulary", {})
+    about = int(note.split("about ")[1].split(",")[0] + note.split("about ")[1].split(",")[1]
+                .split(" ")[0])
+    assert "below" in note and about * 2 < d["vocab_size"] and "vocabulary" not in d
+    # the note's figure is the exact pick's to two digits
+    auto = json.loads(cli("recommend", "--params", "1e8", "--vocab", "auto", "--json").output)
+    assert about == pytest.approx(auto["vocabulary"]["value"], rel=0.1)
 
 
 def test_a_bad_vocab_is_one_line(cli):

@@ -96,8 +96,15 @@ def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR) -> str
 
     if slope(v0 / factor) <= 0 <= slope(v0 * factor):
         return None
-    rec = vocabulary_record(shape, tokens)
-    return vocabulary_note(rec) + " (--vocab auto trains with it)"
+    # the pick to two digits from a ladder of vocabularies a quarter-octave apart (no
+    # optimizer on the answer's path: --vocab auto searches it exactly)
+    ladder = [SEARCH[0] * 2 ** (k / 4) for k in range(4 * 11 + 1)]
+    about = min(ladder, key=lambda v: unigram_loss(n_nv, v, d, compute / (6.0 * (n_nv + v * d))))
+    side = "below" if about < v0 else "above"
+    return (f"vocabulary (tao2024, published, point estimate): the law's pick at this shape and "
+            f"compute is about {float(f'{about:.2g}'):,.0f}, more than {factor:g}x {side} the "
+            f"{v0:,} trained "
+            "with; --vocab auto trains with it and states its predicted gain")
 
 
 def vocabulary_note(rec: dict[str, Any]) -> str:
