@@ -166,21 +166,20 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
                              "fit a learning-rate sweep with --law lr-batch")
     at = law.lr_at if what == "lr" else law.batch_at
     value = at(fit.params, N, D)
-    draws = sorted(at(d, N, D) for d in fit.draws())
-    rng = ([draws[int(0.025 * (len(draws) - 1))], draws[int(0.975 * (len(draws) - 1))]]
-           if len(draws) >= 20 else None)
+    draws = [at(d, N, D) for d in fit.draws()]
+    interval = _draw_interval(draws, fit)
     given = _kind(fit.name or "")
     span = (fit.diagnostics or {}).get("span") or {}
     top, most = span.get("params_max"), span.get("tokens_max")
     reach = ({fit.label: {"params": top, "tokens": most, "factor": max(N / top, D / most),
                           "source": "the largest cell of the sweep it was fitted on"}}
              if given == "fitted" and top and most else {})
-    return {"value": value, "interval": Interval.of(rng, fit.interval_provenance()),
+    return {"value": value, "interval": interval,
             "law": fit.label, "provenance": given, "reach": reach,
             "each": published["each"], "convention": published["convention"],
             "note": (("fitted to your sweep" if given == "fitted" else
                       f"the published {fit.label} law, as asked")
-                     + ("" if rng or given != "fitted" else
+                     + ("" if interval or given != "fitted" else
                         f" (no interval: {len(draws)} of the fit's bootstrap resamples "
                         "succeeded, fewer than 20)")
                      + f"; the published laws give {'rates' if what == 'lr' else 'batches'} "
@@ -200,30 +199,36 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
     point = law.optimum_point(fit.params, N, D0)
     draws = [law.optimum_point(p, N, D0) for p in fit.draws()]
 
-    def iv(values: list[float]) -> Interval | None:
-        v = sorted(x for x in values if math.isfinite(x))
-        return (Interval.of([v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]],
-                            fit.interval_provenance()) if len(v) >= 20 else None)
-
     reach = {fit.label: {"params": (fit.diagnostics.get("span") or {}).get("params_max"),
                          "tokens": D0, "source": "the largest size of the grid it was fitted on"}}
     top = reach[fit.label]["params"]
     reach[fit.label]["factor"] = N / top if top else None
     for what in ("lr", "batch_tokens"):
         r[what] = {**r[what], "value": point[what], "law": fit.label, "provenance": "fitted",
-                   "interval": iv([d[what] for d in draws]), "reach": reach,
+                   "interval": _draw_interval([d[what] for d in draws], fit),
+                   "reach": reach,
                    "note": "the centre of the fitted basin in ln lr and ln batch"
                            + ("" if fit.extra.get("uses_tokens") else
                               f", at the grid's {D0:.3g} tokens")}
         for key in ("disagree", "pick"):
             r[what].pop(key, None)
     r["surface"] = {
-        "loss": {"value": point["loss"], "interval": iv([d["loss"] for d in draws]),
+        "loss": {"value": point["loss"],
+                 "interval": _draw_interval([d["loss"] for d in draws], fit),
                  "convention": "predicted loss at the recipe's rate and batch (nats/token)"},
         "penalties": [{"knob": k, "factor": f, "value": law.penalty(fit.params, k, f),
-                       "interval": iv([law.penalty(p, k, f) for p in fit.draws()])}
+                       "interval": _draw_interval([law.penalty(p, k, f) for p in fit.draws()],
+                                                  fit)}
                       for k, f in PENALTY_FACTORS],
         "law": fit.label, "provenance": "fitted"}
+
+
+def _draw_interval(values: list[float], fit: Fit) -> Interval | None:
+    """The 95% interval of a quantity over a fit's parameter draws (its finite values' 2.5th
+    and 97.5th ranked), or None with fewer than 20."""
+    v = sorted(x for x in values if math.isfinite(x))
+    return (Interval.of([v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]],
+                        fit.interval_provenance()) if len(v) >= 20 else None)
 
 
 def _with_width(iv: Interval | None) -> Interval | None:
