@@ -107,8 +107,8 @@ def _lr_surface(seed: int) -> pl.DataFrame:
 
     law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
     p = {"E": 1.5, "A": 20.0, "alpha": 0.25, "B": 30.0, "beta": 0.2, "c_lr": 2.0,
-         "n_lr": -0.4, "d_lr": 0.05, "c_b": 1.0, "n_b": 0.05, "d_b": 0.25, "w_lr": 0.04,
-         "w_b": 0.02, "w_x": -0.01}
+         "n_lr": -0.4, "d_lr": 0.05, "c_b": 1.0, "n_b": 0.05, "d_b": 0.25, "w_lr_lo": 0.03,
+         "w_lr_hi": 0.06, "w_b": 0.02, "w_x": -0.01}
     for N in (1e6, 3e6, 1e7, 3e7):
         for D in (2e8, 1e9):
             o = law.optimum_point(p, N, D)
@@ -119,6 +119,25 @@ def _lr_surface(seed: int) -> pl.DataFrame:
                             "batch_tokens": np.array([o["batch_tokens"] * f_b])}
                     loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, 0.002))
                     rows.append({k: float(v[0]) for k, v in cols.items()} | {"loss": loss})
+    return pl.DataFrame(rows)
+
+
+VOCAB = {"E": 5.5, "A1": 1.8, "A2": 0.2, "alpha2": 0.67, "B": 2.1, "beta": 0.45}
+
+
+def _vocab(seed: int, p: dict = VOCAB, noise: float = 0.002) -> pl.DataFrame:
+    """A vocabulary sweep drawn from the vocab law: 4 sizes x 5 vocabularies, each run read at
+    6 character counts (its checkpoints), ``noise`` nats of scatter; every loss is below 0."""
+    from archfit.laws import get_law
+
+    law, rng, rows = get_law("vocab"), np.random.default_rng(seed), []
+    for n, d in ((3e7, 512), (1e8, 768), (3e8, 1024), (1e9, 2048)):
+        for v in (4096, 8192, 16384, 32768, 65536):
+            for h in np.geomspace(2e9, 4e11, 6):
+                row = {"params": n, "vocab_size": float(v), "d_model": float(d),
+                       "characters": float(h)}
+                loss = float(law.predict(p, {k: np.array([x]) for k, x in row.items()})[0])
+                rows.append(row | {"loss": loss + rng.normal(0, noise)})
     return pl.DataFrame(rows)
 
 
@@ -156,6 +175,7 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "ff-ratio": _ff_ratio,
     "lr-batch": lambda seed: _lr_sweep(seed=seed).drop("lr_opt_true"),
     "lr-batch-surface": _lr_surface,
+    "vocab": _vocab,
 }
 VERDICTS = ("informative", "weak", "uninformative")
 
@@ -199,6 +219,12 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
         assert all(math.isfinite(v) for v in f.predict(
             **{c: at[c] for c in (*law.columns, *law.optional_columns) if c != "loss"})), name
         assert any(k.startswith(("G_opt@", "E_opt@")) for k in law.derived(f.params, [1e22]))
+    elif law.role == "vocab":
+        r = recommend(params=1e8, fit=["levine2020", f], vocab_size="auto")
+        assert r.vocabulary and r.vocabulary["provenance"] == "fitted", name
+        at = {"params": 1e9, "vocab_size": 32768, "d_model": 2048, "characters": 4e11}
+        assert all(math.isfinite(v) for v in f.predict(**{c: at[c] for c in law.columns
+                                                          if c != "loss"})), name
     else:
         at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares
         assert all(math.isfinite(v) for v in f.predict(

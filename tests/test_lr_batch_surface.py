@@ -1,7 +1,7 @@
 """lr-batch-surface: the loss of any run of a learning-rate x batch grid. On the CPU grid trained
 here (datasets/lr_batch_sweep_cpu.parquet: 5 sizes x 9 rates x 4 batches x 3 seeds), fitted on
 the 4 smaller sizes, it predicts every run of the largest size (R² of the losses, against the
-runs' own mean) and places the best run's rate inside its 95% interval for the best rate; a
+runs' own mean) and places the best setting's rate inside its 95% interval for the best rate; a
 recipe from it states the predicted loss and the penalty of a rate or batch a factor off."""
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ def test_the_largest_size_is_predicted_from_the_smaller_ones(split):
     y = cols["loss"]
     r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
     print(f"\nheld-out R² {r2:.3f} over the {len(y)} runs of the largest size")
-    assert r2 >= 0.3
-    # the best run's rate inside the 95% interval of the law's best rate at that size
+    assert r2 >= 0.8  # the issue's bar is 0.3; a symmetric bowl scored 0.61 here
+    # the best run's rate inside the 95% interval of the law's best rate at that size; a run is
+    # one (rate, batch) setting, its loss the mean of its 3 seeds (a seed is not another run)
     N, D = float(np.median(cols["params"])), float(cols["tokens"][0])
-    best = test.sort("loss")["lr"][0]
+    best = test.group_by("lr", "batch_tokens").agg(pl.col("loss").mean()).sort("loss")["lr"][0]
     draws = sorted(law.optimum_point(p, N, D)["lr"] for p in f.draws())
     lo, hi = np.percentile(draws, [2.5, 97.5])
     print(f"best rate at {N:.3g}: law {law.optimum_point(f.params, N, D)['lr']:.3g} "
@@ -52,8 +53,9 @@ def test_the_largest_size_is_predicted_from_the_smaller_ones(split):
 
 
 def test_the_penalties_are_the_surface_itself(split):
-    """A rate 2x off (the batch at its best) costs what the surface predicts there, and the
-    same 1/2x off: the basin is a bowl in ln lr; likewise a batch 4x off."""
+    """A rate 2x off (the batch at its best) costs what the surface predicts there, and 1/2x
+    off its own, lesser amount (the bowl is steeper above the best rate); likewise a batch 4x
+    off."""
     _, _, f = split
     law = get_law("lr-batch-surface")
     N, D = 1e6, 614400.0
@@ -65,6 +67,22 @@ def test_the_penalties_are_the_surface_itself(split):
                  "batch_tokens": [o["batch_tokens"] * (factor if knob != "lr" else 1)]}
         got = law.predict(f.params, {**at, **moved}) - base
         assert law.penalty(f.params, knob, factor) == pytest.approx(float(got[0]), rel=1e-9)
+    assert law.penalty(f.params, "lr", 2.0) > law.penalty(f.params, "lr", 0.5)
+
+
+def test_diverged_runs_are_left_out_and_named():
+    """A run that diverged (its loss several times its cell's best) is not on the surface: the
+    fit with three such runs added is the fit without them, and says how many it left out."""
+    from contracts import _lr_surface
+
+    clean = _lr_surface(0)
+    blown = clean.head(3).with_columns(pl.lit(7.1).alias("loss"),
+                                       pl.col("lr") * 1.01)  # not duplicates of the clean runs
+    f0 = archfit.fit(clean, law="lr-batch-surface", bootstrap=0, heldout=False)
+    f1 = archfit.fit(pl.concat([clean, blown]), law="lr-batch-surface", bootstrap=0,
+                     heldout=False)
+    assert f1.params == pytest.approx(f0.params, rel=1e-9)
+    assert any(f"left out 3 of {clean.height + 3} runs as diverged" in n for n in f1.notes)
 
 
 def test_recommend_with_the_surface_states_the_loss_and_each_penalty(cli, tmp_path, split):
@@ -103,5 +121,22 @@ def test_a_planted_surface_is_recovered():
     p = f.params
     assert p["n_lr"] == pytest.approx(-0.4, abs=0.05) and p["d_b"] == pytest.approx(0.25,
                                                                                    abs=0.05)
-    assert p["w_lr"] == pytest.approx(0.04, rel=0.2) and p["w_b"] == pytest.approx(0.02,
-                                                                                  rel=0.2)
+    assert p["w_lr_lo"] == pytest.approx(0.03, rel=0.2)
+    assert p["w_lr_hi"] == pytest.approx(0.06, rel=0.2)
+    assert p["w_b"] == pytest.approx(0.02, rel=0.2)
+
+
+def test_a_backtest_scores_the_held_out_runs_that_trained():
+    """Diverged runs above the cut are not scored (no smooth surface predicts them) and the
+    backtest says how many it left out; the runs that trained are all scored."""
+    from contracts import _lr_surface
+
+    from archfit.laws.inference.backtest import backtest
+
+    clean = _lr_surface(0)
+    top = clean["params"].max()
+    blown = clean.filter(pl.col("params") == top).head(2).with_columns(
+        pl.lit(7.1).alias("loss"), pl.col("lr") * 1.01)
+    r = backtest(pl.concat([clean, blown]), law="lr-batch-surface", cut=top / 2, bootstrap=0)
+    assert r["n_test"] == clean.filter(pl.col("params") == top).height
+    assert any("left out 2 of" in n and "diverged" in n for n in r["notes"])

@@ -183,23 +183,31 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
         if r["error"]:
             click.echo(f"backtest of {r['law']} at {at}: not run: {r['error']}")
             continue
-        click.echo(f"backtest of {r['law']} at {at}: fitted on {r['n_train']} rows, "
-                   f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
-        click.echo(f"  coverage of the {r['interval']:.0%} prediction intervals (fitted): "
-                   f"{r['coverage']:.0%}; "
-                   f"mean error {r['mean_rel_error']:+.1%}, RMS {r['rms_rel_error']:.1%}, "
-                   f"mean interval ±{r['mean_halfwidth_rel']:.1%}")
-        click.echo(f"  the fit's verdict: {r['verdict']}" + (
-            f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else "")
-            + f"; at the largest held-out size: {r['verdict_at_largest']}")
-        if r["classes"]:
-            print_table([{"params": c["params"], "runs": c["n_runs"],
-                          "picked": c["predicted_best"]["n_layer"],
-                          "best": c["actual_best"]["n_layer"], "regret": c["regret"],
-                          "ok": c["within_interval"]} for c in r["classes"]],
-                        [("params", "size N"), ("runs", "runs"), ("picked", "picked depth"),
-                         ("best", "best depth"), ("regret", "regret (nats)"),
-                         ("ok", "within interval")],
-                        title="  per held-out size class: the shape the fit picks vs the winner")
+        _report(r, at)
     if plot_path:
         click.echo(f"wrote {plot_path}")
+
+
+def _report(r: dict, at: str) -> None:
+    """One cut's backtest in text: what was fitted and predicted, the coverage and errors, the
+    verdict, and per held-out size class the shape picked against the winner."""
+    click.echo(f"backtest of {r['law']} at {at}: fitted on {r['n_train']} rows, "
+               f"predicted {r['n_test']} (bootstrap unit: {r['fit']['unit']})")
+    for n in r.get("notes", []):
+        click.echo(f"  note: {n}")
+    click.echo(f"  coverage of the {r['interval']:.0%} prediction intervals (fitted): "
+               f"{r['coverage']:.0%}; "
+               f"mean error {r['mean_rel_error']:+.1%}, RMS {r['rms_rel_error']:.1%}, "
+               f"mean interval ±{r['mean_halfwidth_rel']:.1%}")
+    click.echo(f"  the fit's verdict: {r['verdict']}" + (
+        f" ({'; '.join(r['verdict_reasons'])})" if r["verdict_reasons"] else "")
+        + f"; at the largest held-out size: {r['verdict_at_largest']}")
+    if r["classes"]:
+        print_table([{"params": c["params"], "runs": c["n_runs"],
+                      "picked": c["predicted_best"]["n_layer"],
+                      "best": c["actual_best"]["n_layer"], "regret": c["regret"],
+                      "ok": c["within_interval"]} for c in r["classes"]],
+                    [("params", "size N"), ("runs", "runs"), ("picked", "picked depth"),
+                     ("best", "best depth"), ("regret", "regret (nats)"),
+                     ("ok", "within interval")],
+                    title="  per held-out size class: the shape the fit picks vs the winner")

@@ -150,7 +150,6 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     """
     from archfit.laws import get_law
     from archfit.laws.inference.selection import fit as fit_law
-    from archfit.sweep.store import read_runs
 
     from archfit.laws.inference.selection import AUTO
 
@@ -171,15 +170,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
-    table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
-                      keep_flags={by: "--by"} if by else None)
-    if drop_highest_loss:
-        if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
-            raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
-                                     f"runs ({table.frame.height})",
-                                     param_hint="--drop-highest-loss")
-        table.frame = table.frame.sort("loss").head(table.frame.height - drop_highest_loss)
-        table.notes.append(f"dropped the {drop_highest_loss} highest-loss run(s) as asked")
+    table = _runs(files, maps, group, by, law, formulas, drop_highest_loss)
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
 
@@ -205,6 +196,28 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
     if out:
         result.to_json(out)
     _show(result, out, as_json)
+
+
+def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...], by: str | None,
+          law: str, formulas: tuple[str, ...], drop_highest_loss: int) -> Any:
+    """The runs to fit, read from ``files``, less the ``drop_highest_loss`` highest-loss ones.
+    A unigram-normalized loss is negative for a good model: kept for a law that reads one (or
+    for --law auto to weigh); the fit drops it, with a note, for every other law."""
+    from archfit.laws import get_law
+    from archfit.laws.inference.selection import AUTO
+    from archfit.sweep.store import read_runs
+
+    signed = not formulas and (law == AUTO or get_law(law).loss_space == "linear")
+    table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
+                      keep_flags={by: "--by"} if by else None, signed_loss=signed)
+    if drop_highest_loss:
+        if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
+            raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "
+                                     f"runs ({table.frame.height})",
+                                     param_hint="--drop-highest-loss")
+        table.frame = table.frame.sort("loss").head(table.frame.height - drop_highest_loss)
+        table.notes.append(f"dropped the {drop_highest_loss} highest-loss run(s) as asked")
+    return table
 
 
 def _check_formulas(formulas: tuple[str, ...], law: str, starts: tuple[str, ...],

@@ -68,7 +68,8 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
         from archfit.laws.inference.fitting import sane_frame
         from archfit.sweep.store import read_runs
 
-        table = read_runs(data, parse_map(maps) if maps else fit.mapping)
+        table = read_runs(data, parse_map(maps) if maps else fit.mapping,
+                          signed_loss=fit.law_obj.loss_space == "linear")
         frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
         require_columns(fit.law_obj, frame)  # runs the law cannot place are not drawn silently
     rec = None

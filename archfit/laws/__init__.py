@@ -1,4 +1,5 @@
-"""Scaling laws, a room per kind (``shape/``, ``compute/``, ``hyperparameters/``, ``moe/``: one
+"""Scaling laws, a room per kind (``shape/``, ``compute/``, ``hyperparameters/``, ``moe/``,
+``vocab/``: one
 file per law, each subclassing one base of :mod:`archfit.laws.base`), the machinery they share
 (``inference/``: fitting, selection, bands, backtests, the verdict, the :class:`Fit` artifact)
 and the published fits (:data:`PUBLISHED`). ``archfit.fit`` (in :mod:`archfit.laws.inference.fitting`) fits one.
@@ -11,14 +12,14 @@ from __future__ import annotations
 
 from archfit.laws.base import (BASES, LAWS, ROLES, ComputeLaw, FFRatioLaw, Figure,
                                HyperparameterLaw, Law, LossCurveLaw, MeasuredOptimum, MoELaw,
-                               ShapeLaw, get_law, register)
-from archfit.laws import compute, hyperparameters, moe, shape  # noqa: F401  (registers them)
+                               ShapeLaw, VocabularyLaw, get_law, register)
+from archfit.laws import compute, hyperparameters, moe, shape, vocab  # noqa: F401  (registers)
 from archfit.laws.inference.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 
 __all__ = ["BASES", "ComputeLaw", "FFRatioLaw", "Fit", "Figure", "HyperparameterLaw", "Law",
            "LAWS", "LossCurveLaw", "MeasuredOptimum", "MoELaw", "PUBLISHED", "ROLES", "ShapeLaw",
-           "get_law", "load_fit", "register", "list_laws"]
+           "VocabularyLaw", "get_law", "load_fit", "register", "list_laws"]
 
 
 def list_laws() -> list[dict[str, str]]:

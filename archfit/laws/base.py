@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 Data = dict[str, Any]  # column name -> numpy array
 
-ROLES = ("loss", "shape", "compute", "ff", "hparam", "moe")
+ROLES = ("loss", "shape", "compute", "ff", "hparam", "moe", "vocab")
 AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
@@ -133,6 +133,10 @@ class Law:
     optional_columns: ClassVar[tuple[str, ...]] = ()
     # figures of GENERIC_FIGURES that every law of its kind draws
     kind_figures: ClassVar[tuple[str, ...]] = ()
+    # the space its residuals, bands and held-out checks work in: "log" (log loss: a loss is
+    # positive) or "linear" (the loss itself: the vocabulary law's unigram-normalized loss,
+    # negative for a good model)
+    loss_space: ClassVar[str] = "log"
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -171,6 +175,11 @@ class Law:
         f = target / top
         return f, f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
 
+    def screen(self, frame: Any) -> tuple[Any, list[str]]:
+        """The runs the law describes (a polars frame) and a note for each kind left out:
+        every run by default; ``lr-batch-surface`` leaves out runs that diverged."""
+        return frame, []
+
     def prepare(self, frame: Any) -> Data:
         from archfit.laws.inference.columns import prepare
 
@@ -193,10 +202,11 @@ class Law:
 
     def residuals(self, params: Mapping[str, float], data: Data,
                   extra: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-        """(observed, fitted) in the law's residual space (log loss by default)."""
-        import numpy as np
+        """(observed, fitted) in the law's residual space (:attr:`loss_space`)."""
+        from archfit.laws.inference.bands import to_space
 
-        return np.log(data["loss"]), np.log(self.predict(params, data))
+        return (to_space(self.loss_space, data["loss"]),
+                to_space(self.loss_space, self.predict(params, data)))
 
     def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any] | None:
         """A law-specific held-out check, or None for the generic one (laws with a loss model:
@@ -460,9 +470,28 @@ class MoELaw(Law):
     reach_columns = ("granularity", "n_experts", "top_k")
 
 
+class VocabularyLaw(Law):
+    """A law of the loss over the non-vocabulary size, the vocabulary and the training data:
+    what ``recommend --vocab auto --fit`` picks the vocabulary from. Its loss is
+    unigram-normalized (comparable across vocabularies, negative for a good model), so its
+    residuals, bands and checks work on the loss itself (:attr:`loss_space` "linear"). A new
+    one implements :meth:`fit_point`, :meth:`predict` and :meth:`unigram_loss`."""
+
+    role = "vocab"
+    predicts_loss = True
+    loss_space = "linear"
+    reach_columns = ("vocab_size",)
+
+    def unigram_loss(self, params: Mapping[str, float], n_nv: float, vocab: float,
+                     d_model: float, tokens: float) -> float:
+        """The law's loss at ``n_nv`` non-vocabulary parameters, a vocabulary of ``vocab`` at
+        width ``d_model``, trained on ``tokens`` tokens."""
+        raise NotImplementedError
+
+
 # each kind of law, by the base a law subclasses (its role is the base's)
 BASES: tuple[type[Law], ...] = (ShapeLaw, ComputeLaw, LossCurveLaw, FFRatioLaw,
-                                HyperparameterLaw, MoELaw)
+                                HyperparameterLaw, MoELaw, VocabularyLaw)
 
 
 def derived_name(quantity: str, target: float) -> str:

@@ -84,7 +84,8 @@ def given_fits(fit: Any) -> list[Any]:
 # what each role's fit answers in a recommendation
 ROLES = {"shape": "depth and width at a size", "compute": "the size for a FLOP budget",
          "ff": "the MLP's width", "hparam": "the recipe's learning rate and batch",
-         "moe": "a mixture's granularity, experts and top-k"}
+         "moe": "a mixture's granularity, experts and top-k",
+         "vocab": "the vocabulary (--vocab auto)"}
 
 
 def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
@@ -96,7 +97,8 @@ def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
                 f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
                 "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
                 "--compute), an ff-ratio fit (--ff-ratio auto), a learning-rate fit "
-                "(lr-batch, for the recipe) or a moe-granularity fit (with --active-params)")
+                "(lr-batch, for the recipe), a moe-granularity fit (with --active-params) or a "
+                "vocab fit (with --vocab auto)")
         if role in by_role:
             raise RecommendError(f"two {role} fits given ({by_role[role].label}, {f.label}); "
                                  f"give one {role} law")

@@ -104,21 +104,34 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
 
 
 def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
-    """The recommendation trained with the vocabulary law's pick: the shape at the family's
+    """The recommendation trained with the vocabulary law's pick (a fitted ``vocab`` law among
+    the request's fits, else the published one): the shape at the family's
     (or the runs') vocabulary first, the pick at its recipe's training compute, then the
     recommendation again with it (the non-embedding shape does not move; the embeddings, the
     total and the recipe's tokens do), the pick and its predicted gain recorded."""
     from dataclasses import replace
 
-    from archfit.recommending.vocabulary import vocabulary_note, vocabulary_record
+    from archfit.recommending.vocabulary import (law_of, on_bound, unbounded, vocabulary_note,
+                                                 vocabulary_record)
 
     first = recommend(req.with_(grid=replace(req.grid, vocab_size=None)))
     tokens = (first.recipe or {}).get("tokens", {}).get("value") or 20.0 * first.target_params
-    rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple)
+    law = law_of((first.fits or {}).get("vocab"))
+    rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple, law)
+    iv, m = rec["interval"], req.grid.vocab_multiple
+    if on_bound(rec["value"], m) or (iv is not None and (on_bound(iv.low, m)
+                                                         or on_bound(iv.high, m))):
+        first.notes = [n for n in first.notes if not n.startswith("vocabulary (")]
+        first.notes.append(f"vocabulary ({rec['law']}, {rec['provenance']}): "
+                           + unbounded(law) + f" ({first.shape.vocab_size:,}; --vocab auto)")
+        first.vocabulary = {**rec, "value": first.shape.vocab_size, "law_pick": rec["value"],
+                            "law_pick_loss": rec["loss"], "loss": rec["loss_default"],
+                            "gain": 0.0, "tokens": tokens, "usable": False}
+        return first
     out = recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
-    out.notes = [n for n in out.notes if not n.startswith("vocabulary (tao2024")]
+    out.notes = [n for n in out.notes if not n.startswith("vocabulary (")]
     out.notes.append(vocabulary_note(rec) + " (--vocab auto)")
-    out.vocabulary = rec
+    out.vocabulary = {**rec, "usable": True}
     return out
 
 

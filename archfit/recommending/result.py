@@ -54,10 +54,11 @@ class Recommendation:
     def _with_vocabulary_note(self) -> Recommendation:
         """This answer, with a note where the vocabulary law's pick lies more than 2x from the
         vocabulary it trains with (archfit.recommending.vocabulary.far_from_pick)."""
-        from archfit.recommending.vocabulary import far_from_pick
+        from archfit.recommending.vocabulary import far_from_pick, law_of
 
         tokens = (self.recipe or {}).get("tokens", {}).get("value")
-        note = far_from_pick(self.shape, tokens) if tokens else None
+        law = law_of((self.fits or {}).get("vocab"))
+        note = far_from_pick(self.shape, tokens, law=law) if tokens else None
         if note:
             self.notes.append(note)
         return self

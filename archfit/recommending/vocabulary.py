@@ -1,8 +1,9 @@
-"""The vocabulary a recommendation trains with: ``recommend --vocab auto`` picks it from Tao et
-al. 2024's vocabulary law (their approach 3, the parametric fit), at the recommended shape and
-the recipe's training compute, and says how much lower it predicts the loss than the family's
-vocabulary. Without ``--vocab auto`` the answer names the law's pick where it is more than 2x
-from the vocabulary it trains with.
+"""The vocabulary a recommendation trains with: ``recommend --vocab auto`` picks it from a
+vocabulary law (a fitted ``vocab`` law given with ``--fit``, else Tao et al. 2024's published
+constants), at the recommended shape and the recipe's training compute, and says how much lower
+it predicts the loss than the family's vocabulary, with a 95% interval on the pick where the law
+has bootstrap draws. Without ``--vocab auto`` the answer names the law's pick where it is more
+than 2x from the vocabulary it trains with.
 
 The law (Tao et al. 2024, "Scaling Laws with Vocabulary: Larger Models Deserve Larger
 Vocabularies", arXiv 2407.13623, approach 3; the constants published with its code,
@@ -21,7 +22,8 @@ vocabulary balances the two terms; their fit covers 33M to 3B parameters (vocabu
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 TAO2024 = {"E": 5.5327846803337435, "A1": 1.8313851559554126, "alpha1": 0.44660634152009615,
            "A2": 0.19584238398665638, "alpha2": 0.6707374679896795, "B": 2.1241123120064955,
@@ -34,84 +36,162 @@ CONVENTION = ("unigram-normalized loss (nats/token less the unigram model's); vo
 REACH = {"params": (3.3e7, 3.0e9), "vocab_size": (4096, 96256)}
 SEARCH = (1024, 2 ** 21)  # vocabularies weighed (1K to 2M)
 NOTE_FACTOR = 2.0  # the law's pick is named when this far from the vocabulary trained with
+MIN_DRAWS = 20  # an interval on the pick needs this many of the fit's draws
+
+# a law's L_u at (non-vocabulary parameters, vocabulary, width, tokens)
+LossFn = Callable[[float, float, float, float], float]
 
 
 def unigram_loss(n_nv: float, vocab: float, d_model: float, tokens: float,
                  p: dict[str, float] = TAO2024) -> float:
-    """The law's L_u at ``n_nv`` non-vocabulary parameters, a vocabulary of ``vocab`` at width
-    ``d_model`` and ``tokens`` training tokens (plain counts; the law's units inside)."""
+    """The published law's L_u at ``n_nv`` non-vocabulary parameters, a vocabulary of
+    ``vocab`` at width ``d_model`` and ``tokens`` training tokens (plain counts; the law's units
+    inside)."""
     n, v, d = n_nv / 1e6, vocab * d_model / 1e6, tokens / 1e9
     return (-p["E"] + p["A1"] / n ** p["alpha1"] + p["A2"] / v ** p["alpha2"]
             + p["B"] / d ** p["beta"])
 
 
-def best_vocabulary(n_nv: float, d_model: float, compute: float, multiple: int = 128
-                    ) -> tuple[int, float]:
-    """The vocabulary of least L_u at ``compute`` training FLOPs (C = 6 (N_nv + V d) D: a
-    larger vocabulary trains on fewer tokens), rounded to ``multiple``; and its L_u."""
+@dataclass
+class VocabularyLaw:
+    """Where a pick comes from: the law's loss, its name and provenance, the sizes and
+    vocabularies it covered, and its bootstrap draws' losses (none for the published law)."""
+
+    label: str
+    provenance: str  # "published" or "fitted"
+    loss: LossFn
+    reach: dict[str, tuple[float, float]]
+    source: str
+    draws: list[LossFn] = field(default_factory=list)
+    interval_provenance: Any = None  # the fit's (archfit.interval), for an interval on a pick
+
+
+PUBLISHED = VocabularyLaw("tao2024", "published", unigram_loss, REACH, SOURCE)
+
+
+def law_of(fit: Any = None) -> VocabularyLaw:
+    """The vocabulary law of a fitted ``vocab`` law (:class:`archfit.laws.Fit`), or the
+    published one where ``fit`` is None."""
+    if fit is None:
+        return PUBLISHED
+    law, span = fit.law_obj, fit.diagnostics.get("span") or {}
+
+    def of(p: dict[str, float]) -> LossFn:
+        return lambda n, v, d, t: law.unigram_loss(p, n, v, d, t)
+
+    reach = {"params": (span.get("params_min", 0.0), span.get("params_max", math.inf)),
+             "vocab_size": (span.get("vocab_size_min", 0.0),
+                            span.get("vocab_size_max", math.inf))}
+    src = ", ".join(i.get("path", "") for i in fit.inputs) or "fitted by archfit"
+    return VocabularyLaw(fit.label, "fitted", of(fit.params), reach, src,
+                         [of(p) for p in fit.draws()], fit.interval_provenance())
+
+
+def _at_compute(loss: LossFn, n_nv: float, d_model: float, compute: float) -> Callable:
+    """L_u over ln V at a fixed compute C = 6 (N_nv + V d) D: a larger vocabulary trains on
+    fewer tokens."""
+    return lambda log_v: loss(n_nv, math.exp(log_v), d_model,
+                              compute / (6.0 * (n_nv + math.exp(log_v) * d_model)))
+
+
+def best_vocabulary(n_nv: float, d_model: float, compute: float, multiple: int = 128,
+                    loss: LossFn = unigram_loss) -> tuple[int, float]:
+    """The vocabulary of least L_u at ``compute`` training FLOPs, rounded to ``multiple``;
+    and its L_u."""
     from scipy.optimize import minimize_scalar
 
-    def loss(log_v: float) -> float:
-        v = math.exp(log_v)
-        return unigram_loss(n_nv, v, d_model, compute / (6.0 * (n_nv + v * d_model)))
-
-    res: Any = minimize_scalar(loss, bounds=tuple(math.log(x) for x in SEARCH),
+    f = _at_compute(loss, n_nv, d_model, compute)
+    res: Any = minimize_scalar(f, bounds=tuple(math.log(x) for x in SEARCH),
                                method="bounded", options={"xatol": 1e-4})
     v = max(multiple, round(math.exp(res.x) / multiple) * multiple)
-    return v, loss(math.log(v))
+    return v, f(math.log(v))
 
 
-def vocabulary_record(shape: Any, tokens: float, multiple: int = 128) -> dict[str, Any]:
+def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
+                      law: VocabularyLaw = PUBLISHED) -> dict[str, Any]:
     """The law's pick for ``shape`` trained on ``tokens`` at the compute that costs with its
-    own vocabulary, the predicted loss of both, and how far the shape lies past the law's
-    reach."""
+    own vocabulary, the predicted loss of both, the pick's 95% interval over the law's draws
+    (none for a law without draws), and how far the shape lies past the law's reach."""
     n_nv, d, v0 = float(shape.params_non_embedding), float(shape.d_model), shape.vocab_size
     compute = 6.0 * (n_nv + v0 * d) * tokens
-    pick, loss = best_vocabulary(n_nv, d, compute, multiple)
-    base = unigram_loss(n_nv, v0, d, tokens)
-    lo, hi = REACH["params"]
+    pick, loss = best_vocabulary(n_nv, d, compute, multiple, law.loss)
+    base = law.loss(n_nv, v0, d, tokens)
+    lo, hi = law.reach["params"]
     past = n_nv / hi if n_nv > hi else lo / n_nv if n_nv < lo else 1.0
+    interval, why = None, ("no interval: the law's authors publish none"
+                           if law.provenance == "published" else
+                           f"no interval: fewer than {MIN_DRAWS} bootstrap draws")
+    if len(law.draws) >= MIN_DRAWS:
+        from archfit.interval import Interval
+
+        picks = sorted(best_vocabulary(n_nv, d, compute, multiple, f)[0] for f in law.draws)
+        k = len(picks) - 1
+        interval = Interval.of([picks[int(0.025 * k)], picks[int(0.975 * k)]],
+                               law.interval_provenance)
+        why = None
     return {"value": pick, "default": v0, "multiple": multiple,
             "loss": loss, "loss_default": base, "gain": base - loss,
             "tokens": compute / (6.0 * (n_nv + pick * d)), "compute": compute,
-            "law": "tao2024", "provenance": "published", "interval": None,
-            "interval_note": "no interval: the law's authors publish none",
-            "convention": CONVENTION, "source": SOURCE,
-            "reach": {**REACH, "factor": past}}
+            "law": law.label, "provenance": law.provenance, "interval": interval,
+            "interval_note": why, "convention": CONVENTION, "source": law.source,
+            "reach": {**law.reach, "factor": past}}
 
 
-def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR) -> str | None:
+def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR,
+                  law: VocabularyLaw = PUBLISHED) -> str | None:
     """The note an answer carries when the law's pick for ``shape`` on ``tokens`` lies more
     than ``factor`` from the vocabulary it trains with, else None. The law's loss at a fixed
     compute is unimodal in ln V, so the pick is below V / factor exactly where the loss rises
     there, and above V x factor where it falls there: three evaluations decide it, and the
     pick is searched only then."""
     n_nv, d, v0 = float(shape.params_non_embedding), float(shape.d_model), shape.vocab_size
-    compute = 6.0 * (n_nv + v0 * d) * tokens
+    at = _at_compute(law.loss, n_nv, d, 6.0 * (n_nv + v0 * d) * tokens)
 
     def slope(v: float) -> float:  # d L_u / d ln V at a fixed compute, by a small step
-        def at(x: float) -> float:
-            return unigram_loss(n_nv, x, d, compute / (6.0 * (n_nv + x * d)))
-        return at(v * 1.001) - at(v / 1.001)
+        return at(math.log(v * 1.001)) - at(math.log(v / 1.001))
 
     if slope(v0 / factor) <= 0 <= slope(v0 * factor):
         return None
     # the pick to two digits from a ladder of vocabularies a quarter-octave apart (no
     # optimizer on the answer's path: --vocab auto searches it exactly)
     ladder = [SEARCH[0] * 2 ** (k / 4) for k in range(4 * 11 + 1)]
-    about = min(ladder, key=lambda v: unigram_loss(n_nv, v, d, compute / (6.0 * (n_nv + v * d))))
+    about = min(ladder, key=lambda v: at(math.log(v)))
+    if about in (ladder[0], ladder[-1]):
+        return f"vocabulary ({_kind(law)}): " + unbounded(law)
     side = "below" if about < v0 else "above"
-    return (f"vocabulary (tao2024, published, point estimate): the law's pick at this shape and "
-            f"compute is about {float(f'{about:.2g}'):,.0f}, more than {factor:g}x {side} the "
-            f"{v0:,} trained "
+    return (f"vocabulary ({_kind(law)}): the law's pick at this shape and compute is about "
+            f"{float(f'{about:.2g}'):,.0f}, more than {factor:g}x {side} the {v0:,} trained "
             "with; --vocab auto trains with it and states its predicted gain")
+
+
+def on_bound(vocab: float, multiple: int = 128) -> bool:
+    """Whether a pick lies on the search's bound (:data:`SEARCH`, as rounded)."""
+    return vocab <= max(SEARCH[0], multiple) or vocab >= SEARCH[1] - multiple
+
+
+def unbounded(law: VocabularyLaw) -> str:
+    """Why a pick (or its interval) on the search's bound is no pick."""
+    return (f"the law's pick, or its 95% interval, runs to the search's bound ({SEARCH[0]:,} "
+            f"to {SEARCH[1]:,}): it cannot pick a vocabulary at this shape and compute (its "
+            "vocabulary term is not identified by the runs it was fitted on), so the "
+            "vocabulary trained with stays")
+
+
+def _kind(law: VocabularyLaw) -> str:
+    return (f"{law.label}, published, point estimate" if law.provenance == "published" else
+            f"{law.label}, fitted")
 
 
 def vocabulary_note(rec: dict[str, Any]) -> str:
     """The line an answer carries about the law's pick."""
     past = rec["reach"]["factor"]
-    reach = (f"; {past:.3g}x past the sizes the law was fitted on (3.3e7 to 3e9): an "
+    lo, hi = rec["reach"]["params"]
+    reach = (f"; {past:.3g}x past the sizes the law was fitted on ({lo:.2g} to {hi:.2g}): an "
              "extrapolation" if past > 1 else "")
-    return (f"vocabulary (tao2024, published, point estimate): {rec['value']:,} predicts a "
-            f"unigram-normalized loss {rec['gain']:.4f} nats/token lower than {rec['default']:,} "
-            f"at the same training compute ({rec['tokens']:.3g} tokens with it){reach}")
+    iv = rec["interval"]
+    band = f" [95%: {iv.low:,.0f} to {iv.high:,.0f}]" if iv is not None else ""
+    kind = (f"{rec['law']}, published, point estimate" if rec["provenance"] == "published"
+            else f"{rec['law']}, fitted")
+    return (f"vocabulary ({kind}): {rec['value']:,}{band} predicts a unigram-normalized loss "
+            f"{rec['gain']:.4f} nats/token lower than {rec['default']:,} at the same training "
+            f"compute ({rec['tokens']:.3g} tokens with it){reach}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from archfit.errors import ArchfitError, FitInputError
@@ -241,7 +241,8 @@ def check_schema_version(df: Any, path: str) -> None:
 CANONICAL = ("loss", "params", "tokens", "flops", "n_layer", "d_model", "d_ff", "n_head", "lr",
              "seed", "status", "run_id", "target_params", "mlp", "cost", "unique_tokens",
              "params_active", "n_experts", "top_k", "granularity", "vocab_size", "n_ctx",
-             "batch_tokens", "position", "norm", "bias", "tied_embeddings", "ff_ratio")
+             "batch_tokens", "position", "norm", "bias", "tied_embeddings", "ff_ratio",
+             "characters")
 # canonical columns that hold text (the rest are cast to numbers)
 CANONICAL_TEXT = ("status", "run_id", "mlp", "position", "norm")
 # each archfit column and the names it goes by elsewhere (nanoGPT, HF configs, W&B exports),
@@ -259,6 +260,8 @@ DEFAULT_SOURCES: dict[str, tuple[str, ...]] = {
     "params_active": ("params_active_non_embedding", "params_active"),
     "n_experts": ("n_experts", "num_experts", "num_local_experts"),
     "top_k": ("top_k", "num_experts_per_tok"),
+    # a vocabulary sweep (Tao et al. 2024's table names them so)
+    "characters": ("characters", "num_characters"),
 }
 # the columns archfit itself writes under other names (no note when they are read)
 OWN_SOURCES = ("final_val_loss", "params_non_embedding", "params_active_non_embedding",
@@ -407,7 +410,7 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
     return out, sources
 
 
-def _drop_unusable(out: Any, notes: list[str]) -> Any:
+def _drop_unusable(out: Any, notes: list[str], signed_loss: bool = False) -> Any:
     import polars as pl
 
     n0 = out.height
@@ -426,10 +429,11 @@ def _drop_unusable(out: Any, notes: list[str]) -> Any:
                        f"finished: {', '.join(OK_STATES)})")
         out = out.filter(ok)
     n1 = out.height
-    out = out.filter(pl.col("loss").is_finite() & pl.col("loss").is_not_null()
-                     & (pl.col("loss") > 0))
+    usable = pl.col("loss").is_finite() & pl.col("loss").is_not_null()
+    out = out.filter(usable if signed_loss else usable & (pl.col("loss") > 0))
     if n1 - out.height:
-        why.append(f"{n1 - out.height} whose loss is missing, not finite or <= 0")
+        why.append(f"{n1 - out.height} whose loss is missing, not finite"
+                   + ("" if signed_loss else " or <= 0"))
     notes += [f"dropped {w.split(' ', 1)[0]} run(s) {w.split(' ', 1)[1]}" for w in why]
     if out.height == 0:
         raise FitInputError(f"no usable runs: all {n0} rows were dropped ({'; '.join(why)})")
@@ -455,7 +459,7 @@ def read_tables(paths: Iterable[str]) -> Any:
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
               *, frame: Any = None, keep: Iterable[str] | None = None,
               require_loss: bool = True, keep_flags: Mapping[str, str] | None = None,
-              every_row: bool = False) -> RunTable:
+              every_row: bool = False, signed_loss: bool = False) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
@@ -463,7 +467,9 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     ``keep`` names further columns to carry as they are (``fit --group``, or the option
     ``keep_flags`` names for a column, e.g. ``--by``, in the error for a missing one); without
     ``require_loss`` a table with no loss column is read as it is; ``every_row`` (rows to
-    predict) keeps every row, a missing loss left missing.
+    predict) keeps every row, a missing loss left missing. ``signed_loss`` keeps losses at or
+    below 0 (a unigram-normalized loss, negative for a good model; :func:`positive_losses`
+    drops them later for a law of log loss); without it they are dropped with a note.
     """
     import polars as pl
 
@@ -524,9 +530,27 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         raise FitInputError("no loss column: expected 'loss' or 'final_val_loss'; map one with "
                             "--map loss=COLUMN")
     n0 = out.height
-    out = _drop_unusable(out, notes)
+    out = _drop_unusable(out, notes, signed_loss)
     return RunTable(frame=out, inputs=inputs, notes=notes, sources=sources,
                     n_dropped=n0 - out.height, mapping=mapping, groupings=groupings)
+
+
+def positive_losses(table: RunTable) -> RunTable:
+    """``table`` without the rows whose loss is at or below 0 (read with ``signed_loss``), with
+    a note; every law but a unigram-normalized one fits the log of a positive loss."""
+    import polars as pl
+
+    if "loss" not in table.frame.columns:
+        return table
+    kept = table.frame.filter(pl.col("loss") > 0)
+    gone = table.frame.height - kept.height
+    if not gone:
+        return table
+    if kept.height == 0:
+        raise FitInputError(f"no usable runs: all {gone} rows have a loss <= 0; a "
+                            "unigram-normalized loss is fitted by --law vocab")
+    return replace(table, frame=kept, n_dropped=table.n_dropped + gone,
+                   notes=[*table.notes, f"dropped {gone} run(s) whose loss is <= 0"])
 
 
 # columns that never group runs: identities and messages

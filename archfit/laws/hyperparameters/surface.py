@@ -3,17 +3,32 @@ batch, size and tokens. A compute law's L*(N, D) plus a basin in ln lr and ln ba
 Step Law, Li et al. 2025, and DeepSeek-AI 2024 describe: near its floor the loss is a bowl in the
 logarithms of both), whose centre follows power laws in N and D::
 
-    L = E + A / N^alpha [+ B / D^beta] + w_lr x^2 + w_b y^2 + w_x x y
+    L = E + A / N^alpha [+ B / D^beta] + w_lr(x) x^2 + w_b y^2 + w_x x y
     x = ln lr - ln lr*(N, D),   lr* = exp(c_lr) N^n_lr [D^d_lr]
     y = ln B  - ln B*(N, D),    B*  = exp(c_b)  N^n_b  [D^d_b]
+    w_lr(x) = w_lr_hi above the rate's centre (x > 0), w_lr_lo below
+
+In the rate the bowl is steeper on the high side: a rate past the optimum nears the edge where
+runs diverge, a rate below it only trains slower (Wortsman et al. 2023's learning-rate
+sensitivity curves; Step Law's heat maps). A symmetric bowl fitted to such a basin puts its
+centre low. Tried on this project's CPU grid and Step Law's public grid together, and kept for
+what the CPU grid's held-out size says (fitted on its 4 smaller sizes, scored on the largest: R²
+0.61 with one width per knob, 0.88 with the rate's two; two for the batch as well added nothing
+there, and left the batch's far side unfitted where its best batch is the grid's largest); the
+scores on both are in ``docs/benchmarks/``.
+
+Runs that diverged are not on the surface: a run whose loss ends more than
+:data:`DIVERGED_RATIO` times the best loss of its (size, tokens) cell is left out of the fit,
+with a note naming how many (:meth:`LRBatchSurface.screen`).
 
 The bracketed terms are fitted where the runs' token counts vary, and held at 0 (folded into the
 constant and the centres' coefficients, said in a note) where every run has one token count.
 Fitted as the loss laws are (Huber, δ = 1e-3, on log loss), from starts read off the grid: each
 size's best run for the centre, the size term by variable projection, the widths at a small
-bowl. The basin's widths do not move with N or D here: the held-out check (the largest size)
-is what says whether that holds. The law answers the best rate and batch at a size and the
-loss penalty of a rate or batch a factor off them: ``w_lr (ln f)^2`` and ``w_b (ln f)^2``."""
+bowl. The basin's widths do not move with N or D (widths that move, tried on the same CPU grid,
+predicted its held-out size no better). The law answers the best rate and batch at a size and
+the loss penalty of a rate or batch a factor off them: ``w_lr_hi (ln f)^2`` for a rate f > 1
+times the optimum, ``w_lr_lo (ln f)^2`` below, and ``w_b (ln f)^2`` for a batch."""
 
 from __future__ import annotations
 
@@ -28,8 +43,15 @@ from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, Hyperpa
 if TYPE_CHECKING:
     import numpy as np
 
+WIDTHS = ("w_lr_lo", "w_lr_hi", "w_b")
 ALL = ("E", "A", "alpha", "B", "beta", "c_lr", "n_lr", "d_lr", "c_b", "n_b", "d_b",
-       "w_lr", "w_b", "w_x")
+       *WIDTHS, "w_x")
+# a run ending above this many times its (size, tokens) cell's best loss diverged. Set after
+# reading Step Law's dense grid, where no run ends between 1.2x and 1.7x its cell's best (the
+# trained runs below, the diverged ones above: any ratio in that gap leaves out the same 181
+# runs); in this project's CPU grid, whose diverged runs its status column drops, no run ends
+# above 1.3x
+DIVERGED_RATIO = 1.5
 TOKEN_TERMS = ("B", "beta", "d_lr", "d_b")  # held at 0 when every run has one token count
 
 
@@ -37,11 +59,12 @@ TOKEN_TERMS = ("B", "beta", "d_lr", "d_b")  # held at 0 when every run has one t
 class LRBatchSurface(HyperparameterLaw):
     name = "lr-batch-surface"
     formula = ("L = E + A/N^alpha + B/D^beta + w_lr x^2 + w_b y^2 + w_x x y, x = ln(lr/lr*), "
-               "y = ln(B/B*), lr* = e^c_lr N^n_lr D^d_lr, B* = e^c_b N^n_b D^d_b "
-               "[a basin in ln lr and ln batch about power-law centres]")
+               "y = ln(B/B*), lr* = e^c_lr N^n_lr D^d_lr, B* = e^c_b N^n_b D^d_b, w_lr = "
+               "w_lr_hi above lr* and w_lr_lo below [a basin in ln lr and ln batch about "
+               "power-law centres, its two sides in the rate of their own steepness]")
     description = ("The loss of any run of a learning-rate x batch grid: a size-and-tokens "
-                   "floor plus a quadratic basin in ln lr and ln batch whose centre follows "
-                   "power laws; Huber on log loss.")
+                   "floor plus a basin in ln lr (quadratic on each side) and ln batch about a "
+                   "centre that follows power laws; diverged runs left out; Huber on log loss.")
     columns = ("loss", "params", "tokens", "lr", "batch_tokens")
     param_names = ALL
     min_points = 20
@@ -49,7 +72,7 @@ class LRBatchSurface(HyperparameterLaw):
     predicts_loss = True
     folded_without_tokens = TOKEN_TERMS
     domains = {"A": (0.0, None, False), "alpha": (0.0, None, True), "B": (0.0, None, False),
-               "w_lr": (0.0, None, False), "w_b": (0.0, None, False)}
+               **{w: (0.0, None, False) for w in WIDTHS}}
     default_targets = (1e7, 1e9)
 
     @staticmethod
@@ -59,7 +82,8 @@ class LRBatchSurface(HyperparameterLaw):
         lnN, lnD = np.log(N), np.log(D)
         x = np.log(lr) - (p["c_lr"] + p["n_lr"] * lnN + p["d_lr"] * lnD)
         y = np.log(b) - (p["c_b"] + p["n_b"] * lnN + p["d_b"] * lnD)
-        return p["w_lr"] * x * x + p["w_b"] * y * y + p["w_x"] * x * y
+        w_lr = np.where(x > 0, p["w_lr_hi"], p["w_lr_lo"])
+        return w_lr * x * x + p["w_b"] * y * y + p["w_x"] * x * y
 
     def predict(self, params: Mapping[str, float], data: Mapping[str, Any]) -> np.ndarray:
         import numpy as np
@@ -74,18 +98,45 @@ class LRBatchSurface(HyperparameterLaw):
 
     def optimum_point(self, params: Mapping[str, float], N: float, D: float
                       ) -> dict[str, float]:
-        """The best rate and batch at (N, D), the loss there, and each knob's penalty per
-        (ln factor)^2 (the bowl's widths)."""
+        """The best rate and batch at (N, D) and the loss there."""
         p = params
         lr = math.exp(p["c_lr"] + p["n_lr"] * math.log(N) + p["d_lr"] * math.log(D))
         b = math.exp(p["c_b"] + p["n_b"] * math.log(N) + p["d_b"] * math.log(D))
         loss = p["E"] + p["A"] * N ** -p["alpha"] + (p["B"] * D ** -p["beta"] if p["B"] else 0)
-        return {"lr": lr, "batch_tokens": b, "loss": loss, "w_lr": p["w_lr"], "w_b": p["w_b"]}
+        return {"lr": lr, "batch_tokens": b, "loss": loss}
 
     def penalty(self, params: Mapping[str, float], knob: str, factor: float) -> float:
         """The loss added by a rate (``knob`` "lr") or batch ("batch_tokens") ``factor`` off
-        its optimum, the other at its own: the bowl's width times (ln factor)^2."""
-        return params["w_lr" if knob == "lr" else "w_b"] * math.log(factor) ** 2
+        its optimum, the other at its own: the width on that side times (ln factor)^2."""
+        width = (params["w_b"] if knob != "lr" else
+                 params["w_lr_hi"] if factor > 1 else params["w_lr_lo"])
+        return width * math.log(factor) ** 2
+
+    def screen(self, frame: Any) -> tuple[Any, list[str]]:
+        """The runs on the surface: a run whose loss ends above :data:`DIVERGED_RATIO` times the
+        best of its (size, tokens) cell diverged, and no smooth surface predicts where; those
+        are left out, counted in a note."""
+        import polars as pl
+
+        cell = [c for c in ("target_params", "params") if c in frame.columns][:1] + ["tokens"]
+        best = pl.col("loss").min().over(cell)
+        kept = frame.filter(pl.col("loss") <= DIVERGED_RATIO * best)
+        gone = frame.height - kept.height
+        if not gone:
+            return frame, []
+        return kept, [f"left out {gone} of {frame.height} runs as diverged (loss above "
+                      f"{DIVERGED_RATIO:g}x the best run of their size and tokens): the surface "
+                      "describes runs that trained, not where a rate or batch diverges"]
+
+    def bowl_problem(self, params: Mapping[str, float]) -> str | None:
+        """Why the basin has no minimum at its centre, or None: each side's widths must
+        outweigh the cross term (4 w_lr w_b > w_x^2 on both sides of the rate)."""
+        for side, word in (("lo", "below"), ("hi", "above")):
+            if 4 * params[f"w_lr_{side}"] * params["w_b"] <= params["w_x"] ** 2:
+                return (f"the fitted basin is a saddle with the rate {word} its centre (4 w_lr "
+                        "w_b <= w_x^2 there): its centre is not the best rate and batch; add "
+                        "runs around the optimum")
+        return None
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:
@@ -126,7 +177,7 @@ class LRBatchSurface(HyperparameterLaw):
 
         starts = ([np.asarray(start, float)[[ALL.index(n) for n in free]]] if start is not None
                   else self._starts(data, free))
-        lo = [0.0 if n in ("A", "B", "w_lr", "w_b") else 0.01 if n in ("alpha", "beta")
+        lo = [0.0 if n in ("A", "B", *WIDTHS) else 0.01 if n in ("alpha", "beta")
               else -math.inf for n in free]
         bounds = [(a, math.inf) for a in lo]
         theta = huber_lsq(resid, starts, Reparam([(n, False) for n in free]), HUBER_DELTA,
@@ -135,6 +186,8 @@ class LRBatchSurface(HyperparameterLaw):
         notes = [] if uses_tokens else [
             "every run has one token count: the token terms (B, beta, d_lr, d_b) are held at 0, "
             "folded into E and the centres' coefficients; the law answers at those tokens"]
+        if full and (problem := self.bowl_problem(p)):
+            notes.append(problem)
         return Estimate(np.array([p[n] for n in ALL]),
                         extra={"objective": "Huber (delta 1e-3) on log loss",
                                "uses_tokens": uses_tokens, "notes": notes,
@@ -158,6 +211,6 @@ class LRBatchSurface(HyperparameterLaw):
             X = np.stack([np.ones_like(sizes), sizes ** -alpha], 1)
             (E, A), _ = nnls(X, Lb)
             p = {**dict.fromkeys(ALL, 0.0), "E": E, "A": A, "alpha": alpha, "c_lr": c_lr,
-                 "n_lr": n_lr, "c_b": c_b, "n_b": n_b, "w_lr": w, "w_b": w, "beta": 0.3}
+                 "n_lr": n_lr, "c_b": c_b, "n_b": n_b, "beta": 0.3, **dict.fromkeys(WIDTHS, w)}
             out.append(np.array([p[n] for n in free]))
         return out

@@ -54,7 +54,7 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
             table = replace(table, frame=df, notes=[
                 *table.notes, f"dropped {n_dup} duplicate row(s) (--dedupe)"])
     train = df.filter(pl.col("params") <= cut)
-    test = df.filter(pl.col("params") > cut)
+    test, screened = lw.screen(df.filter(pl.col("params") > cut))
     if test.height == 0:
         raise FitInputError(f"no run is larger than the cut {cut:.3g} (largest "
                             f"{df['params'].max():.3g}); cut lower")
@@ -71,7 +71,7 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
             if test[c].dtype.is_numeric()}
     pred, lo, hi = f.band(cols, interval)
     actual = cols["loss"]
-    rep = band_report(pred, lo, hi, actual)
+    rep = band_report(pred, lo, hi, actual, lw.loss_space)
     rows = []
     keep = [c for c in ("run_id", "params", "n_layer", "d_model", "tokens") if c in test.columns]
     for i in range(test.height):
@@ -81,6 +81,7 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
         rows.append(r)
     return {"law": law, "cut": float(cut), "interval": interval,
             "n_train": train.height, "n_test": test.height,
+            "notes": [f"held-out runs: {n}" for n in screened],
             **rep, "rows": rows, "classes": _classes(test, pred, hi, actual),
             "verdict": f.verdict().verdict, "verdict_reasons": f.verdict().reasons,
             "verdict_at_largest": f.verdict(top).verdict,

@@ -15,6 +15,17 @@ from archfit.laws.inference.columns import class_labels
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
 
 
+def to_space(space: str, loss: Any) -> np.ndarray:
+    """A loss in a law's residual space (:attr:`archfit.laws.base.Law.loss_space`): its log,
+    or the loss itself for a law whose loss may be negative."""
+    with np.errstate(all="ignore"):
+        return np.log(np.asarray(loss, float)) if space == "log" else np.asarray(loss, float)
+
+
+def from_space(space: str, v: Any) -> np.ndarray:
+    return np.exp(v) if space == "log" else np.asarray(v, float)
+
+
 def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[str, float]:
     """The scatter of runs about a law, from its residuals (log space): ``between`` (sd of a
     run's mean offset, estimated from one mean per run, the independent unit) and ``within``
@@ -68,7 +79,8 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,
 
     if not 0 < level < 1:
         raise FitInputError(f"interval must be between 0 and 1 (e.g. 0.95), got {level}")
-    c = np.log(np.asarray(law.predict(params, data), float))
+    space = law.loss_space
+    c = to_space(space, law.predict(params, data))
     # a new run's own deviation: between-run and within-run scatter add in quadrature, at
     # Student's t for the runs' degrees of freedom (no dof: the normal quantile)
     z = float(student_t.ppf(0.5 + level / 2, (scatter or {}).get("dof") or 1e6))
@@ -76,7 +88,7 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,
     dlo = dhi = np.zeros_like(c)
     if len(draws):
         with np.errstate(all="ignore"):
-            S = np.stack([np.log(np.asarray(law.predict(p, data), float)) for p in draws])
+            S = np.stack([to_space(space, law.predict(p, data)) for p in draws])
         S[~np.isfinite(S)] = np.nan
         ok = np.isfinite(S).sum(0) >= 10  # a percentile of fewer than 10 draws is noise
         q_lo, q_hi = np.nanpercentile(np.where(ok, S, 0.0), [50 * (1 - level),
@@ -90,18 +102,19 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,
         extra = reach["rate"] * np.clip(d, 0, None)
     lo = c - widen * np.sqrt(dlo ** 2 + (z * s) ** 2) - extra
     hi = c + widen * np.sqrt(dhi ** 2 + (z * s) ** 2) + extra
-    return np.exp(c), np.exp(lo), np.exp(hi)
+    return from_space(space, c), from_space(space, lo), from_space(space, hi)
 
 
 def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
-                       N: np.ndarray, N_fit_max: float, level: float) -> dict[str, float]:
+                       N: np.ndarray, N_fit_max: float, level: float, space: str = "log"
+                       ) -> dict[str, float]:
     """How fast a law's miss grows beyond its data, from a held-out check: each held-out row's
     miss beyond its interval per unit of ln N past the largest size fitted, at the ``level``
     conformal rank (0 when the intervals covered); and the median distance the check reached.
     :func:`prediction_band` adds ``rate`` per unit of ln N beyond that distance past
     ``params_max``, which the caller sets: the largest size the fit it widens has seen."""
-    c, a = np.log(pred), np.log(np.asarray(actual, float))
-    half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
+    c, a = to_space(space, pred), to_space(space, actual)
+    half = np.where(a >= c, to_space(space, hi) - c, c - to_space(space, lo))
     d = np.log(np.asarray(N, float) / N_fit_max)
     ok = d > 0
     if not ok.any():
@@ -112,15 +125,16 @@ def extrapolation_rate(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual:
 
 
 def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
-                     level: float, groups: np.ndarray | None = None) -> float:
+                     level: float, groups: np.ndarray | None = None, space: str = "log"
+                     ) -> float:
     """How much the intervals must widen to cover ``level`` of the held-out runs (split
     conformal calibration in log space, on the side each row fell): the ``level`` quantile of
     |log actual - log predicted| / half-width, at least 1 (intervals are never narrowed). The
     exchangeable unit is a training run where ``groups`` labels the rows, scored by its worst
     checkpoint (a run is covered when all of it is; its checkpoints are not independent, and
     a quantile over them would count one run many times), else a row."""
-    c, a = np.log(pred), np.log(np.asarray(actual, float))
-    half = np.where(a >= c, np.log(hi) - c, c - np.log(lo))
+    c, a = to_space(space, pred), to_space(space, actual)
+    half = np.where(a >= c, to_space(space, hi) - c, c - to_space(space, lo))
     ok = half > 0
     if not ok.any():
         return 1.0
@@ -134,17 +148,19 @@ def conformal_factor(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: n
     return max(1.0, float(r[k - 1]))
 
 
-def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray
-                ) -> dict[str, Any]:
+def band_report(pred: np.ndarray, lo: np.ndarray, hi: np.ndarray, actual: np.ndarray,
+                space: str = "log") -> dict[str, Any]:
     """How predictions with intervals did against what happened: coverage, mean and RMS
     relative error, the mean relative half-width of the intervals, and whether the mean error
-    (in log space) lies inside the typical interval."""
+    (in the law's residual space) lies inside the typical interval."""
     a = np.asarray(actual, float)
     rel = pred / a - 1
-    log_err = float(np.mean(np.log(pred) - np.log(a)))
-    half = float(np.mean((np.log(hi) - np.log(lo)) / 2))
+    err = float(np.mean(to_space(space, pred) - to_space(space, a)))
+    half = float(np.mean((to_space(space, hi) - to_space(space, lo)) / 2))
+    half_rel = (math.expm1(half) if space == "log" else
+                float(np.mean((hi - lo) / 2 / np.abs(a))))
     return {"coverage": float(np.mean((lo <= a) & (a <= hi))),
             "mean_rel_error": float(np.mean(rel)),
             "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
-            "mean_halfwidth_rel": math.expm1(half),
-            "within_interval": bool(abs(log_err) <= half)}
+            "mean_halfwidth_rel": half_rel,
+            "within_interval": bool(abs(err) <= half)}

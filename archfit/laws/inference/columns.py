@@ -27,6 +27,13 @@ def finite_positive(name: str, values: Any) -> None:
                             "non-positive value(s); drop or fix those rows")
 
 
+def finite(name: str, values: Any) -> None:
+    bad = ~np.isfinite(np.asarray(values, dtype=float))
+    if bad.any():
+        raise FitInputError(f"column {name!r} has {int(bad.sum())} missing or non-finite "
+                            "value(s); drop or fix those rows")
+
+
 def columns(frame: Any) -> Data:
     """A polars frame's columns as numpy arrays: numbers as floats, text as it is."""
     out: Data = {}
@@ -50,7 +57,10 @@ def prepare(law: Any, frame: Any) -> Data:
     require_columns(law, frame)
     data = columns(frame)
     for c in law.columns:
-        finite_positive(c, data[c])
+        if c == "loss" and law.loss_space == "linear":  # may be negative (unigram-normalized)
+            finite("loss", data[c])
+        else:
+            finite_positive(c, data[c])
     if law.params_column != "params":  # the size the law reads (the MoE laws: active)
         data["params"] = data[law.params_column]
     n = len(data["loss"])

@@ -22,7 +22,7 @@ from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
 from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
 from archfit.laws.inference.regression import lack_of_fit
-from archfit.sweep.store import RunTable, read_runs, without_duplicates
+from archfit.sweep.store import RunTable, positive_losses, read_runs, without_duplicates
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
 # with --seed (the check is a diagnostic of the data, not a draw)
@@ -97,8 +97,10 @@ def fit(
     with ``dedupe``), parameter counts below 1e3 or losses above 20 nats (swapped or mislabelled
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
-    table = run_table(frame, paths, mapping, group)
     lw = get_law(law)
+    table = run_table(frame, paths, mapping, group, signed_loss=lw.loss_space == "linear")
+    if lw.loss_space == "log":
+        table = positive_losses(table)
     seed, bootstrap = plain(seed), plain(bootstrap)  # numpy's integers as Python's
     _check_bootstrap(bootstrap)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -107,6 +109,8 @@ def fit(
     notes = list(table.notes) + grouping_notes(table, pool_groups)
     conventions = _conventions(table, lw)
     df = sane_frame(lw, table, dedupe, notes)
+    df, screened = lw.screen(df)
+    notes += screened
     if lw.params_column == "params":  # a MoE law's N is the active count, not this column
         df = check_params(df, table.sources, arch, notes, conventions)
     data = with_size_classes(lw, lw.prepare(df), size_tolerance)
@@ -157,13 +161,14 @@ def runs_build(table: RunTable) -> dict[str, Any]:
 
 
 def run_table(frame: Any, paths: Sequence[str] | None, mapping: dict[str, str] | None,
-              group: Sequence[str] | None) -> RunTable:
+              group: Sequence[str] | None, signed_loss: bool = False) -> RunTable:
     """The runs to fit: ``frame`` as it is if a :class:`RunTable`, else read from the frame or
-    the files in ``paths`` (columns renamed by ``mapping``, ``group``'s columns kept)."""
+    the files in ``paths`` (columns renamed by ``mapping``, ``group``'s columns kept; losses at
+    or below 0 kept with ``signed_loss``)."""
     if frame is None and paths is None:
         raise FitInputError("give a frame or paths to fit")
-    return frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
-                                                                frame=frame, keep=group)
+    return frame if isinstance(frame, RunTable) else read_runs(
+        paths or [], mapping, frame=frame, keep=group, signed_loss=signed_loss)
 
 
 def check_rows(df: Any, columns: Sequence[str]) -> None:
@@ -316,13 +321,14 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         pred, lo, hi = tf.band(test, HELDOUT_LEVEL)
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}
-    rep = band_report(pred, lo, hi, test["loss"])
+    space = lw.loss_space
+    rep = band_report(pred, lo, hi, test["loss"], space)
     # intervals that undercover the held-out runs are widened by what they needed there
     units, _ = lw.groups(test, group)
-    widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL, units)
+    widen = conformal_factor(pred, lo, hi, test["loss"], HELDOUT_LEVEL, units, space)
     # and how fast the miss grew past the sizes fitted, for predictions beyond the full fit's
     reach = extrapolation_rate(pred, lo, hi, test["loss"], test["params"],  # largest (band)
-                               float(np.max(train["params"])), HELDOUT_LEVEL)
+                               float(np.max(train["params"])), HELDOUT_LEVEL, space)
     reach = {**reach, "params_max": float(np.max(data["params"]))} if reach else reach
     return {"ok": True, "held_out_sizes": sizes, "n_train": int(len(train["loss"])),
             "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL, "reach": reach,

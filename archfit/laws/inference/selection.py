@@ -21,6 +21,7 @@ from archfit.errors import FitError, FitInputError
 from archfit.laws.inference import fitting
 from archfit.laws.inference.artifact import Fit
 from archfit.laws.base import AUTO, LAWS, Law, get_law  # noqa: F401 (AUTO: the name users give)
+from archfit.sweep.store import positive_losses
 HELDOUT_SHARE = 0.2  # the costliest ~20% of runs (at least 2, at most a third), as backtests
 PAIRED_RESAMPLES = 2000  # bootstrap resamples of the held-out runs for the paired comparison
 DOMINANCE = 0.95  # the best law "dominates" when it beats each other in this share of them
@@ -134,7 +135,17 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
     if law != AUTO:
         return fitting.fit(frame, law, **kw)
     table = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
-                              kw.get("group"))
+                              kw.get("group"), signed_loss=True)
+    only = candidates(table.frame.columns, None, table.frame)
+    signed = [n for n in only if get_law(n).loss_space == "linear"]
+    if signed and "loss" in table.frame.columns and (table.frame["loss"] <= 0).any():
+        only = signed  # a loss at or below 0 is unigram-normalized: only its laws read it
+    if len(only) == 1 and not texts:  # nothing to weigh it against
+        f = fitting.fit(table, law=only[0], **kw)
+        f.notes.append(f"law chosen by --law auto: {only[0]}, the one law with a loss model "
+                       "these columns (and losses) allow")
+        return f
+    table = positive_losses(table)
     fitting.check_rows(table.frame, ("params", "tokens"))
     opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
                                "size_tolerance", "pool_groups") if kw.get(k) is not None}

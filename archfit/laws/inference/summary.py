@@ -79,16 +79,19 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     if sp.get("n_size_classes") is not None:
         lines.append(f"  size classes: {sp['n_size_classes']} (N {sp['params_min']:.3g} to "
                      f"{sp['params_max']:.3g}; {sp.get('size_classes_by', 'by size')})")
+    space = d.get("residual_space", "log loss")  # a law of a signed loss fits the loss itself
+    where = "log space" if space.startswith(("log", "ln")) else space
     if "rmse_log" in d:
-        lines.append(f"  RMSE (log space) {d['rmse_log']:.4g}   R² (log space) "
+        lines.append(f"  RMSE ({where}) {d['rmse_log']:.4g}   R² ({where}) "
                      f"{_g(d.get('r2_log'))}")
     sc = d.get("scatter")
+    of = "log loss" if where == "log space" else space
     if sc and sc["n_units"] < sc["n_rows"]:
-        lines.append(f"  scatter of runs about the law (log loss): between runs "
+        lines.append(f"  scatter of runs about the law ({of}): between runs "
                      f"{sc['between']:.3g}, within a run {sc['within']:.3g} "
                      f"({sc['n_units']} runs, {sc['n_rows']} rows)")
     elif sc:
-        lines.append(f"  scatter of runs about the law (log loss): {sc['between']:.3g} "
+        lines.append(f"  scatter of runs about the law ({of}): {sc['between']:.3g} "
                      f"({sc['n_units']} runs)")
     lof = d.get("lack_of_fit") or {}
     if lof.get("p") is not None:
