@@ -30,6 +30,7 @@ import argparse
 import os
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -47,6 +48,16 @@ def commit(path: str) -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return out.stdout.strip()
+
+
+def say(text: str) -> None:
+    """A line of the report (after a blank one where it starts with a newline), folded at 100
+    columns."""
+    if text.startswith("\n"):
+        print()
+        text = text[1:]
+    lead = text[:len(text) - len(text.lstrip())]
+    print(textwrap.fill(text, 100, subsequent_indent=lead + "    "))
 
 
 def r2(y: np.ndarray, p: np.ndarray) -> float:
@@ -73,14 +84,14 @@ def surface(frame: pl.DataFrame, label: str, bootstrap: int, unit: list[str] | N
     f = archfit.fit(train, law="lr-batch-surface", bootstrap=bootstrap, seed=0, heldout=False,
                     group=unit)
     secs = time.perf_counter() - t0
-    print(f"\n{label}: fitted on {train.height} runs of {train['params'].n_unique()} sizes "
+    say(f"\n{label}: fitted on {train.height} runs of {train['params'].n_unique()} sizes "
           f"({secs:.0f} s, {bootstrap} resamples, unit: {f.bootstrap.get('unit')}); held out "
           f"the largest, {top:.3g}")
     for n in f.notes:
-        print(f"  fit note: {n}")
+        say(f"  fit note: {n}")
     for what, t in (("every run that trained", trained), ("every run, diverged too", held)):
         cols = {c: t[c].to_numpy().astype(float) for c in t.columns}
-        print(f"  R² over {what}: {r2(cols['loss'], law.predict(f.params, cols)):.3f} "
+        say(f"  R² over {what}: {r2(cols['loss'], law.predict(f.params, cols)):.3f} "
               f"({t.height} runs)")
     for D in sorted(trained["tokens"].unique()):
         cell = trained.filter(pl.col("tokens") == D).sort("loss")
@@ -88,7 +99,7 @@ def surface(frame: pl.DataFrame, label: str, bootstrap: int, unit: list[str] | N
         o = law.optimum_point(f.params, top, D)
         lo, hi = np.percentile([law.optimum_point(p, top, D)["lr"] for p in f.draws()],
                                [2.5, 97.5])
-        print(f"  tokens {D:.3g}: best run's rate {best:.3g} (of {cell.height}); the law's "
+        say(f"  tokens {D:.3g}: best run's rate {best:.3g} (of {cell.height}); the law's "
               f"best rate {o['lr']:.3g} [{lo:.3g}, {hi:.3g}]: "
               f"{'inside' if lo <= best <= hi else 'outside'}")
 
@@ -108,11 +119,11 @@ def vocab(path: str, bootstrap: int) -> None:
     cols = {c: held[c].to_numpy().astype(float) for c in held.columns}
     pred, lo, hi = f.band(cols)
     inside = float(np.mean((cols["loss"] >= lo) & (cols["loss"] <= hi)))
-    print(f"\nTao et al.'s vocabulary sweep: vocab fitted on {train.height} checkpoints of "
+    say(f"\nTao et al.'s vocabulary sweep: vocab fitted on {train.height} checkpoints of "
           f"{train['vocab_size'].n_unique()} vocabularies ({secs:.0f} s); held out the "
           f"largest, {top:.0f}: R² {r2(cols['loss'], pred):.3f} over {held.height} "
           f"checkpoints, 95% prediction intervals cover {inside:.0%}")
-    print("  " + ", ".join(f"{k} {v:.4g}" for k, v in f.params.items()))
+    say("  " + ", ".join(f"{k} {v:.4g}" for k, v in f.params.items()))
 
 
 def main() -> int:
@@ -127,7 +138,7 @@ def main() -> int:
         if path and not os.path.isfile(os.path.join(path, need)):
             ap.error(f"{path} has no {need}: is it the clone the docstring names?")
     if a.steplaw:
-        print(f"Step Law grids, step-law/steplaw at {commit(a.steplaw)}")
+        say(f"Step Law grids, step-law/steplaw at {commit(a.steplaw)}")
         for moe in (False, True):
             frame = steplaw_table(a.steplaw, moe)
             label = "Step Law's mixture grid (params: active)" if moe else "Step Law's dense grid"
@@ -135,7 +146,7 @@ def main() -> int:
             surface(frame, label + ", (size, tokens) cells resampled", a.bootstrap,
                     ["params", "tokens"])
     if a.vocab:
-        print(f"\nTao et al.'s sweep, sail-sg/scaling-with-vocab at {commit(a.vocab)}")
+        say(f"\nTao et al.'s sweep, sail-sg/scaling-with-vocab at {commit(a.vocab)}")
         vocab(a.vocab, a.bootstrap)
     return 0
 

@@ -106,3 +106,14 @@ def test_a_fit_that_cannot_pick_keeps_the_vocabulary_and_says_so(tmp_path, cli):
     assert d["vocab_size"] == 128_256 and d["vocabulary"]["usable"] is False
     text = cli("recommend", "--params", "1e9", "--vocab", "auto", "--fit", path).output
     assert "it cannot pick a vocabulary" in text
+
+
+def test_a_backtest_reads_the_negative_losses_and_predicts_the_largest_size(tmp_path, cli):
+    """Fitted below 5e8 non-vocabulary parameters, the 1e9 runs of a sweep drawn from the law
+    are predicted within 1% (their losses are all below 0: the table is read as they are)."""
+    path = tmp_path / "vocab.csv"
+    _sweep().write_csv(path)
+    r = cli("backtest", path, "--law", "vocab", "--cut", 5e8, "--bootstrap", 20, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["n_test"] == 30 and abs(d["mean_rel_error"]) < 0.01

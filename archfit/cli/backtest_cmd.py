@@ -139,6 +139,7 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
       archfit backtest sweeps/scattered.parquet --law depth-joint --cut 3e8
       archfit backtest datasets/chinchilla_epoch2024.csv --law chinchilla --cuts 1e9,3e9
     """
+    from archfit.laws import get_law
     from archfit.laws.inference.backtest import backtests
     from archfit.sweep.store import expand_paths, read_runs
 
@@ -151,7 +152,8 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
 
         check_output(plot_path, "backtest figure", inputs=expand_paths(files), force=force,
                      ours=is_archfit_png)
-    table = read_runs(files, parse_map(maps), keep=list(group) or None)
+    table = read_runs(files, parse_map(maps), keep=list(group) or None,
+                      signed_loss=get_law(law).loss_space == "linear")
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
     uniq = sorted(set(all_cuts))

@@ -36,8 +36,9 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     if not lw.predicts_loss:
         raise FitInputError(f"{law} has no loss model to backtest; choose one of "
                             "chinchilla, kaplan-n, kaplan-nd, depth-width, depth-joint")
-    table = frame if isinstance(frame, RunTable) else read_runs(paths or [], mapping,
-                                                                 frame=frame, keep=group)
+    signed = lw.loss_space == "linear"  # a unigram-normalized loss is negative
+    table = frame if isinstance(frame, RunTable) else read_runs(
+        paths or [], mapping, frame=frame, keep=group, signed_loss=signed)
     from archfit.laws.inference.conventions import check_params
 
     conventions: dict[str, str] = {}
@@ -135,7 +136,8 @@ def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
     on_split = kw.pop("on_split", None)  # (i, n): the i-th of n distinct splits starts
     if not isinstance(frame, RunTable):
         frame = read_runs(kw.pop("paths", None) or [], kw.pop("mapping", None), frame=frame,
-                          keep=kw.get("group"))
+                          keep=kw.get("group"), signed_loss=get_law(
+                              kw.get("law", "depth-joint")).loss_space == "linear")
     # cuts between the same two sizes split the runs alike: each split is fitted once
     sizes = np.sort(frame.frame["params"].to_numpy()) if "params" in frame.frame.columns \
         else np.array([])
