@@ -36,7 +36,6 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from archfit.errors import FitError
 from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, HyperparameterLaw,
                                derived_name, register)
 
@@ -154,15 +153,11 @@ class LRBatchSurface(HyperparameterLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.inference.columns import require_spread, varies
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
-        if constraints:
-            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
-        for col, what in (("params", "sizes"), ("lr", "learning rates"),
-                          ("batch_tokens", "batches")):
-            if not varies(data[col]):
-                raise FitError(f"{self.name} needs runs at several {what}")
+        require_spread(self, data, (("params", "sizes"), ("lr", "learning rates"),
+                                    ("batch_tokens", "batches")), constraints)
         uses_tokens = bool(varies(data["tokens"]))
         free = [n for n in ALL if uses_tokens or n not in TOKEN_TERMS]
         logL = np.log(data["loss"])

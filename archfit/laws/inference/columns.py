@@ -114,6 +114,20 @@ def varies(x: np.ndarray, rel: float = 0.05) -> bool:
     return bool(np.max(x) > np.min(x) * (1 + rel))
 
 
+def require_spread(law: Any, data: Data, columns: Sequence[tuple[str, str]],
+                   constraints: Any = None) -> None:
+    """Refuse a fit of ``law`` whose runs do not vary in each ``(column, what)`` of
+    ``columns`` (what: the plural the message names), or that was given constraints the law
+    does not take."""
+    from archfit.errors import FitError
+
+    if constraints:
+        raise FitError(f"{law.name} takes no --fix, --prior or --tie")
+    for col, what in columns:
+        if not varies(data[col]):
+            raise FitError(f"{law.name} needs runs at several {what}")
+
+
 def log_cols(data: Data, names: Sequence[str]) -> np.ndarray:
     return np.stack([np.log(data[n]) for n in names], axis=1)
 

@@ -23,7 +23,6 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any, Mapping
 
-from archfit.errors import FitError
 from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, VocabularyLaw, register
 
 if TYPE_CHECKING:
@@ -92,15 +91,11 @@ class Vocab(VocabularyLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.inference.columns import require_spread
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
-        if constraints:
-            raise FitError(f"{self.name} takes no --fix, --prior or --tie")
-        for col, what in (("params", "sizes"), ("vocab_size", "vocabularies"),
-                          ("characters", "amounts of training data")):
-            if not varies(data[col]):
-                raise FitError(f"{self.name} needs runs at several {what}")
+        require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
+                                    ("characters", "amounts of training data")), constraints)
         L = np.asarray(data["loss"], float)
 
         def resid(theta: np.ndarray) -> np.ndarray:
