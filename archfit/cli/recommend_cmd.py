@@ -60,7 +60,8 @@ from archfit.cli.emit import (apply_family, check_emit_args, emit_options, expli
                vocab_size={"default": None, "show_default": False, "type": VOCAB,
                            "help": "Vocabulary size (default: the one the --fit's runs share, "
                                    "else the family's), or auto: the vocabulary law's pick "
-                                   "(Tao et al. 2024) at the shape and its training compute, "
+                                   "(a vocab fit given with --fit, else Tao et al. 2024's "
+                                   "published law) at the shape and its training compute, "
                                    "rounded to --make-vocab-size-divisible-by, with its "
                                    "predicted gain."},
                n_ctx={"default": None, "show_default": False,
