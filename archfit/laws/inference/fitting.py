@@ -234,7 +234,8 @@ def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
 
     group = kw.get("group")
     table = frame if isinstance(frame, RunTable) else read_runs(
-        paths or [], mapping, frame=frame, keep=[by, *(group or [])])
+        paths or [], mapping, frame=frame, keep=[by, *(group or [])],
+        signed_loss=get_law(law).loss_space == "linear")
     if by not in table.frame.columns:
         raise FitInputError(f"--by {by}: no such column; the table has "
                             f"{', '.join(table.frame.columns)}")
