@@ -91,8 +91,10 @@ def surface(frame: pl.DataFrame, label: str, bootstrap: int, unit: list[str] | N
         say(f"  fit note: {n}")
     for what, t in (("every run that trained", trained), ("every run, diverged too", held)):
         cols = {c: t[c].to_numpy().astype(float) for c in t.columns}
-        say(f"  R² over {what}: {r2(cols['loss'], law.predict(f.params, cols)):.3f} "
-              f"({t.height} runs)")
+        pred, lo, hi = f.band(cols)
+        inside = float(np.mean((cols["loss"] >= lo) & (cols["loss"] <= hi)))
+        say(f"  R² over {what}: {r2(cols['loss'], pred):.3f} ({t.height} runs); 95% "
+            f"prediction intervals cover {inside:.0%}")
     for D in sorted(trained["tokens"].unique()):
         cell = trained.filter(pl.col("tokens") == D).sort("loss")
         best = float(cell["lr"][0])
