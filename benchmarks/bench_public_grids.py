@@ -144,9 +144,10 @@ def main() -> int:
         for moe in (False, True):
             frame = steplaw_table(a.steplaw, moe)
             label = "Step Law's mixture grid (params: active)" if moe else "Step Law's dense grid"
-            surface(frame, label + ", runs resampled", a.bootstrap, None)
-            surface(frame, label + ", (size, tokens) cells resampled", a.bootstrap,
-                    ["params", "tokens"])
+            surface(frame, label + ", (size, tokens) cells resampled (the law's default)",
+                    a.bootstrap, None)
+            surface(frame, label + ", runs resampled", a.bootstrap,
+                    ["params", "tokens", "lr", "batch_tokens"])
     if a.vocab:
         say(f"\nTao et al.'s sweep, sail-sg/scaling-with-vocab at {commit(a.vocab)}")
         vocab(a.vocab, a.bootstrap)

@@ -111,6 +111,22 @@ class LRBatchSurface(HyperparameterLaw):
                  params["w_lr_hi"] if factor > 1 else params["w_lr_lo"])
         return width * math.log(factor) ** 2
 
+    def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+        """Bootstrap units: the (size, tokens) cells, unless ``by`` names others. The centre's
+        power laws are fitted across cells and a cell's runs share its quirks, so resampling
+        runs makes intervals too narrow: on this project's CPU grid the held-out size's 95%
+        prediction intervals covered 86% of its runs with runs resampled and 96% with cells
+        (Step Law's grids: 91% and 99% dense, 72% and 90% mixture)."""
+        import numpy as np
+
+        from archfit.laws.inference.columns import run_groups
+
+        if by:
+            return run_groups(data, by)
+        cell = {"size_cell": self.classes(data), "tokens": np.asarray(data["tokens"])}
+        return run_groups(cell | {"loss": data["loss"]}, ("size_cell", "tokens"))[0], (
+            "(size, tokens) cell: the runs of one size and token count")
+
     def screen(self, frame: Any) -> tuple[Any, list[str]]:
         """The runs on the surface: a run whose loss ends above :data:`DIVERGED_RATIO` times the
         best of its (size, tokens) cell diverged, and no smooth surface predicts where; those
