@@ -153,7 +153,7 @@ def backtest(files, law, cut, cuts, maps, group, bootstrap, seed, interval, plot
         check_output(plot_path, "backtest figure", inputs=expand_paths(files), force=force,
                      ours=is_archfit_png)
     table = read_runs(files, parse_map(maps), keep=list(group) or None,
-                      signed_loss=get_law(law).loss_space == "linear")
+                      signed_loss=get_law(law).signed_loss)
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
     uniq = sorted(set(all_cuts))

@@ -207,7 +207,7 @@ def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...],
     from archfit.laws.inference.selection import AUTO
     from archfit.sweep.store import read_runs
 
-    signed = not formulas and (law == AUTO or get_law(law).loss_space == "linear")
+    signed = not formulas and (law == AUTO or get_law(law).signed_loss)
     table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
                       keep_flags={by: "--by"} if by else None, signed_loss=signed)
     if drop_highest_loss:

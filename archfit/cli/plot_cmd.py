@@ -69,7 +69,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
         from archfit.sweep.store import read_runs
 
         table = read_runs(data, parse_map(maps) if maps else fit.mapping,
-                          signed_loss=fit.law_obj.loss_space == "linear")
+                          signed_loss=fit.law_obj.signed_loss)
         frame = sane_frame(fit.law_obj, table, True, [])  # the checks fit makes (swapped columns)
         require_columns(fit.law_obj, frame)  # runs the law cannot place are not drawn silently
     rec = None

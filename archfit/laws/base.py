@@ -175,6 +175,12 @@ class Law:
         f = target / top
         return f, f"{target:.3g} is {f:.3g}x beyond the largest run ({top:.3g})"
 
+    @property
+    def signed_loss(self) -> bool:
+        """Whether a loss at or below 0 is one of this law's (a table read for it keeps such
+        rows; for every other law they are dropped with a note)."""
+        return self.loss_space == "linear"
+
     def screen(self, frame: Any) -> tuple[Any, list[str]]:
         """The runs the law describes (a polars frame) and a note for each kind left out:
         every run by default; ``lr-batch-surface`` leaves out runs that diverged."""

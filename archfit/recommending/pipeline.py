@@ -111,27 +111,18 @@ def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
     total and the recipe's tokens do), the pick and its predicted gain recorded."""
     from dataclasses import replace
 
-    from archfit.recommending.vocabulary import (law_of, on_bound, unbounded, vocabulary_note,
+    from archfit.recommending.vocabulary import (kept_vocabulary, law_of, vocabulary_note,
                                                  vocabulary_record)
 
     first = recommend(req.with_(grid=replace(req.grid, vocab_size=None)))
     tokens = (first.recipe or {}).get("tokens", {}).get("value") or 20.0 * first.target_params
-    law = law_of((first.fits or {}).get("vocab"))
-    rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple, law)
-    iv, m = rec["interval"], req.grid.vocab_multiple
-    if on_bound(rec["value"], m) or (iv is not None and (on_bound(iv.low, m)
-                                                         or on_bound(iv.high, m))):
-        first.notes = [n for n in first.notes if not n.startswith("vocabulary (")]
-        first.notes.append(f"vocabulary ({rec['law']}, {rec['provenance']}): "
-                           + unbounded(law) + f" ({first.shape.vocab_size:,}; --vocab auto)")
-        first.vocabulary = {**rec, "value": first.shape.vocab_size, "law_pick": rec["value"],
-                            "law_pick_loss": rec["loss"], "loss": rec["loss_default"],
-                            "gain": 0.0, "tokens": tokens, "usable": False}
-        return first
-    out = recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
+    rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple,
+                            law_of((first.fits or {}).get("vocab")))
+    out = (recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
+           if rec["usable"] else first)
     out.notes = [n for n in out.notes if not n.startswith("vocabulary (")]
     out.notes.append(vocabulary_note(rec) + " (--vocab auto)")
-    out.vocabulary = {**rec, "usable": True}
+    out.vocabulary = rec if rec["usable"] else kept_vocabulary(rec, tokens)
     return out
 
 

@@ -111,7 +111,8 @@ def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
                       law: VocabularyLaw = PUBLISHED) -> dict[str, Any]:
     """The law's pick for ``shape`` trained on ``tokens`` at the compute that costs with its
     own vocabulary, the predicted loss of both, the pick's 95% interval over the law's draws
-    (none for a law without draws), and how far the shape lies past the law's reach."""
+    (none for a law without draws), whether it is a pick at all (``usable``: neither it nor its
+    interval on the search's bound), and how far the shape lies past the law's reach."""
     n_nv, d, v0 = float(shape.params_non_embedding), float(shape.d_model), shape.vocab_size
     compute = 6.0 * (n_nv + v0 * d) * tokens
     pick, loss = best_vocabulary(n_nv, d, compute, multiple, law.loss)
@@ -121,15 +122,17 @@ def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
     interval, why = None, ("no interval: the law's authors publish none"
                            if law.provenance == "published" else
                            f"no interval: fewer than {MIN_DRAWS} bootstrap draws")
+    ends = [pick]
     if len(law.draws) >= MIN_DRAWS:
         from archfit.interval import Interval
 
         picks = sorted(best_vocabulary(n_nv, d, compute, multiple, f)[0] for f in law.draws)
         k = len(picks) - 1
-        interval = Interval.of([picks[int(0.025 * k)], picks[int(0.975 * k)]],
-                               law.interval_provenance)
+        ends += [picks[int(0.025 * k)], picks[int(0.975 * k)]]
+        interval = Interval.of(ends[1:], law.interval_provenance)
         why = None
     return {"value": pick, "default": v0, "multiple": multiple,
+            "usable": not any(on_bound(v, multiple) for v in ends),
             "loss": loss, "loss_default": base, "gain": base - loss,
             "tokens": compute / (6.0 * (n_nv + pick * d)), "compute": compute,
             "law": law.label, "provenance": law.provenance, "interval": interval,
@@ -156,10 +159,11 @@ def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR,
     # optimizer on the answer's path: --vocab auto searches it exactly)
     ladder = [SEARCH[0] * 2 ** (k / 4) for k in range(4 * 11 + 1)]
     about = min(ladder, key=lambda v: at(math.log(v)))
+    kind = _kind(law.label, law.provenance)
     if about in (ladder[0], ladder[-1]):
-        return f"vocabulary ({_kind(law)}): " + unbounded(law)
+        return f"vocabulary ({kind}): " + unbounded()
     side = "below" if about < v0 else "above"
-    return (f"vocabulary ({_kind(law)}): the law's pick at this shape and compute is about "
+    return (f"vocabulary ({kind}): the law's pick at this shape and compute is about "
             f"{float(f'{about:.2g}'):,.0f}, more than {factor:g}x {side} the {v0:,} trained "
             "with; --vocab auto trains with it and states its predicted gain")
 
@@ -169,7 +173,7 @@ def on_bound(vocab: float, multiple: int = 128) -> bool:
     return vocab <= max(SEARCH[0], multiple) or vocab >= SEARCH[1] - multiple
 
 
-def unbounded(law: VocabularyLaw) -> str:
+def unbounded() -> str:
     """Why a pick (or its interval) on the search's bound is no pick."""
     return (f"the law's pick, or its 95% interval, runs to the search's bound ({SEARCH[0]:,} "
             f"to {SEARCH[1]:,}): it cannot pick a vocabulary at this shape and compute (its "
@@ -177,21 +181,32 @@ def unbounded(law: VocabularyLaw) -> str:
             "vocabulary trained with stays")
 
 
-def _kind(law: VocabularyLaw) -> str:
-    return (f"{law.label}, published, point estimate" if law.provenance == "published" else
-            f"{law.label}, fitted")
+def _kind(label: str, provenance: str) -> str:
+    return (f"{label}, published, point estimate" if provenance == "published" else
+            f"{label}, fitted")
+
+
+def kept_vocabulary(rec: dict[str, Any], tokens: float) -> dict[str, Any]:
+    """The record of an answer that keeps its vocabulary because the law's pick is no pick
+    (``rec["usable"]`` false): the vocabulary trained with and its loss, the law's own pick
+    beside them, no gain."""
+    return {**rec, "value": rec["default"], "law_pick": rec["value"],
+            "law_pick_loss": rec["loss"], "loss": rec["loss_default"], "gain": 0.0,
+            "tokens": tokens}
 
 
 def vocabulary_note(rec: dict[str, Any]) -> str:
-    """The line an answer carries about the law's pick."""
+    """The line an answer carries about the law's pick (or why it is none)."""
+    kind = _kind(rec["law"], rec["provenance"])
+    if not rec["usable"]:
+        return f"vocabulary ({kind}): {unbounded()} ({rec['default']:,})"
     past = rec["reach"]["factor"]
     lo, hi = rec["reach"]["params"]
-    reach = (f"; {past:.3g}x past the sizes the law was fitted on ({lo:.2g} to {hi:.2g}): an "
+    span = " to ".join(f"{x:.2g}".replace("e+0", "e").replace("e+", "e") for x in (lo, hi))
+    reach = (f"; {past:.3g}x past the sizes the law was fitted on ({span}): an "
              "extrapolation" if past > 1 else "")
     iv = rec["interval"]
     band = f" [95%: {iv.low:,.0f} to {iv.high:,.0f}]" if iv is not None else ""
-    kind = (f"{rec['law']}, published, point estimate" if rec["provenance"] == "published"
-            else f"{rec['law']}, fitted")
     return (f"vocabulary ({kind}): {rec['value']:,}{band} predicts a unigram-normalized loss "
             f"{rec['gain']:.4f} nats/token lower than {rec['default']:,} at the same training "
             f"compute ({rec['tokens']:.3g} tokens with it){reach}")

@@ -123,9 +123,9 @@ class LRBatchSurface(HyperparameterLaw):
 
         if by:
             return run_groups(data, by)
-        cell = {"size_cell": self.classes(data), "tokens": np.asarray(data["tokens"])}
-        return run_groups(cell | {"loss": data["loss"]}, ("size_cell", "tokens"))[0], (
-            "(size, tokens) cell: the runs of one size and token count")
+        cells = np.stack([self.classes(data), np.asarray(data["tokens"], float)], axis=1)
+        _, labels = np.unique(cells, axis=0, return_inverse=True)
+        return labels.ravel(), "(size, tokens) cell: the runs of one size and token count"
 
     def screen(self, frame: Any) -> tuple[Any, list[str]]:
         """The runs on the surface: a run whose loss ends above :data:`DIVERGED_RATIO` times the

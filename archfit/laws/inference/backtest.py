@@ -19,8 +19,10 @@ from archfit.laws.inference.bands import band_report
 from archfit.laws.inference.columns import size_classes
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
+DEFAULT_LAW = "depth-joint"  # the law a backtest fits when none is named
 
-def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
+
+def backtest(frame: Any = None, law: str = DEFAULT_LAW, *, cut: float,
              paths: Sequence[str] | None = None, mapping: dict[str, str] | None = None,
              bootstrap: int = 200, seed: int = 0, interval: float = 0.95,
              group: Sequence[str] | None = None, arch: dict[str, Any] | None = None,
@@ -36,9 +38,8 @@ def backtest(frame: Any = None, law: str = "depth-joint", *, cut: float,
     if not lw.predicts_loss:
         raise FitInputError(f"{law} has no loss model to backtest; choose one of "
                             "chinchilla, kaplan-n, kaplan-nd, depth-width, depth-joint")
-    signed = lw.loss_space == "linear"  # a unigram-normalized loss is negative
     table = frame if isinstance(frame, RunTable) else read_runs(
-        paths or [], mapping, frame=frame, keep=group, signed_loss=signed)
+        paths or [], mapping, frame=frame, keep=group, signed_loss=lw.signed_loss)
     from archfit.laws.inference.conventions import check_params
 
     conventions: dict[str, str] = {}
@@ -136,8 +137,8 @@ def backtests(cuts: Sequence[float], **kw: Any) -> list[dict[str, Any]]:
     on_split = kw.pop("on_split", None)  # (i, n): the i-th of n distinct splits starts
     if not isinstance(frame, RunTable):
         frame = read_runs(kw.pop("paths", None) or [], kw.pop("mapping", None), frame=frame,
-                          keep=kw.get("group"), signed_loss=get_law(
-                              kw.get("law", "depth-joint")).loss_space == "linear")
+                          keep=kw.get("group"),
+                          signed_loss=get_law(kw.get("law", DEFAULT_LAW)).signed_loss)
     # cuts between the same two sizes split the runs alike: each split is fitted once
     sizes = np.sort(frame.frame["params"].to_numpy()) if "params" in frame.frame.columns \
         else np.array([])

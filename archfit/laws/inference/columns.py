@@ -19,19 +19,15 @@ Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
 RUN_IDENTITY = ("params", "n_layer", "d_model", "d_ff", "n_head", "target_params", "lr", "seed")
 
 
-def finite_positive(name: str, values: Any) -> None:
+def finite_positive(name: str, values: Any, positive: bool = True) -> None:
+    """Refuse a column with a missing or non-finite value (or, where ``positive``, one at or
+    below 0), in one line naming it."""
     v = np.asarray(values, dtype=float)
-    bad = ~np.isfinite(v) | (v <= 0)
+    bad = ~np.isfinite(v) | ((v <= 0) if positive else False)
     if bad.any():
-        raise FitInputError(f"column {name!r} has {int(bad.sum())} missing, non-finite or "
-                            "non-positive value(s); drop or fix those rows")
-
-
-def finite(name: str, values: Any) -> None:
-    bad = ~np.isfinite(np.asarray(values, dtype=float))
-    if bad.any():
-        raise FitInputError(f"column {name!r} has {int(bad.sum())} missing or non-finite "
-                            "value(s); drop or fix those rows")
+        what = "missing, non-finite or non-positive" if positive else "missing or non-finite"
+        raise FitInputError(f"column {name!r} has {int(bad.sum())} {what} value(s); drop or "
+                            "fix those rows")
 
 
 def columns(frame: Any) -> Data:
@@ -57,10 +53,7 @@ def prepare(law: Any, frame: Any) -> Data:
     require_columns(law, frame)
     data = columns(frame)
     for c in law.columns:
-        if c == "loss" and law.loss_space == "linear":  # may be negative (unigram-normalized)
-            finite("loss", data[c])
-        else:
-            finite_positive(c, data[c])
+        finite_positive(c, data[c], positive=not (c == "loss" and law.signed_loss))
     if law.params_column != "params":  # the size the law reads (the MoE laws: active)
         data["params"] = data[law.params_column]
     n = len(data["loss"])

@@ -98,8 +98,8 @@ def fit(
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
     lw = get_law(law)
-    table = run_table(frame, paths, mapping, group, signed_loss=lw.loss_space == "linear")
-    if lw.loss_space == "log":
+    table = run_table(frame, paths, mapping, group, signed_loss=lw.signed_loss)
+    if not lw.signed_loss:
         table = positive_losses(table)
     seed, bootstrap = plain(seed), plain(bootstrap)  # numpy's integers as Python's
     _check_bootstrap(bootstrap)
@@ -235,7 +235,7 @@ def fit_groups(frame: Any = None, law: str = "chinchilla", *, by: str,
     group = kw.get("group")
     table = frame if isinstance(frame, RunTable) else read_runs(
         paths or [], mapping, frame=frame, keep=[by, *(group or [])],
-        signed_loss=get_law(law).loss_space == "linear")
+        signed_loss=get_law(law).signed_loss)
     if by not in table.frame.columns:
         raise FitInputError(f"--by {by}: no such column; the table has "
                             f"{', '.join(table.frame.columns)}")

@@ -22,6 +22,7 @@ from archfit.laws.inference import fitting
 from archfit.laws.inference.artifact import Fit
 from archfit.laws.base import AUTO, LAWS, Law, get_law  # noqa: F401 (AUTO: the name users give)
 from archfit.sweep.store import positive_losses
+
 HELDOUT_SHARE = 0.2  # the costliest ~20% of runs (at least 2, at most a third), as backtests
 PAIRED_RESAMPLES = 2000  # bootstrap resamples of the held-out runs for the paired comparison
 DOMINANCE = 0.95  # the best law "dominates" when it beats each other in this share of them
@@ -137,7 +138,7 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
     table = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
                               kw.get("group"), signed_loss=True)
     only = candidates(table.frame.columns, None, table.frame)
-    signed = [n for n in only if get_law(n).loss_space == "linear"]
+    signed = [n for n in only if get_law(n).signed_loss]
     if signed and "loss" in table.frame.columns and (table.frame["loss"] <= 0).any():
         only = signed  # a loss at or below 0 is unigram-normalized: only its laws read it
     if len(only) == 1 and not texts:  # nothing to weigh it against
