@@ -39,8 +39,6 @@ import tempfile
 import textwrap
 import time
 
-import torch
-
 LLAMA = dict(mlp="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False)
 
 
@@ -245,17 +243,21 @@ def check_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
             fail(f"--out {a.out}: the folder {folder} does not exist")
         if not os.access(folder, os.W_OK):
             fail(f"--out {a.out}: the folder {folder} is not writable")
+    import torch
+
     if a.device == "cuda" and not torch.cuda.is_available():
         fail("--device cuda: torch sees no CUDA device on this machine (torch "
                  f"{torch.__version__}); use --device cpu")
 
 
 def main() -> None:
+    # torch is imported once the arguments are read: a bad one is refused in a blink
+    global torch
     from archfit.shapes import Shape
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--device", choices=("cuda", "cpu"),
-                    default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                    help="default: cuda where torch sees a device, else cpu")
     ap.add_argument("--steps", type=int, default=None,
                     help="timed steps, at least 1 (cuda 20, cpu 50)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first, at least 1")
@@ -263,6 +265,9 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     a = ap.parse_args()
     check_args(ap, a)  # before anything trains: a bad argument costs no run
+    import torch
+
+    a.device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dev = a.device
     steps = a.steps if a.steps is not None else (20 if dev == "cuda" else 50)
     name = torch.cuda.get_device_name() if dev == "cuda" else "cpu"

@@ -161,23 +161,32 @@ def _fit_stable(data: Data, starts: list[np.ndarray]) -> np.ndarray:
             h.append(u[k] + c[k] * qk)
         return np.array(q), np.array(dq), np.array(h), c
 
-    def resid(z: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            _, _, (h1, h2, h3), _ = parts(z)
-            r = np.log(np.exp(h3) + np.exp(h2 - np.exp(h1) * lnD)) - logL
-        return np.where(np.isfinite(r), r, 1e3)
+    last: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
-    def jac(z: np.ndarray) -> np.ndarray:
+    def both(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The residuals and their Jacobian at z: least_squares asks for one, then the other
+        at the same point, and one evaluation of the terms serves both."""
+        if z.tobytes() in last:
+            return last[z.tobytes()]
         with np.errstate(all="ignore"):
             (q1, q2, q3), (d1, d2, d3), (h1, h2, h3), c = parts(z)
             floor, expo = np.exp(h3), np.exp(h1)
             data_term = np.exp(h2 - expo * lnD)
             total = floor + data_term
+            r = np.log(total) - logL
             de = -data_term * lnD * expo  # d total / d h1
             J = np.stack([de, de * q1, de * c[0] * d1, data_term, data_term * q2,
                           data_term * c[1] * d2, floor, floor * q3, floor * c[2] * d3], 1)
             J = J / total[:, None]
-        return np.where(np.isfinite(J), J, 0.0)
+        last.clear()
+        last[z.tobytes()] = (np.where(np.isfinite(r), r, 1e3), np.where(np.isfinite(J), J, 0.0))
+        return last[z.tobytes()]
+
+    def resid(z: np.ndarray) -> np.ndarray:
+        return both(z)[0]
+
+    def jac(z: np.ndarray) -> np.ndarray:
+        return both(z)[1]
 
     e, s = EXPONENT_BOUND, SLOPE_BOUND
     lo = np.array([-s, -s, -e] * 3)

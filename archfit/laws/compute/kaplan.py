@@ -53,7 +53,7 @@ class KaplanN(LossCurveLaw):
         log_nc = c0 / alpha
         cov = None
         if full and len(x) > 2:
-            import statsmodels.api as sm
+            import statsmodels.regression.linear_model as sm
 
             V = sm.OLS(t, X).fit().cov_params()
             # delta method to (N_c, alpha): N_c = exp(c0 / -c1)

@@ -183,7 +183,7 @@ def _line_prediction(train: list[dict[str, Any]], test: list[dict[str, Any]], ke
     ratio sqrt(chi^2 / dof) (the Particle Data Group's scale factor). Without spreads, ordinary
     least squares with Student's t at the line's residual degrees of freedom (statsmodels)."""
     import numpy as np
-    import statsmodels.api as sm
+    import statsmodels.regression.linear_model as sm
 
     def columns(cells: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
         X = np.array([[1.0, math.log(c["params"]), math.log(c["tokens"])] for c in cells])

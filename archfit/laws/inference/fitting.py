@@ -22,6 +22,7 @@ from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
 from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
 from archfit.laws.inference.regression import lack_of_fit
+from archfit.laws.inference.threads import one_blas_thread
 from archfit.sweep.store import RunTable, positive_losses, read_runs, without_duplicates
 
 # the internal held-out check: its own resamples and seed, so that the verdict does not move
@@ -263,15 +264,13 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
              notes: list[str] | None = None) -> Fit:
     """:func:`fit` on prepared columns (``lw.prepare``): the point estimate, the bootstrap over
     runs, the scatter of runs about the law and the held-out check."""
-    from threadpoolctl import threadpool_limits
-
     from archfit._version import __version__
 
     cons = cons or Constraints()
     notes = list(notes or [])
     targets = list(targets) if targets else list(lw.default_targets)
     groups, unit = lw.groups(data, group)
-    with threadpool_limits(1), np.errstate(all="ignore"):
+    with one_blas_thread(), np.errstate(all="ignore"):
         est, cons, data_only = point_estimate(lw, data, cons)
         params = {n: float(v) for n, v in zip(lw.param_names, est.params)}
         f = Fit(law=lw.name, params=params, cov=est.cov.tolist() if est.cov is not None else None,
@@ -615,12 +614,10 @@ def _run_chunks(jobs: list[tuple], workers: int) -> Any:
 def _boot_chunk(law: Law | str, data: Data, start: np.ndarray, picks: list[np.ndarray],
                 targets: list[float], cons: Constraints | None = None
                 ) -> list[tuple[np.ndarray | None, dict[str, float]]]:
-    from threadpoolctl import threadpool_limits
-
     lw = law if isinstance(law, Law) else get_law(law)  # the law itself: a formula's too
     out: list[tuple[np.ndarray | None, dict[str, float]]] = []
     # the fits are tiny: BLAS threads only contend (3x slower with 2 threads on 2 cores)
-    with np.errstate(all="ignore"), threadpool_limits(1):
+    with np.errstate(all="ignore"), one_blas_thread():
         for idx in picks:
             try:
                 kw = {"constraints": cons} if cons else {}

@@ -310,28 +310,44 @@ class HuberLSE:
 
 def huber_lsq(resid: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.ndarray],
               rp: Reparam, delta: float, scale: float | None = None,
-              bounds: Sequence[tuple[float, float]] | None = None) -> np.ndarray:
+              bounds: Sequence[tuple[float, float]] | None = None,
+              jac: Callable[[np.ndarray], np.ndarray] | None = None,
+              keep: int | None = None) -> np.ndarray:
     """The Huber (``delta``) least-squares optimum of ``resid(θ)`` (log-loss residuals) over the
     free coordinates of ``rp`` from each start (trust-region least squares with scipy's Huber
-    loss, numeric Jacobian), within ``bounds`` on θ's coordinates where given; priors enter as
-    rows ``scale · z``, as in :func:`lsq_fit`. Returns the best internal θ: for laws whose
-    terms are not :class:`HuberLSE`'s power laws."""
+    loss; ``jac(θ)``, the residuals' derivatives in θ's coordinates, where the law gives it,
+    else a numeric Jacobian), within ``bounds`` on θ's coordinates where given; priors enter as
+    rows ``scale · z``, as in :func:`lsq_fit`. With ``keep``, only that many starts are
+    solved: those of least Huber cost where they start (as :meth:`HuberLSE.minimize` polishes
+    its best starts). Returns the best internal θ: for laws whose terms are not
+    :class:`HuberLSE`'s power laws."""
     from scipy.optimize import least_squares
 
     s = scale or 0.05
     lo = np.array([b[0] for b in bounds])[rp.free] if bounds else -np.inf
     hi = np.array([b[1] for b in bounds])[rp.free] if bounds else np.inf
+    if keep is not None and len(starts) > keep:
+        cost = [float(huber(delta, resid(rp.constrain(np.atleast_2d(s0))[0])).sum())
+                for s0 in starts]
+        starts = [starts[i] for i in np.argsort(cost)[:keep]]
 
     def rows(phi: np.ndarray) -> np.ndarray:
         th = rp.expand(phi)
         r = resid(th)
         return np.concatenate([r, s * rp.prior_z(th)[0]]) if rp.prior else r
 
+    def rows_jac(phi: np.ndarray) -> np.ndarray:
+        assert jac is not None
+        th = rp.expand(phi)
+        J = jac(th) @ rp.T
+        return np.concatenate([J, s * rp.prior_z(th)[1] @ rp.T]) if rp.prior else J
+
     def solve(s0: np.ndarray) -> Any:
         x0 = rp.reduce(rp.constrain(np.atleast_2d(s0))[0])
         if bounds:
             x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
-        return least_squares(rows, x0, bounds=(lo, hi), loss="huber", f_scale=delta,
+        return least_squares(rows, x0, jac=rows_jac if jac else "2-point",  # type: ignore[arg-type]  # scipy's stub: jac as str; a callable is documented
+                             bounds=(lo, hi), loss="huber", f_scale=delta,
                              method="trf", x_scale="jac", max_nfev=2000)
 
     return rp.expand(best_start(starts, solve, "the Huber fit").x)

@@ -37,7 +37,7 @@ def ols(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, full: bool
         sw = np.sqrt(w) if w is not None else np.ones_like(y)
         coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
         return coef, None, None
-    import statsmodels.api as sm
+    import statsmodels.regression.linear_model as sm
 
     # statsmodels' annotation says a float weight; it takes an array (and documents one)
     res = (sm.WLS(y, X, weights=w).fit()  # type: ignore[arg-type]
@@ -95,7 +95,7 @@ def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     than 3 residual degrees of freedom or nothing that varies."""
     from itertools import combinations_with_replacement
 
-    import statsmodels.api as sm
+    import statsmodels.regression.linear_model as sm
 
     r = np.asarray(resid, float)
     if not len(r) or not np.isfinite(r).all():
