@@ -38,9 +38,9 @@ def sgemm_gflops() -> float:
     return 2 * 2000 ** 3 / best / 1e9
 
 
-def _timed(fn) -> float:
+def _timed(fn, *args, **kw) -> float:
     t0 = time.perf_counter()
-    fn()
+    fn(*args, **kw)
     return time.perf_counter() - t0
 
 
@@ -57,7 +57,7 @@ def scalebench_tables(root: Path) -> dict[str, pl.DataFrame]:
     if (root / "farseer_train.parquet").exists():
         d = pl.read_parquet(root / "farseer_train.parquet")
         out["farseer"] = d.select(pl.col("N").alias("params"), pl.col("D").alias("tokens"),
-                                  pl.col("loss"))
+                                  pl.col("loss")).unique(maintain_order=True)  # 4 repeated rows
     return out
 
 
@@ -83,6 +83,8 @@ def peer_seconds(law: str, frame: pl.DataFrame, params: np.ndarray) -> float:
     from archfit.laws.base import get_law
 
     lw = get_law(law)
+    if "final_val_loss" in frame.columns:  # a sweep's own table: archfit's names for the peer
+        frame = frame.rename({"final_val_loss": "loss", "params_non_embedding": "params"})
     data = lw.prepare(frame)
     t = np.log(data["loss"])
     names = lw.param_names
@@ -111,7 +113,7 @@ def law_rows() -> None:
         t0 = time.perf_counter()
         f = archfit.fit(frame, law=law, bootstrap=0, heldout=False)
         point = time.perf_counter() - t0
-        boot = _timed(lambda: archfit.fit(frame, law=law, bootstrap=100, heldout=False))
+        boot = _timed(archfit.fit, frame, law=law, bootstrap=100, heldout=False)
         with threadpool_limits(1):
             peer = peer_seconds(law, frame, np.array([f.params[n] for n in f.params]))
         print(f"{law:<18}{name[:43]:<44}{point:>7.2f}s{boot:>9.2f}s{peer:>7.2f}s"
@@ -123,7 +125,8 @@ def law_rows() -> None:
 
 def cli_rows() -> None:
     exe = [sys.executable, "-m", "archfit"]
-    base = _timed(lambda: subprocess.run([sys.executable, "-c", "import numpy"], check=True))
+    base = min(_timed(subprocess.run, [sys.executable, "-c", "import numpy"], check=True)
+               for _ in range(3))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         sb = scalebench_tables(SCALEBENCH)
@@ -142,8 +145,8 @@ def cli_rows() -> None:
         for what, goal, args in rows:
             out = os.path.join(tmp, "fit.json")
             cmd = exe + ["fit", *args, "--out", out, "--force"]
-            t = _timed(lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                                              cwd=tmp))
+            t = _timed(subprocess.run, cmd, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, cwd=tmp)
             print(f"{what:<54}{t:>7.1f}s{goal:>6.0f}s{t / base:>8.0f}x")
     print(f"peer: python -c 'import numpy' {base:.2f} s. The cold start of recommend from a "
           "wheel: benchmarks/bench_recommend.py --installed")

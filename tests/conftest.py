@@ -71,12 +71,17 @@ st.register_type_strategy(Shape, st.builds(
 
 def pytest_configure(config):
     """Under pytest-xdist (the README's ``-n 2`` on 2 cores) each worker is one CPU-bound
-    process: one torch thread in it, and every sweep it starts trains one run at a time
-    (``ARCHFIT_MAX_CONCURRENCY``), so that two workers never ask for more than the 2 cores."""
+    process: one torch thread and one BLAS thread in it (and in the processes it starts), and
+    every sweep it starts trains one run at a time (``ARCHFIT_MAX_CONCURRENCY``), so that two
+    workers never ask for more than the 2 cores."""
     import os
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        os.environ["OMP_NUM_THREADS"] = "1"
+        from threadpoolctl import threadpool_limits
+
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"  # read by each library as it loads: torch, scipy's BLAS
+        threadpool_limits(1)  # and numpy's, loaded before this hook (for the worker's life)
         os.environ["ARCHFIT_MAX_CONCURRENCY"] = "1"
         import torch
 

@@ -113,3 +113,14 @@ def test_the_names_that_are_columns_are_the_variables():
     assert law.param_names == ("c", "k", "tau", "a", "p") and set(law.linear) == {"c", "k", "a"}
     with pytest.raises(FitInputError, match="no parameter to fit"):
         formula_law("loss ~ params + tokens", {"loss", "params", "tokens"})
+
+
+@pytest.mark.parametrize("text", ["loss ~ E + A * loss", "loss ~ loss * A",
+                                  "loss ~ E + A / params^alpha + B * log(loss)"])
+def test_a_formula_that_names_its_response_on_the_right_is_refused(cli, tmp_path, text):
+    """A law that reads the loss it predicts fits itself perfectly (A = 1, E = 0): refused in
+    one line that names the response, and nothing is written."""
+    out = tmp_path / "f.json"
+    line = one_line(cli("fit", EPOCH, "--formula", text, "--bootstrap", 0, "--out", out))
+    assert "'loss' on its right-hand side" in line
+    assert not out.exists()

@@ -4,7 +4,6 @@ residuals for lack of fit (statsmodels)."""
 
 from __future__ import annotations
 
-import warnings
 
 from typing import Any, Mapping, Sequence
 
@@ -90,12 +89,15 @@ def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequen
 def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     """The p-value of an F test of a fit's log residuals (centred) on its rows' standardized
     log size, tokens and depth (those that vary), their squares and products (Ramsey's RESET
-    test in spirit; statsmodels' OLS F test of every term against the intercept): small where
-    the residuals trend over the features, about uniform where they are noise. None with fewer
-    than 3 residual degrees of freedom or nothing that varies."""
+    test in spirit; the overall F test of an OLS fit of every term against the intercept, as
+    statsmodels' ``OLS(...).fit().f_pvalue`` computes it: a pseudo-inverse fit, the design's
+    rank for its degrees of freedom; tests/test_design_real.py checks it against statsmodels):
+    small where the residuals trend over the features, about uniform where they are noise.
+    None with fewer than 3 residual degrees of freedom or nothing that varies. numpy and
+    scipy.special only: every fit runs it, and statsmodels' import costs seconds."""
     from itertools import combinations_with_replacement
 
-    import statsmodels.regression.linear_model as sm
+    from scipy.special import fdtrc
 
     r = np.asarray(resid, float)
     if not len(r) or not np.isfinite(r).all():
@@ -112,11 +114,16 @@ def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     A = np.column_stack([np.ones(len(r))] + [X[:, i] for i in range(m)]
                         + [X[:, i] * X[:, j]
                            for i, j in combinations_with_replacement(range(m), 2)])
-    with warnings.catch_warnings():  # a rank-deficient design (two token counts: D and D²
-        warnings.simplefilter("ignore")  # alike) is fitted by pseudo-inverse, its rank counted
-        res = sm.OLS(r, A).fit()
-    if res.df_resid < 3:
+    # a rank-deficient design (two token counts: D and D² alike) is fitted by pseudo-inverse,
+    # its rank counted
+    rank = int(np.linalg.matrix_rank(A))
+    df_model, df_resid = rank - 1, len(r) - rank
+    if df_resid < 3:
         return None
-    if res.ssr <= 0:
-        return 0.0 if float((r ** 2).sum()) > 0 else 1.0
-    return float(res.f_pvalue)
+    ssr = float(np.sum((r - A @ (np.linalg.pinv(A, rcond=1e-15) @ r)) ** 2))
+    tss = float((r ** 2).sum())  # r is centred: the total sum of squares about its mean
+    if ssr <= 0:
+        return 0.0 if tss > 0 else 1.0
+    if df_model < 1:
+        return None
+    return float(fdtrc(df_model, df_resid, ((tss - ssr) / df_model) / (ssr / df_resid)))

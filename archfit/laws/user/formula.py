@@ -38,6 +38,10 @@ class FormulaLaw(LossCurveLaw):
     def __init__(self, expr: Expression, variables: tuple[str, ...],
                  starts: Mapping[str, float] | None = None,
                  bounds: Mapping[str, tuple[float, float]] | None = None):
+        if expr.response in expr.names:  # loss ~ E + A * loss fits itself, perfectly
+            raise FitInputError(f"--formula {expr.text!r} names its response {expr.response!r}"
+                                " on its right-hand side: a law predicts the loss from the "
+                                "other columns; write it without the loss there")
         params = tuple(n for n in expr.names if n not in variables)
         if not params:
             raise FitInputError(f"--formula {expr.text!r} has no parameter to fit: every name "
