@@ -65,6 +65,11 @@ def test_grid_suffix_numbers_and_ff_ratios():
         (["grid", "--params", "1e8", "--depths", "2,x"], "cannot read"),
         (["grid", "--params", "-5", "--depths", "2"], "greater than zero"),
         (["nonsense"], "No such command"),
+        # a per-GPU batch past any step: refused before its memory plan (it searched for minutes)
+        (["shape", "--layers", "32", "--width", "4096", "--heads", "32", "--gpu", "h200",
+          "--gpu-batch-tokens", "1e15"], "(2^26) tokens per GPU and step"),
+        (["shape", "--layers", "2", "--width", "128", "--heads", "2", "--gpu-batch-tokens",
+          "0.5"], "not from 1 to"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, needle):

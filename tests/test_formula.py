@@ -124,3 +124,42 @@ def test_a_formula_that_names_its_response_on_the_right_is_refused(cli, tmp_path
     line = one_line(cli("fit", EPOCH, "--formula", text, "--bootstrap", 0, "--out", out))
     assert "'loss' on its right-hand side" in line
     assert not out.exists()
+
+
+def test_a_grid_of_starts_is_thinned_before_it_is_built():
+    """The start grid of a formula with 12 exponents (5^12 points, 2.6 GB as tuples) is the
+    same every-k-th point of itertools.product, each built from its index: on a small grid
+    the same points in the same order, on the large one 256 of them at once."""
+    import itertools
+    import math
+    import tracemalloc
+
+    from archfit.laws.user.formula import MAX_STARTS, thinned_product
+
+    axes = [(1.0, 2.0, 3.0), (4.0, 5.0), (6.0, 7.0, 8.0, 9.0)]
+    every = list(itertools.product(*axes))
+    assert thinned_product(axes, 7) == every[:: math.ceil(len(every) / 7)]
+    assert thinned_product(axes, 100) == every
+    tracemalloc.start()
+    big = thinned_product([(-1.0, 0.1, 0.3, 0.6, 1.0)] * 12, MAX_STARTS)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(big) == MAX_STARTS and peak < 10 * 2 ** 20  # the 256 points, not 244 million
+    assert big[0] == (-1.0,) * 12 and len(set(big)) == MAX_STARTS
+
+
+def test_starts_and_bounds_take_zero_negative_and_open_ends(cli):
+    """--bounds beta=0:2 (the docs' own form), a negative start and an open end are read as
+    written: the fit honours them (beta inside its bounds, at its start where the grid would
+    not be); a bound that is not a number is one line."""
+    import math
+
+    r = cli("fit", EPOCH, "--formula", "loss ~ E + A / params^alpha + B / tokens^beta + c",
+            "--bounds", "beta=0:2", "--bounds", "c=-1:inf", "--start", "c=-0.5",
+            "--bootstrap", 0, "--json")
+    assert r.exit_code == 0, r.output
+    params = json.loads(r.output)["params"]
+    assert 0 <= params["beta"] <= 2 and math.isfinite(params["c"])
+    line = one_line(cli("fit", EPOCH, "--formula", CHINCHILLA, "--bounds", "beta=x:2",
+                        "--bootstrap", 0))
+    assert "beta='x': not a number" in line

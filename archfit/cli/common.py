@@ -226,14 +226,27 @@ group_option = click.option(
 def perf_options(f: Any) -> Any:
     """--gpu, --perf and --gpu-batch-tokens: where archfit.train.perf predicts a shape's speed."""
     f = click.option("--gpu-batch-tokens", type=NUMBER, default=None,
+                     callback=_gpu_batch_tokens,
                      help="Tokens per GPU and optimizer step for the training speed (default "
-                          "2^19).")(f)
+                          "2^19, at most 2^26).")(f)
     f = click.option("--perf", "perf_file", default=None, metavar="FILE",
                      help="A calibrated step model (archfit throughput --out) for the training "
                           "speed instead of the modelled one.")(f)
     return click.option("--gpu", default=None, metavar="NAME", callback=_gpu_name,
                         help=f"The accelerator ({', '.join(DEVICES)}; default h100) whose "
                              "training speed and decode latency archfit.train.perf predicts.")(f)
+
+
+def _gpu_batch_tokens(ctx: Any, param: Any, value: float | None) -> float | None:
+    """Tokens per GPU and step from 1 to 2^26, as a recommendation takes them (past that the
+    step's memory plan searches micro-batches for minutes)."""
+    from archfit.recommending.request import MAX_GPU_BATCH_TOKENS
+
+    if value is not None and not 1 <= value <= MAX_GPU_BATCH_TOKENS:
+        raise click.BadParameter(f"{value:.3g} is not from 1 to {MAX_GPU_BATCH_TOKENS:,} "
+                                 "(2^26) tokens per GPU and step; today's largest global "
+                                 "batches are a few million tokens")
+    return value
 
 
 def _gpu_name(ctx: Any, param: Any, value: str | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -249,24 +250,31 @@ def _check_formulas(formulas: tuple[str, ...], law: str, starts: tuple[str, ...]
 
 def _starts_and_bounds(starts: tuple[str, ...], bounds: tuple[str, ...]
                        ) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
-    """--start PARAM=VALUE and --bounds PARAM=LOW:HIGH as dicts; one line for a bad item."""
-    from archfit.cli.common import NUMBER
-
+    """--start PARAM=VALUE and --bounds PARAM=LOW:HIGH as dicts; one line for a bad item.
+    A parameter's value may be 0 or negative (an offset, an exponent's bound); a bound may be
+    -inf or inf (one open side)."""
     s, b = {}, {}
     for item in starts:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise click.BadParameter(f"{item!r}: give PARAM=VALUE", param_hint="--start")
-        s[name.strip()] = float(NUMBER.convert(value, None, None))
+        s[name.strip()] = _value(name.strip(), value, "--start")
     for item in bounds:
         name, sep, value = item.partition("=")
         lo, colon, hi = value.partition(":")
         if not sep or not colon or not name.strip():
             raise click.BadParameter(f"{item!r}: give PARAM=LOW:HIGH (e.g. alpha=0:2)",
                                      param_hint="--bounds")
-        b[name.strip()] = (float(NUMBER.convert(lo, None, None)),
-                           float(NUMBER.convert(hi, None, None)))
+        b[name.strip()] = (_bound(name.strip(), lo), _bound(name.strip(), hi))
     return s, b
+
+
+def _bound(key: str, text: str) -> float:
+    """A --bounds end: a number, or -inf / inf."""
+    word = text.strip().lower()
+    if word in ("inf", "+inf", "-inf"):
+        return -math.inf if word.startswith("-") else math.inf
+    return _value(key, text, "--bounds")
 
 
 def _show(result: Any, out: str | None, as_json: bool) -> None:

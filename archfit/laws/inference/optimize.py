@@ -140,16 +140,19 @@ LBFGS_OPTIONS = {"maxiter": 3000, "ftol": 1e-15, "gtol": 1e-11}
 
 def multistart(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], starts: Any,
                bounds: Sequence[tuple[float | None, float | None]] | None = None,
-               what: str = "the fit", notes: list[str] | None = None) -> np.ndarray:
+               what: str = "the fit", notes: list[str] | None = None,
+               maxiter: int | None = None) -> np.ndarray:
     """The best L-BFGS-B optimum of ``fun`` (value and gradient) over ``starts``: the one
-    multi-start loop of the Huber laws and depth-joint. When the best start stopped without
-    converging, ``notes`` (the fit's) says so rather than passing the point off as an optimum."""
+    multi-start loop of the Huber laws and depth-joint (``maxiter`` in place of
+    :data:`LBFGS_OPTIONS`' where given). When the best start stopped without converging,
+    ``notes`` (the fit's) says so rather than passing the point off as an optimum."""
     from scipy.optimize import minimize
 
+    options = LBFGS_OPTIONS if maxiter is None else {**LBFGS_OPTIONS, "maxiter": maxiter}
     best, start = None, None
     for s0 in starts:
         res = minimize(fun, s0, jac=True, method="L-BFGS-B", bounds=bounds,
-                       options=LBFGS_OPTIONS)
+                       options=options)
         if np.all(np.isfinite(res.x)) and (best is None or res.fun < best.fun):
             best, start = res, np.asarray(s0, float)
     if best is None:

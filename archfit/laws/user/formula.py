@@ -11,7 +11,6 @@ Its name is ``formula: <the text>``; the artifact keeps the text and the variabl
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -27,6 +26,21 @@ PREFIX = "formula: "
 START_GRID = (-1.0, 0.1, 0.3, 0.6, 1.0)
 MAX_STARTS = 256  # the grid's points, thinned evenly past this
 POLISHED = 4  # the starts of least Huber loss polished by the optimizer
+
+
+def thinned_product(axes: list[tuple[float, ...]], limit: int) -> list[tuple[float, ...]]:
+    """Every ``ceil(n / limit)``-th point of ``itertools.product(*axes)`` (n points in all), in
+    its order, each built from its index: a grid of 5^12 points is never built to keep 256."""
+    sizes = [len(a) for a in axes]
+    total = math.prod(sizes)
+    out = []
+    for i in range(0, total, max(1, math.ceil(total / limit))):
+        point = []
+        for axis, size in zip(reversed(axes), reversed(sizes)):  # the last axis runs fastest
+            i, r = divmod(i, size)
+            point.append(axis[r])
+        out.append(tuple(reversed(point)))
+    return out
 
 
 class FormulaLaw(LossCurveLaw):
@@ -134,9 +148,7 @@ class FormulaLaw(LossCurveLaw):
         axes = [(self.starts[n],) if n in self.starts else
                 tuple(v for v in START_GRID if self._inside(n, v)) or (self._middle(n),)
                 for n in other]
-        grid = list(itertools.product(*axes)) if other else [()]
-        if len(grid) > MAX_STARTS:
-            grid = grid[:: math.ceil(len(grid) / MAX_STARTS)]
+        grid = thinned_product(axes, MAX_STARTS)
         L = np.asarray(data["loss"], float)
         out = []
         for point in grid:
