@@ -232,8 +232,9 @@ class LRBatchSurface(HyperparameterLaw):
             J[:, 3] -= J[:, 0]
             return np.where(np.isfinite(J), J, 0.0)[:, cols]
 
-        public = ([dict(zip(ALL, np.asarray(start, float)))] if start is not None
-                  else self._starts(data, free))
+        public: list[dict[str, float]] = (
+            [{n: float(v) for n, v in zip(ALL, np.asarray(start, float))}]
+            if start is not None else self._starts(data, free))
         starts = [np.array([q[n] for n in free])
                   for q in (_centred(p, lnN0, lnD0) for p in public)]
         lo = [0.0 if n in ("A", "B", *WIDTHS) else 0.01 if n in ("alpha", "beta")
