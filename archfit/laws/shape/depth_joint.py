@@ -144,7 +144,7 @@ class JointObjective:
         return res.x
 
 
-def _plain_bounds(bounds: list[tuple[Any, Any]], lnD: Any) -> list[tuple[Any, Any]]:
+def _plain_bounds(bounds: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """The plain coordinates' box, from the level coordinates' (which differ in the floor's)."""
     return [(None, None), (None, None), (0.0, 3.0), *bounds[3:]]
 
@@ -351,7 +351,7 @@ class DepthJoint(ShapeLaw):
             # walk cut at PLAIN_STEPS
             plain = JointObjective(lnN, lnL, lnD, t)
             x0 = _plain(starts[0], n0)
-            other = multistart(plain.value_and_grad, [x0], _plain_bounds(bounds, lnD),
+            other = multistart(plain.value_and_grad, [x0], _plain_bounds(bounds),
                                maxiter=PLAIN_STEPS)
             if plain.objective(other) < obj.objective(best):
                 best = _levels(other, n0)
