@@ -4,6 +4,7 @@ count check per MLP, and tables that mix datasets."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -165,7 +166,11 @@ def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, c
         ci = r.ci["n_layer"]
         assert r.trust["optimum_ci"] == ci
         text = r.text()
-        optimum_line = next(x for x in text.splitlines() if x.startswith("optimum"))
+        lines = text.splitlines()
+        at = next(i for i, x in enumerate(lines) if x.startswith("optimum"))
+        # the entry with the lines it wraps onto (100 columns; they are indented)
+        optimum_line = " ".join([lines[at]] + [x.strip() for x in itertools.takewhile(
+            lambda x: x.startswith(" "), lines[at + 1:])])
         verdict_lines = [x for x in text.splitlines() if "optimal depth at" in x]
         ends = ci.text(named=False)  # "[low, high]", as every interval prints its ends
         assert ends in optimum_line and "95% CI, fitted" in optimum_line, optimum_line
