@@ -153,6 +153,30 @@ def banded_rows(rows: list[dict[str, Any]], level: float, prov: Mapping[str, Any
     return out
 
 
+def banded_json(low: Any, high: Any, level: float, prov: Mapping[str, Any]) -> list[str]:
+    """The JSON text of each row's ``level`` prediction interval with ends ``low[i]``,
+    ``high[i]`` (arrays), as :func:`banded_rows` writes one, without building an
+    :class:`Interval` a row: the kind is checked once and the ends all at once, so a million
+    rows take seconds. :class:`IntervalError` where an end is not finite or low > high."""
+    import json
+
+    import numpy as np
+
+    lo, hi = np.asarray(low, float), np.asarray(high, float)
+    if lo.size == 0:
+        return []
+    bad = ~(np.isfinite(lo) & np.isfinite(hi)) | (lo > hi)
+    if bad.any():  # the row's own error, as building its Interval raises it
+        i = int(np.argmax(bad))
+        Interval.of((float(lo[i]), float(hi[i])), prov, level, "prediction interval")
+    first = Interval.of((float(lo[0]), float(hi[0])), prov, level, "prediction interval")
+    assert first is not None
+    rest = first.to_json()
+    del rest["low"], rest["high"]
+    tail = ", " + json.dumps(rest, allow_nan=False)[1:]
+    return [f'{{"low": {a!r}, "high": {b!r}{tail}' for a, b in zip(lo.tolist(), hi.tolist())]
+
+
 def to_json(iv: Interval | None) -> dict[str, Any] | None:
     """An interval's JSON, None for none."""
     return None if iv is None else iv.to_json()

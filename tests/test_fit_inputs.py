@@ -418,3 +418,31 @@ def test_plot_refuses_runs_the_law_cannot_place_as_predict_does(cli, tmp_path, r
         r = cli(*args)
         assert r.exit_code == 2 and "tokens" in r.output, (args, r.output)
     assert not (tmp_path / "figs").exists()
+
+
+def test_predict_json_rows_are_the_rows_with_their_intervals_as_json_writes_them():
+    """The streamed --json rows (a column at a time) parse to what json.dumps writes for each
+    row built with its Interval: keys, null for a missing loss, the interval's kind and ends."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import _joint
+
+    from archfit.interval import banded_rows
+    from archfit.io import jsonable
+    from archfit.laws.inference.backtest import Predictions
+    from archfit.laws.inference.selection import fit
+    from archfit.sweep.store import read_runs
+
+    df, _ = _joint(n_shapes=6, n_tokens=2, seed=5)
+    f = fit(df, "chinchilla", bootstrap=10)
+    rows = df.with_columns(pl.when(pl.int_range(pl.len()) % 3 == 0).then(None)
+                           .otherwise(pl.col("loss")).alias("loss"))
+    p = Predictions(f, read_runs([], frame=rows, require_loss=False, every_row=True), 0.9)
+    prov = f.band_provenance()
+    fast = [json.loads(t) for chunk in p.json_rows(0.9, prov, chunk=4) for t in chunk]
+    slow = [json.loads(json.dumps(jsonable(banded_rows([p.row(i)], 0.9, prov)[0])))
+            for i in range(p.n)]
+    assert fast == slow and len(fast) == df.height
+    assert fast[0]["actual"] is None and fast[1]["actual"] == pytest.approx(df["loss"][1])
+    assert fast[1]["interval"]["kind"] == "fitted" and fast[1]["interval"]["level"] == 0.9

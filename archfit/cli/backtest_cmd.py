@@ -55,16 +55,13 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     if as_json:  # streamed a row at a time: a million rows never sit in memory as one string
         import json
 
-        from archfit.interval import banded_rows
         from archfit.io import jsonable
 
         head = json.dumps(jsonable({"fit": f.label, "law": f.law, "level": interval,
                                     **summary}), allow_nan=False)
         click.echo(head[:-1] + ', "rows": [', nl=False)
-        for i in range(n):
-            one = banded_rows([row(i)], interval, prov)[0]
-            click.echo(("," if i else "") + "\n" + json.dumps(jsonable(one), allow_nan=False),
-                       nl=False)
+        for k, rows in enumerate(p.json_rows(interval, prov)):
+            click.echo(("," if k else "") + "\n" + ",\n".join(rows), nl=False)
         click.echo("\n]}")
         return
     shown = [row(i) for i in range(n if not limit else min(limit, n))]

@@ -9,7 +9,7 @@ of the picked one minus the best), and the verdict the fit gave."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -203,6 +203,30 @@ class Predictions:
         if self.actual is not None:  # None where the run has no loss (yet)
             r["actual"] = float(self.actual[i]) if self.has[i] else None
         return r
+
+
+    def json_rows(self, level: float, prov: Mapping[str, Any], chunk: int = 20_000
+                  ) -> Iterator[list[str]]:
+        """Each row as the JSON text :meth:`row` with its interval (:func:`banded_rows`)
+        would give, ``chunk`` rows a list: the columns are formatted an array at a time, so
+        a million rows stream in seconds. NaN and inf are written as null."""
+        from archfit.interval import banded_json
+
+        def texts(x: np.ndarray) -> list[str]:
+            ok = np.isfinite(x)
+            return [repr(v) if f else "null" for v, f in zip(x.tolist(), ok.tolist())]
+
+        for a in range(0, self.n, chunk):
+            b = min(self.n, a + chunk)
+            cols = [(f'"{c}": ', texts(self.cols[c][a:b])) for c in self.keys]
+            cols.append(('"predicted": ', texts(self.pred[a:b])))
+            if self.actual is not None:
+                act = texts(self.actual[a:b])
+                cols.append(('"actual": ', [t if h else "null"
+                                            for t, h in zip(act, self.has[a:b].tolist())]))
+            cols.append(('"interval": ', banded_json(self.lo[a:b], self.hi[a:b], level, prov)))
+            named = [[k + t for t in v] for k, v in cols]
+            yield ["{" + ", ".join(parts) + "}" for parts in zip(*named)]
 
 
 def metrics(fit: Any, rows: dict[str, np.ndarray], level: float = 0.95) -> dict[str, Any]:
