@@ -3,6 +3,7 @@ paths stay cold."""
 
 from __future__ import annotations
 
+import functools
 import ast
 import subprocess
 import sys
@@ -51,7 +52,18 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
     """Every archfit module imported anywhere in the file (top level and inside functions);
-    not the imports under ``if TYPE_CHECKING:``, which never run."""
+    not the imports under ``if TYPE_CHECKING:``, which never run. A file of the repository is
+    parsed once (the tests here read each again and again; a planted copy elsewhere, each
+    time); the list is not to be changed."""
+    return _repository_imports(path) if root == ROOT else _imports_of(path, root)
+
+
+@functools.cache
+def _repository_imports(path: Path) -> list[tuple[int, str]]:
+    return _imports_of(path, ROOT)
+
+
+def _imports_of(path: Path, root: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text())
     me = module_name(path, root)
     out = []

@@ -206,3 +206,34 @@ def test_shape_is_a_plain_frozen_dataclass():
     assert n == s and type(n.n_layer) is int
     with pytest.raises(archfit.ArchfitError, match="whole number"):
         archfit.Shape(n_layer=np.float64(2.5), d_model=768, n_head=12)
+
+
+def test_the_shape_nearer_the_optimum_is_the_nearest_of_every_depth_between():
+    """recommend's 'nearer the optimum' offer (found by bisection over depth) is the depth a
+    shape-by-shape search of every depth between the choice and the optimum finds: the one
+    nearest the optimum in log depth whose size is within 10% of the target."""
+    import math
+    import random
+    from dataclasses import replace
+
+    from archfit.recommending.candidates import NEARER_SIZE, _nearer
+
+    def every_depth(best, L_opt, N):
+        lo, hi = sorted((best.n_layer, max(1, round(L_opt))))
+        fits = [replace(best, n_layer=L) for L in range(lo, hi + 1) if L != best.n_layer]
+        fits = [s for s in fits if abs(s.params_non_embedding / N - 1) <= NEARER_SIZE]
+        return min(fits, key=lambda x: abs(math.log(x.n_layer / L_opt))).n_layer if fits \
+            else None
+
+    rng = random.Random(1)
+    offered = 0
+    for _ in range(200):
+        d = rng.choice([256, 1024, 4096])
+        best = Shape(n_layer=rng.randint(1, 80), d_model=d, n_head=d // 128, vocab_size=50257,
+                     n_ctx=2048)
+        N, L_opt = best.params_non_embedding * rng.uniform(0.7, 1.3), rng.uniform(0.6, 200)
+        text = _nearer(best, L_opt, N)
+        got = int(text.split("constraints: ")[1].split(" x")[0]) if text else None
+        assert got == every_depth(best, L_opt, N), (best.n_layer, d, L_opt, N)
+        offered += got is not None
+    assert offered > 50

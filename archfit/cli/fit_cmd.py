@@ -81,7 +81,8 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--bootstrap", type=BOOTSTRAP, default="auto", show_default=True,
               help="Bootstrap resamples for CIs: a count (0 for none), or auto: rounds of 200 "
                    "until each parameter's 95% interval ends are known to within 10% of its "
-                   "width, at most 1,000 (the fit says how many it drew).")
+                   "width, at most 1,000, stopping early where the error shows 4,000 would "
+                   "not do (the fit says how many it drew, and how many would settle it).")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--targets", type=NUMBER_LIST, default=None,
               help="Sizes (or compute budgets for chinchilla) for derived quantities.")

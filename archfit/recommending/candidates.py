@@ -158,12 +158,30 @@ NEARER_SIZE = 0.10  # how far from the target size a shape nearer the optimum ma
 def _nearer(best: Shape, L_opt: float, N: float) -> str:
     """The shape of the same width, heads and d_ff whose depth is nearest the optimum while its
     size stays within 10% of the target (a different size: offered, never chosen)."""
-    lo, hi = sorted((best.n_layer, max(1, round(L_opt))))
-    fits = [replace(best, n_layer=L) for L in range(lo, hi + 1) if L != best.n_layer]
-    fits = [s for s in fits if abs(s.params_non_embedding / N - 1) <= NEARER_SIZE]
-    if not fits:
+    far = max(1, round(L_opt))
+    if far == best.n_layer:
         return ""
-    s = min(fits, key=lambda x: abs(math.log(x.n_layer / L_opt)))
+    if abs(best.params_non_embedding / N - 1) <= NEARER_SIZE:
+        # size grows with depth, so the depths within 10% of N are one run about best's, and
+        # the one nearest the optimum is that run's end toward it: found by bisection (an
+        # optimum of thousands of layers would otherwise build a shape a layer)
+        inside, outside = best.n_layer, far + (1 if far > best.n_layer else -1)
+        while abs(outside - inside) > 1:
+            mid = (inside + outside) // 2
+            if abs(replace(best, n_layer=mid).params_non_embedding / N - 1) <= NEARER_SIZE:
+                inside = mid
+            else:
+                outside = mid
+        if inside == best.n_layer:
+            return ""
+        s = replace(best, n_layer=inside)
+    else:  # best itself outside: every depth between, as the rule reads
+        lo, hi = sorted((best.n_layer, far))
+        fits = [replace(best, n_layer=L) for L in range(lo, hi + 1) if L != best.n_layer]
+        fits = [s for s in fits if abs(s.params_non_embedding / N - 1) <= NEARER_SIZE]
+        if not fits:
+            return ""
+        s = min(fits, key=lambda x: abs(math.log(x.n_layer / L_opt)))
     return (f"; nearer the optimum with the same constraints: {s.n_layer} x {s.d_model:,} "
             f"({s.n_layer / L_opt - 1:+.0%} from it) at {s.params_non_embedding:,} "
             f"non-embedding parameters ({s.params_non_embedding / N - 1:+.1%} from the target)")

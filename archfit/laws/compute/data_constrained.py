@@ -157,10 +157,9 @@ class DataConstrained(ComputeLaw):
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
-        from scipy.special import logsumexp
 
         from archfit.laws.inference.columns import varies
-        from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq
+        from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq, log_sum_exp
 
         if not varies(data["params"]) or not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
@@ -187,7 +186,7 @@ class DataConstrained(ComputeLaw):
                 N_eff, D_eff = effective(p, N, D, U, exp=np.exp)
                 terms = np.stack([th[0] - th[2] * np.log(N_eff), th[1] - th[3] * np.log(D_eff),
                                   np.full_like(N_eff, th[4])])
-                r = logsumexp(terms, axis=0) - logL
+                r = log_sum_exp(terms, axis=0) - logL
             return np.where(np.isfinite(r), r, 1e3)
 
         if start is not None:

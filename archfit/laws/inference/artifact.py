@@ -387,7 +387,8 @@ class Fit:
             lines.append(f"  bootstrap resamples drawn by the rule {b['rule']}: "
                          + (f"settled at {b['n']:,}" if b.get("settled") else
                             f"not settled at {b['n']:,}") + f" (Monte-Carlo error of the ends "
-                         f"{b.get('mc_error', float('nan')):.1%} of the width)")
+                         f"{b.get('mc_error', float('nan')):.1%} of the width"
+                         + _to_settle(b) + ")")
         lines += [f"  {k}: {v}" for k, v in self.conventions.items()]
         if self.mapping:
             lines.append("  column map: " + ", ".join(f"{k}={v}" for k, v in self.mapping.items()))
@@ -625,3 +626,14 @@ def _pair(v: Any, where: str) -> list[Any] | None:
     except IntervalError as e:
         raise FitInputError(f"{where} is {v!r}: {e}") from None
     return [iv.low, iv.high]
+
+
+def _to_settle(b: Mapping[str, Any]) -> str:
+    """The bootstrap record's count that would settle an unsettled auto rule, as a clause."""
+    n, most = b.get("to_settle"), b.get("bootstrap_max")
+    if not n:
+        return ""
+    if most and n > most:
+        return (f"; more than {most:,} resamples would be needed to settle it: the runs do "
+                "not pin every parameter")
+    return f"; about {n:,} would settle it: --bootstrap {n}"

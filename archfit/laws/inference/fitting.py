@@ -34,8 +34,16 @@ MAX_BOOTSTRAP = 100_000
 # until every parameter's 95% interval has both ends known to within AUTO_MC_ERROR of its width
 # (the Monte-Carlo error of an end: half the distribution-free 95% interval of that percentile
 # from the draws, by order statistics; Hahn & Meeker 1991, ch. 5). The draws are the first ones
-# of a fixed-count bootstrap with the same seed.
+# of a fixed-count bootstrap with the same seed. The error falls as 1 / sqrt(B) (an order
+# statistic's spread; Andrews & Buchinsky 2000 choose B by the same asymptotics), so after a
+# round B (err / AUTO_MC_ERROR)^2 resamples would settle it: where that is more than
+# AUTO_HOPELESS times AUTO_MAX (the cap's error at least twice the tolerance), the rule stops
+# there and says how many would do, rather than draw to a cap that cannot settle it. Not
+# before AUTO_HOPELESS_FROM draws: at 200 the ends' bracketing order statistics are ranks 1-9,
+# and one extreme draw puts the error at 100% where 1,000 draws measure 15% (the demo's sweep);
+# from 400, ranks 4-16.
 AUTO_BOOTSTRAP, AUTO_ROUND, AUTO_MAX, AUTO_MC_ERROR = "auto", 200, 1000, 0.10
+AUTO_HOPELESS, AUTO_HOPELESS_FROM = 4.0, 400
 # every step of the optimizer and of each resample reads every row: a table of more rows than
 # this (each a trained run or checkpoint; the public sweeps archfit ships hold at most a few
 # thousand) would take many minutes, so it is refused with what to do instead
@@ -517,14 +525,29 @@ def _auto_bootstrap(lw: Law, data: Data, est: Estimate, seed: int, targets: Sequ
         failed += nf
         samples = np.concatenate(parts)
         err = interval_mc_error(samples)
-        if err <= AUTO_MC_ERROR:
+        if err <= AUTO_MC_ERROR or math.isfinite(err) and len(samples) >= (
+                AUTO_HOPELESS_FROM) and resamples_to_settle(len(samples), err) > (
+                AUTO_HOPELESS * AUTO_MAX):
             break
     if progress is not None:
         progress(AUTO_MAX, AUTO_MAX)
     rule = (f"auto: rounds of {AUTO_ROUND} until each parameter's 95% interval ends are known "
-            f"to within {AUTO_MC_ERROR:.0%} of its width, at most {AUTO_MAX:,}")
-    return samples, dparts, failed, {"rule": rule, "mc_error": float(err),
-                                     "settled": bool(err <= AUTO_MC_ERROR)}
+            f"to within {AUTO_MC_ERROR:.0%} of its width, at most {AUTO_MAX:,}, or until "
+            f"{AUTO_HOPELESS * AUTO_MAX:,.0f} would not")
+    out: dict[str, Any] = {"rule": rule, "mc_error": float(err),
+                           "settled": bool(err <= AUTO_MC_ERROR)}
+    if not out["settled"] and math.isfinite(err):
+        out["to_settle"] = resamples_to_settle(len(samples), err)
+        out["bootstrap_max"] = MAX_BOOTSTRAP
+    return samples, dparts, failed, out
+
+
+def resamples_to_settle(n: int, err: float) -> int:
+    """Resamples that would bring a finite Monte-Carlo error ``err`` at ``n`` draws to
+    :data:`AUTO_MC_ERROR`, as the error falls (as 1 / sqrt(B)), in hundreds; at most
+    :data:`MAX_BOOTSTRAP` + 1 (beyond what ``bootstrap`` takes)."""
+    need = n * (err / AUTO_MC_ERROR) ** 2
+    return MAX_BOOTSTRAP + 1 if need > MAX_BOOTSTRAP else int(math.ceil(need / 100) * 100)
 
 
 def interval_mc_error(samples: np.ndarray, level: float = 0.95) -> float:
