@@ -112,6 +112,36 @@ def fmt_sci(x: float) -> str:
 MC_BAND_Z = 4.0
 
 
+# a percentile interval over fewer draws than this is noise: no interval
+MIN_DRAWS = 10
+
+
+def draw_percentiles(values: Any, percents: Any, axis: int | None = None,
+                     skip_nan: bool = False) -> Any:
+    """Percentiles (0-100) of draws (bootstrap or posterior samples): the one convention every
+    interval over draws uses, numpy's default linear interpolation between order statistics
+    (Hyndman & Fan 1996, type 7). ``skip_nan``: NaN draws are left out (per column with
+    ``axis``)."""
+    import numpy as np
+
+    return (np.nanpercentile if skip_nan else np.percentile)(values, percents, axis=axis)
+
+
+def draw_ends(values: Any, level: float = 0.95, min_count: int = MIN_DRAWS
+              ) -> list[float] | None:
+    """The equal-tailed ``level`` percentile interval [low, high] of the finite draws in
+    ``values``; None with fewer than ``min_count`` of them."""
+    import numpy as np
+
+    v = np.asarray(values, float).ravel()
+    v = v[np.isfinite(v)]
+    if len(v) < min_count:
+        return None
+    # rounded: 50 (1 - 0.95) is 2.500000000000002 in floating point, not the 2.5th percentile
+    lo, hi = draw_percentiles(v, [round(50 * (1 - level), 10), round(50 * (1 + level), 10)])
+    return [float(lo), float(hi)]
+
+
 def order_statistic(v: Sequence[float], q: float, z: float) -> float:
     """The value of sorted ``v`` at percentile ``q`` (0-100), its rank moved by ``z`` binomial
     standard deviations sqrt(n p (1 - p)) (how far another sample of the draws moves it;
@@ -128,7 +158,7 @@ def quantile_band(values: Sequence[float], q_lo: float, q_hi: float
     between seeds (the binomial sd of an order statistic's rank, distribution-free), so the
     ratio lies between the inner and the outer order statistics ±MC_BAND_Z of those sds."""
     v = sorted(x for x in values if x > 0 and math.isfinite(x))
-    if len(v) < 10:
+    if len(v) < MIN_DRAWS:
         return None
     z = MC_BAND_Z
     return (order_statistic(v, q_hi, -z) / order_statistic(v, q_lo, z),

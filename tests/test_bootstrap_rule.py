@@ -113,3 +113,16 @@ def test_the_fits_log_sum_exp_is_scipys():
     odd = np.array([[np.inf, 1.0], [-np.inf, -np.inf], [np.nan, 1.0]])
     for got, want in zip(log_sum_exp(odd, axis=1), logsumexp(odd, axis=1)):
         assert got == want or (np.isnan(got) and np.isnan(want))
+
+
+def test_draw_ends_are_the_type_7_percentiles_of_the_finite_draws():
+    """On 0, 1, ..., 100 the type-7 percentile p is p itself (Hyndman & Fan 1996), so the 95%
+    ends are 2.5 and 97.5, the 90% ends 5 and 95; non-finite draws are left out; fewer than
+    ten finite draws give no interval."""
+    from archfit.numbers import MIN_DRAWS, draw_ends
+
+    v = list(range(101))
+    assert draw_ends(v) == [2.5, 97.5] and draw_ends(v, 0.9) == pytest.approx([5.0, 95.0])
+    assert draw_ends(v + [float("nan"), float("inf")]) == [2.5, 97.5]
+    assert MIN_DRAWS == 10 and draw_ends(list(range(9)) + [float("nan")] * 5) is None
+    assert draw_ends(list(range(10))) == pytest.approx([0.225, 8.775])

@@ -156,8 +156,9 @@ def test_every_readme_row_says_how_long_it_takes():
 @pytest.mark.timeout(1800)  # past the suite's 600 s: 10 min on 2026-12-01's machine; each row
 def test_the_readme_rows_run_as_written_in_order(tmp_path):  # keeps its own bound below
     """Every row of the README's table, exactly as written (globs expanded as a shell would),
-    in order, in a fresh copy of the shipped files: each exits 0, within 3x the time its row
-    states plus 15 s (a loaded 2-core machine)."""
+    in order, in a fresh copy of the shipped files: each exits 0, within twice the time its
+    row states plus 10 s (the README's times are a named reference machine's, and it promises
+    them on a box half as fast; the 10 s is a cold interpreter's start on a loaded one)."""
     import glob
     import subprocess
     import sys
@@ -178,7 +179,7 @@ def test_the_readme_rows_run_as_written_in_order(tmp_path):  # keeps its own bou
         took = time.monotonic() - t0
         report.append(f"{took:7.1f} s (README: about {stated:g} s)  {cmd}")
         print(report[-1], flush=True)
-        assert took <= 3 * stated + 15, report[-1]
+        assert took <= 2 * stated + 10, report[-1]
 
 
 # ---------------------------------------------------------------- shown output against printed

@@ -474,12 +474,14 @@ def test_sigterm_inside_one_long_op_stops_in_bounded_time(tmp_path, grace, signa
     bound = float(grace) + 5 if signals == 1 else 5.0
     print(f"\nstep 1 with setup {first_s:.1f} s; exit {rc} {stop_s:.1f} s after the first "
           f"SIGTERM ({signals} sent, grace {grace} s, bound {bound:.0f} s)")
-    assert first_s >= 10, "the step must take >= 10 s for this test to mean anything"
     assert rc == 143
-    assert stop_s <= bound
     ck = torch.load(rd / "checkpoint.pt", weights_only=True)  # intact: written atomically
     assert ck["step"] == 1 and ck["config"]["ctx"] == 65536
     assert not [f for f in os.listdir(rd) if ".tmp-" in f]
+    if first_s < 10:  # a precondition of the machine, not an outcome of the code
+        pytest.skip(f"step 1 took {first_s:.1f} s here: a stop at the step's end would also "
+                    "meet the bound, so this machine cannot tell the two apart (needs >= 10 s)")
+    assert stop_s <= bound
 
 
 def test_every_train_config_field_has_its_help_once_and_the_cli_and_specs_read_it(tmp_path):

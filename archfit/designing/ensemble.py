@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from archfit.designing.step import Step
+from archfit.numbers import draw_percentiles
 
 
 def scatter2(fit: Any) -> tuple[float, float]:
@@ -91,7 +92,7 @@ class Ensemble:
             self.S = np.linalg.pinv(information(Jd, within2))
         else:
             Th = np.where(self.logs, np.log(np.where(V > 0, V, 1.0)), V)
-            lo, hi = np.percentile(Th, [5, 95], axis=0)
+            lo, hi = draw_percentiles(Th, [5, 95], axis=0)
             # each run's offset joins the parameters as a coordinate of S
             self.S = np.zeros((P + n_units, P + n_units))
             self.S[:P, :P] = np.atleast_2d(np.cov(np.clip(Th, lo, hi).T))

@@ -193,7 +193,9 @@ def _bootstrap_band(fit: Fit, Ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] |
             continue
     if not curves:
         return None
-    lo, hi = np.nanpercentile(np.array(curves), [2.5, 97.5], axis=0)
+    from archfit.numbers import draw_percentiles
+
+    lo, hi = draw_percentiles(np.array(curves), [2.5, 97.5], axis=0, skip_nan=True)
     return lo, hi
 
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from archfit.errors import RecommendError
 from archfit.interval import Interval
 from archfit.laws import ComputeLaw, Fit
+from archfit.numbers import draw_ends
 
 INFERENCE_FLOPS = "2 N FLOPs per token served (the forward pass; N in the compute law's convention)"
 MAX_DRAWS = 200  # parameter draws behind each interval (the first this many of the fit's)
@@ -113,10 +113,8 @@ def _with_intervals(fit: Fit, point: dict[str, float],
     if len(rows) >= 20 and prov:
         prov = {**prov, "method": f"{prov['method']} (the first {len(rows)} draws)"}
         for k in point:
-            vals = np.array([r[k] for r in rows], float)
-            vals = vals[np.isfinite(vals)]
-            out[f"{k}_ci"] = (Interval.of(np.percentile(vals, [2.5, 97.5]).tolist(), prov)
-                              if len(vals) >= 20 else None)
+            ends = draw_ends([r[k] for r in rows], min_count=20)
+            out[f"{k}_ci"] = Interval.of(ends, prov) if ends is not None else None
     else:
         out["interval_note"] = ("no interval: the fit carries no parameter draws (fit your own "
                                 "runs with --bootstrap to get one)")

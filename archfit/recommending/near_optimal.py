@@ -26,6 +26,7 @@ import numpy as np
 from archfit.laws import Fit, ShapeLaw, load_fit
 from archfit.interval import ASSUMED, FITTED, Interval, record
 from archfit.laws.published import DEFAULT_SHAPE_LAW
+from archfit.numbers import MIN_DRAWS, draw_ends, draw_percentiles
 from archfit.shapes import kaplan_width
 
 TOLERANCE = 0.005  # 0.5% of the loss (recommend --tolerance)
@@ -98,7 +99,7 @@ def _ci(values: list[float | None], flip: bool) -> list[float | None] | None:
     inf = float("inf") if not flip else 0.0
     allv = sorted(finite + [inf] * unb)
     with np.errstate(invalid="ignore"):  # interpolating towards inf gives nan: unbounded
-        ends = np.percentile(allv, [2.5, 97.5]).tolist()
+        ends = draw_percentiles(allv, [2.5, 97.5]).tolist()
     # an unbounded draw reached by the percentile (inf, or 0.0 below; an interpolation
     # between a finite end and inf is not a number): that side is unbounded
     return [None if unb and (not math.isfinite(v) or (flip and v == 0.0)) else v for v in ends]
@@ -256,10 +257,10 @@ def penalty_ci(f: Fit, N: float, n_layer: float, ref: float) -> Interval | None:
             continue
         if a is not None and b is not None and math.isfinite(a - b):
             vals.append(a - b)
-    if len(vals) < 10:
+    if len(vals) < MIN_DRAWS:
         return None
     prov = record(FITTED, f"percentiles over {len(vals)} bootstrap draws", source=f.label)
-    return Interval.of(np.percentile(vals, [2.5, 97.5]).tolist(), prov)
+    return Interval.of(draw_ends(vals), prov)
 
 
 def published_curvatures(N: float = 7e9) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 from archfit.train.accelerators import Device, device
 from archfit.errors import ArchfitError
+from archfit.numbers import draw_ends
 from archfit.train.memory import activation_token_bytes
 from archfit.shapes import Shape
 
@@ -296,7 +297,7 @@ def fit_step_model(runs: list[dict[str, Any]], *, precision: str = "fp32",
     rng = np.random.default_rng(seed)
     boots = np.array([_nnls_rel(feats[i], times[i]) for i in
                       (rng.integers(0, len(runs), len(runs)) for _ in range(bootstrap))])
-    ci = {n: [float(np.percentile(boots[:, k], 2.5)), float(np.percentile(boots[:, k], 97.5))]
+    ci = {n: draw_ends(boots[:, k], min_count=1) or [math.nan, math.nan]
           for k, n in enumerate(COEFFICIENTS)}
     heldout = holdout_check(feats, times)
     model = StepModel(*map(float, coef), device=device_name or devices[0], kind="calibrated",

@@ -39,6 +39,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from archfit.numbers import draw_percentiles
+
 RATES_IN_WINDOW = 5
 BATCHES_IN_WINDOW = 3
 # the residuals stand for the noise only with a few degrees of freedom to spare
@@ -219,8 +221,8 @@ def fit(w: Window, rng: np.random.Generator, draws: int = DRAWS
             f"{1 - ok.mean():.0%} of the bootstrap's refits have no minimum: the loss is too "
             "flat or too noisy around the best run to bound its best rate")), None
     q = [100 * tail, 100 * (1 - tail)]
-    xq = w.x0 + np.percentile(xs[ok], q)
-    zq = w.z0 + np.percentile(zs[ok], q) if w.batch else None
+    xq = w.x0 + draw_percentiles(xs[ok], q)
+    zq = w.z0 + draw_percentiles(zs[ok], q) if w.batch else None
     reach = np.abs(np.concatenate([xq - w.x0] + ([zq - w.z0] if zq is not None else [])))
     if not np.all(reach <= MAX_INTERVAL_REACH):
         return replace(point, why_no_interval=(

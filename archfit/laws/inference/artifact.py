@@ -150,15 +150,14 @@ class Fit:
         Wald from the covariance; a published fit without samples gives its stated 95% CI."""
         if not 0 < alpha < 1:
             raise FitInputError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
-        import numpy as np
+        from archfit.numbers import draw_ends
 
         draws = self.draws()
         out: dict[str, tuple[float, float] | None] = {}
         for n in self.law_obj.param_names:
-            vals = [d[n] for d in draws if math.isfinite(d[n])]
-            if len(vals) >= 10:
-                lo, hi = np.percentile(vals, [50 * alpha, 100 - 50 * alpha])
-                out[n] = (float(lo), float(hi))
+            ends = draw_ends([d[n] for d in draws], 1 - alpha)
+            if ends is not None:
+                out[n] = (ends[0], ends[1])
             elif abs(alpha - 0.05) < 1e-12 and self.ci.get(n):
                 lo, hi = self.ci[n]  # type: ignore[misc]
                 out[n] = (float(lo), float(hi))
@@ -267,7 +266,7 @@ class Fit:
         ``conditions``, e.g. ``{"unique_tokens": U}``). This is the one computation of those
         intervals: ``recommend``, the verdict (:meth:`Law.spread`) and every JSON read it.
         ``values`` adds ``_values``: each quantity's draws."""
-        import numpy as np
+        from archfit.numbers import draw_ends
 
         law = self.law_obj
         cond = dict(conditions or {})
@@ -288,8 +287,7 @@ class Fit:
         for i, n in enumerate(names):
             out[n] = point[i]
             vals = cols[i]
-            out[f"{n}_ci"] = (np.percentile(vals, [50 * alpha, 100 - 50 * alpha]).tolist()
-                              if len(vals) >= 10 else None)
+            out[f"{n}_ci"] = draw_ends(vals, 1 - alpha)
         if values:
             out["_values"] = dict(zip(names, cols))
         return out

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from archfit.errors import FitInputError
+from archfit.numbers import draw_percentiles
 from archfit.laws.inference.columns import class_labels
 
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
@@ -91,8 +92,9 @@ def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,
             S = np.stack([to_space(space, law.predict(p, data)) for p in draws])
         S[~np.isfinite(S)] = np.nan
         ok = np.isfinite(S).sum(0) >= 10  # a percentile of fewer than 10 draws is noise
-        q_lo, q_hi = np.nanpercentile(np.where(ok, S, 0.0), [50 * (1 - level),
-                                                              50 * (1 + level)], axis=0)
+        q_lo, q_hi = draw_percentiles(np.where(ok, S, 0.0), [50 * (1 - level),
+                                                             50 * (1 + level)], axis=0,
+                                      skip_nan=True)
         dlo = np.where(ok, np.clip(c - q_lo, 0, None), 0.0)
         dhi = np.where(ok, np.clip(q_hi - c, 0, None), 0.0)
     # parameter and run uncertainty are independent: half-widths add in quadrature, per side

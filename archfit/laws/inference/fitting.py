@@ -17,7 +17,7 @@ from archfit.errors import FitError, FitInputError, WorkerError
 from archfit.laws.inference.artifact import Fit
 from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.inference.constraints import constraints_for, point_estimate, prior_record
-from archfit.numbers import order_statistic, plain
+from archfit.numbers import draw_ends, draw_percentiles, order_statistic, plain
 from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
 from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
@@ -481,12 +481,12 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | st
                                    for i, n in enumerate(lw.param_names)} if n_ok else {}}
         if n_ok >= max(10, bootstrap // 4):
             for i, n in enumerate(lw.param_names):
-                f.ci[n] = np.percentile(samples[:, i], [2.5, 97.5]).tolist()
+                f.ci[n] = draw_ends(samples[:, i])
             for k in f.derived:
                 vals = np.asarray([d.get(k, np.nan) for d in dsamples], dtype=float)
                 vals = vals[np.isfinite(vals)]
-                if len(vals) >= 10:
-                    f.derived_ci[k] = np.percentile(vals, [2.5, 97.5]).tolist()
+                if (ends := draw_ends(vals)) is not None:
+                    f.derived_ci[k] = ends
                     f.bootstrap["samples"][k] = vals.tolist()
         elif bootstrap < 10:
             notes.append(f"{bootstrap} bootstrap resample(s) are too few for a 95% interval "
@@ -561,7 +561,7 @@ def interval_mc_error(samples: np.ndarray, level: float = 0.95) -> float:
     worst = 0.0
     q = 100 * (1 - level) / 2
     for col in np.sort(np.asarray(samples, dtype=float), axis=0).T:
-        lo, hi = np.percentile(col, [q, 100 - q])
+        lo, hi = draw_percentiles(col, [q, 100 - q])
         if not hi > lo:
             continue
         for end in (q, 100 - q):
