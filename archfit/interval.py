@@ -96,7 +96,11 @@ class Interval:
         if not ends or not prov:
             return None
         kind = prov["provenance"]
-        lo, hi = (None if x is None else float(x) for x in ends)
+        try:
+            lo, hi = (None if x is None else float(x) for x in ends)
+        except (TypeError, ValueError, OverflowError):
+            raise IntervalError(f"an interval's ends are two numbers (or None for unbounded), "
+                                f"got {ends!r}"[:200]) from None
         return cls(lo, hi, kind, str(prov.get("method") or ""),
                    level if kind in (FITTED, PUBLISHED) else None, prov.get("source"), what)
 

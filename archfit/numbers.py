@@ -17,6 +17,13 @@ _THOUSANDS = re.compile(r"^\s*[+-]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][
                         r"\s*[kKmMbBgGtTpP]?\s*$")
 
 
+def shown(value: Any, width: int = 40) -> str:
+    """``repr(value)`` for a message, cut to about ``width`` characters with its length said
+    (a 401-digit number is not echoed whole)."""
+    r = repr(value)
+    return r if len(r) <= width else f"{r[:width - 10]}... ({len(r):,} characters)"
+
+
 def parse_number(text: str | float | int, *, what: str = "number") -> float:
     """Parse ``text`` into a finite float.
 
@@ -27,26 +34,32 @@ def parse_number(text: str | float | int, *, what: str = "number") -> float:
     refused rather than guessed.
     """
     if isinstance(text, bool):
-        raise NumberError(f"{what}: expected a number, got {text!r}")
+        raise NumberError(f"{what}: expected a number, got {shown(text)}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past a float's range
+            value = math.inf
     else:
         if "," in str(text) and not _THOUSANDS.match(str(text).replace("_", "")):
             raise NumberError(
-                f"{what}: cannot read {text!r}: a comma separates thousands only in groups of "
+                f"{what}: cannot read {shown(text)}: a comma separates thousands only in groups of "
                 "three (1,000,000); write a decimal point (7.5e9), or one value")
         cleaned = str(text).replace("_", "").replace(",", "")
         m = _PATTERN.match(cleaned)
         if not m:
             raise NumberError(
-                f"{what}: cannot read {text!r} as a number; write e.g. 1e12, 50e6, 50M, 1.3B or 1T"
+                f"{what}: cannot read {shown(text)} as a number; write e.g. 1e12, 50e6, 50M, 1.3B or 1T"
             )
         if m.group(2) and re.search(r"[eE]", m.group(1)):
-            raise NumberError(f"{what}: {text!r} mixes an exponent and a suffix; write one "
+            raise NumberError(f"{what}: {shown(text)} mixes an exponent and a suffix; write one "
                               f"(e.g. {m.group(1)} or a plain number with {m.group(2)})")
-        value = float(m.group(1)) * _SUFFIX[m.group(2).upper()]
+        try:
+            value = float(m.group(1)) * _SUFFIX[m.group(2).upper()]
+        except OverflowError:
+            value = math.inf
     if not math.isfinite(value):
-        raise NumberError(f"{what}: {text!r} is not finite; give a finite number")
+        raise NumberError(f"{what}: {shown(text)} is not finite; give a finite number")
     return value
 
 

@@ -163,3 +163,62 @@ def test_starts_and_bounds_take_zero_negative_and_open_ends(cli):
     line = one_line(cli("fit", EPOCH, "--formula", CHINCHILLA, "--bounds", "beta=x:2",
                         "--bootstrap", 0))
     assert "beta='x': not a number" in line
+
+
+def test_a_number_past_a_float_is_refused_in_one_line(cli, tmp_path):
+    """A 401-digit literal (Python reads it as an int no float holds) and 1e999 (inf):
+    the formula is refused in one line, as every number a user writes is."""
+    out = tmp_path / "f.json"
+    for big in ("1" + "0" * 400, "1e999"):
+        line = one_line(cli("fit", EPOCH, "--formula", f"{CHINCHILLA} + {big}", "--bootstrap",
+                            0, "--out", out))
+        assert "beyond what a float holds" in line and len(line) < 200
+    assert not out.exists()
+
+
+def test_a_formula_reads_the_tables_own_names(cli, tmp_path):
+    """The names that are numeric columns of the file are the variables, whatever they are
+    called: N and D fit as params and tokens do, and a column E holds E (the fit equals the
+    one with E written as its value); a text column, or archfit's own name for a column the
+    table lacks, is refused by name (a parameter called 'params' would be fitted as a
+    constant)."""
+    import polars as pl
+
+    df = pl.read_csv(EPOCH)
+    nd = tmp_path / "nd.csv"
+    df.rename({"params": "N", "tokens": "D"}).write_csv(nd)
+    named = archfit.fit(None, paths=[str(nd)], formula="loss ~ E + A / N^alpha + B / D^beta",
+                        bootstrap=0, heldout=False)
+    plain = archfit.fit(None, paths=[str(EPOCH)], formula=CHINCHILLA, bootstrap=0,
+                        heldout=False)
+    for k, v in plain.params.items():
+        assert named.params[k] == pytest.approx(v, rel=1e-6), k
+    line = one_line(cli("fit", nd, "--formula", CHINCHILLA, "--bootstrap", 0))
+    assert "names params, tokens, archfit's column name(s), which the table lacks" in line
+    withE = tmp_path / "e.csv"
+    df.with_columns(pl.lit(1.5).alias("E")).write_csv(withE)
+    col = archfit.fit(None, paths=[str(withE)], formula=CHINCHILLA, bootstrap=0, heldout=False)
+    lit = archfit.fit(None, paths=[str(EPOCH)], bootstrap=0, heldout=False,
+                      formula="loss ~ 1.5 + A / params^alpha + B / tokens^beta")
+    assert "E" not in col.params and col.params == pytest.approx(lit.params, rel=1e-6)
+    text = tmp_path / "t.csv"
+    df.with_columns(pl.lit("abc").alias("run_id")).write_csv(text)
+    line = one_line(cli("fit", text, "--formula", "loss ~ E + A * run_id", "--bootstrap", 0))
+    assert "names the text column(s) run_id" in line
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda: archfit.recommend(10 ** 400), "RecommendError"),
+    (lambda: archfit.fit(None, paths=[str(EPOCH)], formula=123), "FitInputError"),
+    (lambda: archfit.fit(None, paths=[str(EPOCH)], formula=[CHINCHILLA, 7]), "FitInputError"),
+    (lambda: __import__("archfit.numbers").numbers.parse_number(10 ** 400), "NumberError"),
+    (lambda: __import__("archfit.interval").interval.Interval.of(
+        (1.0, "a"), {"provenance": "fitted", "method": "m"}), "IntervalError"),
+])
+def test_an_api_value_out_of_kind_or_range_raises_its_typed_error_in_one_line(call, error):
+    """Round eight's raw exceptions from the API, each now the typed error of its part, one
+    line and short (a 401-digit number is not echoed whole)."""
+    with pytest.raises(archfit.errors.ArchfitError) as e:
+        call()
+    assert type(e.value).__name__ == error
+    assert "\n" not in str(e.value) and len(str(e.value)) < 200

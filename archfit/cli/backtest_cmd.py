@@ -46,7 +46,8 @@ def predict(fit_file, files, maps, interval, limit, as_json):
     from archfit.sweep.store import read_runs
 
     f = load_fit(fit_file)
-    table = read_runs(files, parse_map(maps), require_loss=False, every_row=True)
+    table = read_runs(files, parse_map(maps), require_loss=False, every_row=True,
+                      optional=f.law_obj.columns)  # a formula's own variables too
     p = Predictions(f, table, _interval(interval))
     if w := p.outside_span:
         click.echo(f"warning: {w}", err=True)

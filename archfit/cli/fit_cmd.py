@@ -207,11 +207,13 @@ def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...],
     for --law auto to weigh); the fit drops it, with a note, for every other law."""
     from archfit.laws import get_law
     from archfit.laws.inference.selection import AUTO
+    from archfit.laws.user import formula_names
     from archfit.sweep.store import read_runs
 
     signed = not formulas and (law == AUTO or get_law(law).signed_loss)
     table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
-                      keep_flags={by: "--by"} if by else None, signed_loss=signed)
+                      keep_flags={by: "--by"} if by else None, signed_loss=signed,
+                      optional=formula_names(formulas))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "

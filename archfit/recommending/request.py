@@ -34,12 +34,20 @@ def _plain_fields(obj: Any) -> None:
             object.__setattr__(obj, f.name, plain(v))
 
 
+def _finite(v: Any) -> bool:
+    """A finite real number (an int past a float's range, 10**400, is not)."""
+    try:
+        return math.isfinite(v)
+    except (OverflowError, TypeError):
+        return False
+
+
 def _positive(name: str, v: Any, whole: bool = False) -> None:
     """None, or a positive (whole) number; else one line naming ``name``."""
     if v is None:
         return
-    ok = (not isinstance(v, bool) and isinstance(v, int)) if whole else (
-        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v))
+    ok = (not isinstance(v, bool) and isinstance(v, int) and _finite(v)) if whole else (
+        not isinstance(v, bool) and isinstance(v, (int, float)) and _finite(v))
     if not ok or not v > 0:
         kind = "a positive whole number" if whole else "a positive number"
         raise RecommendError(f"{name} must be {kind}, got {v!r}")
@@ -74,8 +82,9 @@ class Target:
         for name in ("params", "compute"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                      and math.isfinite(v) and v > 0):
-                raise RecommendError(f"{name} must be a positive number, got {v!r}")
+                                      and _finite(v) and v > 0):
+                shown = repr(v) if len(repr(v)) <= 30 else f"a number of {len(repr(v))} digits"
+                raise RecommendError(f"{name} must be a positive finite number, got {shown}")
         planned = [n for n, v in (("--inference-tokens", self.inference_tokens),
                                   ("--tokens-per-param", self.tokens_per_param)) if v is not None]
         if planned and (self.unique_tokens is not None or len(planned) > 1):

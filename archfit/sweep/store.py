@@ -459,7 +459,8 @@ def read_tables(paths: Iterable[str]) -> Any:
 def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None,
               *, frame: Any = None, keep: Iterable[str] | None = None,
               require_loss: bool = True, keep_flags: Mapping[str, str] | None = None,
-              every_row: bool = False, signed_loss: bool = False) -> RunTable:
+              every_row: bool = False, signed_loss: bool = False,
+              optional: Iterable[str] = ()) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
@@ -470,7 +471,7 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     predict) keeps every row, a missing loss left missing. ``signed_loss`` keeps losses at or
     below 0 (a unigram-normalized loss, negative for a good model; :func:`positive_losses`
     drops them later for a law of log loss); without it they are dropped with a note.
-    """
+    ``optional``: columns to carry where the input has them (a formula's variables)."""
     import polars as pl
 
     mapping = dict(mapping or {})
@@ -505,7 +506,8 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         df = pl.concat(frames, how="diagonal_relaxed")
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
-    out, sources = _canonical_columns(df, mapping, keep or (), keep_flags)
+    keep = [*(keep or ()), *(c for c in optional if c in df.columns and c not in (keep or ()))]
+    out, sources = _canonical_columns(df, mapping, keep, keep_flags)
     groupings = grouping_columns(df, set(sources.values()) | set(keep or ()))
     aliased = [f"{src} -> {name}" for name, src in sources.items()
                if name not in mapping and src != name and src not in OWN_SOURCES]

@@ -170,14 +170,16 @@ def runs_build(table: RunTable) -> dict[str, Any]:
 
 
 def run_table(frame: Any, paths: Sequence[str] | None, mapping: dict[str, str] | None,
-              group: Sequence[str] | None, signed_loss: bool = False) -> RunTable:
+              group: Sequence[str] | None, signed_loss: bool = False,
+              optional: Sequence[str] = ()) -> RunTable:
     """The runs to fit: ``frame`` as it is if a :class:`RunTable`, else read from the frame or
-    the files in ``paths`` (columns renamed by ``mapping``, ``group``'s columns kept; losses at
-    or below 0 kept with ``signed_loss``)."""
+    the files in ``paths`` (columns renamed by ``mapping``, ``group``'s columns kept, and
+    ``optional``'s where the input has them; losses at or below 0 kept with ``signed_loss``)."""
     if frame is None and paths is None:
         raise FitInputError("give a frame or paths to fit")
     return frame if isinstance(frame, RunTable) else read_runs(
-        paths or [], mapping, frame=frame, keep=group, signed_loss=signed_loss)
+        paths or [], mapping, frame=frame, keep=group, signed_loss=signed_loss,
+        optional=optional)
 
 
 def check_rows(df: Any, columns: Sequence[str]) -> None:

@@ -121,13 +121,20 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
     fitted instead of ``law``; or several, weighed beside the built-in laws with
     ``law="auto"``; ``starts`` and ``bounds`` (name -> value, name -> (low, high)) for its
     parameters."""
+    if formula is not None and not isinstance(formula, str) and not (
+            isinstance(formula, Sequence) and all(isinstance(t, str) for t in formula)):
+        raise FitInputError(f"formula is a text ('loss ~ E + A / params^alpha') or a list of "
+                            f"them, got {type(formula).__name__} {formula!r}"[:200])
     texts = [formula] if isinstance(formula, str) else list(formula or [])
     if texts:
+        from archfit.laws.user.expression import formula_names
         from archfit.laws.user.formula import formula_law
 
         frame = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
-                                  kw.get("group"))
-        names = [formula_law(t, frame.frame.columns, starts, bounds).name for t in texts]
+                                  kw.get("group"), optional=formula_names(texts))
+        numeric = [c for c in frame.frame.columns if frame.frame[c].dtype.is_numeric()]
+        text = [c for c in frame.frame.columns if c not in numeric]
+        names = [formula_law(t, numeric, starts, bounds, text_columns=text).name for t in texts]
         if law != AUTO:
             if len(names) != 1:
                 raise FitInputError("give one formula to fit, or several with law='auto' "

@@ -8,6 +8,7 @@ expression is a tree of plain Python tuples that :func:`evaluate` walks with num
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -87,7 +88,15 @@ def _build(node: ast.AST, source: str, names: list[str], depth: int) -> tuple[An
         v = node.value
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _refuse(node, source, "the constant")
-        return ("num", float(v))
+        try:
+            x = float(v)
+        except OverflowError:
+            x = math.inf
+        if not math.isfinite(x):
+            text = str(v) if len(str(v)) <= 20 else f"{str(v)[:20]}... ({len(str(v))} digits)"
+            raise FitInputError(f"--formula's number {text} is beyond what a float holds "
+                                "(about 1.8e308); write a finite number or a parameter")
+        return ("num", x)
     if isinstance(node, ast.Name):
         if not NAME.match(node.id) or node.id.endswith("_"):
             raise _refuse(node, source, "the name")
@@ -187,3 +196,16 @@ def linear_parameters(tree: tuple[Any, ...], parameters: tuple[str, ...]) -> tup
             if coef not in set().union(*(uses(t) for t in rest), uses(other) if other else set()):
                 out.append(coef)
     return tuple(out)
+
+
+def formula_names(texts: Any) -> list[str]:
+    """Every name the formulas ``texts`` use (their columns among them are their variables),
+    in order, once; a formula that does not parse is left to the fit to refuse."""
+    out: list[str] = []
+    for t in texts or ():
+        try:
+            names = parse(t).names
+        except FitInputError:
+            continue
+        out += [n for n in names if n not in out]
+    return out

@@ -186,11 +186,25 @@ class FormulaLaw(LossCurveLaw):
 
 def formula_law(text: str, columns: set[str] | list[str] | tuple[str, ...],
                 starts: Mapping[str, float] | None = None,
-                bounds: Mapping[str, tuple[float, float]] | None = None) -> FormulaLaw:
-    """The law of ``text`` over a table with ``columns`` (its variables: the names that are
-    columns), with ``starts`` and ``bounds`` for its parameters where given, registered in
-    :data:`FORMULAS` under its name."""
+                bounds: Mapping[str, tuple[float, float]] | None = None,
+                text_columns: set[str] | list[str] | tuple[str, ...] = ()) -> FormulaLaw:
+    """The law of ``text`` over a table with numeric ``columns`` (its variables: the names
+    that are columns), with ``starts`` and ``bounds`` for its parameters where given,
+    registered in :data:`FORMULAS` under its name. A name that is one of ``text_columns``, or
+    one of archfit's own column names the table lacks, is refused: neither is a parameter."""
+    from archfit.sweep.store import CANONICAL
+
     expr = parse(text)
+    if words := [n for n in expr.names if n in set(text_columns)]:
+        raise FitInputError(f"--formula {expr.text!r} names the text column(s) "
+                            f"{', '.join(words)}: a variable is a numeric column")
+    absent = [n for n in expr.names if n in CANONICAL and n not in set(columns)
+              and n != expr.response]
+    if absent:
+        raise FitInputError(
+            f"--formula {expr.text!r} names {', '.join(absent)}, archfit's column name(s), "
+            f"which the table lacks (its numeric columns: {', '.join(sorted(columns))}): "
+            f"map yours (--map {absent[0]}=COLUMN) or name the parameter otherwise")
     law = FormulaLaw(expr, expr.variables(set(columns)), starts, bounds)
     FORMULAS[law.name] = law
     return law
