@@ -70,6 +70,13 @@ def test_grid_suffix_numbers_and_ff_ratios():
           "--gpu-batch-tokens", "1e15"], "(2^26) tokens per GPU and step"),
         (["shape", "--layers", "2", "--width", "128", "--heads", "2", "--gpu-batch-tokens",
           "0.5"], "not from 1 to"),
+        # a flag nothing reads is refused, not silently defaulted
+        (["shape", "--layers", "2", "--width", "128", "--heads", "2",
+          "--make-vocab-size-divisible-by", "64"], "goes with --emit megatron"),
+        (["shape", "--layers", "2", "--width", "128", "--heads", "2", "--emit", "hf-llama",
+          "--make-vocab-size-divisible-by", "64"], "goes with --emit megatron"),
+        (["recommend", "--params", "1e9", "--make-vocab-size-divisible-by", "64"],
+         "goes with --emit megatron or --vocab auto"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, needle):
@@ -153,3 +160,25 @@ def test_shape_from_refuses_what_is_not_a_config_file(tmp_path):
     r = CliRunner().invoke(main, ["shape", "--from", str(bom), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["n_layer"] == 4
+
+
+def test_the_planner_prices_no_step_that_cannot_run():
+    """Llama-7B's 32 x 4096 at a 1,024 context needs more than an A100-40GB holds for one
+    sequence (its weights, fp32 grads and AdamW states alone are 16 bytes x 6.4e9, about 96 GiB):
+    no training speed, the memory line saying why; a step of fewer tokens than one sequence
+    gets no speed and no memory either; a step that runs keeps both."""
+    shape = ["shape", "--layers", "32", "--width", "4096", "--heads", "32"]
+    r = CliRunner().invoke(main, [*shape, "--gpu", "a100-40gb", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["perf"]
+    assert d["training"]["tokens_per_s"] is None and not d["memory"]["fits"]
+    assert "memory" in d["training"]["why_none"]
+    text = CliRunner().invoke(main, [*shape, "--gpu", "a100-40gb"], terminal_width=100).output
+    assert "training on a100-40gb: no speed" in text and "tokens/s" not in text
+    small = ["shape", "--layers", "2", "--width", "128", "--heads", "2", "--gpu", "h100"]
+    d = json.loads(CliRunner().invoke(main, [*small, "--gpu-batch-tokens", "1", "--json"])
+                   .output)["perf"]
+    assert d["training"]["tokens_per_s"] is None and "one sequence" in d["training"]["why_none"]
+    assert not d["memory"]["fits"]
+    d = json.loads(CliRunner().invoke(main, [*small, "--json"]).output)["perf"]
+    assert d["training"]["tokens_per_s"] > 0 and d["memory"]["fits"]

@@ -58,6 +58,16 @@ class FormatName(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+def refuse_unused_vocab_multiple(ctx: click.Context, emit: str | None,
+                                 vocab_auto: bool | None = None) -> None:
+    """--make-vocab-size-divisible-by given where nothing reads it (no --emit megatron, and for
+    recommend no --vocab auto): one line, rather than a silent default."""
+    if explicit(ctx, "vocab_divisible_by") and emit != "megatron" and not vocab_auto:
+        raise click.UsageError("--make-vocab-size-divisible-by goes with --emit megatron"
+                               + (" or --vocab auto" if vocab_auto is not None else "")
+                               + ": nothing else reads it")
+
+
 def explicit(ctx: click.Context, name: str) -> bool:
     """Whether the user gave this option (rather than its default)."""
     return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,

@@ -15,7 +15,7 @@ from archfit.text import wrap
 from archfit.cli.common import (FILE_PATH, COUNT, INT, NUMBER, SHAPE_FLAGS, VOCAB, emit_json, perf_options,
                                 shape_options)
 from archfit.cli.emit import (apply_family, check_emit_args, emit_options, explicit,
-                              refuse_inexpressible, write_export)
+                              refuse_inexpressible, refuse_unused_vocab_multiple, write_export)
 
 
 @click.command()
@@ -137,6 +137,7 @@ def recommend(ctx, **p):  # type: ignore[no-untyped-def]
     emit, as_json = p["emit"], p["as_json"]
     check_emit_args(emit, p["out_dir"], p["force"], as_json)
     req, design = _request(ctx, p)
+    refuse_unused_vocab_multiple(ctx, emit, vocab_auto=p["vocab_size"] == "auto")
     if req.experts is not None:
         _sparse(ctx, req, p)
         return

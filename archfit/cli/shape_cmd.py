@@ -8,7 +8,7 @@ from archfit.cli.common import (FF_RATIO, INT, INT_LIST, NUMBER, NUMBER_LIST, PL
                                 SHAPE_FLAGS, emit_json, fmt, perf_options, pick, print_table,
                                 shape_options)
 from archfit.cli.emit import (check_emit_args, emit_options, explicit, refuse_inexpressible,
-                              write_export)
+                              refuse_unused_vocab_multiple, write_export)
 from archfit.formats import family_fields, read_file
 from archfit.errors import ShapeError
 from archfit.shapes.families import (aspect_ratio_family, fixed_width_family, iso_param_family,
@@ -72,6 +72,7 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
         if fields["ff_ratio"] is not None and fields["d_ff"] is not None:
             raise click.UsageError("give --ff-ratio or --d-ff, not both")
         s = Shape(**family_fields(fields))  # --ff-ratio llama: Llama's d_ff rule
+    refuse_unused_vocab_multiple(ctx, emit)
     if emit is not None:
         refuse_inexpressible(ctx, s, emit, suggest_family=imported is None)
         write_export(s, emit, out_dir, force, tp, vocab_divisible_by,
@@ -100,14 +101,20 @@ def shape(ctx, from_file, gpu, perf_file, gpu_batch_tokens, emit, out_dir, force
 def _print_perf(perf):  # type: ignore[no-untyped-def]
     t, lat, mem = perf["training"], perf["decode"], perf["memory"]
     gpu = perf["gpu"]
-    click.echo(wrap(f"training on {gpu}: {t['tokens_per_s']:,.0f} tokens/s per GPU compiled, "
-                    f"{t['tokens_per_s_eager']:,.0f} eager, at {t['batch_tokens']:,.0f} tokens "
-                    f"per step ({t['kind']}: {t['source']})"))
+    if t["tokens_per_s"] is None:
+        click.echo(wrap(f"training on {gpu}: no speed: {t['why_none']}"))
+    else:
+        click.echo(wrap(f"training on {gpu}: {t['tokens_per_s']:,.0f} tokens/s per GPU "
+                        f"compiled, {t['tokens_per_s_eager']:,.0f} eager, at "
+                        f"{t['batch_tokens']:,.0f} tokens per step ({t['kind']}: {t['source']})"))
     if mem["fits"]:
         click.echo(wrap(f"memory on {gpu}: {mem['gib']:.1f} GiB per GPU compiled, "
                         f"{mem['gib_eager']:.1f} eager, at a micro-batch of "
                         f"{mem['micro_batch']} sequences ({mem['grad_accum']} pass(es) per step of "
-                        f"{mem['sequences']}; {mem['convention']})"))
+                        f"{mem['sequences']}; {mem['convention']})"
+                        + ("" if mem["eager_fits"] else
+                           f"; eager, that micro-batch needs more than the {mem['device_gib']:g} "
+                           "GiB less headroom: run compiled, or halve the micro-batch")))
     else:
         click.echo(wrap(f"memory on {gpu}: {mem['note']}"))
     click.echo(wrap(f"decode on {gpu}: {lat['ms_per_token']:.3g} ms/token at batch 1, "
@@ -133,12 +140,18 @@ def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     device(gpu)
     model = load_step_model(perf_file) if perf_file else modelled(gpu)
     bt = batch_tokens or DEFAULT_BATCH_TOKENS
-    return {"gpu": gpu,
-            "training": {"tokens_per_s": model.tokens_per_s(s, bt),
-                         "tokens_per_s_eager": model.tokens_per_s(s, bt, compiled=False),
-                         "batch_tokens": bt, "kind": model.kind, "device": model.device,
-                         "source": model.source},
-            "memory": _memory(s, gpu, bt),
+    mem = _memory(s, gpu, bt)
+    training: dict = {"tokens_per_s": None, "tokens_per_s_eager": None, "batch_tokens": bt,
+                      "kind": model.kind, "device": model.device, "source": model.source}
+    if bt < s.n_ctx:  # a speed is only for a step that can run
+        training["why_none"] = (f"a step of {int(bt):,} tokens is less than one sequence of "
+                                f"{s.n_ctx:,}: give --gpu-batch-tokens of at least {s.n_ctx:,}")
+    elif not mem["fits"]:
+        training["why_none"] = "one sequence does not fit the GPU's memory (the memory line)"
+    else:
+        training.update(tokens_per_s=model.tokens_per_s(s, bt),
+                        tokens_per_s_eager=model.tokens_per_s(s, bt, compiled=False))
+    return {"gpu": gpu, "training": training, "memory": mem,
             "decode": decode_latency(s, gpu), "all_to_all": expert_all_to_all(s, bt, gpu)}
 
 
@@ -151,7 +164,10 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
     from archfit.train.configure import overhead_gib
 
     dev = memory.device(gpu)
-    seqs = max(1, int(batch_tokens) // s.n_ctx)
+    if batch_tokens < s.n_ctx:
+        return {"fits": False, "sequences": 0, "note": f"a step of {int(batch_tokens):,} tokens is "
+                f"less than one sequence of {s.n_ctx:,}: nothing to estimate"}
+    seqs = int(batch_tokens) // s.n_ctx
     over = overhead_gib(gpu)
     cal = calibration(dev.key)
     share = cal.activation_share if cal else {}
@@ -168,6 +184,7 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
     eager = memory.estimate(s, m, precision="bf16", overhead_gib=over, compiled=False,
                             activation_share=share.get("eager") or 1.0)
     return {"fits": True, "gib": e.total / memory.GIB, "gib_eager": eager.total / memory.GIB,
+            "eager_fits": eager.total <= dev.memory_gib * memory.GIB * 0.9,
             "micro_batch": m, "grad_accum": accum, "sequences": seqs,
             "device_gib": dev.memory_gib, "convention": conv,
             "kind": "calibrated" if cal else "estimated"}
