@@ -96,8 +96,10 @@ def test_a_formula_artifact_is_read_again_under_the_same_rules(tmp_path):
     assert load_fit(p).params == pytest.approx(f.params)
     d["extra"]["formula"]["text"] = "loss ~ E + __import__('os').getpid()"
     p.write_text(json.dumps(d))
-    with pytest.raises(FitInputError, match="'__'"):
+    with pytest.raises(FitInputError, match="'__'") as e:
         load_fit(p)
+    # the file is the cause: the message names it, not an option the user never gave
+    assert str(e.value).startswith(f"{p}: its formula") and "--formula" not in str(e.value)
     d["extra"]["formula"]["text"] = "loss ~ E + B / params^alpha"  # not the law it names
     p.write_text(json.dumps(d))
     with pytest.raises(FitInputError, match="is not its formula's"):
@@ -222,3 +224,28 @@ def test_an_api_value_out_of_kind_or_range_raises_its_typed_error_in_one_line(ca
         call()
     assert type(e.value).__name__ == error
     assert "\n" not in str(e.value) and len(str(e.value)) < 200
+
+
+def test_the_same_formula_twice_is_weighed_once(cli):
+    """--law auto with one formula given twice (spacing aside): one row in the comparison."""
+    r = cli("fit", EPOCH, "--formula", CHINCHILLA, "--formula", CHINCHILLA.replace(" + ", "  + "),
+            "--law", "auto", "--bootstrap", 0)
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("formula: ")]
+    assert len(rows) == 1, rows
+
+
+def test_a_constant_loss_is_refused_in_one_line_without_numpy_warnings(tmp_path):
+    """Every loss the same: the refusal is the only line on stderr (it followed four numpy
+    warnings from a rank correlation of a constant)."""
+    import subprocess
+    import sys
+
+    import polars as pl
+
+    path = tmp_path / "c.csv"
+    pl.read_csv(EPOCH).with_columns(pl.lit(2.0).alias("loss")).write_csv(path)
+    r = subprocess.run([sys.executable, "-m", "archfit", "fit", str(path), "--law", "chinchilla",
+                        "--bootstrap", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "every row's loss is 2" in r.stderr and "Warning" not in r.stderr

@@ -367,7 +367,8 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
         raise FitInputError(f"column {src.get('loss', 'loss')!r} (archfit 'loss') has values up "
                             f"to {df['loss'].max():.3g} nats/token: not a loss? Check for "
                             "swapped columns and map them with --map")
-    if {"params", "loss"} <= set(df.columns) and df["params"].n_unique() >= 5:
+    if {"params", "loss"} <= set(df.columns) and df["params"].n_unique() >= 5 and \
+            df["loss"].n_unique() > 1:  # one loss: check_losses_vary refuses it, in one line
         rho = float(np.corrcoef(df["params"].rank().to_numpy(), df["loss"].rank().to_numpy())[0, 1])
         if rho > 0.5:
             notes.append(f"WARNING: loss grows with N (rank correlation {rho:+.2f}); scaling "

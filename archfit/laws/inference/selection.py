@@ -126,6 +126,7 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
         raise FitInputError(f"formula is a text ('loss ~ E + A / params^alpha') or a list of "
                             f"them, got {type(formula).__name__} {formula!r}"[:200])
     texts = [formula] if isinstance(formula, str) else list(formula or [])
+    texts = list({" ".join(t.split()): t for t in texts}.values())  # the same law weighed once
     if texts:
         from archfit.laws.user.expression import formula_names
         from archfit.laws.user.formula import formula_law

@@ -224,7 +224,12 @@ def read_formula(name: str, record: Any, where: str) -> FormulaLaw:
     except (TypeError, ValueError, IndexError, AttributeError):
         raise FitInputError(f"{where}: extra.formula's starts or bounds are not numbers; "
                             "refit with 'archfit fit --formula'") from None
-    law = formula_law(record["text"], [str(v) for v in record["variables"]], starts, bounds)
+    try:
+        law = formula_law(record["text"], [str(v) for v in record["variables"]], starts, bounds)
+    except FitInputError as e:  # the file is the cause, not an option the user gave
+        why = str(e).replace("--formula's", "its formula's").replace("--formula", "its formula")
+        raise FitInputError(f"{where}: {why.replace('--start/--bounds', 'its starts or bounds')}"
+                            ) from None
     if law.name != name or list(law.variables) != record["variables"]:
         raise FitInputError(f"{where}: its law {name!r} is not its formula's "
                             f"({law.name!r}); refit with 'archfit fit --formula'")
