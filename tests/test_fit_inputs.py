@@ -446,3 +446,27 @@ def test_predict_json_rows_are_the_rows_with_their_intervals_as_json_writes_them
     assert fast == slow and len(fast) == df.height
     assert fast[0]["actual"] is None and fast[1]["actual"] == pytest.approx(df["loss"][1])
     assert fast[1]["interval"]["kind"] == "fitted" and fast[1]["interval"]["level"] == 0.9
+
+
+def test_an_estimate_edited_far_from_its_draws_is_refused_naming_the_file(tmp_path):
+    """A consistent edit (alpha set to 1e300, the draws left as fitted) would predict a
+    plausible wrong number with the old draws' interval: the file is refused in one line; the
+    fit as written loads, and so does an estimate moved within its draws' range."""
+    f = archfit.fit(None, paths=[str(Path(__file__).parents[1] / "datasets"
+                                     / "chinchilla_epoch2024.csv")],
+                    law="chinchilla", bootstrap=30, heldout=False)
+    d = f.to_dict()
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(d))
+    assert load_fit(path).params["alpha"] == pytest.approx(f.params["alpha"])
+    lo, hi = min(d["bootstrap"]["samples"]["alpha"]), max(d["bootstrap"]["samples"]["alpha"])
+    d["params"]["alpha"] = hi  # inside: loads
+    path.write_text(json.dumps(d))
+    load_fit(path)
+    d["params"]["alpha"] = 1e300
+    path.write_text(json.dumps(d))
+    with pytest.raises(FitInputError) as e:
+        load_fit(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: params.alpha is 1e+300, far outside its own 30 bootstrap")
+    assert "\n" not in msg and f"{lo:.4g} to {hi:.4g}" in msg

@@ -84,7 +84,7 @@ class Target:
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
                                       and _finite(v) and v > 0):
                 shown = repr(v) if len(repr(v)) <= 30 else f"a number of {len(repr(v))} digits"
-                raise RecommendError(f"{name} must be a positive finite number, got {shown}")
+                raise RecommendError(f"{name} must be a positive number, got {shown}")
         planned = [n for n, v in (("--inference-tokens", self.inference_tokens),
                                   ("--tokens-per-param", self.tokens_per_param)) if v is not None]
         if planned and (self.unique_tokens is not None or len(planned) > 1):

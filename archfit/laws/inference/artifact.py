@@ -488,6 +488,7 @@ class Fit:
                 raise FitInputError(f"{where}: params.{k} is {v!r}: {why} (refit with 'archfit "
                                     "fit')")
         _check_samples(d.get("bootstrap"), law, where)
+        _check_estimate_among_draws(params, d.get("bootstrap"), where)
         raw = d.get("ci") or {}
         if not isinstance(raw, Mapping):
             raise FitInputError(f"{where}: ci is {raw!r}; a fit's ci is a table of intervals, "
@@ -572,6 +573,27 @@ def _plural(unit: str) -> str:
     ("training run (run_id)" -> "training runs (run_id)")."""
     noun, paren, rest = unit.partition(" (")
     return f"{noun}s{paren}{rest}"
+
+
+def _check_estimate_among_draws(params: Mapping[str, Any], boot: Any, where: str) -> None:
+    """Each estimate within its own bootstrap draws, give or take their whole range again:
+    the draws are refits warm-started at the estimate, so one far outside them (alpha edited
+    to 1e300, the draws left as they were) would predict with an interval that is not its
+    own. One line naming the parameter."""
+    samples = (boot or {}).get("samples") if isinstance(boot, Mapping) else None
+    if not isinstance(samples, Mapping):
+        return
+    for name, v in params.items():
+        col = samples.get(name)
+        if not isinstance(col, list) or len(col) < 10:
+            continue
+        lo, hi = min(col), max(col)
+        reach = (hi - lo) + 1e-6 * max(abs(lo), abs(hi), 1e-300)
+        if not lo - reach <= v <= hi + reach:
+            raise FitInputError(f"{where}: params.{name} is {v:.6g}, far outside its own "
+                                f"{len(col):,} bootstrap draws ({lo:.4g} to {hi:.4g}): the file "
+                                "was edited, or its draws are another fit's; refit with "
+                                "'archfit fit'")
 
 
 def _check_samples(boot: Any, law: Any, where: str) -> None:
