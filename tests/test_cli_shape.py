@@ -77,6 +77,7 @@ def test_grid_suffix_numbers_and_ff_ratios():
           "--make-vocab-size-divisible-by", "64"], "goes with --emit megatron"),
         (["recommend", "--params", "1e9", "--make-vocab-size-divisible-by", "64"],
          "goes with --emit megatron or --vocab auto"),
+        (["recommend", "--params", "7e9", "--vocab", "1"], "a vocabulary of one token"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, needle):

@@ -470,3 +470,23 @@ def test_an_estimate_edited_far_from_its_draws_is_refused_naming_the_file(tmp_pa
     msg = str(e.value)
     assert msg.startswith(f"{path}: params.alpha is 1e+300, far outside its own 30 bootstrap")
     assert "\n" not in msg and f"{lo:.4g} to {hi:.4g}" in msg
+
+
+def test_inputs_no_real_run_has_are_refused_by_the_law_that_reads_them():
+    """The CPU rate x batch sweep with its rates x 1e-9 (a unit slip), or a batch of more
+    tokens per step than the run trains; a vocabulary table with a vocabulary of one token:
+    each fit is refused in one line naming the column, where the sweep as recorded fits."""
+    grid = pl.read_parquet(Path(__file__).parents[1] / "datasets" / "lr_batch_sweep_cpu.parquet")
+    archfit.fit(grid, law="lr-batch-surface", bootstrap=0, heldout=False)
+    for bad, needle in ((grid.with_columns(pl.col("lr") * 1e-9), "column 'lr' holds"),
+                        (grid.with_columns(pl.col("tokens") * 0 + 10.0),
+                         "a step of more tokens than they train")):
+        with pytest.raises(FitInputError) as e:
+            archfit.fit(bad, law="lr-batch-surface", bootstrap=0, heldout=False)
+        assert needle in str(e.value) and "\n" not in str(e.value)
+    from archfit.laws import get_law
+
+    vocab = get_law("vocab")
+    rows = pl.DataFrame({"vocab_size": [1.0, 4096.0], "loss": [-1.0, -1.2]})
+    assert "column 'vocab_size' holds 1" in vocab.implausible(rows)
+    assert vocab.implausible(rows.with_columns(pl.lit(32000.0).alias("vocab_size"))) is None

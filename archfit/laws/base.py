@@ -128,6 +128,9 @@ class Law:
     spread_of: ClassVar[tuple[str, str, str, str] | None] = None
     # the table's columns beyond size and tokens whose range the fit records as its reach
     reach_columns: ClassVar[tuple[str, ...]] = ()
+    # columns whose values outside (low, high) no real run has, and what the column is: a fit
+    # refuses them in one line (:meth:`implausible`) rather than call its answer informative
+    plausible: ClassVar[dict[str, tuple[float, float, str]]] = {}
     # columns the law reads where the table has them, beyond :attr:`columns` (moe-experts'
     # tokens: a sweep at one token count may leave them out)
     optional_columns: ClassVar[tuple[str, ...]] = ()
@@ -300,6 +303,19 @@ class Law:
     # low excluded); high is included, None is open. A name not here takes any finite value.
     domains: ClassVar[dict[str, tuple[float | None, float | None, bool]]] = {}
 
+    def implausible(self, df: Any) -> str | None:
+        """Why the runs ``df`` (a polars frame) cannot be what they claim for this law: a
+        column of :attr:`plausible` outside its range; None when they can be."""
+        for col, (lo, hi, what) in self.plausible.items():
+            if col not in df.columns or not df[col].dtype.is_numeric():
+                continue
+            v = df[col].drop_nulls()
+            if len(v) and (v.min() < lo or v.max() > hi):  # type: ignore[operator]
+                bad = v.min() if v.min() < lo else v.max()  # type: ignore[operator]
+                return (f"column {col!r} holds {bad:.4g}, outside {lo:g} to {hi:g} "
+                        f"({what}): check its unit and its column")
+        return None
+
     def domain_error(self, name: str, value: float) -> str | None:
         """Why ``value`` is outside ``name``'s domain in this law, or None."""
         if not math.isfinite(value):
@@ -466,6 +482,22 @@ class HyperparameterLaw(Law):
     recipe's fitted rate and batch come from."""
 
     role = "hparam"
+    # AdamW's peak rates in every public sweep lie within 1e-5 to 1e-1 (Step Law's grid:
+    # 2.4e-4 to 2.2e-2); four decades beyond either end is a unit or column error
+    plausible = {"lr": (1e-9, 10.0, "a peak learning rate")}
+
+    def implausible(self, df: Any) -> str | None:
+        """Also a step of more tokens than its run trains: a batch past the run."""
+        if why := super().implausible(df):
+            return why
+        if {"batch_tokens", "tokens"} <= set(df.columns):
+            over = df.filter(df["batch_tokens"] > df["tokens"])
+            if over.height:
+                return (f"{over.height} run(s) take a step of more tokens than they train "
+                        f"(batch_tokens {over['batch_tokens'][0]:.4g} > tokens "
+                        f"{over['tokens'][0]:.4g}): check the batch column's unit (tokens per "
+                        "step, not sequences)")
+        return None
 
 
 class MoELaw(Law):
@@ -487,6 +519,8 @@ class VocabularyLaw(Law):
     predicts_loss = True
     loss_space = "linear"
     reach_columns = ("vocab_size",)
+    # one token predicts nothing; the largest vocabularies in use are about 2.6e5 (Gemma)
+    plausible = {"vocab_size": (2, 1e7, "a tokenizer's vocabulary")}
 
     def unigram_loss(self, params: Mapping[str, float], n_nv: float, vocab: float,
                      d_model: float, tokens: float) -> float:

@@ -195,6 +195,9 @@ class Grid:
             _positive(name, getattr(self, name), whole=True)
         if self.vocab_size != "auto":
             _positive("vocab_size", self.vocab_size, whole=True)
+            if self.vocab_size == 1:
+                raise RecommendError("vocab_size 1: a vocabulary of one token predicts nothing; "
+                                     "give the tokenizer's (e.g. 32000), or auto")
         _positive("vocab_multiple", self.vocab_multiple, whole=True)
         _positive("top", self.top, whole=True)
         h, m = self.head_dim, self.multiple_of

@@ -359,6 +359,8 @@ def sane_frame(lw: Law, table: RunTable, dedupe: bool, notes: list[str]) -> Any:
         df = unique
         notes.append(f"dropped {n_dup} duplicate row(s) (--dedupe)")
     check_rows(df, lw.columns)
+    if why := lw.implausible(df):
+        raise FitInputError(f"{lw.name}: {why}")
     if "params" in df.columns and df["params"].min() < 1e3:
         raise FitInputError(f"column {src.get('params', 'params')!r} (archfit 'params') has "
                             f"values as small as {df['params'].min():.3g}: not a parameter "
