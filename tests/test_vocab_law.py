@@ -95,6 +95,10 @@ def test_recommend_picks_the_fitted_laws_least_loss_vocabulary(tmp_path, cli):
     assert abs(v["value"] - grid[int(np.argmin(losses))]) <= 128
     assert v["interval"]["low"] <= v["value"] <= v["interval"]["high"]
     assert v["interval"]["kind"] == "fitted" and v["usable"] is True
+    # without --vocab auto nothing reads the fit: the answer keeps its vocabulary, and says so
+    plain = json.loads(cli("recommend", "--params", "1e9", "--fit", path, "--json").output)
+    assert plain["vocab_size"] == 128_256
+    assert any("read only with --vocab auto" in n for n in plain["notes"])
 
 
 def test_a_fit_that_cannot_pick_keeps_the_vocabulary_and_says_so(tmp_path, cli):
@@ -117,3 +121,14 @@ def test_a_backtest_reads_the_negative_losses_and_predicts_the_largest_size(tmp_
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["n_test"] == 30 and abs(d["mean_rel_error"]) < 0.01
+
+
+def test_predict_reads_the_sweeps_negative_losses_as_losses(tmp_path, cli):
+    """A unigram-normalized loss is below 0 for a good model: predict shows each row's actual
+    loss and the coverage over all of them (it left them out as if missing)."""
+    path, _ = _fit_file(tmp_path, PLANTED, "vocab.json")
+    table = tmp_path / "sweep.parquet"
+    _sweep().write_parquet(table)
+    d = json.loads(cli("predict", path, table, "--json").output)
+    assert all(r["actual"] is not None and r["actual"] < 0 for r in d["rows"])
+    assert d["coverage"] >= 0.9 and "n_with_loss" not in d

@@ -60,6 +60,9 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         return _vocabulary_auto(req)
     fits = _fits(req)
     notes: list[str] = []
+    if "vocab" in fits:  # given, and nothing here reads it
+        notes.append(f"the vocabulary fit {fits['vocab'].label} is read only with --vocab "
+                     "auto (vocab_size='auto'); this shape keeps the vocabulary it was given")
     arch = _architecture(req.block.family, fits["shape"], notes)
     kw, plans = _plans(req, arch, fits["shape"], notes)
     target = resolve_target(req.target, fits)

@@ -188,7 +188,10 @@ class Predictions:
         self.keys = [k for k in self.KEYS if k in self.cols]
         self.actual = self.cols.get("loss")
         a = self.actual
-        self.has = (np.isfinite(a) & (a > 0)) if a is not None else np.zeros(self.n, bool)
+        # a unigram-normalized loss (a vocabulary law's) is below 0 for a good model
+        signed = getattr(fit.law_obj, "signed_loss", False)
+        self.has = (np.isfinite(a) & (True if signed else a > 0)) if a is not None \
+            else np.zeros(self.n, bool)
         h = self.has
         self.summary = (band_report(self.pred[h], self.lo[h], self.hi[h], a[h])
                         if a is not None and h.any() else {})
