@@ -146,3 +146,16 @@ def test_a_backtest_scores_the_held_out_runs_that_trained():
     r = backtest(pl.concat([clean, blown]), law="lr-batch-surface", cut=top / 2, bootstrap=0)
     assert r["n_test"] == clean.filter(pl.col("params") == top).height
     assert any("left out 2 of" in n and "diverged" in n for n in r["notes"])
+
+
+def test_a_backtest_of_the_surface_compares_no_depths(cli):
+    """The surface picks rates and batches, not depths: its backtest has no per-class 'shape
+    the fit picks vs the winner' table (it printed one from the runs' depths), where a shape
+    law's has one."""
+    r = cli("backtest", GRID, "--law", "lr-batch-surface", "--cut", "1.5e5", "--bootstrap", 10,
+            "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["classes"] == []
+    text = cli("backtest", GRID, "--law", "lr-batch-surface", "--cut", "1.5e5", "--bootstrap",
+               10).output
+    assert "picked depth" not in text

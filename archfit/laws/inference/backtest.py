@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from archfit.errors import FitError, FitInputError
-from archfit.laws.base import get_law
+from archfit.laws.base import ShapeLaw, get_law
 from archfit.laws.inference.bands import band_report
 from archfit.laws.inference.columns import size_classes
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
@@ -84,7 +84,9 @@ def backtest(frame: Any = None, law: str = DEFAULT_LAW, *, cut: float,
     return {"law": law, "cut": float(cut), "interval": interval,
             "n_train": train.height, "n_test": test.height,
             "notes": [f"held-out runs: {n}" for n in screened],
-            **rep, "rows": rows, "classes": _classes(test, pred, hi, actual),
+            **rep, "rows": rows,
+            # which depth wins a size class is a question for a law that ranks depths
+            "classes": _classes(test, pred, hi, actual) if isinstance(lw, ShapeLaw) else [],
             "verdict": f.verdict().verdict, "verdict_reasons": f.verdict().reasons,
             "verdict_at_largest": f.verdict(top).verdict,
             "fit": {"params": f.params, "unit": f.bootstrap.get("unit"),
