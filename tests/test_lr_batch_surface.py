@@ -77,18 +77,24 @@ def test_the_penalties_are_the_surface_itself(split):
 
 
 def test_diverged_runs_are_left_out_and_named():
-    """A run that diverged (its loss several times its cell's best) is not on the surface: the
-    fit with three such runs added is the fit without them, and says how many it left out."""
+    """A run that diverged (its loss several times its cell's best, at a higher rate) is not
+    on the surface: the fit with three such runs added is the fit without them, and says how
+    many it left out. The same losses at the lowest rates are slow runs, not diverged ones:
+    they stay on the surface (the screen dropped them too)."""
     from contracts import _lr_surface
 
     clean = _lr_surface(0)
-    blown = clean.head(3).with_columns(pl.lit(7.1).alias("loss"),
-                                       pl.col("lr") * 1.01)  # not duplicates of the clean runs
+    top = clean.sort("lr", descending=True).head(3)
+    blown = top.with_columns(pl.lit(7.1).alias("loss"),
+                             pl.col("lr") * 1.01)  # not duplicates of the clean runs
     f0 = archfit.fit(clean, law="lr-batch-surface", bootstrap=0, heldout=False)
     f1 = archfit.fit(pl.concat([clean, blown]), law="lr-batch-surface", bootstrap=0,
                      heldout=False)
     assert f1.params == pytest.approx(f0.params, rel=1e-9)
     assert any(f"left out 3 of {clean.height + 3} runs as diverged" in n for n in f1.notes)
+    slow = clean.sort("lr").head(3).with_columns(pl.lit(7.1).alias("loss"), pl.col("lr") * 0.99)
+    kept, notes = get_law("lr-batch-surface").screen(pl.concat([clean, slow]))
+    assert kept.height == clean.height + 3 and not notes
 
 
 def test_recommend_with_the_surface_states_the_loss_and_each_penalty(cli, tmp_path, split):
@@ -141,8 +147,8 @@ def test_a_backtest_scores_the_held_out_runs_that_trained():
 
     clean = _lr_surface(0)
     top = clean["params"].max()
-    blown = clean.filter(pl.col("params") == top).head(2).with_columns(
-        pl.lit(7.1).alias("loss"), pl.col("lr") * 1.01)
+    blown = clean.filter(pl.col("params") == top).sort("lr", descending=True).head(2) \
+        .with_columns(pl.lit(7.1).alias("loss"), pl.col("lr") * 1.01)  # past the best rate
     r = backtest(pl.concat([clean, blown]), law="lr-batch-surface", cut=top / 2, bootstrap=0)
     assert r["n_test"] == clean.filter(pl.col("params") == top).height
     assert any("left out 2 of" in n and "diverged" in n for n in r["notes"])

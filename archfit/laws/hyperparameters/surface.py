@@ -159,19 +159,22 @@ class LRBatchSurface(HyperparameterLaw):
 
     def screen(self, frame: Any) -> tuple[Any, list[str]]:
         """The runs on the surface: a run whose loss ends above :data:`DIVERGED_RATIO` times the
-        best of its (size, tokens) cell diverged, and no smooth surface predicts where; those
-        are left out, counted in a note."""
+        best of its (size, tokens) cell, at a rate above that best run's, diverged, and no
+        smooth surface predicts where; those are left out, counted in a note. Below the best
+        rate a run only trains slower (Wortsman et al. 2023): however high its loss, it stays."""
         import polars as pl
 
         cell = [c for c in ("target_params", "params") if c in frame.columns][:1] + ["tokens"]
         best = pl.col("loss").min().over(cell)
-        kept = frame.filter(pl.col("loss") <= DIVERGED_RATIO * best)
+        best_lr = pl.col("lr").sort_by("loss").first().over(cell)
+        kept = frame.filter((pl.col("loss") <= DIVERGED_RATIO * best) | (pl.col("lr") <= best_lr))
         gone = frame.height - kept.height
         if not gone:
             return frame, []
         return kept, [f"left out {gone} of {frame.height} runs as diverged (loss above "
-                      f"{DIVERGED_RATIO:g}x the best run of their size and tokens): the surface "
-                      "describes runs that trained, not where a rate or batch diverges"]
+                      f"{DIVERGED_RATIO:g}x the best run of their size and tokens, at a higher "
+                      "rate): the surface describes runs that trained, not where a rate or "
+                      "batch diverges"]
 
     def bowl_problem(self, params: Mapping[str, float]) -> str | None:
         """Why the basin has no minimum at its centre, or None: each side's widths must
