@@ -165,3 +165,18 @@ def test_a_backtest_of_the_surface_compares_no_depths(cli):
     text = cli("backtest", GRID, "--law", "lr-batch-surface", "--cut", "1.5e5", "--bootstrap",
                10).output
     assert "picked depth" not in text
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda s, p: s.penalty(p, "lr", 0), "the lr factor must be a positive finite number"),
+    (lambda s, p: s.penalty(p, "rate", 2.0), "for 'lr' or 'batch_tokens'"),
+    (lambda s, p: s.optimum_point(p, -1.0, 1e9), "N (the size) must be a positive"),
+    (lambda s, p: s.optimum_point({**p, "n_lr": 1e5}, 1e9, 1e9), "beyond a float"),
+])
+def test_the_surfaces_helpers_refuse_what_they_cannot_answer_in_one_typed_line(call, needle):
+    """Round eight's raw ValueError and OverflowError from the surface's own helpers."""
+    from archfit.errors import ArchfitError
+
+    s = get_law("lr-batch-surface")
+    with pytest.raises(ArchfitError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        call(s, {k: 0.1 for k in s.param_names})

@@ -237,3 +237,22 @@ def test_the_shape_nearer_the_optimum_is_the_nearest_of_every_depth_between():
         assert got == every_depth(best, L_opt, N), (best.n_layer, d, L_opt, N)
         offered += got is not None
     assert offered > 50
+
+
+@pytest.mark.parametrize("rule,needle", [
+    (lambda w: "x", "gave x: a d_ff rule returns a positive whole number"),
+    (lambda w: -5, "gave -5"),
+    (lambda w: 1 / 0, "raised ZeroDivisionError"),
+    (lambda w: 10 ** 400, "a d_ff rule returns a positive whole number"),
+])
+def test_a_d_ff_rule_that_gives_no_width_is_named_in_one_typed_line(rule, needle):
+    """Block(d_ff_rule=...) is the user's function: whatever it raises or returns that is not
+    a width is refused as the recommendation's error (a raw TypeError, ValueError,
+    ZeroDivisionError or OverflowError before); a rule that gives widths is used."""
+    import archfit
+
+    with pytest.raises(archfit.errors.RecommendError) as e:
+        archfit.recommend(7e9, d_ff_rule=rule)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert archfit.recommend(7e9, d_ff_rule=lambda w: 4 * w).shape.d_ff == \
+        4 * archfit.recommend(7e9, d_ff_rule=lambda w: 4 * w).shape.d_model

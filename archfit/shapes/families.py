@@ -212,7 +212,7 @@ def iso_param_family(
                     continue
                 nominal, block, rest, per_ff = got
                 n0, slope = line = L * block + rest, L * per_ff
-                for d_ff in ([d_ff_rule(d)] if d_ff_rule is not None else
+                for d_ff in ([_ruled_width(d_ff_rule, d)] if d_ff_rule is not None else
                              _ff_candidates(nominal, ff, target, ff_multiple, ff_slack, line)):
                     err = (n0 + slope * (d_ff - int(nominal.d_ff or 0)) - target) / target
                     # parameter error first; a small price for leaving the nominal ff ratio
@@ -379,3 +379,16 @@ def require_a_fit(members: list[FamilyMember], target: float, tolerance: float) 
         + (f"the closest, {best.n_layer} x {best.shape.d_model}, is {best.rel_error:+.0%} "
            "off; " if best.rel_error is not None and best.shape is not None else "")
         + "change --params, the depths, or the width step (--head-dim, --multiple-of)")
+
+
+def _ruled_width(rule: Callable[[int], int], d_model: int) -> int:
+    """A framework's d_ff for a width, checked: a positive whole number (a rule that raises or
+    returns anything else is the caller's mistake, said in one line)."""
+    try:
+        v = rule(d_model)
+    except Exception as e:  # the user's function: whatever it raises is named, not passed on
+        raise ShapeError(f"d_ff_rule({d_model}) raised {type(e).__name__}: {e}"[:200]) from None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= 10 ** 9:
+        raise ShapeError(f"d_ff_rule({d_model}) gave {str(v)[:40]}: a d_ff rule returns a "
+                         "positive whole number (at most 1e9)")
+    return v

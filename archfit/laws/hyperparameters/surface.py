@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from archfit.errors import FitError, FitInputError
 
 from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, HyperparameterLaw,
                                derived_name, register)
@@ -128,15 +129,26 @@ class LRBatchSurface(HyperparameterLaw):
     def optimum_point(self, params: Mapping[str, float], N: float, D: float
                       ) -> dict[str, float]:
         """The best rate and batch at (N, D) and the loss there."""
+        _positive_number("N (the size)", N)
+        _positive_number("D (the tokens)", D)
         p = params
-        lr = math.exp(p["c_lr"] + p["n_lr"] * math.log(N) + p["d_lr"] * math.log(D))
-        b = math.exp(p["c_b"] + p["n_b"] * math.log(N) + p["d_b"] * math.log(D))
-        loss = p["E"] + p["A"] * N ** -p["alpha"] + (p["B"] * D ** -p["beta"] if p["B"] else 0)
+        try:
+            lr = math.exp(p["c_lr"] + p["n_lr"] * math.log(N) + p["d_lr"] * math.log(D))
+            b = math.exp(p["c_b"] + p["n_b"] * math.log(N) + p["d_b"] * math.log(D))
+            loss = p["E"] + p["A"] * N ** -p["alpha"] + (p["B"] * D ** -p["beta"] if p["B"]
+                                                         else 0)
+        except OverflowError:
+            raise FitError(f"{self.name}: at N = {N:.3g}, D = {D:.3g} the best rate or batch is "
+                           "beyond a float: far outside the runs the surface was fitted on"
+                           ) from None
         return {"lr": lr, "batch_tokens": b, "loss": loss}
 
     def penalty(self, params: Mapping[str, float], knob: str, factor: float) -> float:
         """The loss added by a rate (``knob`` "lr") or batch ("batch_tokens") ``factor`` off
         its optimum, the other at its own: the width on that side times (ln factor)^2."""
+        if knob not in ("lr", "batch_tokens"):
+            raise FitInputError(f"a surface's penalty is for 'lr' or 'batch_tokens', got {knob!r}")
+        _positive_number(f"the {knob} factor", factor)
         width = (params["w_b"] if knob != "lr" else
                  params["w_lr_hi"] if factor > 1 else params["w_lr_lo"])
         return width * math.log(factor) ** 2
@@ -308,3 +320,13 @@ def _uncentred(q: Mapping[str, float], lnN0: float, lnD0: float) -> dict[str, fl
     for c, n, d in (("c_lr", "n_lr", "d_lr"), ("c_b", "n_b", "d_b")):
         p[c] = q[c] - q[n] * lnN0 - q[d] * lnD0
     return p
+
+
+def _positive_number(what: str, v: Any) -> None:
+    """A finite positive number, else :class:`FitInputError` naming ``what``."""
+    try:
+        ok = not isinstance(v, bool) and math.isfinite(v) and v > 0
+    except (TypeError, OverflowError):
+        ok = False
+    if not ok:
+        raise FitInputError(f"{what} must be a positive finite number, got {str(v)[:40]}")
