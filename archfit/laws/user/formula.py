@@ -28,6 +28,11 @@ MAX_STARTS = 256  # the grid's points, thinned evenly past this
 POLISHED = 4  # the starts of least Huber loss polished by the optimizer
 
 
+# the smallest singular value of a formula's unit-scaled sensitivities below which parameters
+# trade off exactly (see FormulaLaw._unidentified)
+UNIDENTIFIED = 1e-7
+
+
 def thinned_product(axes: list[tuple[float, ...]], limit: int) -> list[tuple[float, ...]]:
     """Every ``ceil(n / limit)``-th point of ``itertools.product(*axes)`` (n points in all), in
     its order, each built from its index: a grid of 5^12 points is never built to keep 256."""
@@ -134,8 +139,47 @@ class FormulaLaw(LossCurveLaw):
         theta = huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale, bounds=bounds)
         if not np.all(np.isfinite(self.predict(dict(zip(names, theta)), data))):
             raise FitError(f"{self.name}: the fitted law is not finite on every run")
+        if full and not constraints and (tied := self._unidentified(theta, data)):
+            raise FitInputError(f"--formula {self.expr.text!r}: {', '.join(tied)} trade off "
+                                "exactly on these runs (the law's losses move the same way "
+                                "whichever of them moves), so only a combination of them is "
+                                "fitted and each one's interval would be meaningless; write "
+                                "one parameter for them")
         return Estimate(theta, extra={"objective": "Huber (delta 1e-3) on log loss",
                                       "formula": self.to_record()})
+
+    def _unidentified(self, theta: np.ndarray, data: Data) -> list[str]:
+        """The parameters that trade off exactly at ``theta``: the columns of d ln L̂ / d ln θ
+        (central differences), each scaled to unit length, have a singular value below
+        UNIDENTIFIED (an exact trade-off, A and B of A * B, leaves the differences' error,
+        about 1e-10; a weakly pinned one is orders above); those with a share of its singular
+        vector above 0.1. Empty when every parameter is its own."""
+        import numpy as np
+
+        names = self.param_names
+        if len(names) < 2:
+            return []
+
+        def logpred(t: np.ndarray) -> np.ndarray:
+            with np.errstate(all="ignore"):
+                return np.log(self.predict(dict(zip(names, t)), data))
+
+        cols = []
+        for i in range(len(names)):
+            h = 1e-5 * max(abs(float(theta[i])), 1e-8)
+            up, down = theta.copy(), theta.copy()
+            up[i] += h
+            down[i] -= h
+            cols.append((logpred(up) - logpred(down)) / (2 * h) * max(abs(float(theta[i])),
+                                                                     1e-8))
+        J = np.stack(cols, 1)
+        norms = np.linalg.norm(J, axis=0)
+        if not np.all(np.isfinite(J)) or np.any(norms == 0):
+            return []
+        _, s, vt = np.linalg.svd(J / norms, full_matrices=False)
+        if s[-1] >= UNIDENTIFIED:
+            return []
+        return [n for n, share in zip(names, np.abs(vt[-1])) if share > 0.1]
 
     def _starts(self, data: Data) -> list[np.ndarray]:
         """A grid over the parameters the projection does not solve; for each point, the
