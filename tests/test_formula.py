@@ -260,3 +260,14 @@ def test_parameters_that_trade_off_exactly_are_refused_by_name(cli):
                         "loss ~ E + A * B / params^alpha + C / tokens^beta", "--bootstrap", 0))
     assert "A, B trade off exactly" in line and "write one parameter for them" in line
     assert cli("fit", EPOCH, "--formula", CHINCHILLA, "--bootstrap", 0).exit_code == 0
+
+
+def test_a_parameter_on_the_users_bounds_is_named_as_a_built_in_laws_is(cli):
+    """Chinchilla's alpha is 0.349 on Epoch's points: bounded to 0:0.3 it ends on the upper
+    bound, and the verdict names it there (it said nothing)."""
+    r = cli("fit", EPOCH, "--formula", CHINCHILLA, "--bounds", "alpha=0:0.3", "--bootstrap", 20,
+            "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["params"]["alpha"] == pytest.approx(0.3, abs=1e-4)
+    assert any("alpha is at its upper bound 0.3" in x for x in d["trust"]["reasons"])
