@@ -80,7 +80,12 @@ class FormulaLaw(LossCurveLaw):
                            "columns": ("loss", *variables), "param_names": params,
                            "min_points": len(params) + 2,
                            "params_column": "params" if "params" in variables
-                           else variables[0]}.items():
+                           else variables[0],
+                           # the user's bounds, as a built-in law declares its own: the verdict
+                           # names a parameter on one (None: an open end)
+                           "bounds": {n: (lo if math.isfinite(lo) else None,
+                                          hi if math.isfinite(hi) else None)
+                                      for n, (lo, hi) in dict(bounds or {}).items()}}.items():
             setattr(self, key, value)
         self.linear = linear_parameters(expr.tree, params)
         self.starts = dict(starts or {})
@@ -89,10 +94,6 @@ class FormulaLaw(LossCurveLaw):
             if name not in params:
                 raise FitInputError(f"--start/--bounds name {name!r}, which is not a parameter "
                                     f"of the formula ({', '.join(params)})")
-        # the user's bounds, as a built-in law declares its own: the verdict names a parameter
-        # on one (None: an open end)
-        self.bounds = {n: (lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None)
-                       for n, (lo, hi) in self.bounds_given.items()}
         for name, (lo, hi) in self.bounds_given.items():
             if not (math.isfinite(lo) or math.isfinite(hi)) or not lo < hi:
                 raise FitInputError(f"--bounds {name}={lo:g}:{hi:g}: give low:high, low < high")
