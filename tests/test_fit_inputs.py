@@ -473,12 +473,13 @@ def test_an_estimate_edited_far_from_its_draws_is_refused_naming_the_file(tmp_pa
 
 
 def test_inputs_no_real_run_has_are_refused_by_the_law_that_reads_them():
-    """The CPU rate x batch sweep with its rates x 1e-9 (a unit slip), or a batch of more
+    """The CPU rate x batch sweep with its rates x 1e-9 (a unit slip: below the least rate a
+    run takes, archfit.train.config's, for the surface as for lr-batch), or a batch of more
     tokens per step than the run trains; a vocabulary table with a vocabulary of one token:
     each fit is refused in one line naming the column, where the sweep as recorded fits."""
     grid = pl.read_parquet(Path(__file__).parents[1] / "datasets" / "lr_batch_sweep_cpu.parquet")
     archfit.fit(grid, law="lr-batch-surface", bootstrap=0, heldout=False)
-    for bad, needle in ((grid.with_columns(pl.col("lr") * 1e-9), "column 'lr' holds"),
+    for bad, needle in ((grid.with_columns(pl.col("lr") * 1e-9), "column 'lr' has"),
                         (grid.with_columns(pl.col("tokens") * 0 + 10.0),
                          "a step of more tokens than they train")):
         with pytest.raises(FitInputError) as e:

@@ -482,21 +482,40 @@ class HyperparameterLaw(Law):
     recipe's fitted rate and batch come from."""
 
     role = "hparam"
-    # AdamW's peak rates in every public sweep lie within 1e-5 to 1e-1 (Step Law's grid:
-    # 2.4e-4 to 2.2e-2); four decades beyond either end is a unit or column error
-    plausible = {"lr": (1e-9, 10.0, "a peak learning rate")}
+
+    def prepare(self, frame: Any) -> Data:
+        """The table's columns, each rate and batch checked as a run's are
+        (:func:`archfit.train.config.lr_problem`, :func:`~archfit.train.config.batch_problem`):
+        a row no run could have trained is refused, naming it, never fitted."""
+        from archfit.errors import FitInputError
+        from archfit.train.config import batch_problem, lr_problem
+
+        data = super().prepare(frame)
+        for col, problem in (("lr", lr_problem), ("batch_tokens", batch_problem)):
+            if col not in data:
+                continue
+            bad = [(i, v) for i, v in enumerate(data[col].tolist()) if problem(v)]
+            if bad:
+                i, v = bad[0]
+                raise FitInputError(f"column {col!r} has {len(bad)} value(s) no run could have "
+                                    f"trained with (the first in row {i}): {col} {problem(v)}; "
+                                    "drop or fix those rows")
+        return data
 
     def implausible(self, df: Any) -> str | None:
         """Also a step of more tokens than its run trains: a batch past the run."""
         if why := super().implausible(df):
             return why
-        if {"batch_tokens", "tokens"} <= set(df.columns):
+        from archfit.train.config import batch_problem
+
+        if {"batch_tokens", "tokens"} <= set(df.columns) and not any(
+                batch_problem(v) for v in df["batch_tokens"].to_list()):  # those: prepare's
             over = df.filter(df["batch_tokens"] > df["tokens"])
             if over.height:
-                return (f"{over.height} run(s) take a step of more tokens than they train "
-                        f"(batch_tokens {over['batch_tokens'][0]:.4g} > tokens "
-                        f"{over['tokens'][0]:.4g}): check the batch column's unit (tokens per "
-                        "step, not sequences)")
+                return (f"column 'batch_tokens': {over.height} run(s) take a step of more "
+                        f"tokens than they train ({over['batch_tokens'][0]:.4g} > tokens "
+                        f"{over['tokens'][0]:.4g}): check its unit (tokens per step, not "
+                        "sequences)")
         return None
 
 

@@ -39,25 +39,6 @@ class LRBatch(HyperparameterLaw):
     param_names = LR_TERMS + BATCH_TERMS
     min_points = 9  # three cells of three rates
 
-    def prepare(self, frame: Any) -> Data:
-        """The table's columns, each rate and batch checked as a run's are
-        (:func:`archfit.train.config.lr_problem`, :func:`~archfit.train.config.batch_problem`):
-        a row no run could have trained is refused, naming it, never fitted."""
-        from archfit.errors import FitInputError
-        from archfit.train.config import batch_problem, lr_problem
-
-        data = super().prepare(frame)
-        for col, problem in (("lr", lr_problem), ("batch_tokens", batch_problem)):
-            if col not in data:
-                continue
-            bad = [(i, v) for i, v in enumerate(data[col].tolist()) if problem(v)]
-            if bad:
-                i, v = bad[0]
-                raise FitInputError(f"column {col!r} has {len(bad)} value(s) no run could have "
-                                    f"trained with (the first in row {i}): {col} {problem(v)}; "
-                                    "drop or fix those rows")
-        return data
-
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         """Each cell's optimum (its spread from :data:`REFIT_DRAWS` draws where not ``full``: the
