@@ -34,6 +34,23 @@ def log_sum_exp(U: np.ndarray, axis: int = -1, weights: bool = False) -> Any:
     return np.squeeze(lse, axis)
 
 
+def evaluated_once(both: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+                   ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``both`` (residuals and Jacobian at a point) remembering its last point:
+    ``least_squares`` asks for the residuals, then the Jacobian at the same point, and one
+    evaluation serves both."""
+    last: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def rj(th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = np.asarray(th).tobytes()
+        if key not in last:
+            last.clear()
+            last[key] = both(th)
+        return last[key]
+
+    return rj
+
+
 def prior_weight(scale: float | None, n: int, delta: float) -> float:
     """How much a Gaussian prior's ½z² weighs against a mean-Huber/δ² data term over ``n``
     rows whose residual scale (log loss) is ``scale``: as the likelihood it replaces would, in
@@ -250,16 +267,7 @@ class HuberLSE:
 
         if rp is not None and rp.prior:
             return self.minimize(np.atleast_2d(start), rp=rp, scale=scale)
-        last: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-
-        def rj(th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # least_squares asks for the residuals, then the Jacobian at the same point: one
-            # evaluation serves both
-            if th.tobytes() not in last:
-                last.clear()
-                last[th.tobytes()] = self.residuals_and_jacobian(th)
-            return last[th.tobytes()]
-
+        rj = evaluated_once(self.residuals_and_jacobian)
         if rp is None:
             res = least_squares(lambda th: rj(th)[0], start,
                                 jac=lambda th: rj(th)[1],  # type: ignore[arg-type]  # scipy's stub: jac as str; a callable is documented

@@ -124,19 +124,12 @@ class JointObjective:
         import numpy as np
         from scipy.optimize import least_squares
 
+        from archfit.laws.inference.optimize import evaluated_once
+
         lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
         hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
         x0 = np.clip(start, lo, hi)
-        last: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-
-        def rj(th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # least_squares asks for the residuals, then the Jacobian at the same point: one
-            # evaluation serves both
-            if th.tobytes() not in last:
-                last.clear()
-                last[th.tobytes()] = self.residuals_and_jacobian(th)
-            return last[th.tobytes()]
-
+        rj = evaluated_once(self.residuals_and_jacobian)
         res = least_squares(lambda th: rj(th)[0], x0, jac=lambda th: rj(th)[1],  # type: ignore[arg-type]  # scipy's stub types jac as str; a callable is documented
                             bounds=(lo, hi),
                             loss="huber", f_scale=self.delta, method="trf",
