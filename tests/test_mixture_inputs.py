@@ -77,6 +77,16 @@ def test_shared_experts_that_take_the_whole_active_mlp_are_refused(cli):
     assert "take the whole active MLP" in one_line(cli(*MOE, "--shared-experts", 1000))
 
 
+def test_experts_whose_routers_take_the_active_size_are_blamed_on_experts(cli):
+    """100,000 experts on a 3.2e10-active, 1e12 mixture: the routers alone (layers x width x
+    experts) exceed the active parameters, which left a backbone of 1 parameter, and the
+    refusal blamed --active-params; it names --experts and the routers' count."""
+    line = one_line(cli("recommend", "--params", "1e12", "--active-params", "3.2e10",
+                        "--experts", "100000"))
+    assert line.startswith("Error: --experts 100,000: the routers alone") and \
+        "use fewer experts" in line
+
+
 def test_the_size_of_a_backbone_too_small_to_build_is_blamed_on_active_params(cli):
     line = one_line(cli("recommend", "--params", "4e3", "--active-params", "5e2"))
     assert "comes from --active-params 500" in line and "--params" not in line

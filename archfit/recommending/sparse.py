@@ -198,6 +198,14 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     cis = pick_intervals(mf, pick, flops_pick, law_tokens)
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
     router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
+    if router >= ROUTER_SHARE * active:  # what is left is no backbone: the experts' count
+        given = f"--experts {e.n_experts:,}" if e.n_experts is not None else \
+            f"{pick.shape.n_experts:,} experts"
+        raise RecommendError(
+            f"{given}: the routers alone ({pick.shape.n_sparse_layers} layers x "
+            f"{pick.shape.d_model:,} wide x {pick.shape.n_experts:,} experts = {router:.3g} "
+            f"parameters) take {router / active:.0%} of the {active:.3g} active parameters; "
+            "use fewer experts (or drop --experts: archfit chooses them)")
     rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
                     e.n_shared_experts, exact)
@@ -386,6 +394,10 @@ def _law_figure(mf: Fit, extrapolated: dict[str, Any], pick: Any) -> dict[str, A
     N = float(pick.shape.params_active_non_embedding)
     return {"value": D, "tokens_per_param": D / N, "law": mf.label, "kind": "extrapolation",
             "why": tokens_reach(mf, D, N) or extrapolated["why"], "used": False}
+
+
+# the most of the active parameters the routers may take before the backbone left is no shape
+ROUTER_SHARE = 0.5
 
 
 def _backbone_rec(req: RecommendRequest, active: float, tokens: float | None) -> Any:
