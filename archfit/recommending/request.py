@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError
-from archfit.numbers import plain
+from archfit.numbers import plain, shown
 from archfit.recommending.candidates import DEPTH_SPAN
 
 OBJECTIVES = ("loss", "time", "cost", "latency")
@@ -83,8 +83,7 @@ class Target:
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
                                       and _finite(v) and v > 0):
-                shown = repr(v) if len(repr(v)) <= 30 else f"a number of {len(repr(v))} digits"
-                raise RecommendError(f"{name} must be a positive number, got {shown}")
+                raise RecommendError(f"{name} must be a positive number, got {shown(v)}")
         planned = [n for n, v in (("--inference-tokens", self.inference_tokens),
                                   ("--tokens-per-param", self.tokens_per_param)) if v is not None]
         if planned and (self.unique_tokens is not None or len(planned) > 1):

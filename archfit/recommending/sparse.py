@@ -197,15 +197,7 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
                              "are the fit's constants the law's? Refit with 'archfit fit'")
     cis = pick_intervals(mf, pick, flops_pick, law_tokens)
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
-    router = pick.shape.n_sparse_layers * pick.shape.d_model * pick.shape.n_experts
-    if router >= ROUTER_SHARE * active:  # what is left is no backbone: the experts' count
-        given = f"--experts {e.n_experts:,}" if e.n_experts is not None else \
-            f"{pick.shape.n_experts:,} experts"
-        raise RecommendError(
-            f"{given}: the routers alone ({pick.shape.n_sparse_layers} layers x "
-            f"{pick.shape.d_model:,} wide x {pick.shape.n_experts:,} experts = {router:.3g} "
-            f"parameters) take {router / active:.0%} of the {active:.3g} active parameters; "
-            "use fewer experts (or drop --experts: archfit chooses them)")
+    router = _routers(pick.shape, active, e.n_experts)
     rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
     shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
                     e.n_shared_experts, exact)
@@ -398,6 +390,21 @@ def _law_figure(mf: Fit, extrapolated: dict[str, Any], pick: Any) -> dict[str, A
 
 # the most of the active parameters the routers may take before the backbone left is no shape
 ROUTER_SHARE = 0.5
+
+
+def _routers(shape: Shape, active: float, given: int | None) -> int:
+    """The routers' parameters (active: every token's router runs), refused where they take
+    ROUTER_SHARE of the active size or more: what is left is no backbone, and the cause is the
+    experts' count (``given``: --experts), not the active size."""
+    router = shape.n_sparse_layers * shape.d_model * shape.n_experts
+    if router >= ROUTER_SHARE * active:
+        what = f"--experts {given:,}" if given is not None else f"{shape.n_experts:,} experts"
+        raise RecommendError(
+            f"{what}: the routers alone ({shape.n_sparse_layers} layers x {shape.d_model:,} wide"
+            f" x {shape.n_experts:,} experts = {router:.3g} parameters) take "
+            f"{router / active:.0%} of the {active:.3g} active parameters; use fewer experts "
+            "(or drop --experts: archfit chooses them)")
+    return router
 
 
 def _backbone_rec(req: RecommendRequest, active: float, tokens: float | None) -> Any:

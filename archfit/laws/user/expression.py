@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from archfit.errors import FitInputError
+from archfit.numbers import shown
 
 # a formula is a line or two: past these it is refused before anything is parsed or evaluated
 MAX_CHARS = 2000
@@ -93,8 +94,7 @@ def _build(node: ast.AST, source: str, names: list[str], depth: int) -> tuple[An
         except OverflowError:
             x = math.inf
         if not math.isfinite(x):
-            text = str(v) if len(str(v)) <= 20 else f"{str(v)[:20]}... ({len(str(v))} digits)"
-            raise FitInputError(f"--formula's number {text} is beyond what a float holds "
+            raise FitInputError(f"--formula's number {shown(v)} is beyond what a float holds "
                                 "(about 1.8e308); write a finite number or a parameter")
         return ("num", x)
     if isinstance(node, ast.Name):
