@@ -143,9 +143,8 @@ def _perf(s, gpu, perf_file, batch_tokens):  # type: ignore[no-untyped-def]
     mem = _memory(s, gpu, bt)
     training: dict = {"tokens_per_s": None, "tokens_per_s_eager": None, "batch_tokens": bt,
                       "kind": model.kind, "device": model.device, "source": model.source}
-    if bt < s.n_ctx:  # a speed is only for a step that can run
-        training["why_none"] = (f"a step of {int(bt):,} tokens is less than one sequence of "
-                                f"{s.n_ctx:,}: give --gpu-batch-tokens of at least {s.n_ctx:,}")
+    if not mem["sequences"]:  # a speed is only for a step that can run
+        training["why_none"] = mem["note"]
     elif not mem["fits"]:
         training["why_none"] = "one sequence does not fit the GPU's memory (the memory line)"
     else:
@@ -166,7 +165,8 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
     dev = memory.device(gpu)
     if batch_tokens < s.n_ctx:
         return {"fits": False, "sequences": 0, "note": f"a step of {int(batch_tokens):,} tokens is "
-                f"less than one sequence of {s.n_ctx:,}: nothing to estimate"}
+                f"less than one sequence of {s.n_ctx:,}: give --gpu-batch-tokens of at least "
+                f"{s.n_ctx:,}"}
     seqs = int(batch_tokens) // s.n_ctx
     over = overhead_gib(gpu)
     cal = calibration(dev.key)
@@ -184,7 +184,7 @@ def _memory(s, gpu, batch_tokens):  # type: ignore[no-untyped-def]
     eager = memory.estimate(s, m, precision="bf16", overhead_gib=over, compiled=False,
                             activation_share=share.get("eager") or 1.0)
     return {"fits": True, "gib": e.total / memory.GIB, "gib_eager": eager.total / memory.GIB,
-            "eager_fits": eager.total <= dev.memory_gib * memory.GIB * 0.9,
+            "eager_fits": eager.total <= dev.memory_gib * memory.GIB * (1 - memory.HEADROOM),
             "micro_batch": m, "grad_accum": accum, "sequences": seqs,
             "device_gib": dev.memory_gib, "convention": conv,
             "kind": "calibrated" if cal else "estimated"}

@@ -182,8 +182,12 @@ def estimate(shape: Shape, micro_batch: int, *, precision: str = "fp32",
                           overhead=int(overhead_gib * GIB), micro_batch=micro_batch)
 
 
+# the share of a device's memory a micro-batch's estimate leaves free
+HEADROOM = 0.1
+
+
 def choose_micro_batch(shape: Shape, per_process_batch: int, budget_bytes: float, *,
-                       headroom: float = 0.1, **kw: Any) -> tuple[int, int, MemoryEstimate]:
+                       headroom: float = HEADROOM, **kw: Any) -> tuple[int, int, MemoryEstimate]:
     """The largest micro-batch dividing ``per_process_batch`` whose estimate fits
     ``budget_bytes`` less ``headroom``; returns (micro_batch, grad_accum, estimate). Raises
     :class:`ArchfitError` when not even one sequence fits."""
