@@ -653,14 +653,22 @@ def test_a_granularity_sweep_fits_and_weighs_the_recommendation_with_its_interva
     assert d["trust"]["verdict"] == "uninformative"  # 1e12 is 1e5x past runs of 1e4-1e5
 
 
-def _routed(delta: float, gamma: float, tokens: bool, seed: int = 0) -> pl.DataFrame:
+def _clark(E: np.ndarray | float, start: float, e_max: float) -> np.ndarray:
+    """Clark et al. 2022's saturating expert count (their eq. 9), written out here from the
+    paper: E_start for a dense model, tending to E_max."""
+    return 1 / (1 / (np.asarray(E, float) - 1 + 1 / (1 / start - 1 / e_max)) + 1 / e_max)
+
+
+def _routed(delta: float, gamma: float, tokens: bool, seed: int = 0,
+            saturation: tuple[float, float] | None = None) -> pl.DataFrame:
     """A routed sweep at one token budget (Clark et al. 2022's design): 6 active sizes x dense
-    and 2-64 experts, the loss c + a E^delta / N^(alpha + gamma ln E) with 0.4% noise."""
+    and 2-64 experts, the loss c + a E^delta / N^(alpha + gamma ln E) with 0.4% noise (E
+    through Clark's transform with ``saturation`` = (E_start, E_max))."""
     rng = np.random.default_rng(seed)
     rows = []
     for N in (1e6, 3e6, 1e7, 3e7, 1e8, 3e8):
         for E in (0, 2, 4, 8, 16, 32, 64):
-            e = max(E, 1)
+            e = float(_clark(max(E, 1), *saturation)) if saturation else max(E, 1)
             loss = 1.7 + 30 * e ** delta * N ** -(0.24 + gamma * np.log(e))
             rows.append({"params_active": N, "n_experts": E,
                          "loss": loss * np.exp(rng.normal(0, 0.004)),
@@ -668,24 +676,67 @@ def _routed(delta: float, gamma: float, tokens: bool, seed: int = 0) -> pl.DataF
     return pl.DataFrame(rows)
 
 
-@pytest.mark.parametrize("delta, gamma, best", [(-0.04, 0.004, 64.0), (0.05, 0.001, 1.0)])
+def _enough(delta: float, gamma: float, N: float, saturation: tuple[float, float] | None
+            ) -> float:
+    """The planted law's own E_enough at N, by brute force over a fine grid: the least count
+    from which each doubling gains under 1% of the loss."""
+    E = np.exp(np.linspace(0, np.log(64), 4000))
+
+    def loss(x: np.ndarray) -> np.ndarray:
+        e = _clark(x, *saturation) if saturation else x
+        return 1.7 + 30 * e ** delta * N ** -(0.24 + gamma * np.log(e))
+
+    big = loss(E) - loss(2 * E) >= 0.01 * loss(E)
+    return float(E[np.flatnonzero(big)[-1] + 1]) if big.any() else 1.0
+
+
+@pytest.mark.parametrize("delta, gamma, saturation", [(-0.3, 0.0, None),
+                                                      (0.05, 0.001, None),
+                                                      (-0.4, 0.0, (2.0, 16.0))])
 @pytest.mark.parametrize("tokens", [True, False])
-def test_experts_at_one_token_budget_fold_the_data_term_and_name_the_best_count(
-        delta, gamma, best, tokens):
+def test_experts_at_one_token_budget_fold_the_data_term_and_say_where_experts_stop_paying(
+        delta, gamma, saturation, tokens):
     """moe-experts on a routed sweep at one token count (or none recorded): the data term is
-    folded into the constant and said so; the size and expert terms are recovered; the best
-    expert count at a size is the one the planted law's own sign of delta - gamma ln N gives
-    (its loss is monotone in ln E at a size: experts help where that is negative), within the
-    runs' reach (dense to 64), and the reach is named."""
+    folded into the constant and said so; the size and expert terms are recovered; E_enough,
+    the count past which a doubling gains under 1% of the loss, matches the planted law's own
+    (found by brute force here): 1 where experts hurt; past the runs' reach (64), where they
+    still pay at 64, the fit names no count but says more experts help up to the reach; inside
+    it where the planted benefit saturates (Clark et al.'s E_max 16)."""
     import archfit
 
-    f = archfit.fit(_routed(delta, gamma, tokens), law="moe-experts", bootstrap=0)
+    f = archfit.fit(_routed(delta, gamma, tokens, saturation=saturation), law="moe-experts",
+                    bootstrap=0)
     assert f.params["b"] == f.params["beta"] == 0.0
     assert f.params["alpha"] == pytest.approx(0.24, abs=0.03)
     assert f.params["c"] == pytest.approx(1.7, rel=0.03)
-    assert f.derived["E_best@3e8"] == best
-    assert np.sign(delta - gamma * np.log(3e8)) == (-1 if best == 64 else 1)  # the closed form
+    truth, got = _enough(delta, gamma, 3e8, saturation), f.derived["E_enough@3e8"]
+    assert got == pytest.approx(truth, rel=0.35)
+    at_reach = [n for n in f.notes if n.startswith("E_enough@3e8: more experts help up to the "
+                                                   "runs' reach (E <= 64)")]
+    assert bool(at_reach) == (truth >= 63.9)
+    if saturation:
+        assert saturation[1] / 2 < 1 / f.params["inv_E_max"] < saturation[1] * 2
     assert any("folded into the constant" in n for n in f.notes)
     assert any(n.startswith("reach: E 1 to 64 experts") for n in f.notes)
     h = f.diagnostics["heldout"]
     assert h["ok"] and abs(h["mean_rel_error"]) < 0.01
+
+
+@pytest.mark.parametrize("k, at_reach", [(0.02, True), (0.01, False)])
+def test_experts_enough_is_the_reach_where_every_doubling_still_pays(k, at_reach):
+    """With no floor (c 0) the law is a pure power a E^-k N^-alpha: each doubling of E gains
+    the share 1 - 2^-k of the loss, whatever E. Above 1% (k 0.02: 1.38%) no count up to the
+    reach is enough, so E_enough is the reach and the note says more experts help up to it;
+    below (k 0.01: 0.69%) the first doubling already gains too little, E_enough is 1."""
+    from archfit.laws.moe.experts import Experts
+
+    law = Experts()
+    p = {"a": 30.0, "delta": -k, "alpha": 0.24, "gamma": 0.0, "b": 0.0, "omega": 0.0,
+         "beta": 0.0, "zeta": 0.0, "c": 0.0, "E_start": 1.0, "inv_E_max": 0.0}
+    extra = {"uses_tokens": False, "n_max": 3e8, "e_max": 512.0}
+    d = law.derived(p, [], extra)
+    assert (1 - 2 ** -k >= 0.01) == at_reach  # the closed form
+    assert d["E_enough@3e8"] == (512.0 if at_reach else 1.0)
+    notes = law.derived_notes(d, extra)
+    assert any(n.startswith("E_enough@3e8: more experts help up to the runs' reach (E <= 512)")
+               for n in notes) == at_reach

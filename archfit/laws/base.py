@@ -280,9 +280,10 @@ class Law:
         is already a fraction of the loss. None: unknown."""
         return None
 
-    def derived_notes(self, derived: Mapping[str, float]) -> list[str]:
+    def derived_notes(self, derived: Mapping[str, float],
+                      extra: Mapping[str, Any] | None = None) -> list[str]:
         """What a reader must know of the derived values (an optimum on its search's bound, not
-        inside it); none by default."""
+        inside it), read with the fit's ``extra`` (its reach); none by default."""
         return []
 
     def centre_unidentified(self, params: Mapping[str, float]) -> str | None:

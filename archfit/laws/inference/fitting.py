@@ -302,7 +302,8 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
             f.diagnostics["heldout"] = _heldout(lw, data, cons, group, HELDOUT_BOOTSTRAP
                                                 if bootstrap == AUTO_BOOTSTRAP else
                                                 int(bootstrap))
-        f.notes = notes + list(est.extra.get("notes", [])) + lw.derived_notes(f.derived)
+        f.notes = (notes + list(est.extra.get("notes", []))
+                   + lw.derived_notes(f.derived, est.extra))
     return f
 
 

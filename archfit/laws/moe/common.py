@@ -121,7 +121,8 @@ class SparseLossLaw(MoELaw):
         assert best is not None
         return best
 
-    def derived_notes(self, derived: Mapping[str, float]) -> list[str]:
+    def derived_notes(self, derived: Mapping[str, float],
+                      extra: Mapping[str, Any] | None = None) -> list[str]:
         """An active size on the search's bound (1e6 or 1e14) is that bound, not an optimum."""
         lo, hi = SEARCH_CENTRE / SEARCH_FACTOR, SEARCH_CENTRE * SEARCH_FACTOR
         return [f"{k} {v:.3g} is the search's {'upper' if v > SEARCH_CENTRE else 'lower'} "

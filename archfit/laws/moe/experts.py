@@ -3,7 +3,13 @@
 ln E): ``L(N, D, E) = c + a E^delta / N^(alpha + gamma ln E) + b E^omega / D^(beta + zeta ln
 E)``, N the active non-embedding parameters, E the routed experts (a dense run is E = 1, where
 the law is Chinchilla's). Fitted from a user's sweep; archfit ships no published fit of it (see
-docs/concepts/moe.md for why)."""
+docs/concepts/moe.md for why).
+
+At one token budget (Clark et al. 2022's design) E enters through Clark et al.'s saturating
+transform (their eq. 9), ``Ê = 1 / (1 / (E - 1 + (1/E_start - 1/E_max)^-1) + 1/E_max)``: Ê
+is E_start for a dense run and tends to E_max as E grows, so the benefit of more experts can
+level off. ``E_start`` 1 and ``inv_E_max`` (1/E_max) 0 make Ê = E, the unsaturated law; the
+joint fit over several token budgets holds them there."""
 
 from __future__ import annotations
 
@@ -22,9 +28,10 @@ if TYPE_CHECKING:
 @register
 class Experts(SparseLossLaw):
     name = "moe-experts"
-    formula = ("L(N, D, E) = c + a E^delta / N^(alpha + gamma ln E) + b E^omega / "
-               "D^(beta + zeta ln E)   [the joint form of Ludziejewski et al. 2025; "
-               "N active non-embedding, E routed experts, a dense run E = 1]")
+    formula = ("L(N, D, E) = c + a Ê^delta / N^(alpha + gamma ln Ê) + b Ê^omega / "
+               "D^(beta + zeta ln Ê)   [the joint form of Ludziejewski et al. 2025; "
+               "N active non-embedding, E routed experts, a dense run E = 1; Ê = E, or at one "
+               "token budget Clark et al. 2022's saturating Ê(E; E_start, 1/E_max)]")
     description = ("Loss over active parameters, tokens and the expert count, with exponents "
                    "that move with ln E; exponents searched (Nelder-Mead), coefficients solved "
                    "exactly (NNLS on relative error).")
@@ -36,10 +43,18 @@ class Experts(SparseLossLaw):
     # experts weighed for the best count at a size, when the data term is folded
     EXPERT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
     optimum_of = ("E_opt", "n_experts")
-    param_names = ("a", "delta", "alpha", "gamma", "b", "omega", "beta", "zeta", "c")
+    param_names = ("a", "delta", "alpha", "gamma", "b", "omega", "beta", "zeta", "c",
+                   "E_start", "inv_E_max")
     min_points = 12
     domains = {"a": (0.0, None, False), "alpha": (0.0, None, True), "b": (0.0, None, False),
-               "beta": (0.0, None, True), "c": (0.0, None, False)}
+               "beta": (0.0, None, True), "c": (0.0, None, False),
+               "E_start": (1.0, None, False), "inv_E_max": (0.0, 1.0, False)}
+    bounds = {"c": (0.0, None), "E_start": (1.0, None), "inv_E_max": (0.0, None)}
+    # the saturation the joint fit (several token budgets) holds: Ê = E
+    UNSATURATED = {"E_start": 1.0, "inv_E_max": 0.0}
+    # the share of the loss one doubling of the experts must gain to be worth naming: past the
+    # count where it gains less, the fit says the benefit has levelled off (E_enough)
+    GAIN_SHARE = 0.01
 
     def prepare(self, frame: Any) -> Data:
         """The table's columns, a dense run (``n_experts`` 0, as archfit records it) read as
@@ -57,9 +72,20 @@ class Experts(SparseLossLaw):
         return data
 
     @staticmethod
+    def effective(E: Any, E_start: float, inv_E_max: float) -> Any:
+        """Clark et al. 2022's saturating expert count Ê (their eq. 9): E_start at E = 1,
+        tending to 1 / inv_E_max; Ê = E where E_start is 1 and inv_E_max 0. An inv_E_max at
+        or past 1/E_start (no room between start and end) reads as Ê = E_max throughout."""
+        import numpy as np
+
+        gap = max(1.0 / E_start - inv_E_max, 1e-12)
+        return 1.0 / (1.0 / (np.asarray(E, float) - 1.0 + 1.0 / gap) + inv_E_max)
+
+    @staticmethod
     def _terms(p: Mapping[str, Any], N: Any, D: Any, E: Any) -> tuple[Any, Any]:
         import numpy as np
 
+        E = Experts.effective(E, p.get("E_start", 1.0), p.get("inv_E_max", 0.0))
         lnE = np.log(E)
         return (E ** p["delta"] * N ** -(p["alpha"] + p["gamma"] * lnE),
                 E ** p["omega"] * D ** -(p["beta"] + p["zeta"] * lnE))
@@ -79,7 +105,9 @@ class Experts(SparseLossLaw):
     def loss(self, params: Mapping[str, float], N: float, D: float, E: float) -> float:
         """The law at one (N, D, E) (plain math); N, D and E positive."""
         self._domain(N=N, D=D, E=E)
-        p, lnE = params, math.log(max(E, 1.0))
+        p = params
+        E = float(self.effective(max(E, 1.0), p.get("E_start", 1.0), p.get("inv_E_max", 0.0)))
+        lnE = math.log(E)
         return (p["c"] + p["a"] * E ** p["delta"] * N ** -(p["alpha"] + p["gamma"] * lnE)
                 + p["b"] * E ** p["omega"] * D ** -(p["beta"] + p["zeta"] * lnE))
 
@@ -92,7 +120,7 @@ class Experts(SparseLossLaw):
         from archfit.laws.inference.columns import varies
 
         if "tokens" not in data or not varies(data["tokens"]):
-            return self._fit_folded(data, constraints)
+            return self._fit_folded(data, constraints, start)
         N, D, E, L = self._arrays(data, constraints, "n_experts", "expert counts E")
         names = EXPONENTS
 
@@ -123,18 +151,25 @@ class Experts(SparseLossLaw):
                            "constrain both the N and D terms")
         theta = self._polish(np.array([math.log(a), *e[:3], math.log(b), *e[3:], c]), N, D, E, L)
         a, b = math.exp(theta[0]), math.exp(theta[4])
-        return Estimate(np.array([a, *theta[1:4], b, *theta[5:8], theta[8]]),
-                        extra={"objective": "squared relative error on loss (NNLS inner solve, "
-                                            "then all nine by least squares)"})
+        return Estimate(np.array([a, *theta[1:4], b, *theta[5:8], theta[8], 1.0, 0.0]),
+                        extra={"objective": "Huber (delta 1e-3) on log loss (exponents searched "
+                                            "on relative error, then all nine polished)",
+                               "residual_space": "log loss", "fixed": dict(self.UNSATURATED)})
 
-    def _fit_folded(self, data: Data, constraints: Constraints | None) -> Estimate:
-        """Every run at one token count (or none recorded): L = c + a E^delta /
-        N^(alpha + gamma ln E), the data term folded into c (the form of Clark et al. 2022 at
-        fixed tokens); b, omega, beta and zeta held at 0."""
+    def _fit_folded(self, data: Data, constraints: Constraints | None,
+                    start: np.ndarray | None = None) -> Estimate:
+        """Every run at one token count (or none recorded): L = c + a Ê^delta /
+        N^(alpha + gamma ln Ê), the data term folded into c (the form of Clark et al. 2022 at
+        fixed tokens, with their saturating Ê); b, omega, beta and zeta held at 0. The
+        unsaturated law (Ê = E) is searched first; its answer, with saturations from none to
+        strong, starts the Huber fit on log loss of all seven; a ``start`` (a resample's: the
+        fit's own answer) starts it alone. Long because the search, the starts, the fit and
+        the notes it states are one reading of the runs."""
         import numpy as np
-        from scipy.optimize import least_squares
 
+        from archfit.laws.base import HUBER_DELTA
         from archfit.laws.inference.columns import varies
+        from archfit.laws.inference.optimize import Reparam, huber_lsq
         from archfit.laws.inference.regression import nnls_relative
 
         if constraints:
@@ -155,69 +190,122 @@ class Experts(SparseLossLaw):
                 return 1e10
             return nnls_relative(np.stack([np.ones_like(N), term(e)], 1), L)[0]
 
-        grid = [np.array([0.0, a, 0.0]) for a in (0.05, 0.1, 0.2, 0.3, 0.6)]
-        e = self._search(f, grid, None)
-        _, (c, a) = nnls_relative(np.stack([np.ones_like(N), term(e)], 1), L)
-        if a <= 0:
-            raise FitError(f"{self.name}: the size term collapsed to zero; the runs do not "
-                           "constrain how the loss falls with N")
+        e_top = float(E.max())
+        if start is None:
+            grid = [np.array([0.0, a, 0.0]) for a in (0.05, 0.1, 0.2, 0.3, 0.6)]
+            e = self._search(f, grid, None)
+            _, (c, a) = nnls_relative(np.stack([np.ones_like(N), term(e)], 1), L)
+            if a <= 0:
+                raise FitError(f"{self.name}: the size term collapsed to zero; the runs do not "
+                               "constrain how the loss falls with N")
+            starts = [np.array([math.log(a), *e, c, s, inv]) for s in (1.0, 2.0)
+                      for inv in (0.0, 1 / (4 * e_top), 1 / e_top, 4 / e_top)]
+        else:
+            s0 = np.asarray(start, float)
+            starts = [np.array([math.log(max(s0[0], 1e-300)), *s0[1:4], s0[8], s0[9], s0[10]])]
+        names = ("a", "delta", "alpha", "gamma", "c", "E_start", "inv_E_max")
+        lnL = np.log(L)
 
         def resid(th: np.ndarray) -> np.ndarray:
-            return (th[4] + np.exp(th[0]) * term(th[1:4])) / L - 1
+            p = dict(zip(names, th))
+            Eh = self.effective(E, p["E_start"], p["inv_E_max"])
+            with np.errstate(all="ignore"):
+                pred = p["c"] + np.exp(p["a"]) * Eh ** p["delta"] * N ** -(
+                    p["alpha"] + p["gamma"] * np.log(Eh))
+                r = np.log(pred) - lnL
+            return np.where(np.isfinite(r), r, 1e3)
 
-        th0 = np.array([math.log(a), *e, c])
-        r = least_squares(resid, th0, method="trf", max_nfev=4000)
-        th = r.x if np.all(np.isfinite(r.x)) and r.cost <= 0.5 * float(
-            resid(th0) @ resid(th0)) else th0
+        bounds = [(-math.inf, math.inf), (-3.0, 3.0), (0.0, 3.0), (-1.0, 1.0),
+                  (0.0, float(L.min())), (1.0, 1e3), (0.0, 1.0)]
+        th = huber_lsq(resid, starts, Reparam([(n, False) for n in names]), HUBER_DELTA,
+                       None, bounds=bounds, keep=4)
+        p = dict(zip(names, th))
         D = data.get("tokens")
         at = (f" at its {float(D[0]):.3g} tokens" if D is not None else "")
-        reach = (f"E {E.min():g} to {E.max():g} experts (a dense run is E = 1), N "
+        reach = (f"E {E.min():g} to {e_top:g} experts (a dense run is E = 1), N "
                  f"{N.min():.3g} to {N.max():.3g} active parameters")
+        e_max = 1 / p["inv_E_max"] if p["inv_E_max"] > 0 else math.inf
         return Estimate(
-            np.array([math.exp(th[0]), th[1], th[2], th[3], 0.0, 0.0, 0.0, 0.0, th[4]]),
-            extra={"objective": "squared relative error on loss (NNLS inner solve, then the "
-                                "five by least squares)", "uses_tokens": False,
-                   "n_max": float(N.max()), "e_max": float(E.max()), "reach": reach,
+            np.array([math.exp(p["a"]), p["delta"], p["alpha"], p["gamma"], 0.0, 0.0, 0.0, 0.0,
+                      p["c"], p["E_start"], p["inv_E_max"]]),
+            extra={"objective": "Huber (delta 1e-3) on log loss (the unsaturated law searched "
+                                "first on relative error)", "residual_space": "log loss",
+                   "uses_tokens": False, "n_max": float(N.max()), "e_max": e_top,
+                   "reach": reach,
                    "notes": [f"every run shares one token count{at}: the data term is folded "
                              "into the constant (b, omega, beta and zeta held at 0), so the "
                              "law predicts at those tokens only (Clark et al. 2022's design)",
-                             f"reach: {reach}; past it the law extrapolates, so the best expert count "
-                   f"at a size (E_best) is weighed among 1 to {E.max():g} experts"]})
+                             f"reach: {reach}; past it the law extrapolates, so the expert count "
+                             f"past which a doubling gains under {self.GAIN_SHARE:.0%} of the "
+                             f"loss (E_enough) is sought among 1 to {e_top:g} experts",
+                             f"saturation: E_start {p['E_start']:.3g}, E_max "
+                             f"{e_max:.3g} (Clark et al.'s transform; E_max inf: none seen)"]})
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
                 extra: Mapping[str, Any] | None = None) -> dict[str, float]:
         """The compute-optimal expert count at each FLOP budget; with the data term folded
-        (one token count), the best expert count at the table's largest active size and 10x
-        it, among :attr:`EXPERT_COUNTS` up to the largest count the runs covered (its reach),
-        at those tokens."""
+        (one token count), at the table's largest active size and 10x it, ``E_enough``: the
+        expert count past which one more doubling gains under :attr:`GAIN_SHARE` of the loss,
+        sought up to the largest count the runs covered (the reach: a value there means more
+        experts still help at the reach, not that it is best), at those tokens."""
+        import numpy as np
+
         if (extra or {}).get("uses_tokens", True):
             return super().derived(params, targets, extra)
         n_max = float((extra or {}).get("n_max") or 1e9)
         e_max = float((extra or {}).get("e_max") or max(self.EXPERT_COUNTS))
-        counts = sorted({E for E in self.EXPERT_COUNTS if E <= e_max} | {e_max})
+        grid = np.exp(np.linspace(0.0, math.log(e_max), 400))
         out: dict[str, float] = {}
         for N in (n_max, 10 * n_max):
-            losses = {E: self.loss(params, N, 1.0, E) for E in counts}
-            out[derived_name("E_best", N)] = float(min(losses, key=losses.__getitem__))
+            loss = np.array([self.loss(params, N, 1.0, E) for E in grid])
+            twice = np.array([self.loss(params, N, 1.0, 2 * E) for E in grid])
+            small = (loss - twice) < self.GAIN_SHARE * loss
+            # the first count from which every further doubling gains under the share
+            tail = np.flatnonzero(~small)
+            k = 0 if tail.size == 0 else int(tail[-1]) + 1
+            out[derived_name("E_enough", N)] = float(grid[k]) if k < grid.size else e_max
         return out
+
+    def derived_notes(self, derived: Mapping[str, float],
+                      extra: Mapping[str, Any] | None = None) -> list[str]:
+        """An ``E_enough`` at the runs' largest count is no optimum: more experts still gain
+        at least :attr:`GAIN_SHARE` a doubling there, as far as the runs reach."""
+        notes = super().derived_notes(derived, extra)
+        e_max = (extra or {}).get("e_max")
+        for k, v in derived.items():
+            if k.startswith("E_enough@") and e_max and v >= 0.999 * e_max:
+                notes.append(f"{k}: more experts help up to the runs' reach (E <= {e_max:g}): "
+                             f"each doubling still gains at least {self.GAIN_SHARE:.0%} of the "
+                             "loss there, so no count is best within the runs")
+        return notes
 
     def _polish(self, theta: np.ndarray, N: np.ndarray, D: np.ndarray, E: np.ndarray,
                 L: np.ndarray) -> np.ndarray:
         """Least squares over all nine parameters from the projected search's answer (nine
         exponents and coefficients in one trust-region solve; the search alone can stop short
-        in six dimensions). θ = (ln a, delta, alpha, gamma, ln b, omega, beta, zeta, c)."""
+        in six dimensions), Huber (delta 1e-3) on log loss as every loss law. θ = (ln a,
+        delta, alpha, gamma, ln b, omega, beta, zeta, c)."""
         import numpy as np
         from scipy.optimize import least_squares
+        from scipy.special import huber
+
+        from archfit.laws.base import HUBER_DELTA
 
         names = EXPONENTS
 
         def resid(th: np.ndarray) -> np.ndarray:
             p = dict(zip(names, (*th[1:4], *th[5:8])))
             tn, td = self._terms(p, N, D, E)
-            return (th[8] + np.exp(th[0]) * tn + np.exp(th[4]) * td) / L - 1
+            with np.errstate(all="ignore"):
+                r = np.log(th[8] + np.exp(th[0]) * tn + np.exp(th[4]) * td) - np.log(L)
+            return np.where(np.isfinite(r), r, 1e3)
 
-        r = least_squares(resid, theta, method="trf", max_nfev=4000)
-        better = np.all(np.isfinite(r.x)) and r.cost <= 0.5 * float(resid(theta) @ resid(theta))
+        r = least_squares(resid, theta, method="trf", loss="huber", f_scale=HUBER_DELTA,
+                          max_nfev=4000)
+        def cost(th: np.ndarray) -> float:
+            return float(huber(HUBER_DELTA, resid(th)).sum())
+
+        better = np.all(np.isfinite(r.x)) and cost(r.x) <= cost(theta)
         return r.x if better else theta
 
     def compute_optimal_sparse(self, params: Mapping[str, float], C: float,
