@@ -33,15 +33,16 @@ class Experts(SparseLossLaw):
                "N active non-embedding, E routed experts, a dense run E = 1; Ê = E, or at one "
                "token budget Clark et al. 2022's saturating Ê(E; E_start, 1/E_max)]")
     description = ("Loss over active parameters, tokens and the expert count, with exponents "
-                   "that move with ln E; exponents searched (Nelder-Mead), coefficients solved "
-                   "exactly (NNLS on relative error).")
+                   "that move with ln E (at one token budget, a saturating expert count); "
+                   "exponents searched (Nelder-Mead, NNLS coefficients), then Huber on log "
+                   "loss.")
     # tokens are read where the table has them; a sweep at one token count (Clark et al. 2022's
     # design) folds the data term into the constant (b, omega, beta, zeta held at 0)
     columns = ("loss", "params_active", "n_experts")
     folded_without_tokens = ("b", "omega", "beta", "zeta")
     optional_columns = ("tokens",)
-    # experts weighed for the best count at a size, when the data term is folded
-    EXPERT_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+    # the reach E_enough is sought up to where a fit records none (the largest count run)
+    E_REACH = 512.0
     optimum_of = ("E_opt", "n_experts")
     param_names = ("a", "delta", "alpha", "gamma", "b", "omega", "beta", "zeta", "c",
                    "E_start", "inv_E_max")
@@ -253,12 +254,13 @@ class Experts(SparseLossLaw):
         if (extra or {}).get("uses_tokens", True):
             return super().derived(params, targets, extra)
         n_max = float((extra or {}).get("n_max") or 1e9)
-        e_max = float((extra or {}).get("e_max") or max(self.EXPERT_COUNTS))
+        e_max = float((extra or {}).get("e_max") or self.E_REACH)
         grid = np.exp(np.linspace(0.0, math.log(e_max), 400))
         out: dict[str, float] = {}
         for N in (n_max, 10 * n_max):
-            loss = np.array([self.loss(params, N, 1.0, E) for E in grid])
-            twice = np.array([self.loss(params, N, 1.0, 2 * E) for E in grid])
+            at = {"params": np.full(grid.size, N), "n_experts": grid}
+            loss = self.predict(params, at)
+            twice = self.predict(params, {**at, "n_experts": 2 * grid})
             small = (loss - twice) < self.GAIN_SHARE * loss
             # the first count from which every further doubling gains under the share
             tail = np.flatnonzero(~small)
