@@ -123,14 +123,18 @@ def _lr_surface(seed: int) -> pl.DataFrame:
 
 
 VOCAB = {"E": 5.5, "A1": 1.8, "A2": 0.2, "alpha2": 0.67, "B": 2.1, "beta": 0.45}
+# about what vocab-basin fits on Tao et al.'s sweep (ScaleBench's training split)
+VOCAB_BASIN = {"E": 5.6, "A": 1.76, "B": 1.39, "beta": 0.41, "kappa": 0.046, "lnV0": 8.72,
+               "gamma": 0.19}
 
 
-def _vocab(seed: int, p: dict = VOCAB, noise: float = 0.002) -> pl.DataFrame:
-    """A vocabulary sweep drawn from the vocab law: 4 sizes x 5 vocabularies, each run read at
-    6 character counts (its checkpoints), ``noise`` nats of scatter; every loss is below 0."""
+def _vocab(seed: int, p: dict = VOCAB, noise: float = 0.002, law_name: str = "vocab"
+           ) -> pl.DataFrame:
+    """A vocabulary sweep drawn from a vocabulary law: 4 sizes x 5 vocabularies, each run read
+    at 6 character counts (its checkpoints), ``noise`` nats of scatter; every loss is below 0."""
     from archfit.laws import get_law
 
-    law, rng, rows = get_law("vocab"), np.random.default_rng(seed), []
+    law, rng, rows = get_law(law_name), np.random.default_rng(seed), []
     for n, d in ((3e7, 512), (1e8, 768), (3e8, 1024), (1e9, 2048)):
         for v in (4096, 8192, 16384, 32768, 65536):
             for h in np.geomspace(2e9, 4e11, 6):
@@ -176,6 +180,7 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "lr-batch": lambda seed: _lr_sweep(seed=seed).drop("lr_opt_true"),
     "lr-batch-surface": _lr_surface,
     "vocab": _vocab,
+    "vocab-basin": lambda seed: _vocab(seed, VOCAB_BASIN, law_name="vocab-basin"),
 }
 VERDICTS = ("informative", "weak", "uninformative")
 

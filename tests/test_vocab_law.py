@@ -62,14 +62,23 @@ def test_the_fit_predicts_with_bands_and_holds_out_its_largest_sizes(tmp_path, c
     assert np.mean((cols["loss"] >= lo) & (cols["loss"] <= hi)) >= 0.9
 
 
-def test_law_auto_takes_the_one_law_a_vocabulary_table_allows(tmp_path, cli):
+@pytest.mark.parametrize("planted", ["vocab", "vocab-basin"])
+def test_law_auto_weighs_the_vocabulary_laws_and_takes_the_one_drawn_from(planted, tmp_path,
+                                                                           cli):
+    """A table with a width allows both vocabulary laws (its losses, below 0, no other): auto
+    fits each on the smaller runs, scores them on the largest and picks the law the sweep was
+    drawn from."""
+    from contracts import VOCAB_BASIN
+
     path = tmp_path / "vocab.csv"
-    _sweep().write_csv(path)
+    (_sweep() if planted == "vocab" else _vocab(0, VOCAB_BASIN, law_name=planted)
+     ).write_csv(path)
     r = cli("fit", path, "--law", "auto", "--bootstrap", 0, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["law"] == "vocab"
-    assert any("the one law with a loss model these columns (and losses) allow" in n for n in d["notes"])
+    assert d["law"] == planted
+    assert {row["law"] for row in d["diagnostics"]["selection"]["rows"]} == {
+        "vocab", "vocab-basin"}
 
 
 def _fit_file(tmp_path, p, name):

@@ -60,9 +60,8 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         return _vocabulary_auto(req)
     fits = _fits(req)
     notes: list[str] = []
-    if "vocab" in fits:  # given, and nothing here reads it
-        notes.append(f"the vocabulary fit {fits['vocab'].label} is read only with --vocab "
-                     "auto (vocab_size='auto'); this shape keeps the vocabulary it was given")
+    if "vocab" in fits:  # given, and nothing here reads it (_vocabulary_auto drops it)
+        notes.append(f"the vocabulary fit {fits['vocab'].label}{UNREAD_VOCAB_FIT}")
     arch = _architecture(req.block.family, fits["shape"], notes)
     kw, plans = _plans(req, arch, fits["shape"], notes)
     target = resolve_target(req.target, fits)
@@ -106,6 +105,11 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     )._with_vocabulary_note()
 
 
+# the note of a vocabulary fit given without --vocab auto
+UNREAD_VOCAB_FIT = (" is read only with --vocab auto (vocab_size='auto'); this shape keeps the "
+                    "vocabulary it was given")
+
+
 def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
     """The recommendation trained with the vocabulary law's pick (a fitted ``vocab`` law among
     the request's fits, else the published one): the shape at the family's
@@ -123,7 +127,8 @@ def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
                             law_of((first.fits or {}).get("vocab")))
     out = (recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
            if rec["usable"] else first)
-    out.notes = [n for n in out.notes if not n.startswith("vocabulary (")]
+    out.notes = [n for n in out.notes
+                 if not n.startswith("vocabulary (") and UNREAD_VOCAB_FIT not in n]
     out.notes.append(vocabulary_note(rec) + " (--vocab auto)")
     out.vocabulary = rec if rec["usable"] else kept_vocabulary(rec, tokens)
     return out

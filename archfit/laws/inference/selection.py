@@ -147,19 +147,23 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
                               kw.get("group"), signed_loss=True)
     only = candidates(table.frame.columns, None, table.frame)
     signed = [n for n in only if get_law(n).signed_loss]
-    if signed and "loss" in table.frame.columns and (table.frame["loss"] <= 0).any():
+    unigram = bool(signed) and "loss" in table.frame.columns and bool(
+        (table.frame["loss"] <= 0).any())
+    if unigram:
         only = signed  # a loss at or below 0 is unigram-normalized: only its laws read it
     if len(only) == 1 and not texts:  # nothing to weigh it against
         f = fitting.fit(table, law=only[0], **kw)
         f.notes.append(f"law chosen by --law auto: {only[0]}, the one law with a loss model "
                        "these columns (and losses) allow")
         return f
-    table = positive_losses(table)
+    if not unigram:
+        table = positive_losses(table)
     fitting.check_rows(table.frame, ("params", "tokens"))
     opts = {k: kw[k] for k in ("fix", "prior", "prior_widths", "tie", "dedupe", "group", "arch",
                                "size_tolerance", "pool_groups") if kw.get(k) is not None}
     seed = kw.get("seed", 0)
-    laws = (candidates(table.frame.columns, None, table.frame) + names) if texts else None
+    laws = (candidates(table.frame.columns, None, table.frame) + names) if texts else (
+        only if unigram else None)
     sel = compare(table, laws, seed=seed, fit_kw=opts)
     rest = {k: kw[k] for k in ("bootstrap", "seed", "targets", "heldout", "progress")
             if k in kw}
@@ -202,7 +206,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
             f_tr = fitting.fit(train_frame, law=name, bootstrap=SELECTION_BOOTSTRAP,
                                seed=seed, heldout=False, **fit_kw)
             p = np.asarray(law.predict(f_tr.params, test_data), float)
-            if not np.all(np.isfinite(p)) or np.any(p <= 0):
+            if not np.all(np.isfinite(p)) or (law.loss_space == "log" and np.any(p <= 0)):
                 raise FitError("it predicts no finite loss for some held-out runs")
         except (FitError, FitInputError) as e:
             row["error"] = str(e)
@@ -225,15 +229,18 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
     dominates = all(_ahead(preds[best], preds[r["law"]], test_data["loss"], test_groups, seed)
                     for r in ok[1:])
     weights = None if dominates or len(ok) == 1 else _stack(
-        {r["law"]: preds[r["law"]] for r in ok}, test_data["loss"])
+        {r["law"]: preds[r["law"]] for r in ok}, test_data["loss"], ref.loss_space)
     return Selection(rows, best, dominates, weights, held)
 
 
 def _criteria(law: Law, f: Any, data: dict[str, np.ndarray]) -> dict[str, float]:
-    """AIC and BIC of the fit on the cheaper runs, Gaussian in log loss (rows as the sample:
+    """AIC and BIC of the fit on the cheaper runs, Gaussian in the law's loss space (log loss;
+    a unigram-normalized loss itself) (rows as the sample:
     rows of one run are correlated, so both favour larger laws; the held-out error is the
     score)."""
-    r = np.log(np.asarray(law.predict(f.params, data), float)) - np.log(data["loss"])
+    pred = np.asarray(law.predict(f.params, data), float)
+    r = (pred - data["loss"] if law.loss_space == "linear" else
+         np.log(pred) - np.log(data["loss"]))
     n, k = len(r), len(law.param_names)
     rss = float(np.sum(r * r)) or 1e-300
     return {"aic": n * math.log(rss / n) + 2 * k, "bic": n * math.log(rss / n) + k * math.log(n)}
@@ -250,14 +257,18 @@ def _ahead(a: np.ndarray, b: np.ndarray, actual: np.ndarray, groups: np.ndarray,
     return float(np.mean(ea[idx].mean(1) < eb[idx].mean(1))) >= DOMINANCE
 
 
-def _stack(preds: dict[str, np.ndarray], actual: np.ndarray) -> dict[str, float]:
-    """Non-negative weights summing to 1 that make the weighted mean of the laws' log-loss
-    predictions closest to the held-out runs' (least squares on the simplex)."""
+def _stack(preds: dict[str, np.ndarray], actual: np.ndarray, space: str = "log"
+           ) -> dict[str, float]:
+    """Non-negative weights summing to 1 that make the weighted mean of the laws' predictions
+    (of log loss; of the loss itself in ``space`` "linear") closest to the held-out runs'
+    (least squares on the simplex)."""
     from scipy.optimize import minimize
 
     names = list(preds)
-    X = np.log(np.stack([preds[n] for n in names], 1))
-    y = np.log(actual)
+    X = np.stack([preds[n] for n in names], 1)
+    y = np.asarray(actual, float)
+    if space == "log":
+        X, y = np.log(X), np.log(y)
     k = len(names)
     res = minimize(lambda w: float(np.sum((X @ w - y) ** 2)), np.full(k, 1.0 / k),
                    method="SLSQP", bounds=[(0.0, 1.0)] * k,

@@ -1,0 +1,68 @@
+"""The ``vocab-basin`` law: a vocabulary sweep's unigram-normalized loss with a basin in ln V
+whose centre grows as a power of the non-vocabulary size, fitted without the runs' width (which
+Tao et al.'s ``vocab`` law needs). Its score on Tao et al.'s runs (ScaleBench's training split,
+not shipped: no licence) is benchmarks/bench_scalebench.py's."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import archfit
+from archfit.laws import get_law
+from contracts import VOCAB_BASIN, _vocab
+
+
+def _sweep(seed=0, p=VOCAB_BASIN):
+    return _vocab(seed, p, law_name="vocab-basin").drop("d_model")
+
+
+def test_a_planted_basin_is_recovered_without_a_width_column():
+    """A check of the code, not of the form: the constants come back from a table of no
+    d_model."""
+    f = archfit.fit(_sweep(), law="vocab-basin", bootstrap=0, heldout=False)
+    for k, v in VOCAB_BASIN.items():
+        assert f.params[k] == pytest.approx(v, rel=0.05, abs=0.02), k
+
+
+@pytest.mark.parametrize("n_nv", [3e7, 1e9, 7e10])
+def test_v_best_is_the_least_loss_vocabulary_at_a_fixed_token_count(n_nv):
+    """The derived V_best (the basin's centre, exp(lnV0) N^gamma) against a brute-force
+    search of 20,000 vocabularies over the law's own loss at 1e10 tokens."""
+    law = get_law("vocab-basin")
+    (got,) = law.derived(VOCAB_BASIN, [n_nv]).values()
+    grid = np.exp(np.linspace(math.log(256), math.log(2 ** 22), 20_000))
+    losses = [law.unigram_loss(VOCAB_BASIN, n_nv, v, 0.0, 1e10) for v in grid]
+    assert got == pytest.approx(grid[int(np.argmin(losses))], rel=1e-3)
+
+
+def test_without_a_width_vocab_refuses_and_auto_takes_the_basin(tmp_path, cli):
+    path = tmp_path / "vocab.csv"
+    _sweep().write_csv(path)
+    r = cli("fit", path, "--law", "vocab", "--bootstrap", 0)
+    assert r.exit_code == 2 and "d_model" in r.output and "Traceback" not in r.output
+    r = cli("fit", path, "--law", "auto", "--bootstrap", 0, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["law"] == "vocab-basin"
+
+
+def test_recommend_picks_the_basins_least_loss_vocabulary(tmp_path, cli):
+    """--vocab auto with a fitted basin trains with the vocabulary of least loss at the same
+    compute (a larger vocabulary costs tokens): against a brute-force grid, within the rounding,
+    inside its 95% interval over the draws."""
+    f = archfit.fit(_sweep(), law="vocab-basin", bootstrap=30, heldout=False)
+    path = tmp_path / "basin.json"
+    f.to_json(path)
+    d = json.loads(cli("recommend", "--params", "1e9", "--vocab", "auto", "--fit", path,
+                       "--json").output)
+    v = d["vocabulary"]
+    assert v["provenance"] == "fitted" and d["vocab_size"] == v["value"]
+    assert not any("read only with --vocab auto" in n for n in d["notes"])  # it was read
+    law, n_nv, dm, C = f.law_obj, d["params_non_embedding"], d["d_model"], v["compute"]
+    grid = np.exp(np.linspace(math.log(1024), math.log(2 ** 21), 4000))
+    losses = [law.unigram_loss(f.params, n_nv, x, dm, C / (6 * (n_nv + x * dm))) for x in grid]
+    assert abs(v["value"] - grid[int(np.argmin(losses))]) <= 128
+    assert v["interval"]["low"] <= v["value"] <= v["interval"]["high"]
