@@ -108,7 +108,7 @@ def _lr_surface(seed: int) -> pl.DataFrame:
     law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
     p = {"E": 1.5, "A": 20.0, "alpha": 0.25, "B": 30.0, "beta": 0.2, "c_lr": 2.0,
          "n_lr": -0.4, "d_lr": 0.05, "c_b": 1.0, "n_b": 0.05, "d_b": 0.25, "w_lr_lo": 0.03,
-         "w_lr_hi": 0.06, "w_b": 0.02, "w_x": -0.01}
+         "w_lr_hi": 0.06, "w_b": 0.02, "w_x": -0.01, "gamma": 1.0, "k_lr": 0.0, "k_b": 0.0}
     for N in (1e6, 3e6, 1e7, 3e7):
         for D in (2e8, 1e9):
             o = law.optimum_point(p, N, D)

@@ -7,6 +7,7 @@ recipe from it states the predicted loss and the penalty of a rate or batch a fa
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,69 @@ def test_the_surfaces_helpers_refuse_what_they_cannot_answer_in_one_typed_line(c
     s = get_law("lr-batch-surface")
     with pytest.raises(ArchfitError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         call(s, {k: 0.1 for k in s.param_names})
+
+
+# a Kaplan-like floor (E 0, gamma 0.25) and widths that shrink with the tokens, about what the
+# law fits on Step Law's dense grid (benchmarks/bench_scalebench.py)
+KAPLAN_LIKE = {"E": 0.0, "A": 6e4, "alpha": 0.39, "B": 2e6, "beta": 0.5, "gamma": 0.23,
+               "c_lr": -2.3, "n_lr": -0.5, "d_lr": 0.27, "c_b": 0.4, "n_b": -0.06, "d_b": 0.6,
+               "w_lr_lo": 0.01, "w_lr_hi": 0.05, "w_b": 0.02, "w_x": -0.015, "k_lr": -0.1,
+               "k_b": -0.2}
+
+
+def _grid(p, seed=0, noise=0.002):
+    law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
+    for N in (6e7, 1.2e8, 2.4e8, 5e8):
+        for D in (2e9, 8e9, 3e10):
+            o = law.optimum_point(p, N, D)
+            for f_lr in (0.25, 0.5, 1.0, 2.0, 4.0):
+                for f_b in (0.25, 1.0, 4.0):
+                    cols = {"params": np.array([N]), "tokens": np.array([D]),
+                            "lr": np.array([o["lr"] * f_lr]),
+                            "batch_tokens": np.array([o["batch_tokens"] * f_b])}
+                    loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, noise))
+                    rows.append({k: float(v[0]) for k, v in cols.items()} | {"loss": loss})
+    return pl.DataFrame(rows)
+
+
+def test_the_derivatives_are_the_predictions_finite_differences():
+    """The exact Jacobian the fit steps on, against central differences of predict (every
+    parameter, a Kaplan-like floor and moving widths, runs on both sides of the rate's
+    centre)."""
+    law = get_law("lr-batch-surface")
+    grid = _grid(KAPLAN_LIKE, noise=0.0)
+    # off the rate's centre: at it the two sides' widths meet in a kink differences straddle
+    o = law.optimum_point
+    grid = grid.filter([abs(math.log(r["lr"] / o(KAPLAN_LIKE, r["params"], r["tokens"])["lr"]))
+                        > 0.1 for r in grid.iter_rows(named=True)])
+    data = {c: grid[c].to_numpy() for c in grid.columns}
+    J = law.derivatives(KAPLAN_LIKE, data)
+    for j, name in enumerate(law.param_names):
+        h = 1e-6 * max(1.0, abs(KAPLAN_LIKE[name]))
+        up = law.predict({**KAPLAN_LIKE, name: KAPLAN_LIKE[name] + h}, data)
+        down = law.predict({**KAPLAN_LIKE, name: KAPLAN_LIKE[name] - h}, data)
+        assert J[:, j] == pytest.approx((up - down) / (2 * h), rel=1e-4, abs=1e-7), name
+
+
+def test_a_planted_kaplan_floor_and_moving_widths_are_recovered():
+    """A check of the code (the form's check is the held-out benchmark): the floor's bend
+    (gamma), the widths' drift with the tokens and the centre come back from a grid drawn from
+    the law, and the penalty at a token count is the width there times (ln f)^2."""
+    law = get_law("lr-batch-surface")
+    f = archfit.fit(_grid(KAPLAN_LIKE), law="lr-batch-surface", bootstrap=0, heldout=False)
+    p = f.params
+    assert p["gamma"] == pytest.approx(0.23, rel=0.15)
+    assert p["k_lr"] == pytest.approx(-0.1, abs=0.03) and p["k_b"] == pytest.approx(-0.2,
+                                                                                  abs=0.03)
+    assert p["n_lr"] == pytest.approx(-0.5, abs=0.05) and p["d_b"] == pytest.approx(0.6,
+                                                                                   abs=0.05)
+    D = 3e9
+    assert law.penalty(KAPLAN_LIKE, "lr", 2.0, D) == pytest.approx(
+        0.05 * (D / 1e10) ** -0.1 * math.log(2) ** 2)
+    # the penalty is the surface itself: the loss 2x above the centre less the loss there
+    o = law.optimum_point(KAPLAN_LIKE, 1e8, D)
+    at = {"params": np.array([1e8]), "tokens": np.array([D]),
+          "batch_tokens": np.array([o["batch_tokens"]])}
+    rise = (law.predict(KAPLAN_LIKE, {**at, "lr": np.array([2 * o["lr"]])})
+            - law.predict(KAPLAN_LIKE, {**at, "lr": np.array([o["lr"]])}))[0]
+    assert rise == pytest.approx(law.penalty(KAPLAN_LIKE, "lr", 2.0, D), rel=1e-9)

@@ -13,8 +13,7 @@ import numpy as np
 from archfit.designing.ensemble import Ensemble, gradients, information, scatter2, shrink
 from archfit.designing.pool import DesignError
 from archfit.designing.step import Step
-
-LACK_OF_FIT_LEVEL = 0.05  # the fit test's level (archfit.laws.inference.regression.lack_of_fit): 5%
+from archfit.laws.inference.trust import LACK_OF_FIT_LEVEL  # the fit test's level
 # the variance criterion ranks picks by shrink per cost**COST_EXPONENT: cost-cooled acquisition
 # (Lee et al. 2020, arXiv 2003.10870), since a fit of few runs overstates what a cheap run teaches
 COST_EXPONENT = 0.5

@@ -192,8 +192,8 @@ PENALTY_FACTORS = (("lr", 2.0), ("lr", 0.5), ("batch_tokens", 4.0), ("batch_toke
 
 def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
     """The rate and batch of an lr-batch-surface fit at (N, D) (its basin's centre), the loss
-    it predicts there, and the penalty of a rate 2x and 1/2x off and a batch 4x and 1/4x off,
-    each with its 95% interval over the fit's draws (none with fewer than 20)."""
+    it predicts there, and the penalty of a rate 2x and 1/2x off and a batch 4x and 1/4x off at
+    those tokens, each with its 95% interval over the fit's draws (none with fewer than 20)."""
     law: Any = fit.law_obj
     D0 = fit.extra.get("tokens") or D  # a fit at one token count answers at its tokens
     point = law.optimum_point(fit.params, N, D0)
@@ -216,9 +216,9 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
         "loss": {"value": point["loss"],
                  "interval": _draw_interval([d["loss"] for d in draws], fit),
                  "convention": "predicted loss at the recipe's rate and batch (nats/token)"},
-        "penalties": [{"knob": k, "factor": f, "value": law.penalty(fit.params, k, f),
-                       "interval": _draw_interval([law.penalty(p, k, f) for p in fit.draws()],
-                                                  fit)}
+        "penalties": [{"knob": k, "factor": f, "value": law.penalty(fit.params, k, f, D0),
+                       "interval": _draw_interval([law.penalty(p, k, f, D0)
+                                                   for p in fit.draws()], fit)}
                       for k, f in PENALTY_FACTORS],
         "law": fit.label, "provenance": "fitted"}
 

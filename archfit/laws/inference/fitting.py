@@ -21,7 +21,7 @@ from archfit.numbers import draw_ends, draw_percentiles, order_statistic, plain
 from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
 from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
-from archfit.laws.inference.regression import lack_of_fit
+from archfit.laws.inference.regression import lack_of_fit_test
 from archfit.laws.inference.threads import one_blas_thread
 from archfit.sweep.store import RunTable, positive_losses, read_runs, without_duplicates
 
@@ -416,7 +416,9 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
     if lw.predicts_loss and len(resid) == len(groups):
         d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
     if lw.predicts_loss and d["residual_space"] == "log loss" and len(resid) == len(data["loss"]):
-        d["lack_of_fit"] = {"p": lack_of_fit(resid, {c: data[c] for c in lw.columns}),
+        test = lack_of_fit_test(resid, {c: data[c] for c in lw.columns})
+        d["lack_of_fit"] = {"p": None if test is None else test[0],
+                            "trend_share": None if test is None else test[1],
                             "runs": int(len(resid)),
                             "test": "F test of the log residuals on the standardized log size, "
                                     "tokens and depth the law reads, squares and products"}

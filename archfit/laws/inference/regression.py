@@ -87,13 +87,21 @@ def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequen
 
 
 def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
+    """The p-value of :func:`lack_of_fit_test`, or None."""
+    test = lack_of_fit_test(resid, data)
+    return None if test is None else test[0]
+
+
+def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any]
+                     ) -> tuple[float, float] | None:
     """The p-value of an F test of a fit's log residuals (centred) on its rows' standardized
     log size, tokens and depth (those that vary), their squares and products (Ramsey's RESET
     test in spirit; the overall F test of an OLS fit of every term against the intercept, as
     statsmodels' ``OLS(...).fit().f_pvalue`` computes it: a pseudo-inverse fit, the design's
     rank for its degrees of freedom; tests/test_design_real.py checks it against statsmodels):
-    small where the residuals trend over the features, about uniform where they are noise.
-    None with fewer than 3 residual degrees of freedom or nothing that varies. numpy and
+    small where the residuals trend over the features, about uniform where they are noise;
+    with it the share of the residuals' sum of squares the trend explains (its R²). None with
+    fewer than 3 residual degrees of freedom or nothing that varies. numpy and
     scipy.special only: every fit runs it, and statsmodels' import costs seconds."""
     from itertools import combinations_with_replacement
 
@@ -123,7 +131,8 @@ def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     ssr = float(np.sum((r - A @ (np.linalg.pinv(A, rcond=1e-15) @ r)) ** 2))
     tss = float((r ** 2).sum())  # r is centred: the total sum of squares about its mean
     if ssr <= 0:
-        return 0.0 if tss > 0 else 1.0
+        return (0.0, 1.0) if tss > 0 else (1.0, 0.0)
     if df_model < 1:
         return None
-    return float(fdtrc(df_model, df_resid, ((tss - ssr) / df_model) / (ssr / df_resid)))
+    return (float(fdtrc(df_model, df_resid, ((tss - ssr) / df_model) / (ssr / df_resid))),
+            float(1.0 - ssr / tss))

@@ -119,7 +119,29 @@ def verdict(law: Any, fit: Any, target: float | None = None,
     r2 = fit.diagnostics.get("r2_log")
     if r2 is not None and r2 < 0:
         t.weak(f"R² {r2:.2g}: the law fits its points worse than their mean")
+    lack_reason(t, fit)
     return t
+
+
+LACK_OF_FIT_LEVEL = 0.05  # the level of the fit's own lack-of-fit F test
+
+
+def lack_reason(t: Trust, fit: Any) -> None:
+    """A form the fit's own lack-of-fit test rejects (its log residuals trend over the size,
+    tokens or depth it reads, archfit.laws.inference.regression.lack_of_fit) is at best weak:
+    what it answers carries the trend it misses."""
+    lof = fit.diagnostics.get("lack_of_fit") or {}
+    p = lof.get("p")
+    if p is None:
+        return
+    t.checks["lack_of_fit_p"] = p
+    if p < LACK_OF_FIT_LEVEL:
+        share = lof.get("trend_share")
+        t.weak(f"its own lack-of-fit test rejects the form on its runs (F test of the log "
+               f"residuals on log size, tokens and depth: p = {p:.2g} over {lof.get('runs')} "
+               "rows" + (f"; the trend holds {share:.0%} of the residuals' variance"
+                         if share is not None else "") + "): the residuals trend where the "
+               "law says none")
 
 
 # a parameter on a bound in more than this share of the bootstrap resamples is named
