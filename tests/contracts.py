@@ -228,7 +228,8 @@ def check_law(name: str, data: pl.DataFrame, tmp: Path) -> None:
         r = recommend(params=1e8, fit=["levine2020", f], vocab_size="auto")
         assert r.vocabulary and r.vocabulary["provenance"] == "fitted", name
         at = {"params": 1e9, "vocab_size": 32768, "d_model": 2048, "characters": 4e11}
-        assert all(math.isfinite(v) for v in f.predict(**{c: at[c] for c in law.columns
+        assert all(math.isfinite(v) for v in f.predict(**{c: at[c] for c in (*law.columns,
+                                                                            "characters")
                                                           if c != "loss"})), name
     else:
         at = {"params": 1e9, "tokens": 2e10}  # every input column the law declares

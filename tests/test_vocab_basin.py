@@ -66,3 +66,29 @@ def test_recommend_picks_the_basins_least_loss_vocabulary(tmp_path, cli):
     losses = [law.unigram_loss(f.params, n_nv, x, dm, C / (6 * (n_nv + x * dm))) for x in grid]
     assert abs(v["value"] - grid[int(np.argmin(losses))]) <= 128
     assert v["interval"]["low"] <= v["value"] <= v["interval"]["high"]
+
+
+def test_a_tokens_column_is_read_as_it_is_and_characters_only_as_a_stated_fallback():
+    """The same sweep given as tokens (characters x Tao et al.'s tokens per character, worked
+    out here) fits to the same constants, with a note saying which column counted the data;
+    characters at a vocabulary outside the tokenizer fit's reach, or neither column, is one
+    line naming the column to give."""
+    from archfit.errors import FitInputError
+    from archfit.laws.vocab.tao import TOKENS_PER_CHAR
+
+    chars = _sweep()
+    lv = np.log(chars["vocab_size"].to_numpy())
+    a, b, c = TOKENS_PER_CHAR
+    tokens = chars.with_columns(tokens=chars["characters"] * (a * lv * lv + b * lv + c)
+                                ).drop("characters")
+    f_c = archfit.fit(chars, law="vocab-basin", bootstrap=0, heldout=False)
+    f_t = archfit.fit(tokens, law="vocab-basin", bootstrap=0, heldout=False)
+    for k in VOCAB_BASIN:
+        assert f_t.params[k] == pytest.approx(f_c.params[k], rel=1e-3, abs=1e-6), k
+    assert any("the table's 'tokens' column" in n for n in f_t.notes)
+    assert any("a fallback" in n for n in f_c.notes)
+    tiny = chars.with_columns(vocab_size=chars["vocab_size"] / 16)  # 256 to 4,096
+    with pytest.raises(FitInputError, match="give a 'tokens' column"):
+        archfit.fit(tiny, law="vocab-basin", bootstrap=0, heldout=False)
+    with pytest.raises(FitInputError, match="'tokens' or 'characters'"):
+        archfit.fit(chars.drop("characters"), law="vocab-basin", bootstrap=0, heldout=False)

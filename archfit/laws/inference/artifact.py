@@ -209,7 +209,8 @@ class Fit:
 
         # rows that repeat a configuration are computed once, the rest in chunks: a table of
         # a million rows costs its distinct configurations, in bounded memory
-        keys = [c for c in (*law.columns, "tokens") if c != "loss" and c in columns]
+        keys = [c for c in dict.fromkeys((*law.columns, *law.optional_columns, "tokens"))
+                if c != "loss" and c in columns]
         cols = [np.asarray(columns[c], float).ravel() for c in keys]
         if len({len(c) for c in cols}) != 1 or not len(cols[0]) or any(
                 np.isnan(c).any() for c in cols):  # broadcast, empty or NaN: as given
@@ -252,7 +253,9 @@ class Fit:
         import polars as pl
 
         pred, lo, hi = self.band(arrays, float(interval))
-        out = {k: arrays[k] for k in self.law_obj.columns if k in arrays and k != "loss"}
+        law = self.law_obj
+        out = {k: arrays[k] for k in (*law.columns, *law.optional_columns)
+               if k in arrays and k != "loss"}
         out.update(predicted=pred, low=lo, high=hi)
         if "loss" in arrays:
             out["actual"] = arrays["loss"]

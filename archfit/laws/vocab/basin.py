@@ -5,7 +5,7 @@ the training characters, for a vocabulary sweep that does not record the width::
 
 with ``N`` the non-vocabulary parameters in millions, ``H`` the training characters and ``D``
 the tokens they make in billions (``t(V)``: Tao et al. 2024's tokens per character, as the
-``vocab`` law). The last term is the loss's second-order expansion in ln V about its best
+``vocab`` law; a ``tokens`` column, where the table has one, is read instead). The last term is the loss's second-order expansion in ln V about its best
 vocabulary (the same construction as the rate basin of ``lr-batch-surface``), and that best
 vocabulary, ``exp(lnV0) N^gamma``, grows as a power of the non-vocabulary size: Tao et al.'s
 finding ("Scaling Laws with Vocabulary", arXiv 2407.13623, approaches 1 and 2: the optimal
@@ -15,7 +15,7 @@ are one, as in their approach 3.
 Where ``vocab`` (their approach 3) needs each run's width to count the vocabulary's
 parameters, this one needs none: public vocabulary sweeps, ScaleBench's among them, often omit
 it. Huber (delta 1e-3) on ``L_u`` itself, as the ``vocab`` law. Columns: ``loss`` (``L_u``),
-``params`` (non-vocabulary parameters), ``vocab_size``, ``characters``."""
+``params`` (non-vocabulary parameters), ``vocab_size``, and ``tokens`` or ``characters``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, VocabularyLaw,
                                derived_name, register)
-from archfit.laws.vocab.tao import tokens_per_character
+from archfit.laws.vocab.tao import data_note, training_data
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,11 +39,11 @@ N_UNIT, D_UNIT = 1e6, 1e9
 class VocabBasin(VocabularyLaw):
     name = "vocab-basin"
     formula = ("L_u = -E + A/N^beta + B/D^beta + kappa (ln V - lnV0 - gamma ln N)^2, "
-               "D = characters x t(V) [N in millions, D in billions of tokens; L_u "
+               "D = tokens, or characters x t(V) [N in millions, D in billions of tokens; L_u "
                "unigram-normalized; best vocabulary exp(lnV0) N^gamma]")
     description = ("Unigram-normalized loss with a basin in ln V whose centre grows as a power "
                    "of the non-vocabulary size; needs no width. Huber on the loss itself.")
-    columns = ("loss", "params", "vocab_size", "characters")
+    columns = ("loss", "params", "vocab_size")
     param_names = NAMES
     min_points = 14
     min_sizes = 3
@@ -80,7 +80,7 @@ class VocabBasin(VocabularyLaw):
         import numpy as np
 
         V = np.asarray(data["vocab_size"], float)
-        D = np.asarray(data["characters"], float) * tokens_per_character(V) / D_UNIT
+        D = self.training_tokens(data) / D_UNIT
         return self._loss(params, np.asarray(data["params"], float) / N_UNIT, V, D)
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
@@ -107,8 +107,10 @@ class VocabBasin(VocabularyLaw):
         from archfit.laws.inference.columns import require_spread
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
+        amount = training_data(data)
+        self.training_tokens(data)  # refuses characters it cannot count, before the search
         require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
-                                    ("characters", "amounts of training data")), constraints)
+                                    (amount, "amounts of training data")), constraints)
         L = np.asarray(data["loss"], float)
 
         def resid(theta: np.ndarray) -> np.ndarray:
@@ -128,4 +130,4 @@ class VocabBasin(VocabularyLaw):
         return Estimate(np.asarray(theta, float),
                         extra={"objective": "Huber (delta 1e-3) on the unigram-normalized loss",
                                "residual_space": "unigram-normalized loss",
-                               "vocab_reach": reach})
+                               "vocab_reach": reach, "notes": [data_note(amount)]})

@@ -15,7 +15,8 @@ used here with V counted in tokens. The size and data exponents are one (their c
 vocabularies, and negative for a good model, so this law works on the loss itself (Huber,
 δ = 1e-3, on ``L_u``: Tao et al.'s objective), not on its log as the others do. Columns:
 ``loss`` (``L_u``), ``params`` (non-vocabulary parameters: archfit's non-embedding N, one
-vocabulary's embedding off), ``vocab_size``, ``d_model``, ``characters``."""
+vocabulary's embedding off), ``vocab_size``, ``d_model``, and ``tokens`` (read as they are) or
+``characters`` (turned into tokens by ``t(V)``, within the vocabularies it was measured on)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,28 @@ NAMES = ("E", "A1", "A2", "alpha2", "B", "beta")
 TOKENS_PER_CHAR = (0.00639222, -0.15811069, 1.20470122)
 
 
+def training_data(data: Mapping[str, Any]) -> str:
+    """The column a vocabulary law reads the training data from (``tokens`` where the table has
+    it, else ``characters``), checked finite and positive."""
+    from archfit.errors import FitInputError
+    from archfit.laws.inference.columns import finite_positive
+
+    for c in ("tokens", "characters"):
+        if c in data:
+            finite_positive(c, data[c])
+            return c
+    raise FitInputError("a vocabulary law needs the training data as a column 'tokens' or "
+                        "'characters'; map it with --map tokens=COLUMN")
+
+
+def data_note(column: str) -> str:
+    """How a vocabulary fit counted its training tokens."""
+    return ("training tokens: the table's 'tokens' column" if column == "tokens" else
+            "training tokens: characters x Tao et al. 2024's tokens per character at each "
+            "vocabulary (their tokenizers' fit; a fallback: give a 'tokens' column to use the "
+            "table's own)")
+
+
 def tokens_per_character(vocab: Any) -> Any:
     """Tao et al.'s fit of their tokenizers' tokens per character at vocabulary ``vocab``."""
     import numpy as np
@@ -45,12 +68,12 @@ def tokens_per_character(vocab: Any) -> Any:
 @register
 class Vocab(VocabularyLaw):
     name = "vocab"
-    formula = ("L_u = -E + A1/N^beta + A2/(V d)^alpha2 + B/D^beta, D = characters x t(V) "
+    formula = ("L_u = -E + A1/N^beta + A2/(V d)^alpha2 + B/D^beta, D = tokens, or characters x t(V) "
                "[Tao et al. 2024, approach 3; N, V d in millions, D in billions of tokens; "
                "L_u unigram-normalized]")
     description = ("Unigram-normalized loss over non-vocabulary size, vocabulary parameters "
                    "and tokens (Tao et al. 2024); Huber on the loss itself.")
-    columns = ("loss", "params", "vocab_size", "d_model", "characters")
+    columns = ("loss", "params", "vocab_size", "d_model")
     param_names = NAMES
     min_points = 12
     min_sizes = 2
@@ -82,7 +105,7 @@ class Vocab(VocabularyLaw):
         N = np.asarray(data["params"], float) / 1e6
         V = np.asarray(data["vocab_size"], float)
         Nv = V * np.asarray(data["d_model"], float) / 1e6
-        D = np.asarray(data["characters"], float) * tokens_per_character(V) / 1e9
+        D = self.training_tokens(data) / 1e9
         with np.errstate(all="ignore"):
             return (-p["E"] + p["A1"] / N ** p["beta"] + p["A2"] / Nv ** p["alpha2"]
                     + p["B"] / D ** p["beta"])
@@ -94,8 +117,10 @@ class Vocab(VocabularyLaw):
         from archfit.laws.inference.columns import require_spread
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
+        amount = training_data(data)
+        self.training_tokens(data)  # refuses characters it cannot count, before the search
         require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
-                                    ("characters", "amounts of training data")), constraints)
+                                    (amount, "amounts of training data")), constraints)
         L = np.asarray(data["loss"], float)
 
         def resid(theta: np.ndarray) -> np.ndarray:
@@ -107,8 +132,9 @@ class Vocab(VocabularyLaw):
                    for a2, b in itertools.product((0.3, 0.7), (0.2, 0.45, 0.7))])
         bounds = [(0.0, math.inf), (0.0, math.inf), (0.0, math.inf), (0.01, 3.0),
                   (0.0, math.inf), (0.01, 3.0)]
-        theta = huber_lsq(resid, starts, Reparam([(n, False) for n in NAMES]), HUBER_DELTA,
-                          None, bounds=bounds)
+        theta = huber_lsq(resid, starts, Reparam([(n, False) for n in NAMES], constraints),
+                          HUBER_DELTA, None, bounds=bounds)
         return Estimate(np.asarray(theta, float),
                         extra={"objective": "Huber (delta 1e-3) on the unigram-normalized loss",
-                               "residual_space": "unigram-normalized loss"})
+                               "residual_space": "unigram-normalized loss",
+                               "notes": [data_note(amount)]})
