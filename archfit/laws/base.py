@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Sequence, TypeVar
 
-from archfit.errors import FitError, FitInputError
+from archfit.errors import FitError
 from archfit.numbers import fmt_sci
 
 if TYPE_CHECKING:
@@ -543,37 +543,11 @@ class VocabularyLaw(Law):
     optional_columns = ("tokens", "characters")
     # one token predicts nothing; the largest vocabularies in use are about 2.6e5 (Gemma)
     plausible = {"vocab_size": (2, 1e7, "a tokenizer's vocabulary")}
-    # the vocabularies Tao et al.'s tokens-per-character fit was measured over (their
-    # fit_tokenization_func.py: 1,024 to 1,024,000): the fallback holds only within them
-    TOKENIZER_FIT_REACH = (1024.0, 1024000.0)
-
     def applies(self, frame: Any) -> bool:
         """A vocabulary sweep: several vocabularies, and the training data as tokens or
         characters."""
         cols = set(frame.columns)
         return bool(cols & {"tokens", "characters"}) and frame["vocab_size"].n_unique() > 1
-
-    def training_tokens(self, data: Mapping[str, Any]) -> np.ndarray:
-        """Each run's training tokens: the ``tokens`` column where the table has one, else its
-        ``characters`` times Tao et al. 2024's tokens per character at its vocabulary (their
-        tokenizers' fit, :func:`archfit.laws.vocab.tao.tokens_per_character`, a stated
-        fallback refused outside the vocabularies it was measured on)."""
-        import numpy as np
-
-        if "tokens" in data:
-            return np.asarray(data["tokens"], float)
-        if "characters" not in data:
-            raise FitInputError(f"law {self.name!r} needs the training data as a column "
-                                "'tokens' or 'characters'; map it with --map tokens=COLUMN")
-        from archfit.laws.vocab.tao import tokens_per_character
-
-        V = np.asarray(data["vocab_size"], float)
-        lo, hi = self.TOKENIZER_FIT_REACH
-        if np.any((V < lo) | (V > hi)):
-            raise FitInputError(f"vocabularies outside {lo:,.0f} to {hi:,.0f}: Tao et al.'s "
-                                "tokens-per-character fit, which turns characters into tokens "
-                                "here, was measured within them; give a 'tokens' column")
-        return np.asarray(data["characters"], float) * tokens_per_character(V)
 
     def unigram_loss(self, params: Mapping[str, float], n_nv: float, vocab: float,
                      d_model: float, tokens: float) -> float:

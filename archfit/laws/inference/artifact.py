@@ -113,7 +113,10 @@ class Fit:
         if k:
             b = self.bootstrap or {}
             of = (f" of its {b['n_units']} {_plural(b['unit'])}"
-                  if b.get("n_units") and b.get("unit") else "")
+                  if b.get("n_units") and b.get("unit") and not b.get("widened") else
+                  f" of its {b['n_units']} rows ({b['clusters']} clusters are too few to "
+                  f"resample), widened x{b['widened']:.2f} by their design effect"
+                  if b.get("widened") else "")
             return record(FITTED, f"percentiles over {k} bootstrap resamples{of}", source=src)
         if self.cov:
             return record(FITTED, "percentiles over 1,000 draws from the normal of the fit's "

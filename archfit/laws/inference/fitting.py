@@ -21,6 +21,7 @@ from archfit.numbers import draw_ends, draw_percentiles, order_statistic, plain
 from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
 from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
+from archfit.laws.inference.clusters import Fallback, fallback, widen_draws
 from archfit.laws.inference.regression import lack_of_fit_test
 from archfit.laws.inference.threads import one_blas_thread
 from archfit.sweep.store import RunTable, positive_losses, read_runs, without_duplicates
@@ -296,8 +297,12 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
                                         np.unique(groups, return_inverse=True)[1]]), axis=1)
             if len(np.unique(pairs[0])) < pairs.shape[1]:
                 f.diagnostics["unit"]["splits"] = run_unit
-        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons, groups,
-                     unit)
+        fb = fallback(groups, unit, f.diagnostics.get("residuals"))
+        if fb is not None:  # too few clusters for a bootstrap of them: rows, widened
+            notes.append(f"bootstrap unit: {fb.describe()}")
+        _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons,
+                     groups if fb is None else np.arange(len(groups)),
+                     unit if fb is None else fb.describe(), fb)
         if heldout:
             f.diagnostics["heldout"] = _heldout(lw, data, cons, group, HELDOUT_BOOTSTRAP
                                                 if bootstrap == AUTO_BOOTSTRAP else
@@ -468,8 +473,11 @@ def _conventions(table: RunTable, lw: Law | None = None) -> dict[str, str]:
 
 def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | str, seed: int,
                  targets: list[float], progress: Callable[[int, int], None] | None,
-                 notes: list[str], cons: Constraints, groups: np.ndarray, unit: str) -> None:
-    """Fill ``f.ci``, ``f.derived_ci`` and ``f.bootstrap``: percentile bootstrap, else Wald."""
+                 notes: list[str], cons: Constraints, groups: np.ndarray, unit: str,
+                 fb: Fallback | None = None) -> None:
+    """Fill ``f.ci``, ``f.derived_ci`` and ``f.bootstrap``: percentile bootstrap, else Wald.
+    With ``fb`` (too few clusters: ``groups`` are then the rows), the draws are widened by its
+    design effect and their derived values recomputed from them."""
     f.ci = {n: None for n in lw.param_names}
     f.derived_ci = {k: None for k in f.derived}
     if bootstrap == AUTO_BOOTSTRAP or int(bootstrap) > 0:
@@ -483,6 +491,11 @@ def _uncertainty(f: Fit, lw: Law, data: Data, est: Estimate, bootstrap: int | st
                                                          groups=groups)
         n_ok = len(samples)
         bootstrap = n_ok + n_failed
+        if fb is not None and n_ok:
+            samples = widen_draws(samples, est.params, fb.widen, lw.param_names, lw.domains)
+            dsamples = [lw.derived(dict(zip(lw.param_names, row)), targets, est.extra)
+                        for row in samples]
+            rule = {**rule, "widened": fb.widen, "clusters": fb.n_clusters}
         f.bootstrap = {"n": bootstrap, "n_ok": n_ok, "n_failed": n_failed, "seed": seed,
                        "unit": unit, "n_units": int(len(np.unique(groups))), **rule,
                        "samples": {n: samples[:, i].tolist()

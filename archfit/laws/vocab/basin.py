@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, VocabularyLaw,
                                derived_name, register)
-from archfit.laws.vocab.tao import data_note, training_data
+from archfit.laws.vocab.tao import data_note, training_data, training_tokens
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +80,7 @@ class VocabBasin(VocabularyLaw):
         import numpy as np
 
         V = np.asarray(data["vocab_size"], float)
-        D = self.training_tokens(data) / D_UNIT
+        D = training_tokens(data) / D_UNIT
         return self._loss(params, np.asarray(data["params"], float) / N_UNIT, V, D)
 
     def derived(self, params: Mapping[str, float], targets: Sequence[float],
@@ -108,7 +108,7 @@ class VocabBasin(VocabularyLaw):
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
         amount = training_data(data)
-        self.training_tokens(data)  # refuses characters it cannot count, before the search
+        training_tokens(data)  # refuses characters it cannot count, before the search
         require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
                                     (amount, "amounts of training data")), constraints)
         L = np.asarray(data["loss"], float)

@@ -48,6 +48,34 @@ def training_data(data: Mapping[str, Any]) -> str:
                         "'characters'; map it with --map tokens=COLUMN")
 
 
+# the vocabularies Tao et al.'s tokens-per-character fit was measured over (their
+# fit_tokenization_func.py: 1,024 to 1,024,000): the fallback holds only within them
+TOKENIZER_FIT_REACH = (1024.0, 1024000.0)
+
+
+def training_tokens(data: Mapping[str, Any]) -> Any:
+    """Each run's training tokens: the ``tokens`` column where the table has one, else its
+    ``characters`` times Tao et al. 2024's tokens per character at its vocabulary (their
+    tokenizers' fit, :func:`tokens_per_character`, a stated fallback refused outside the
+    vocabularies it was measured on)."""
+    import numpy as np
+
+    from archfit.errors import FitInputError
+
+    if "tokens" in data:
+        return np.asarray(data["tokens"], float)
+    if "characters" not in data:
+        raise FitInputError("a vocabulary law needs the training data as a column 'tokens' or "
+                            "'characters'; map it with --map tokens=COLUMN")
+    V = np.asarray(data["vocab_size"], float)
+    lo, hi = TOKENIZER_FIT_REACH
+    if np.any((V < lo) | (V > hi)):
+        raise FitInputError(f"vocabularies outside {lo:,.0f} to {hi:,.0f}: Tao et al.'s "
+                            "tokens-per-character fit, which turns characters into tokens "
+                            "here, was measured within them; give a 'tokens' column")
+    return np.asarray(data["characters"], float) * tokens_per_character(V)
+
+
 def data_note(column: str) -> str:
     """How a vocabulary fit counted its training tokens."""
     return ("training tokens: the table's 'tokens' column" if column == "tokens" else
@@ -105,7 +133,7 @@ class Vocab(VocabularyLaw):
         N = np.asarray(data["params"], float) / 1e6
         V = np.asarray(data["vocab_size"], float)
         Nv = V * np.asarray(data["d_model"], float) / 1e6
-        D = self.training_tokens(data) / 1e9
+        D = training_tokens(data) / 1e9
         with np.errstate(all="ignore"):
             return (-p["E"] + p["A1"] / N ** p["beta"] + p["A2"] / Nv ** p["alpha2"]
                     + p["B"] / D ** p["beta"])
@@ -118,7 +146,7 @@ class Vocab(VocabularyLaw):
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
         amount = training_data(data)
-        self.training_tokens(data)  # refuses characters it cannot count, before the search
+        training_tokens(data)  # refuses characters it cannot count, before the search
         require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
                                     (amount, "amounts of training data")), constraints)
         L = np.asarray(data["loss"], float)
