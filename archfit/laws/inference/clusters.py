@@ -75,7 +75,7 @@ def fallback(groups: Any, unit: str, resid: Any) -> Fallback | None:
     return Fallback(name, k, intra_cluster_correlation(resid, g), n / k)
 
 
-def widen_draws(samples: np.ndarray, estimate: Sequence[float], factor: float,
+def widen_draws(samples: np.ndarray, estimate: Any, factor: float,
                 names: Sequence[str], domains: Mapping[str, tuple[Any, Any, bool]]
                 ) -> np.ndarray:
     """Each draw moved ``factor`` times as far from ``estimate``, held inside its parameter's
