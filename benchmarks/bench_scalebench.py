@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,15 +158,16 @@ def main() -> None:
             human = "" if task.human is None else f"{task.human:.3f}"
             head = f"{task.name:<17}{law:<22}{r['n_fit']:>5}/{r['n_held']:<4}"
             if r["error"]:
-                print(f"{head}  cannot fit: {r['error'][:60]}")
+                print(f"{head}  cannot fit: {r['error'][:58]}")
                 continue
             print(f"{head}{r['r2']:>8.3f}{r['coverage']:>7.0%}{r['mean_width']:>8.3f}"
                   f"{task.best:>7.3f}{human:>7}  {r['verdict']}")
             sys.stdout.flush()
-    print("R²: of the loss over the held-out region (the benchmark's score); cover: share of "
-          "held-out runs inside their 95% prediction interval; width: its mean width (nats); "
-          "best / human: SLDBench's searched and human-written laws on the test split "
-          "(ScaleBench's best for farseer)")
+    print(textwrap.fill("R²: of the loss over the held-out region (the benchmark's score); "
+                        "cover: share of held-out runs inside their 95% prediction interval; "
+                        "width: its mean width (nats); best / human: SLDBench's searched and "
+                        "human-written laws on the test split (ScaleBench's best for farseer)",
+                        100))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -17,13 +17,13 @@ held-out run 0.01-0.03 nats high (R² 0.48 with constant widths), Kaplan's form 
 exponents free reached 0.83, and E fits to 0 there. In the rate the bowl is steeper on the high
 side: a rate past the optimum nears the edge where runs diverge, a rate below it only trains
 slower (Wortsman et al. 2023's learning-rate sensitivity curves; Step Law's heat maps). A
-symmetric bowl fitted to such a basin puts its centre low. The widths move with the tokens (the
-issue's "curvatures that move with ln N and ln D"): on the same held-out cell, widths that
+symmetric bowl fitted to such a basin puts its centre low. The widths move with the tokens: on
+the same held-out cell, widths that
 shrink with D (k_lr about -0.1, k_b about -0.2: the basin flattens as training lengthens) took
 R² from 0.83 to 0.91; widths moving with N as well predicted it worse (0.65 against 0.71 with a
 Chinchilla floor), so they move with D alone. Tried and dropped: a basin multiplying the floor
-(log L = log L* + basin), 0.61 against 0.71. The scores and what was tried are in
-``docs/benchmarks/``.
+(log L = log L* + basin), 0.71 against the additive basin's 0.71 with drifting widths. The
+scores and what was tried are in ``docs/benchmarks/``.
 
 Runs that diverged are not on the surface: a run whose loss ends more than
 :data:`DIVERGED_RATIO` times the best loss of its (size, tokens) cell is left out of the fit,
