@@ -224,11 +224,13 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
 
 
 def _draw_interval(values: list[float], fit: Fit) -> Interval | None:
-    """The 95% interval of a quantity over a fit's parameter draws (its finite values' 2.5th
-    and 97.5th ranked), or None with fewer than 20."""
-    v = sorted(x for x in values if math.isfinite(x))
-    return (Interval.of([v[int(0.025 * (len(v) - 1))], v[int(0.975 * (len(v) - 1))]],
-                        fit.interval_provenance()) if len(v) >= 20 else None)
+    """The 95% interval of a quantity over a fit's parameter draws (the percentiles of its
+    finite values, archfit.numbers.draw_ends: the one convention), or None with fewer than 20."""
+    from archfit.numbers import draw_ends
+
+    v = [x for x in values if math.isfinite(x)]
+    ends = draw_ends(v) if len(v) >= 20 else None
+    return Interval.of(ends, fit.interval_provenance()) if ends else None
 
 
 def _with_width(iv: Interval | None) -> Interval | None:

@@ -126,9 +126,12 @@ def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
     if len(law.draws) >= MIN_DRAWS:
         from archfit.interval import Interval
 
-        picks = sorted(best_vocabulary(n_nv, d, compute, multiple, f)[0] for f in law.draws)
-        k = len(picks) - 1
-        ends += [picks[int(0.025 * k)], picks[int(0.975 * k)]]
+        from archfit.numbers import draw_ends
+
+        picks = [best_vocabulary(n_nv, d, compute, multiple, f)[0] for f in law.draws]
+        lo, hi = draw_ends(picks) or (pick, pick)  # the one percentile convention, then
+        ends += [math.floor(lo / multiple) * multiple,  # widened to the multiples around it
+                 math.ceil(hi / multiple) * multiple]
         interval = Interval.of(ends[1:], law.interval_provenance)
         why = None
     return {"value": pick, "default": v0, "multiple": multiple,
