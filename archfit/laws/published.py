@@ -147,6 +147,26 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                                                   "granularity 1 to 16 at expansion rate 64; "
                                                   "sizes and tokens not recorded"}},
     },
+    "tao2024": {
+        "link": "https://arxiv.org/abs/2407.13623",
+        "law": "vocab",
+        # their approach 3, alpha1 = beta (their constraint), N and V d in millions, D in
+        # billions of tokens, the unigram-normalized loss
+        "params": {"E": 5.5327846803337435, "A1": 1.8313851559554126,
+                   "A2": 0.19584238398665638, "alpha2": 0.6707374679896795,
+                   "B": 2.1241123120064955, "beta": 0.44660634152009615},
+        "source": "Tao et al. 2024, 'Scaling Laws with Vocabulary' (arXiv 2407.13623), "
+                  "approach 3: the constants published with its code (sail-sg/scaling-with-"
+                  "vocab, optimal_Nv_predict.py, commit 6701cc2); no interval published",
+        "conventions": {"params": "non-vocabulary parameters (archfit's non-embedding N)",
+                        "tokens": "training tokens",
+                        "loss": "unigram-normalized loss (nats/token less the unigram "
+                                "model's), their data"},
+        "diagnostics": {"span": {"params_min": 3.3e7, "params_max": 3.0e9,
+                                 "vocab_size_min": 4096.0, "vocab_size_max": 96256.0,
+                                 "note": "Tao et al. 2024: 33 million to 3 billion "
+                                         "non-vocabulary parameters, vocabularies 4K to 96K"}},
+    },
 }
 
 def _hyper(name: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ than 2x from the vocabulary it trains with.
 
 The law (Tao et al. 2024, "Scaling Laws with Vocabulary: Larger Models Deserve Larger
 Vocabularies", arXiv 2407.13623, approach 3; the constants published with its code,
-repository sail-sg/scaling-with-vocab, ``optimal_Nv_predict.py``; :data:`SOURCE`)::
+repository sail-sg/scaling-with-vocab, ``optimal_Nv_predict.py``; the published fit
+``tao2024``, :mod:`archfit.laws.published`)::
 
     L_u = -E + A1 / N_nv^alpha1 + A2 / (V d)^alpha2 + B / D^beta,   alpha1 = beta
 
@@ -21,19 +22,14 @@ vocabulary balances the two terms; their fit covers 33M to 3B parameters (vocabu
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-TAO2024 = {"E": 5.5327846803337435, "A1": 1.8313851559554126, "alpha1": 0.44660634152009615,
-           "A2": 0.19584238398665638, "alpha2": 0.6707374679896795, "B": 2.1241123120064955,
-           "beta": 0.44660634152009615}
-SOURCE = ("Tao et al. 2024, 'Scaling Laws with Vocabulary' (arXiv 2407.13623), approach 3: "
-          "the constants published with its code (sail-sg/scaling-with-vocab, commit 6701cc2)")
+PUBLISHED_LAW = "tao2024"  # the published fit (archfit.laws.published) used without --fit
 CONVENTION = ("unigram-normalized loss (nats/token less the unigram model's); vocabulary "
               "parameters V x d_model; non-vocabulary parameters: archfit's non-embedding N")
-# the law's reach: the sizes and vocabularies its runs covered
-REACH = {"params": (3.3e7, 3.0e9), "vocab_size": (4096, 96256)}
 SEARCH = (1024, 2 ** 21)  # vocabularies weighed (1K to 2M)
 NOTE_FACTOR = 2.0  # the law's pick is named when this far from the vocabulary trained with
 MIN_DRAWS = 20  # an interval on the pick needs this many of the fit's draws
@@ -42,14 +38,10 @@ MIN_DRAWS = 20  # an interval on the pick needs this many of the fit's draws
 LossFn = Callable[[float, float, float, float], float]
 
 
-def unigram_loss(n_nv: float, vocab: float, d_model: float, tokens: float,
-                 p: dict[str, float] = TAO2024) -> float:
+def unigram_loss(n_nv: float, vocab: float, d_model: float, tokens: float) -> float:
     """The published law's L_u at ``n_nv`` non-vocabulary parameters, a vocabulary of
-    ``vocab`` at width ``d_model`` and ``tokens`` training tokens (plain counts; the law's units
-    inside)."""
-    n, v, d = n_nv / 1e6, vocab * d_model / 1e6, tokens / 1e9
-    return (-p["E"] + p["A1"] / n ** p["alpha1"] + p["A2"] / v ** p["alpha2"]
-            + p["B"] / d ** p["beta"])
+    ``vocab`` at width ``d_model`` and ``tokens`` training tokens (plain counts)."""
+    return law_of().loss(n_nv, vocab, d_model, tokens)
 
 
 @dataclass
@@ -66,14 +58,13 @@ class VocabularyLaw:
     interval_provenance: Any = None  # the fit's (archfit.interval), for an interval on a pick
 
 
-PUBLISHED = VocabularyLaw("tao2024", "published", unigram_loss, REACH, SOURCE)
-
-
 def law_of(fit: Any = None) -> VocabularyLaw:
-    """The vocabulary law of a fitted ``vocab`` law (:class:`archfit.laws.Fit`), or the
-    published one where ``fit`` is None."""
+    """The vocabulary law of a ``vocab`` fit (:class:`archfit.laws.Fit`: fitted, or a published
+    one such as ``tao2024``), or the published default where ``fit`` is None."""
+    from archfit.laws.published import PUBLISHED
+
     if fit is None:
-        return PUBLISHED
+        return _published()
     law, span = fit.law_obj, fit.diagnostics.get("span") or {}
 
     def of(p: dict[str, float]) -> LossFn:
@@ -82,9 +73,20 @@ def law_of(fit: Any = None) -> VocabularyLaw:
     reach = {"params": (span.get("params_min", 0.0), span.get("params_max", math.inf)),
              "vocab_size": (span.get("vocab_size_min", 0.0),
                             span.get("vocab_size_max", math.inf))}
-    src = ", ".join(i.get("path", "") for i in fit.inputs) or "fitted by archfit"
-    return VocabularyLaw(fit.label, "fitted", of(fit.params), reach, src,
-                         [of(p) for p in fit.draws()], fit.interval_provenance())
+    draws = fit.draws() if fit.n_bootstrap() else []
+    published = fit.label in PUBLISHED and not draws
+    src = fit.source or ", ".join(i.get("path", "") for i in fit.inputs) or "fitted by archfit"
+    return VocabularyLaw(fit.label, "published" if published else "fitted", of(fit.params),
+                         reach, src, [of(p) for p in draws],
+                         None if published else fit.interval_provenance())
+
+
+@functools.lru_cache(maxsize=1)
+def _published() -> VocabularyLaw:
+    """The published default's law, read once."""
+    from archfit.laws import load_fit
+
+    return law_of(load_fit(PUBLISHED_LAW))
 
 
 def _at_compute(loss: LossFn, n_nv: float, d_model: float, compute: float) -> Callable:
@@ -95,12 +97,12 @@ def _at_compute(loss: LossFn, n_nv: float, d_model: float, compute: float) -> Ca
 
 
 def best_vocabulary(n_nv: float, d_model: float, compute: float, multiple: int = 128,
-                    loss: LossFn = unigram_loss) -> tuple[int, float]:
+                    loss: LossFn | None = None) -> tuple[int, float]:
     """The vocabulary of least L_u at ``compute`` training FLOPs, rounded to ``multiple``;
     and its L_u."""
     from scipy.optimize import minimize_scalar
 
-    f = _at_compute(loss, n_nv, d_model, compute)
+    f = _at_compute(loss or unigram_loss, n_nv, d_model, compute)
     res: Any = minimize_scalar(f, bounds=tuple(math.log(x) for x in SEARCH),
                                method="bounded", options={"xatol": 1e-4})
     v = max(multiple, round(math.exp(res.x) / multiple) * multiple)
@@ -108,11 +110,12 @@ def best_vocabulary(n_nv: float, d_model: float, compute: float, multiple: int =
 
 
 def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
-                      law: VocabularyLaw = PUBLISHED) -> dict[str, Any]:
+                      law: VocabularyLaw | None = None) -> dict[str, Any]:
     """The law's pick for ``shape`` trained on ``tokens`` at the compute that costs with its
     own vocabulary, the predicted loss of both, the pick's 95% interval over the law's draws
     (none for a law without draws), whether it is a pick at all (``usable``: neither it nor its
     interval on the search's bound), and how far the shape lies past the law's reach."""
+    law = law or law_of()
     n_nv, d, v0 = float(shape.params_non_embedding), float(shape.d_model), shape.vocab_size
     compute = 6.0 * (n_nv + v0 * d) * tokens
     pick, loss = best_vocabulary(n_nv, d, compute, multiple, law.loss)
@@ -144,12 +147,13 @@ def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
 
 
 def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR,
-                  law: VocabularyLaw = PUBLISHED) -> str | None:
+                  law: VocabularyLaw | None = None) -> str | None:
     """The note an answer carries when the law's pick for ``shape`` on ``tokens`` lies more
     than ``factor`` from the vocabulary it trains with, else None. The law's loss at a fixed
     compute is unimodal in ln V, so the pick is below V / factor exactly where the loss rises
     there, and above V x factor where it falls there: three evaluations decide it, and the
     pick is searched only then."""
+    law = law or law_of()
     n_nv, d, v0 = float(shape.params_non_embedding), float(shape.d_model), shape.vocab_size
     at = _at_compute(law.loss, n_nv, d, 6.0 * (n_nv + v0 * d) * tokens)
 
