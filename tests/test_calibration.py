@@ -340,3 +340,13 @@ def test_the_interval_caption_counts_its_bootstrap_units_in_the_plural(correlate
     assert how is not None and "of its 14 training runs (run_id)" in str(how), how
     grouped = fit(df, "depth-joint", bootstrap=20, seed=0, heldout=False, group=["n_layer"])
     assert "groups (rows sharing n_layer)" in str(grouped.interval_provenance())
+
+
+def test_a_cell_unit_with_its_explanation_takes_the_plural_on_its_noun():
+    """The surface's unit reads "(size, tokens) cells: the runs of one size and token count",
+    not "... token counts"."""
+    from archfit.laws.inference.artifact import _plural
+
+    assert (_plural("(size, tokens) cell: the runs of one size and token count")
+            == "(size, tokens) cells: the runs of one size and token count")
+    assert _plural("training run (run_id)") == "training runs (run_id)"

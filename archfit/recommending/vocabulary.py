@@ -45,9 +45,10 @@ def unigram_loss(n_nv: float, vocab: float, d_model: float, tokens: float) -> fl
 
 
 @dataclass
-class VocabularyLaw:
-    """Where a pick comes from: the law's loss, its name and provenance, the sizes and
-    vocabularies it covered, and its bootstrap draws' losses (none for the published law)."""
+class PickSource:
+    """Where a pick comes from, read off a vocabulary law's fit (the law itself is
+    :class:`archfit.laws.VocabularyLaw`'s): its loss, its name and provenance, the sizes and
+    vocabularies it covered, and its bootstrap draws' losses (none for a published fit)."""
 
     label: str
     provenance: str  # "published" or "fitted"
@@ -58,7 +59,7 @@ class VocabularyLaw:
     interval_provenance: Any = None  # the fit's (archfit.interval), for an interval on a pick
 
 
-def law_of(fit: Any = None) -> VocabularyLaw:
+def law_of(fit: Any = None) -> PickSource:
     """The vocabulary law of a ``vocab`` fit (:class:`archfit.laws.Fit`: fitted, or a published
     one such as ``tao2024``), or the published default where ``fit`` is None."""
     from archfit.laws.published import PUBLISHED
@@ -76,13 +77,13 @@ def law_of(fit: Any = None) -> VocabularyLaw:
     draws = fit.draws() if fit.n_bootstrap() else []
     published = fit.label in PUBLISHED and not draws
     src = fit.source or ", ".join(i.get("path", "") for i in fit.inputs) or "fitted by archfit"
-    return VocabularyLaw(fit.label, "published" if published else "fitted", of(fit.params),
+    return PickSource(fit.label, "published" if published else "fitted", of(fit.params),
                          reach, src, [of(p) for p in draws],
                          None if published else fit.interval_provenance())
 
 
 @functools.lru_cache(maxsize=1)
-def _published() -> VocabularyLaw:
+def _published() -> PickSource:
     """The published default's law, read once."""
     from archfit.laws import load_fit
 
@@ -110,7 +111,7 @@ def best_vocabulary(n_nv: float, d_model: float, compute: float, multiple: int =
 
 
 def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
-                      law: VocabularyLaw | None = None) -> dict[str, Any]:
+                      law: PickSource | None = None) -> dict[str, Any]:
     """The law's pick for ``shape`` trained on ``tokens`` at the compute that costs with its
     own vocabulary, the predicted loss of both, the pick's 95% interval over the law's draws
     (none for a law without draws), whether it is a pick at all (``usable``: neither it nor its
@@ -147,7 +148,7 @@ def vocabulary_record(shape: Any, tokens: float, multiple: int = 128,
 
 
 def far_from_pick(shape: Any, tokens: float, factor: float = NOTE_FACTOR,
-                  law: VocabularyLaw | None = None) -> str | None:
+                  law: PickSource | None = None) -> str | None:
     """The note an answer carries when the law's pick for ``shape`` on ``tokens`` lies more
     than ``factor`` from the vocabulary it trains with, else None. The law's loss at a fixed
     compute is unimodal in ln V, so the pick is below V / factor exactly where the loss rises

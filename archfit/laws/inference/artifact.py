@@ -576,9 +576,11 @@ def load_fit(name_or_path: str | os.PathLike[str] | Fit | Mapping[str, Any]) -> 
 
 def _plural(unit: str) -> str:
     """A bootstrap unit's name in the plural: its noun takes the s, not its parenthesis
-    ("training run (run_id)" -> "training runs (run_id)")."""
-    noun, paren, rest = unit.partition(" (")
-    return f"{noun}s{paren}{rest}"
+    ("training run (run_id)" -> "training runs (run_id)"; "(size, tokens) cell: the runs of
+    ..." -> "(size, tokens) cells: the runs of ...")."""
+    head, colon, tail = unit.partition(":")  # "(size, tokens) cell: the runs of ..."
+    noun, paren, rest = head.partition(" (")
+    return f"{noun}s{paren}{rest}{colon}{tail}"
 
 
 def _check_estimate_among_draws(params: Mapping[str, Any], boot: Any, where: str) -> None:
