@@ -235,3 +235,22 @@ def test_fit_cli_globs_jsonl_and_bad_input(tmp_path, chinchilla_synthetic):
                                if "--law" not in args else ["fit", *args])
         assert r.exit_code == 2, (args, r.output)
         assert needle in r.output and "Traceback" not in r.output
+
+
+def test_kaplan_n_covariance_is_ols_s():
+    """The point fit's covariance (the Wald intervals without a bootstrap) against statsmodels'
+    OLS of log loss on log size, carried to (N_c, alpha_N) by the delta method."""
+    import statsmodels.api as sm
+
+    from archfit.laws import get_law
+
+    rng = np.random.default_rng(4)
+    N = 10 ** rng.uniform(6, 9, 30)
+    L = (8.8e13 / N) ** 0.076 * np.exp(rng.normal(0, 0.01, 30))
+    est = get_law("kaplan-n").fit_point({"params": N, "loss": L})
+    X = sm.add_constant(np.log(N))
+    ols = sm.OLS(np.log(L), X).fit()
+    c0, c1 = ols.params
+    a, nc = -c1, np.exp(c0 / -c1)
+    J = np.array([[nc / a, nc * c0 / a ** 2], [0.0, -1.0]])
+    assert np.allclose(est.cov, J @ ols.cov_params() @ J.T, rtol=1e-9)

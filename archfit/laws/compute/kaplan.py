@@ -53,9 +53,11 @@ class KaplanN(LossCurveLaw):
         log_nc = c0 / alpha
         cov = None
         if full and len(x) > 2:
-            import statsmodels.regression.linear_model as sm
-
-            V = sm.OLS(t, X).fit().cov_params()
+            # OLS's covariance, s^2 (X'X)^-1 with s^2 the residual variance on n - 2 degrees
+            # of freedom (what statsmodels' OLS(...).cov_params() gives; its import costs ~2 s
+            # on the CLI's path, for a 2 x 2 matrix)
+            res = t - X @ coef
+            V = float(res @ res) / (len(x) - 2) * np.linalg.inv(X.T @ X)
             # delta method to (N_c, alpha): N_c = exp(c0 / -c1)
             J = np.array([[np.exp(log_nc) / alpha, np.exp(log_nc) * c0 / alpha**2], [0.0, -1.0]])
             cov = J @ V @ J.T
