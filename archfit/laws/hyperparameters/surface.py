@@ -71,6 +71,10 @@ STARTS_SOLVED = 4
 # held when every run has one token count: at 0, and gamma at 1
 TOKEN_TERMS = ("B", "beta", "d_lr", "d_b", "k_lr", "k_b", "gamma")
 HELD_AT = {"gamma": 1.0}  # the folded value of a token term, where it is not 0
+# the floor's bend and the widths' drifts need this many token counts (through two, a drift is
+# a line through two points and the bend trades against E, B and beta: held at 1 and 0 below)
+BEND_TOKENS = 3
+BEND_TERMS = ("gamma", "k_lr", "k_b")
 
 
 @register
@@ -252,7 +256,9 @@ class LRBatchSurface(HyperparameterLaw):
         require_spread(self, data, (("params", "sizes"), ("lr", "learning rates"),
                                     ("batch_tokens", "batches")), constraints)
         uses_tokens = bool(varies(data["tokens"]))
-        free = [n for n in ALL if uses_tokens or n not in TOKEN_TERMS]
+        bends = len(np.unique(data["tokens"])) >= BEND_TOKENS
+        free = [n for n in ALL if (uses_tokens or n not in TOKEN_TERMS)
+                and (bends or n not in BEND_TERMS)]
         cols = [ALL.index(n) for n in free]
         logL = np.log(data["loss"])
         # the optimizer steps in centred coordinates (sizes and tokens over their geometric
@@ -288,7 +294,10 @@ class LRBatchSurface(HyperparameterLaw):
                           None, bounds=bounds, jac=jac, keep=STARTS_SOLVED)
         p = _uncentred({**dict.fromkeys(ALL, 0.0), **HELD_AT, **dict(zip(free, theta))},
                        lnN0, lnD0)
-        notes = [] if uses_tokens else [
+        notes = [] if bends else [
+            f"the runs have {len(np.unique(data['tokens']))} token count(s), under "
+            f"{BEND_TOKENS}: the floor's bend gamma is held at 1 (Chinchilla's floor) and the "
+            "widths' drifts k_lr, k_b at 0"] if uses_tokens else [
             "every run has one token count: the token terms (B, beta, d_lr, d_b, and the "
             "widths' k_lr, k_b) are held at 0 and gamma at 1, folded into E and the centres' "
             "coefficients; the law answers at those tokens"]
@@ -330,7 +339,7 @@ class LRBatchSurface(HyperparameterLaw):
             p = {**dict.fromkeys(ALL, 0.0), "E": E, "A": A, "alpha": alpha, "B": sum(B),
                  "beta": 0.3, "gamma": g, "c_lr": c_lr, "n_lr": n_lr, "d_lr": sum(d_lr),
                  "c_b": c_b, "n_b": n_b, "d_b": sum(d_b), **dict.fromkeys(WIDTHS, w)}
-            if g == 1.0 or uses_tokens:  # one token count: gamma held at 1
+            if g == 1.0 or "gamma" in free:  # gamma held at 1: no Kaplan-like start
                 out.append(p)
         return out
 
