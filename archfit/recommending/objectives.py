@@ -126,11 +126,11 @@ MAX_GPU_HOURS = 1e9  # a trillion GPU-seconds: beyond it a budget is a typo
 def _data_term(rec: Any, objective: str) -> tuple[Any, Any, str]:
     """The fit whose ``loss_at`` gives the size-and-data part of the loss, and which count
     of N it takes."""
-    from archfit.laws import load_fit
+    from archfit.laws import ComputeLaw, load_fit
 
     fit = rec.shape_fit
     if fit.law_obj.loss_at(fit.params, 1e9, 1e10) is None:
-        fit = rec.fits.get("compute") or load_fit(DEFAULT_DATA_LAW)
+        fit = (rec.fits.of(ComputeLaw) if rec.fits else None) or load_fit(DEFAULT_DATA_LAW)
     elif fit.extra.get("uses_tokens") is False and objective in ("time", "cost"):
         # B = beta = 0: the fit saw one token count, so tokens (or hours) change nothing
         raise RecommendError(f"{fit.label} folded its data term away (all its runs share one "

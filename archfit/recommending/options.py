@@ -14,8 +14,9 @@ from typing import Any, Callable, NamedTuple, Sequence
 from archfit.errors import FitInputError, RecommendError
 from archfit.interval import Interval
 from archfit.laws import Fit, load_fit
-from archfit.laws.base import AUTO
-from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW, DEFAULT_SHAPE_LAW
+from archfit.laws.base import AUTO, ComputeLaw, FFRatioLaw
+from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_DATA_LAW
+from archfit.recommending.fits import Fits
 from archfit.shapes import ARCH_FIELDS
 
 
@@ -81,33 +82,7 @@ def given_fits(fit: Any) -> list[Any]:
     return [f for f in given if not (isinstance(f, str) and f == AUTO)]
 
 
-# what each role's fit answers in a recommendation
-ROLES = {"shape": "depth and width at a size", "compute": "the size for a FLOP budget",
-         "ff": "the MLP's width", "hparam": "the recipe's learning rate and batch",
-         "moe": "a mixture's granularity, experts and top-k",
-         "vocab": "the vocabulary (--vocab auto)"}
-
-
-def fits_by_role(fit: Fit | str | Sequence[Fit | str] | None) -> dict[str, Fit]:
-    by_role: dict[str, Fit] = {}
-    for f in map(load_fit, given_fits(fit)):
-        role = f.law_obj.role
-        if role not in ROLES:
-            raise RecommendError(
-                f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
-                "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
-                "--compute), an ff-ratio fit (--ff-ratio auto), a learning-rate fit "
-                "(lr-batch, for the recipe), a moe-granularity fit (with --active-params) or a "
-                "vocab fit (with --vocab auto)")
-        if role in by_role:
-            raise RecommendError(f"two {role} fits given ({by_role[role].label}, {f.label}); "
-                                 f"give one {role} law")
-        by_role[role] = f
-    by_role.setdefault("shape", load_fit(DEFAULT_SHAPE_LAW))
-    return by_role
-
-
-def resolve_target(t: Any, fits: dict[str, Fit]) -> Size:
+def resolve_target(t: Any, fits: Fits) -> Size:
     """The size to build for a request's :class:`~archfit.recommending.request.Target`: its
     ``params`` (the shape law's convention), or the compute law's N_opt for its ``compute``
     FLOPs (on ``unique_tokens`` unique tokens, when given: the data-constrained law's split, by
@@ -121,9 +96,9 @@ def resolve_target(t: Any, fits: dict[str, Fit]) -> Size:
     planned = inference_tokens is not None or tokens_per_param is not None
     if compute is None:
         check_params_domain(float(params))
-        return Size(float(params), fits["shape"].law_obj.target_convention, False, None)
-    cf = fits.setdefault("compute", load_fit(DEFAULT_DATA_LAW if unique_tokens is not None
-                                             else DEFAULT_COMPUTE_LAW))
+        return Size(float(params), fits.shape.law_obj.target_convention, False, None)
+    cf = fits.setdefault(ComputeLaw, lambda: load_fit(
+        DEFAULT_DATA_LAW if unique_tokens is not None else DEFAULT_COMPUTE_LAW))
     cond = {"unique_tokens": unique_tokens} if unique_tokens is not None else {}
     if cond and "unique_tokens" not in cf.law_obj.conditions:
         raise RecommendError(f"{cf.label} ({cf.law}) has no term for repeated data, so it "
@@ -156,12 +131,11 @@ def resolve_target(t: Any, fits: dict[str, Fit]) -> Size:
                 "total" in info["convention"], info)
 
 
-def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str]) -> float:
+def _ff(ff_ratio: float | str, fits: Fits, N: float, notes: list[str]) -> float:
     if ff_ratio == "auto":
-        if "ff" not in fits:
-            raise RecommendError("--ff-ratio auto needs an ff-ratio fit: pass one with --fit "
-                                 "(made by 'archfit fit ... --law ff-ratio')")
-        ff = fits["ff"].law_obj.ff_ratio(fits["ff"].params, N)
+        ff_fit = fits.require(FFRatioLaw, "--ff-ratio auto needs an ff-ratio fit: pass one "
+                              "with --fit (made by 'archfit fit ... --law ff-ratio')")
+        ff = ff_fit.law_obj.ff_ratio(ff_fit.params, N)
         notes.append(f"ff ratio {ff:.3g} from the ff-ratio fit at this size")
         return ff
     try:
@@ -174,7 +148,7 @@ def _ff(ff_ratio: float | str, fits: dict[str, Fit], N: float, notes: list[str])
 
 
 def ff_rule(ff_ratio: float | str, d_ff_rule: Callable[[int], int] | None,
-             fits: dict[str, Fit], N: float, opts: Options, notes: list[str]
+             fits: Fits, N: float, opts: Options, notes: list[str]
              ) -> tuple[float, Callable[[int], int] | None]:
     """The ff ratio and the d_ff rule: a framework's, Llama's exactly, or none."""
     if d_ff_rule is None and ff_ratio == "llama":  # Llama's d_ff rule (archfit.formats owns it)

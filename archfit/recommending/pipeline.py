@@ -16,10 +16,11 @@ from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.interval import Interval
-from archfit.laws import Fit, ShapeLaw, load_fit
+from archfit.laws import ComputeLaw, Fit, MoELaw, ShapeLaw, VocabularyLaw, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import candidates, optimum, rank
-from archfit.recommending.options import (Size, ff_rule, fits_by_role, given_fits,
+from archfit.recommending.fits import Fits
+from archfit.recommending.options import (Size, ff_rule, given_fits,
                                           options_for, resolve_target)
 from archfit.recommending.recipe import recipe_for
 from archfit.recommending.request import KEYWORDS, WIDTH_STEP, RecommendRequest
@@ -60,15 +61,15 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         return _vocabulary_auto(req)
     fits = _fits(req)
     notes: list[str] = []
-    if "vocab" in fits:  # given, and nothing here reads it (_vocabulary_auto drops it)
-        notes.append(f"the vocabulary fit {fits['vocab'].label}{UNREAD_VOCAB_FIT}")
-    arch = _architecture(req.block.family, fits["shape"], notes)
-    kw, plans = _plans(req, arch, fits["shape"], notes)
+    if (vf := fits.of(VocabularyLaw)) is not None:  # given, and nothing here reads it
+        notes.append(f"the vocabulary fit {vf.label}{UNREAD_VOCAB_FIT}")  # (_vocabulary_auto
+    arch = _architecture(req.block.family, fits.shape, notes)            # drops it)
+    kw, plans = _plans(req, arch, fits.shape, notes)
     target = resolve_target(req.target, fits)
     opts = options_for({**kw, **plans[0], "tp": None, "n_kv_head": None})  # heads aside
     ff, rule = ff_rule(arch.ff_ratio if req.block.ff_ratio is None else req.block.ff_ratio,
                        req.block.d_ff_rule, fits, target.value, opts, notes)
-    shape_fit = fits["shape"]
+    shape_fit = fits.shape
     L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
     near, priced = _near(shape_fit, N_ne, req.grid.tolerance, notes)
     if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
@@ -84,7 +85,7 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
     t = req.target
-    verdict = _verdict(shape_fit, N_ne, fits if t.compute is not None else {}, t.compute,
+    verdict = _verdict(shape_fit, N_ne, fits, t.compute,
                        req.strict, {"unique_tokens": t.unique_tokens}
                        if t.unique_tokens is not None else None)
     law = shape_fit.law_obj
@@ -124,7 +125,7 @@ def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
     first = recommend(req.with_(grid=replace(req.grid, vocab_size=None)))
     tokens = (first.recipe or {}).get("tokens", {}).get("value") or 20.0 * first.target_params
     rec = vocabulary_record(first.shape, tokens, req.grid.vocab_multiple,
-                            law_of((first.fits or {}).get("vocab")))
+                            law_of(first.fits.of(VocabularyLaw) if first.fits else None))
     out = (recommend(req.with_(grid=replace(req.grid, vocab_size=rec["value"])))
            if rec["usable"] else first)
     out.notes = [n for n in out.notes
@@ -168,7 +169,7 @@ def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
     return f"{e} (the size, {target.value:.3g} parameters, comes from {origin})"
 
 
-def _tokens_priced(shape: Shape, fits: dict[str, Fit], tokens: float, notes: list[str]
+def _tokens_priced(shape: Shape, fits: Fits, tokens: float, notes: list[str]
                    ) -> dict[str, Any] | None:
     """A size trained on the tokens given, priced as a FLOP budget spent that way: the compute
     law's split of C = 6 N D (N in its convention), and the predicted loss against the
@@ -177,31 +178,32 @@ def _tokens_priced(shape: Shape, fits: dict[str, Fit], tokens: float, notes: lis
     from archfit.errors import ArchfitError
     from archfit.recommending.request import Target
 
-    cf = fits.get("compute") or load_fit(DEFAULT_COMPUTE_LAW)
+    cf = fits.of(ComputeLaw) or load_fit(DEFAULT_COMPUTE_LAW)
     N = shape.params_total if "total" in cf.conventions.get("params", "total") else \
         shape.params_non_embedding
     try:
         return resolve_target(Target(compute=6.0 * N * tokens, tokens_per_param=tokens / N),
-                              {**fits, "compute": cf}).compute
+                              fits.with_fit(cf)).compute
     except ArchfitError as e:
         notes.append(f"{tokens:.3g} tokens cannot be priced against the compute-optimal model of "
                      f"the same FLOPs: {e}")
         return None
 
 
-def _fits(req: RecommendRequest) -> dict[str, Fit]:
-    """The request's fits by role (a shape law by default), refusing a compute law alone for
+def _fits(req: RecommendRequest) -> Fits:
+    """The request's fits by kind (a shape law by default), refusing a compute law alone for
     a size: it answers a budget."""
     given = [load_fit(f) for f in given_fits(list(req.fits) or None)]
-    fits = fits_by_role(given)
-    if "moe" in fits:
-        raise RecommendError(f"{fits['moe'].label} is a {fits['moe'].law} fit: it weighs a "
-                             "mixture of experts' granularity; give --active-params with it "
-                             "(or drop it for a dense model)")
-    if req.target.params is not None and "compute" in fits and not any(
+    fits = Fits.given(given, DEFAULT_SHAPE_LAW)
+    if (mf := fits.of(MoELaw)) is not None:
+        raise RecommendError(f"{mf.label} is a {mf.law} fit: it weighs a mixture of experts' "
+                             "granularity; give --active-params with it (or drop it for a "
+                             "dense model)")
+    cf = fits.of(ComputeLaw)
+    if req.target.params is not None and cf is not None and not any(
             isinstance(f.law_obj, ShapeLaw) for f in given):
         raise RecommendError(
-            f"a {fits['compute'].law} fit answers --compute (a FLOP budget), not --params; for "
+            f"a {cf.law} fit answers --compute (a FLOP budget), not --params; for "
             "--params give a shape-law fit (levine, depth-joint, depth-width) or drop --fit to "
             f"use {DEFAULT_SHAPE_LAW}")
     return fits
@@ -452,13 +454,13 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
     return d, None
 
 
-def _verdict(shape_fit: Fit, N: float, fits: dict[str, Fit], compute: float | None,
+def _verdict(shape_fit: Fit, N: float, fits: Fits, compute: float | None,
              strict: bool, conditions: dict[str, Any] | None = None) -> Any:
     """The shape law's verdict at N, merged with the compute law's at the budget (under its
     ``conditions``); an uninformative one warns (or, ``strict``, raises)."""
     verdict = shape_fit.verdict(N)
     if compute is not None:
-        cf = fits["compute"]
+        cf = fits.require(ComputeLaw, "a FLOP budget needs a compute law")
         verdict.merge(cf.verdict(compute, conditions), f"compute law {cf.label}")
     if verdict.verdict == "uninformative":
         why = f"the verdict is uninformative: {'; '.join(verdict.reasons)}"

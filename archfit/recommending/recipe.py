@@ -11,10 +11,11 @@ import math
 from typing import Any
 
 from archfit.errors import RecommendError
-from archfit.laws import Fit, load_fit
+from archfit.laws import Fit, HyperparameterLaw, load_fit
 from archfit.interval import Interval
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, PUBLISHED
 from archfit.laws.inference.trust import EXTRAPOLATION
+from archfit.recommending.fits import Fits
 from archfit.shapes import Shape
 from archfit.train.config import MAX_LR, MIN_LR
 from archfit.train.hyperparameters import RecipeError, recipe as published_recipe
@@ -25,7 +26,7 @@ from archfit.train.hyperparameters import RecipeError, recipe as published_recip
 DECAY_EACH = {"hoffmann2022": 0.1, "bergsma2025": 0.0}
 
 
-def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
+def recipe_for(shape: Shape, fits: Fits, tokens: float | None = None,
                compute: dict[str, Any] | None = None, asked: float | None = None
                ) -> dict[str, Any]:
     """The recipe at the size asked (``asked``, non-embedding; default the shape's), trained on
@@ -62,12 +63,13 @@ def recipe_for(shape: Shape, fits: dict[str, Fit], tokens: float | None = None,
     except RecipeError as e:
         raise RecommendError(str(e)) from None
     r["decay"]["each"] = DECAY_EACH
-    if "hparam" in fits and fits["hparam"].law == "lr-batch-surface":
-        _surface(fits["hparam"], N, toks["value"], r)
-    elif "hparam" in fits:
-        r["lr"] = _fitted(fits["hparam"], "lr", N, toks["value"], r["lr"])
-        if fits["hparam"].extra.get("batch_fitted"):
-            r["batch_tokens"] = _fitted(fits["hparam"], "batch_tokens", N, toks["value"],
+    hp = fits.of(HyperparameterLaw)
+    if hp is not None and hp.law_obj.predicts_loss:  # a surface: its basin's centre
+        _surface(hp, N, toks["value"], r)
+    elif hp is not None:
+        r["lr"] = _fitted(hp, "lr", N, toks["value"], r["lr"])
+        if hp.extra.get("batch_fitted"):
+            r["batch_tokens"] = _fitted(hp, "batch_tokens", N, toks["value"],
                                         r["batch_tokens"])
     out = {"tokens": {**toks, "convention": "training tokens"}, **r, "shape_params": N_shape}
     reasons = unusable(out, shape.n_ctx)

@@ -34,7 +34,7 @@ class Recommendation:
     # without a loss model): what objectives other than loss choose from (archfit.recommending.objectives)
     candidates: list[tuple[Shape, float | None]] = field(default_factory=list, repr=False)
     shape_fit: Any = field(default=None, repr=False)
-    fits: dict[str, Any] = field(default_factory=dict, repr=False)
+    fits: Any = field(default=None, repr=False)  # archfit.recommending.fits.Fits
     # under a weak or uninformative answer: what 'archfit design' would run first (one line),
     # and the design it came from (archfit.designing.Design, for its figure)
     next_runs: str | None = None
@@ -57,7 +57,9 @@ class Recommendation:
         from archfit.recommending.vocabulary import far_from_pick, law_of
 
         tokens = (self.recipe or {}).get("tokens", {}).get("value")
-        law = law_of((self.fits or {}).get("vocab"))
+        from archfit.laws import VocabularyLaw
+
+        law = law_of(self.fits.of(VocabularyLaw) if self.fits else None)
         note = far_from_pick(self.shape, tokens, law=law) if tokens else None
         if note:
             self.notes.append(note)

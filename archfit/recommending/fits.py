@@ -1,0 +1,91 @@
+"""The fits a recommendation reads: at most one per kind of law (its base: a shape law, a
+compute law, ...), the shape law always (the default's where none is given). Stages ask it for
+a kind (``fits.of(ComputeLaw)``, ``fits.require(ComputeLaw, why=...)``), never for a name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from archfit.errors import RecommendError
+from archfit.laws import Fit, load_fit
+from archfit.laws.base import BASES, Law, ShapeLaw
+
+# what each kind's fit answers in a recommendation, by its base's role
+ANSWERS = {"shape": "depth and width at a size", "compute": "the size for a FLOP budget",
+           "ff": "the MLP's width", "hparam": "the recipe's learning rate and batch",
+           "moe": "a mixture's granularity, experts and top-k",
+           "vocab": "the vocabulary (--vocab auto)"}
+
+
+def kind_of(fit: Fit) -> type[Law]:
+    """The base (kind) a fit's law subclasses."""
+    return next(b for b in BASES if isinstance(fit.law_obj, b))
+
+
+@dataclass
+class Fits:
+    """The request's fits, one per kind, in the order given (a stage may add a kind's default:
+    :meth:`setdefault`)."""
+
+    items: list[Fit] = field(default_factory=list)
+
+    @classmethod
+    def given(cls, fits: Sequence[Fit | str | Any], default_shape: str) -> Fits:
+        """The fits given (loaded), one per kind, refusing a second of a kind and a law no
+        recommendation reads, with the shape law ``default_shape`` where none is given."""
+        out: dict[type[Law], Fit] = {}
+        for f in map(load_fit, fits):
+            kind = kind_of(f)
+            if kind.role not in ANSWERS:
+                raise RecommendError(
+                    f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
+                    "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
+                    "--compute), an ff-ratio fit (--ff-ratio auto), a learning-rate fit "
+                    "(lr-batch, for the recipe), a moe-granularity fit (with --active-params) "
+                    "or a vocab fit (with --vocab auto)")
+            if kind in out:
+                raise RecommendError(f"two {kind.role} fits given ({out[kind].label}, "
+                                     f"{f.label}); give one {kind.role} law")
+            out[kind] = f
+        if ShapeLaw not in out:
+            out[ShapeLaw] = load_fit(default_shape)
+        return cls(list(out.values()))
+
+    def of(self, kind: type[Law]) -> Fit | None:
+        """The fit of ``kind`` (a law base), or None."""
+        return next((f for f in self.items if isinstance(f.law_obj, kind)), None)
+
+    def setdefault(self, kind: type[Law], default: Callable[[], Fit]) -> Fit:
+        """The fit of ``kind``, else ``default()``, kept for the later stages."""
+        f = self.of(kind)
+        if f is None:
+            f = default()
+            self.items.append(f)
+        return f
+
+    def with_fit(self, fit: Fit) -> Fits:
+        """A copy with ``fit`` in place of its kind's."""
+        kind = kind_of(fit)
+        return Fits([f for f in self.items if not isinstance(f.law_obj, kind)] + [fit])
+
+    def require(self, kind: type[Law], why: str) -> Fit:
+        """The fit of ``kind``, else :class:`RecommendError` saying ``why`` it is needed."""
+        f = self.of(kind)
+        if f is None:
+            raise RecommendError(why)
+        return f
+
+    @property
+    def shape(self) -> Fit:
+        """The shape law's fit (always present: the default's where none was given)."""
+        return self.require(ShapeLaw, "no shape law among the fits")
+
+    def __contains__(self, kind: object) -> bool:
+        return isinstance(kind, type) and self.of(kind) is not None
+
+    def __iter__(self) -> Iterator[Fit]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
