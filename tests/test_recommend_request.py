@@ -152,3 +152,14 @@ def test_numpy_scalars_are_numbers_to_the_api():
     b = recommend(7e9, head_dim=128, tolerance=0.005)
     assert a.to_dict() == b.to_dict()
     assert isinstance(RecommendRequest.of(np.float64(1e9)).target.params, float)
+
+
+def test_a_size_between_buildable_shapes_at_the_finest_step_is_not_told_to_go_finer(cli):
+    """Widths already in steps of 8 (head_dim 8, no --tp): the refusal names the buildable
+    shapes on either side (1 x 16 below 5e3, 2 x 16 above), not advice already taken; a
+    coarser step is still told which knob to lower."""
+    r = cli("recommend", "--params", "5e3", "--multiple-of", "8", "--head-dim", "8")
+    assert r.exit_code == 2 and "lower --multiple-of" not in r.output, r.output
+    assert "1 x 16" in r.output and "2 x 16" in r.output and "archfit shape" in r.output
+    coarse = cli("recommend", "--params", "2e4")
+    assert coarse.exit_code == 2 and "lower --multiple-of (now 16)" in coarse.output

@@ -68,6 +68,29 @@ def candidates(N_ne: float, L_opt: float, ff: float, opts: Options,
     return cands
 
 
+# the finest width step archfit advises: head_dim 8 is the smallest any model family uses
+FINEST_STEP = 8
+
+
+def _finer(opts: Options, cands: list[Shape], err: Callable[[Shape], float]) -> str:
+    """What to loosen for a size no shape lands near: the width knobs that can still go finer
+    (above :data:`FINEST_STEP`, or a tensor-parallel constraint), else the buildable sizes on
+    either side, since no finer step is worth advising."""
+    knobs = ([f"--multiple-of (now {opts.multiple_of})"] if opts.multiple_of > FINEST_STEP
+             else []) + ([f"--head-dim (now {opts.head_dim})"] if opts.head_dim > FINEST_STEP
+                         else []) + ([f"--tp (now {opts.tp})"] if (opts.tp or 1) > 1 else [])
+    if knobs:
+        return "lower " + " or ".join(knobs)
+    below = max((s for s in cands if err(s) < 0), key=err, default=None)
+    above = min((s for s in cands if err(s) > 0), key=err, default=None)
+    near = [f"{s.n_layer} x {s.d_model} ({s.params_non_embedding:,} non-embedding, "
+            f"{err(s):+.0%})" for s in (below, above) if s is not None]
+    return (f"the widths are already in the finest steps archfit advises ({opts.step}), so "
+            "this size falls between buildable shapes: ask for one of "
+            + " or ".join(near) + ", or count a shape of your own with 'archfit shape "
+            "--layers L --width W'")
+
+
 def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: float,
           opts: Options, notes: list[str],
           priced: Callable[[Shape], float | None] | None = None,
@@ -94,7 +117,7 @@ def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: f
         raise RecommendError(
             f"no shape near the optimal depth lands within 2% of {target.value:.3g} parameters "
             f"with widths in steps of {opts.step} (closest: {closest.n_layer} x "
-            f"{closest.d_model}, {err(closest):+.0%}); lower --multiple-of / --head-dim (or --tp)")
+            f"{closest.d_model}, {err(closest):+.0%}); " + _finer(opts, cands, err))
     law = shape_fit.law_obj
     loss = {s: (priced(s) if priced else law.shape_loss(shape_fit.params, shape_fit.extra, s,
                                                         N_ne)) for s in within}
