@@ -249,3 +249,26 @@ def test_a_band_across_a_threshold_reads_in_the_values_own_unit():
     r = Trust()
     r.grade_band(2.58, (1.59, 12.0), (3.0, 10.0), "spans 2.58x")
     assert r.verdict == "uninformative" and "could read 1.59x to 12x, across the 10x" in r.reasons[0]
+
+
+def test_the_lack_of_fit_test_on_runs_of_many_rows_is_cluster_robust():
+    """Rows of one run share its noise (a run-level offset): the test is statsmodels'
+    cluster-robust Wald F test of the same slopes (the independent answer), not the classical
+    F test, which reads the shared offset as a trend."""
+    import numpy as np
+    import statsmodels.api as sm
+
+    from archfit.laws.inference.regression import lack_of_fit_test
+
+    rng = np.random.default_rng(0)
+    g = np.repeat(np.arange(30), 6)
+    N = np.exp(rng.uniform(15, 20, 30))[g]
+    D = np.exp(rng.uniform(20, 24, len(g)))
+    r = rng.normal(0, 0.01, 30)[g] + rng.normal(0, 0.005, len(g))
+    p, _ = lack_of_fit_test(r, {"params": N, "tokens": D}, g)
+    z = np.column_stack([np.log(N), np.log(D)])
+    z = (z - z.mean(0)) / z.std(0)
+    A = np.column_stack([np.ones(len(r)), z[:, 0], z[:, 1], z[:, 0] ** 2, z[:, 0] * z[:, 1],
+                         z[:, 1] ** 2])
+    res = sm.OLS(r - r.mean(), A).fit(cov_type="cluster", cov_kwds={"groups": g})
+    assert p == pytest.approx(float(res.f_test(np.eye(6)[1:]).pvalue), rel=1e-9)

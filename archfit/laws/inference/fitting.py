@@ -421,7 +421,7 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
     if lw.predicts_loss and len(resid) == len(groups):
         d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
     if lw.predicts_loss and d["residual_space"] == "log loss" and len(resid) == len(data["loss"]):
-        test = lack_of_fit_test(resid, {c: data[c] for c in lw.columns})
+        test = lack_of_fit_test(resid, {c: data[c] for c in lw.columns}, groups)
         d["lack_of_fit"] = {"p": None if test is None else test[0],
                             "trend_share": None if test is None else test[1],
                             "runs": int(len(resid)),

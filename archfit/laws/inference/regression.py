@@ -92,7 +92,7 @@ def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     return None if test is None else test[0]
 
 
-def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any]
+def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any], groups: Any = None
                      ) -> tuple[float, float] | None:
     """The p-value of an F test of a fit's log residuals (centred) on its rows' standardized
     log size, tokens and depth (those that vary), their squares and products (Ramsey's RESET
@@ -100,8 +100,13 @@ def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any]
     statsmodels' ``OLS(...).fit().f_pvalue`` computes it: a pseudo-inverse fit, the design's
     rank for its degrees of freedom; tests/test_design_real.py checks it against statsmodels):
     small where the residuals trend over the features, about uniform where they are noise;
-    with it the share of the residuals' sum of squares the trend explains (its R²). None with
-    fewer than 3 residual degrees of freedom or nothing that varies. numpy and
+    with it the share of the residuals' sum of squares the trend explains (its R²). With
+    ``groups`` whose units hold several rows (a run's checkpoints share its noise), the F test
+    is the cluster-robust Wald test of the same slopes (CR1 covariance, G - 1 denominator
+    degrees of freedom, as statsmodels' ``cov_type="cluster"``): rows of one run are not
+    independent, and the classical test would read their shared offset as a trend. None with
+    fewer than 3 residual degrees of freedom (or no more clusters than slopes) or nothing that
+    varies. numpy and
     scipy.special only: every fit runs it, and statsmodels' import costs seconds."""
     from itertools import combinations_with_replacement
 
@@ -134,5 +139,37 @@ def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any]
         return (0.0, 1.0) if tss > 0 else (1.0, 0.0)
     if df_model < 1:
         return None
+    share = float(1.0 - ssr / tss)
+    if groups is not None and len(np.unique(groups)) < len(r):
+        p = _cluster_wald(A, r, np.asarray(groups), rank)
+        return None if p is None else (p, share)
     return (float(fdtrc(df_model, df_resid, ((tss - ssr) / df_model) / (ssr / df_resid))),
-            float(1.0 - ssr / tss))
+            share)
+
+
+def _cluster_wald(A: np.ndarray, r: np.ndarray, groups: np.ndarray, rank: int
+                  ) -> float | None:
+    """The p-value of the cluster-robust Wald F test that every slope of the OLS of ``r`` on
+    ``A`` (its first column the intercept) is 0: CR1 covariance (the G / (G - 1) (n - 1) /
+    (n - k) correction), F(q, G - 1). None with no more clusters than slopes."""
+    from scipy.special import fdtrc
+
+    n, k = A.shape
+    labels, inv = np.unique(groups, return_inverse=True)
+    G = len(labels)
+    q = rank - 1
+    if G - 1 < q or q < 1 or rank < k:  # a rank-deficient design: no robust test here
+        return None
+    bread = np.linalg.inv(A.T @ A)
+    beta = bread @ (A.T @ r)
+    u = r - A @ beta
+    scores = np.zeros((G, k))
+    np.add.at(scores, inv.ravel(), A * u[:, None])
+    meat = scores.T @ scores
+    V = bread @ meat @ bread * (G / (G - 1)) * ((n - 1) / (n - k))
+    b, Vs = beta[1:], V[1:, 1:]
+    try:
+        W = float(b @ np.linalg.solve(Vs, b)) / q
+    except np.linalg.LinAlgError:
+        return None
+    return float(fdtrc(q, G - 1, W)) if np.isfinite(W) else None
