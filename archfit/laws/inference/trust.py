@@ -139,7 +139,8 @@ def lack_reason(t: Trust, fit: Any) -> None:
         share = lof.get("trend_share")
         t.weak(f"its own lack-of-fit test rejects the form on its runs (F test of the log "
                f"residuals on log size, tokens and depth: p = {p:.2g} over {lof.get('runs')} "
-               "rows" + (f"; the trend holds {share:.0%} of the residuals' variance"
+               "rows" + (f", cluster-robust over {lof['clusters']} bootstrap units" if lof.get("clusters")
+                         else "") + (f"; the trend holds {share:.0%} of the residuals' variance"
                          if share is not None else "") + "): the residuals trend where the "
                "law says none")
 
