@@ -103,21 +103,29 @@ def _lr_sweep(seed: int) -> pl.DataFrame:
 def _lr_surface(seed: int) -> pl.DataFrame:
     """A rate x batch grid drawn from lr-batch-surface: 4 sizes x 2 token counts x 5 rates x 3
     batches about the planted centres, 0.2% noise."""
-    from archfit.laws import get_law
 
-    law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
     p = {"E": 1.5, "A": 20.0, "alpha": 0.25, "B": 30.0, "beta": 0.2, "c_lr": 2.0,
          "n_lr": -0.4, "d_lr": 0.05, "c_b": 1.0, "n_b": 0.05, "d_b": 0.25, "w_lr_lo": 0.03,
          "w_lr_hi": 0.06, "w_b": 0.02, "w_x": -0.01, "gamma": 1.0, "k_lr": 0.0, "k_b": 0.0}
-    for N in (1e6, 3e6, 1e7, 3e7):
-        for D in (2e8, 1e9):
+    return lr_surface_grid(p, (1e6, 3e6, 1e7, 3e7), (2e8, 1e9), seed)
+
+
+def lr_surface_grid(p: dict, sizes: tuple, tokens: tuple, seed: int = 0,
+                    noise: float = 0.002) -> pl.DataFrame:
+    """Each (size, tokens) cell's 5 rates x 3 batches about the law's centre, drawn from the
+    surface at ``p`` with ``noise`` relative scatter."""
+    from archfit.laws import get_law
+
+    law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
+    for N in sizes:
+        for D in tokens:
             o = law.optimum_point(p, N, D)
             for f_lr in (0.25, 0.5, 1.0, 2.0, 4.0):
                 for f_b in (0.25, 1.0, 4.0):
                     cols = {"params": np.array([N]), "tokens": np.array([D]),
                             "lr": np.array([o["lr"] * f_lr]),
                             "batch_tokens": np.array([o["batch_tokens"] * f_b])}
-                    loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, 0.002))
+                    loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, noise))
                     rows.append({k: float(v[0]) for k, v in cols.items()} | {"loss": loss})
     return pl.DataFrame(rows)
 

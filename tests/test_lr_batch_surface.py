@@ -192,18 +192,9 @@ KAPLAN_LIKE = {"E": 0.0, "A": 6e4, "alpha": 0.39, "B": 2e6, "beta": 0.5, "gamma"
 
 
 def _grid(p, seed=0, noise=0.002):
-    law, rng, rows = get_law("lr-batch-surface"), np.random.default_rng(seed), []
-    for N in (6e7, 1.2e8, 2.4e8, 5e8):
-        for D in (2e9, 8e9, 3e10):
-            o = law.optimum_point(p, N, D)
-            for f_lr in (0.25, 0.5, 1.0, 2.0, 4.0):
-                for f_b in (0.25, 1.0, 4.0):
-                    cols = {"params": np.array([N]), "tokens": np.array([D]),
-                            "lr": np.array([o["lr"] * f_lr]),
-                            "batch_tokens": np.array([o["batch_tokens"] * f_b])}
-                    loss = float(law.predict(p, cols)[0]) * math.exp(rng.normal(0, noise))
-                    rows.append({k: float(v[0]) for k, v in cols.items()} | {"loss": loss})
-    return pl.DataFrame(rows)
+    from contracts import lr_surface_grid
+
+    return lr_surface_grid(p, (6e7, 1.2e8, 2.4e8, 5e8), (2e9, 8e9, 3e10), seed, noise)
 
 
 def test_the_derivatives_are_the_predictions_finite_differences():

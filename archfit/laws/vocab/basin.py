@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from archfit.laws.base import (HUBER_DELTA, Constraints, Data, Estimate, VocabularyLaw,
                                derived_name, register)
-from archfit.laws.vocab.tao import data_note, training_data, training_tokens
+from archfit.laws.vocab.tao import data_note, sweep_residuals, training_tokens
 
 if TYPE_CHECKING:
     import numpy as np
@@ -104,18 +104,9 @@ class VocabBasin(VocabularyLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import require_spread
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
-        amount = training_data(data)
-        training_tokens(data)  # refuses characters it cannot count, before the search
-        require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
-                                    (amount, "amounts of training data")), constraints)
-        L = np.asarray(data["loss"], float)
-
-        def resid(theta: np.ndarray) -> np.ndarray:
-            r = self.predict(dict(zip(NAMES, theta)), data) - L
-            return np.where(np.isfinite(r), r, 1e3)
+        amount, resid = sweep_residuals(self, data, constraints)
 
         V = np.asarray(data["vocab_size"], float)
         mid = float(np.log(V).mean())

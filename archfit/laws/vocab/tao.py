@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from archfit.laws.base import HUBER_DELTA, Constraints, Data, Estimate, VocabularyLaw, register
 
@@ -74,6 +74,28 @@ def training_tokens(data: Mapping[str, Any]) -> Any:
                             "tokens-per-character fit, which turns characters into tokens "
                             "here, was measured within them; give a 'tokens' column")
     return np.asarray(data["characters"], float) * tokens_per_character(V)
+
+
+def sweep_residuals(law: Any, data: Data, constraints: Constraints | None
+                    ) -> tuple[str, Callable[[Any], Any]]:
+    """A vocabulary sweep checked for a fit (its training data counted, its sizes, vocabularies
+    and amounts of data spread), the column the data came from, and the Huber fit's residuals
+    (predicted less observed L_u, in ``law.param_names``' order; 1e3 where not finite)."""
+    import numpy as np
+
+    from archfit.laws.inference.columns import require_spread
+
+    amount = training_data(data)
+    training_tokens(data)  # refuses characters it cannot count, before the search
+    require_spread(law, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
+                               (amount, "amounts of training data")), constraints)
+    L = np.asarray(data["loss"], float)
+
+    def resid(theta: Any) -> Any:
+        r = law.predict(dict(zip(law.param_names, theta)), data) - L
+        return np.where(np.isfinite(r), r, 1e3)
+
+    return amount, resid
 
 
 def data_note(column: str) -> str:
@@ -142,18 +164,9 @@ class Vocab(VocabularyLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import require_spread
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
-        amount = training_data(data)
-        training_tokens(data)  # refuses characters it cannot count, before the search
-        require_spread(self, data, (("params", "sizes"), ("vocab_size", "vocabularies"),
-                                    (amount, "amounts of training data")), constraints)
-        L = np.asarray(data["loss"], float)
-
-        def resid(theta: np.ndarray) -> np.ndarray:
-            r = self.predict(dict(zip(NAMES, theta)), data) - L
-            return np.where(np.isfinite(r), r, 1e3)
+        amount, resid = sweep_residuals(self, data, constraints)
 
         starts = ([np.asarray(start, float)] if start is not None else
                   [np.array([5.0, 2.0, 0.2, a2, 2.0, b])
