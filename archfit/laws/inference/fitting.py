@@ -297,7 +297,8 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
                                         np.unique(groups, return_inverse=True)[1]]), axis=1)
             if len(np.unique(pairs[0])) < pairs.shape[1]:
                 f.diagnostics["unit"]["splits"] = run_unit
-        fb = fallback(groups, unit, f.diagnostics.get("residuals"))
+        fb = fallback(groups, unit, f.diagnostics.get("residuals")) if (
+            bootstrap == AUTO_BOOTSTRAP or int(bootstrap) > 0) else None
         if fb is not None:  # too few clusters for a bootstrap of them: rows, widened
             notes.append(f"bootstrap unit: {fb.describe()}")
         _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons,

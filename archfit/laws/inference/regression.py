@@ -151,14 +151,18 @@ def _cluster_wald(A: np.ndarray, r: np.ndarray, groups: np.ndarray, rank: int
                   ) -> float | None:
     """The p-value of the cluster-robust Wald F test that every slope of the OLS of ``r`` on
     ``A`` (its first column the intercept) is 0: CR1 covariance (the G / (G - 1) (n - 1) /
-    (n - k) correction), F(q, G - 1). None with no more clusters than slopes."""
+    (n - k) correction), F(q, G - 1). None with no more clusters than slopes, or fewer than
+    :data:`~archfit.laws.inference.clusters.MIN_CLUSTERS` (a robust covariance from a handful
+    of clusters over-rejects: Cameron & Miller 2015, J. Human Resources 50)."""
     from scipy.special import fdtrc
+
+    from archfit.laws.inference.clusters import MIN_CLUSTERS
 
     n, k = A.shape
     labels, inv = np.unique(groups, return_inverse=True)
     G = len(labels)
     q = rank - 1
-    if G - 1 < q or q < 1 or rank < k:  # a rank-deficient design: no robust test here
+    if G < MIN_CLUSTERS or G - 1 < q or q < 1 or rank < k:  # rank-deficient: no test
         return None
     bread = np.linalg.inv(A.T @ A)
     beta = bread @ (A.T @ r)
