@@ -25,7 +25,7 @@ PLACEHOLDER = re.compile(r"\b(FIT|DATA|FILE|NAME|SPEC|TABLE|DIR|DONE|TARGET|FMT|
                          r"demo-out/|tokenizer\.json|my-|"
                          r"throughput-cpu\.parquet|layer-variants\.parquet|"
                          r"moe-granularity\.parquet|moe-granularity-fit\.json|"
-                         r"scaling-with-vocab/|vocab\.json")  # a public sweep's clone
+                         r"scaling-with-vocab/|scalebench-train/|vocab\.json")  # a public sweep's clone
 
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
