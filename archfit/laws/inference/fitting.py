@@ -421,15 +421,17 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
     }
     if lw.predicts_loss and len(resid) == len(groups):
         d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
-    if lw.predicts_loss and d["residual_space"] == "log loss" and len(resid) == len(data["loss"]):
-        test = lack_of_fit_test(resid, {c: data[c] for c in lw.columns}, groups)
+    if lw.predicts_loss and len(resid) == len(data["loss"]):
+        read = [c for c in (*lw.columns, *lw.optional_columns) if c in data]
+        test = lack_of_fit_test(resid, {c: data[c] for c in read}, groups)
         n_units = int(len(np.unique(groups)))
         d["lack_of_fit"] = {"p": None if test is None else test[0],
                             "trend_share": None if test is None else test[1],
                             "runs": int(len(resid)),
                             "clusters": n_units if n_units < len(resid) else None,
-                            "test": "F test of the log residuals on the standardized log size, "
-                                    "tokens and depth the law reads, squares and products"}
+                            "test": f"F test of the residuals ({d['residual_space']}) on the "
+                                    "standardized logs of the size, tokens, depth and "
+                                    "vocabulary the law reads, squares and products"}
     return d
 
 

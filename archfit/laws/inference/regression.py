@@ -86,6 +86,10 @@ def linear_map(X: np.ndarray, y: np.ndarray, w: np.ndarray | None, names: Sequen
     return coef, cov
 
 
+# what the lack-of-fit test regresses a fit's residuals on, in logs, where the law reads them
+LACK_OF_FIT_FEATURES = ("params", "tokens", "n_layer", "vocab_size", "characters")
+
+
 def lack_of_fit(resid: np.ndarray, data: Mapping[str, Any]) -> float | None:
     """The p-value of :func:`lack_of_fit_test`, or None."""
     test = lack_of_fit_test(resid, data)
@@ -116,7 +120,7 @@ def lack_of_fit_test(resid: np.ndarray, data: Mapping[str, Any], groups: Any = N
     if not len(r) or not np.isfinite(r).all():
         return None
     r = r - r.mean()
-    logs = [np.log(np.asarray(data[c], float)) for c in ("params", "tokens", "n_layer")
+    logs = [np.log(np.asarray(data[c], float)) for c in LACK_OF_FIT_FEATURES
             if c in data]
     varying = [x for x in logs if np.ptp(x) > 0]
     if not varying:

@@ -97,7 +97,7 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     if lof.get("p") is not None:
         over = (f"{lof['runs']} rows, cluster-robust over their {lof['clusters']} bootstrap units"
                 if lof.get("clusters") else f"{lof['runs']} rows")
-        lines.append(f"  lack of fit: F test of the log residuals on log size, tokens and depth "
+        lines.append(f"  lack of fit: F test of the residuals on the logs of what the law reads "
                      f"(squares, products), p = {lof['p']:.2g} over {over}"
                      + (": the law's form misses these runs" if lof["p"] < 0.05 else ""))
     h = d.get("heldout")

@@ -127,8 +127,8 @@ LACK_OF_FIT_LEVEL = 0.05  # the level of the fit's own lack-of-fit F test
 
 
 def lack_reason(t: Trust, fit: Any) -> None:
-    """A form the fit's own lack-of-fit test rejects (its log residuals trend over the size,
-    tokens or depth it reads, archfit.laws.inference.regression.lack_of_fit) is at best weak:
+    """A form the fit's own lack-of-fit test rejects (its residuals trend over the size,
+    tokens, depth or vocabulary it reads, archfit.laws.inference.regression.lack_of_fit) is at best weak:
     what it answers carries the trend it misses."""
     lof = fit.diagnostics.get("lack_of_fit") or {}
     p = lof.get("p")
@@ -137,8 +137,8 @@ def lack_reason(t: Trust, fit: Any) -> None:
     t.checks["lack_of_fit_p"] = p
     if p < LACK_OF_FIT_LEVEL:
         share = lof.get("trend_share")
-        t.weak(f"its own lack-of-fit test rejects the form on its runs (F test of the log "
-               f"residuals on log size, tokens and depth: p = {p:.2g} over {lof.get('runs')} "
+        t.weak(f"its own lack-of-fit test rejects the form on its runs (F test of the "
+               f"residuals on the logs of what it reads: p = {p:.2g} over {lof.get('runs')} "
                "rows" + (f", cluster-robust over {lof['clusters']} bootstrap units" if lof.get("clusters")
                          else "") + (f"; the trend holds {share:.0%} of the residuals' variance"
                          if share is not None else "") + "): the residuals trend where the "
