@@ -100,6 +100,26 @@ class VocabBasin(VocabularyLaw):
                              f"({lo:,.0f} to {hi:,.0f}): the basin's centre is extrapolated")
         return notes
 
+    def _starts(self, data: Data, V: np.ndarray) -> list[np.ndarray]:
+        """At each exponent and centre slope tried, the law's linear coefficients (E, and A, B
+        and kappa at >= 0) by bounded linear least squares on the losses (variable projection
+        for a start: the nonlinear search then begins at its best linear fit)."""
+        import numpy as np
+        from scipy.optimize import lsq_linear
+
+        N = np.asarray(data["params"], float) / N_UNIT
+        D = training_tokens(data) / D_UNIT
+        L = np.asarray(data["loss"], float)
+        lv, mid = np.log(V), float(np.log(V).mean())
+        out = []
+        for b, g in itertools.product((0.2, 0.45, 0.7), (0.0, 0.3)):
+            c = mid - g * math.log(100.0)
+            X = np.stack([-np.ones_like(N), N ** -b, D ** -b, (lv - c - g * np.log(N)) ** 2], 1)
+            sol = lsq_linear(X, L, bounds=([-np.inf, 0, 0, 0], [np.inf] * 4))
+            E, A, B, k = sol.x
+            out.append(np.array([E, A, B, b, max(k, 1e-3), c, g]))
+        return out
+
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
@@ -109,10 +129,8 @@ class VocabBasin(VocabularyLaw):
         amount, resid = sweep_residuals(self, data, constraints)
 
         V = np.asarray(data["vocab_size"], float)
-        mid = float(np.log(V).mean())
         starts = ([np.asarray(start, float)] if start is not None else
-                  [np.array([5.0, 2.0, 2.0, b, 0.05, mid - g * math.log(100.0), g])
-                   for b, g in itertools.product((0.2, 0.45, 0.7), (0.0, 0.3))])
+                  self._starts(data, V))
         bounds = [(-math.inf, math.inf), (0.0, math.inf), (0.0, math.inf), (0.01, 3.0),
                   (0.0, math.inf), (-math.inf, math.inf), (-2.0, 3.0)]
         theta = huber_lsq(resid, starts, Reparam([(n, False) for n in NAMES], constraints),
