@@ -31,7 +31,8 @@ def test_the_intra_cluster_correlation_is_the_anova_estimator():
 
 
 def test_enough_clusters_or_single_rows_keep_the_cluster_bootstrap():
-    assert fallback(np.repeat(np.arange(MIN_CLUSTERS), 3), "run", np.zeros(3 * MIN_CLUSTERS)) is None
+    enough = np.repeat(np.arange(MIN_CLUSTERS), 3)
+    assert fallback(enough, "run", np.zeros(len(enough))) is None
     assert fallback(np.arange(40), "run", np.zeros(40)) is None
 
 

@@ -543,6 +543,7 @@ class VocabularyLaw(Law):
     optional_columns = ("tokens", "characters")
     # one token predicts nothing; the largest vocabularies in use are about 2.6e5 (Gemma)
     plausible = {"vocab_size": (2, 1e7, "a tokenizer's vocabulary")}
+
     def applies(self, frame: Any) -> bool:
         """A vocabulary sweep: several vocabularies, and the training data as tokens or
         characters."""

@@ -11,11 +11,8 @@ from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
 from archfit.laws.base import BASES, Law, ShapeLaw
 
-# what each kind's fit answers in a recommendation, by its base's role
-ANSWERS = {"shape": "depth and width at a size", "compute": "the size for a FLOP budget",
-           "ff": "the MLP's width", "hparam": "the recipe's learning rate and batch",
-           "moe": "a mixture's granularity, experts and top-k",
-           "vocab": "the vocabulary (--vocab auto)"}
+# the kinds a recommendation reads, by their bases' roles (a loss curve answers no shape)
+READ_ROLES = ("shape", "compute", "ff", "hparam", "moe", "vocab")
 
 
 def kind_of(fit: Fit) -> type[Law]:
@@ -37,7 +34,7 @@ class Fits:
         out: dict[type[Law], Fit] = {}
         for f in map(load_fit, fits):
             kind = kind_of(f)
-            if kind.role not in ANSWERS:
+            if kind.role not in READ_ROLES:
                 raise RecommendError(
                     f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
                     "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "

@@ -61,9 +61,10 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         return _vocabulary_auto(req)
     fits = _fits(req)
     notes: list[str] = []
-    if (vf := fits.of(VocabularyLaw)) is not None:  # given, and nothing here reads it
-        notes.append(f"the vocabulary fit {vf.label}{UNREAD_VOCAB_FIT}")  # (_vocabulary_auto
-    arch = _architecture(req.block.family, fits.shape, notes)            # drops it)
+    # a vocabulary fit given, and nothing here reads it (_vocabulary_auto drops this note)
+    if (vf := fits.of(VocabularyLaw)) is not None:
+        notes.append(f"the vocabulary fit {vf.label}{UNREAD_VOCAB_FIT}")
+    arch = _architecture(req.block.family, fits.shape, notes)
     kw, plans = _plans(req, arch, fits.shape, notes)
     target = resolve_target(req.target, fits)
     opts = options_for({**kw, **plans[0], "tp": None, "n_kv_head": None})  # heads aside

@@ -74,7 +74,7 @@ def law_of(fit: Any = None) -> PickSource:
     reach = {"params": (span.get("params_min", 0.0), span.get("params_max", math.inf)),
              "vocab_size": (span.get("vocab_size_min", 0.0),
                             span.get("vocab_size_max", math.inf))}
-    draws = fit.draws() if fit.n_bootstrap() else []
+    draws = fit.draws()
     published = fit.label in PUBLISHED and not draws
     src = fit.source or ", ".join(i.get("path", "") for i in fit.inputs) or "fitted by archfit"
     return PickSource(fit.label, "published" if published else "fitted", of(fit.params),

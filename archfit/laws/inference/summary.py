@@ -95,10 +95,10 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
                      f"({sc['n_units']} runs)")
     lof = d.get("lack_of_fit") or {}
     if lof.get("p") is not None:
-        over = (f"{lof['runs']} rows, cluster-robust over their {lof['clusters']} bootstrap units"
-                if lof.get("clusters") else f"{lof['runs']} rows")
+        from archfit.laws.inference.trust import lack_of_fit_scope
+
         lines.append(f"  lack of fit: F test of the residuals on the logs of what the law reads "
-                     f"(squares, products), p = {lof['p']:.2g} over {over}"
+                     f"(squares, products), p = {lof['p']:.2g} over {lack_of_fit_scope(lof)}"
                      + (": the law's form misses these runs" if lof["p"] < 0.05 else ""))
     h = d.get("heldout")
     if h and h.get("ok") and "coverage" in h:

@@ -126,10 +126,17 @@ def verdict(law: Any, fit: Any, target: float | None = None,
 LACK_OF_FIT_LEVEL = 0.05  # the level of the fit's own lack-of-fit F test
 
 
+def lack_of_fit_scope(lof: Mapping[str, Any]) -> str:
+    """What a fit's lack-of-fit test ran over: its rows, and its units where it was
+    cluster-robust."""
+    return f"{lof.get('runs')} rows" + (f", cluster-robust over their {lof['clusters']} "
+                                        "bootstrap units" if lof.get("clusters") else "")
+
+
 def lack_reason(t: Trust, fit: Any) -> None:
     """A form the fit's own lack-of-fit test rejects (its residuals trend over the size,
-    tokens, depth or vocabulary it reads, archfit.laws.inference.regression.lack_of_fit) is at best weak:
-    what it answers carries the trend it misses."""
+    tokens, depth or vocabulary it reads: archfit.laws.inference.regression.lack_of_fit_test)
+    is at best weak: what it answers carries the trend it misses."""
     lof = fit.diagnostics.get("lack_of_fit") or {}
     p = lof.get("p")
     if p is None:
@@ -137,12 +144,11 @@ def lack_reason(t: Trust, fit: Any) -> None:
     t.checks["lack_of_fit_p"] = p
     if p < LACK_OF_FIT_LEVEL:
         share = lof.get("trend_share")
+        held = (f"; the trend holds {share:.0%} of the residuals' variance"
+                if share is not None else "")
         t.weak(f"its own lack-of-fit test rejects the form on its runs (F test of the "
-               f"residuals on the logs of what it reads: p = {p:.2g} over {lof.get('runs')} "
-               "rows" + (f", cluster-robust over {lof['clusters']} bootstrap units" if lof.get("clusters")
-                         else "") + (f"; the trend holds {share:.0%} of the residuals' variance"
-                         if share is not None else "") + "): the residuals trend where the "
-               "law says none")
+               f"residuals on the logs of what it reads: p = {p:.2g} over "
+               f"{lack_of_fit_scope(lof)}{held}): the residuals trend where the law says none")
 
 
 # a parameter on a bound in more than this share of the bootstrap resamples is named

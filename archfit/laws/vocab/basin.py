@@ -5,12 +5,12 @@ the training characters, for a vocabulary sweep that does not record the width::
 
 with ``N`` the non-vocabulary parameters in millions, ``H`` the training characters and ``D``
 the tokens they make in billions (``t(V)``: Tao et al. 2024's tokens per character, as the
-``vocab`` law; a ``tokens`` column, where the table has one, is read instead). The last term is the loss's second-order expansion in ln V about its best
-vocabulary (the same construction as the rate basin of ``lr-batch-surface``), and that best
-vocabulary, ``exp(lnV0) N^gamma``, grows as a power of the non-vocabulary size: Tao et al.'s
-finding ("Scaling Laws with Vocabulary", arXiv 2407.13623, approaches 1 and 2: the optimal
-vocabulary parameters follow a power of the non-vocabulary ones). The size and data exponents
-are one, as in their approach 3.
+``vocab`` law; a ``tokens`` column, where the table has one, is read instead). The last term
+is the loss's second-order expansion in ln V about its best vocabulary (the same construction
+as the rate basin of ``lr-batch-surface``), and that best vocabulary, ``exp(lnV0) N^gamma``,
+grows as a power of the non-vocabulary size: Tao et al.'s finding ("Scaling Laws with
+Vocabulary", arXiv 2407.13623, approaches 1 and 2: the optimal vocabulary parameters follow a
+power of the non-vocabulary ones). The size and data exponents are one, as in their approach 3.
 
 Where ``vocab`` (their approach 3) needs each run's width to count the vocabulary's
 parameters, this one needs none: public vocabulary sweeps, ScaleBench's among them, often omit

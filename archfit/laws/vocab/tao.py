@@ -37,12 +37,18 @@ TOKENS_PER_CHAR = (0.00639222, -0.15811069, 1.20470122)
 def training_data(data: Mapping[str, Any]) -> str:
     """The column a vocabulary law reads the training data from (``tokens`` where the table has
     it, else ``characters``), checked finite and positive."""
-    from archfit.errors import FitInputError
     from archfit.laws.inference.columns import finite_positive
+
+    c = _data_column(data)
+    finite_positive(c, data[c])
+    return c
+
+
+def _data_column(data: Mapping[str, Any]) -> str:
+    from archfit.errors import FitInputError
 
     for c in ("tokens", "characters"):
         if c in data:
-            finite_positive(c, data[c])
             return c
     raise FitInputError("a vocabulary law needs the training data as a column 'tokens' or "
                         "'characters'; map it with --map tokens=COLUMN")
@@ -62,11 +68,8 @@ def training_tokens(data: Mapping[str, Any]) -> Any:
 
     from archfit.errors import FitInputError
 
-    if "tokens" in data:
+    if _data_column(data) == "tokens":
         return np.asarray(data["tokens"], float)
-    if "characters" not in data:
-        raise FitInputError("a vocabulary law needs the training data as a column 'tokens' or "
-                            "'characters'; map it with --map tokens=COLUMN")
     V = np.asarray(data["vocab_size"], float)
     lo, hi = TOKENIZER_FIT_REACH
     if np.any((V < lo) | (V > hi)):
@@ -118,7 +121,8 @@ def tokens_per_character(vocab: Any) -> Any:
 @register
 class Vocab(VocabularyLaw):
     name = "vocab"
-    formula = ("L_u = -E + A1/N^beta + A2/(V d)^alpha2 + B/D^beta, D = tokens, or characters x t(V) "
+    formula = ("L_u = -E + A1/N^beta + A2/(V d)^alpha2 + B/D^beta, "
+               "D = tokens, or characters x t(V) "
                "[Tao et al. 2024, approach 3; N, V d in millions, D in billions of tokens; "
                "L_u unigram-normalized]")
     description = ("Unigram-normalized loss over non-vocabulary size, vocabulary parameters "
