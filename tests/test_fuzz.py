@@ -759,8 +759,8 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("case", [
-    # every numeric extreme, each in its own process under 4 GB of address space
+EXTREMES = [
+    # every numeric extreme, under 4 GB of address space
     ["recommend", "--params", "1e30"],
     ["plot", "levine2020", "-o", "{d}/userplots"],
     ["train", "--layers", "1", "--width", "16", "--heads", "1", "--steps", "2", "--run-dir",
@@ -785,24 +785,59 @@ def test_plan_warns_and_run_refuses_a_spec_whose_data_is_missing(inputs, tmp_pat
     ["design", "--params", "1e30", "--sizes", "1e9", "--depths", "4", "--tokens", "1e9",
      "--budget-frac", "0.5", "--results", "{d}/good.csv"],
     ["shape", "--layers", "1e9", "--width", "8", "--heads", "1", "--no-mlp", "0"],
-])
-def test_extremes_under_4_gb_of_address_space(inputs, case):
-    """Every extreme value exits 2 with one line inside ulimit -v 4000000 (4 GB): nothing is
-    materialized in proportion to the user's number."""
-    import resource
+]
+
+# One process runs every extreme in turn, each through the CLI's own error boundary, under the
+# limit (a process per case cost the suite 7 s of interpreter starts); after each, the inputs'
+# hashes, so that a case that writes into them is the one named.
+_EXTREMES_CHILD = """
+import contextlib, hashlib, io, json, resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, 4_000_000 * 1024))
+from archfit.cli import main
+d = Path(sys.argv[1])
+out = []
+for args in json.loads(sys.argv[2]):
+    err = io.StringIO()
+    code = 0
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(args)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException as e:
+            code, err = 99, io.StringIO(f"{type(e).__name__}: {e}")
+    tree = {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+    out.append({"code": code, "stderr": err.getvalue(), "tree": tree})
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def extremes(inputs):
+    import json
     import subprocess
     import sys
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (4_000_000 * 1024, 4_000_000 * 1024))
-
     before = tree(inputs)
-    r = subprocess.run([sys.executable, "-m", "archfit", *[a.format(d=inputs) for a in case]],
-                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
-    lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
-    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("Error:"), (
-        case, r.returncode, r.stderr[-500:])
-    assert tree(inputs) == before
+    argv = [[a.format(d=inputs) for a in case] for case in EXTREMES]
+    r = subprocess.run([sys.executable, "-c", _EXTREMES_CHILD, str(inputs), json.dumps(argv)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return before, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("i", range(len(EXTREMES)), ids=[" ".join(c[:3]) for c in EXTREMES])
+def test_extremes_under_4_gb_of_address_space(extremes, i):
+    """Every extreme value exits 2 with one line inside a 4 GB address space (RLIMIT_AS):
+    nothing is materialized in proportion to the user's number, and no input is written."""
+    before, results = extremes
+    r = results[i]
+    lines = [x for x in r["stderr"].strip().splitlines() if x.strip()]
+    assert r["code"] == 2 and len(lines) == 1 and lines[0].startswith("Error:"), (
+        EXTREMES[i], r["code"], r["stderr"][-500:])
+    assert r["tree"] == before
 
 
 def test_a_uniform_shape_counts_at_any_depth_in_constant_memory():

@@ -614,7 +614,7 @@ def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
     draws = rng.integers(0, len(uniq), (skip + n, len(uniq)))[skip:]
     picks = [np.concatenate([members[j] for j in row]) for row in draws]
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if n >= 64 else 1
+        workers = min(_cores(), 8) if n >= 64 else 1
     chunks = [c for c in np.array_split(np.arange(n), min(n, max(1, workers) * 8)) if len(c)]
     jobs = [(lw, data, est.params, [picks[i] for i in c], list(targets), cons)
             for c in chunks]
@@ -626,6 +626,17 @@ def bootstrap_fits(lw: Law, data: Data, est: Estimate, n: int, seed: int,
     ok = [(p, d) for p, d in results if p is not None]
     params = np.asarray([p for p, _ in ok], dtype=float).reshape(-1, len(lw.param_names))
     return params, [d for _, d in ok], len(results) - len(ok)
+
+
+def _cores() -> int:
+    """The processes a bootstrap may spread over: the cores, capped by
+    ``$ARCHFIT_MAX_CONCURRENCY`` where set (a machine whose cores other work already fills: the
+    test suite's workers; the cap every local sweep also reads)."""
+    from archfit.sweep.executors import MAX_CONCURRENCY_ENV
+
+    cores = os.cpu_count() or 1
+    cap = os.environ.get(MAX_CONCURRENCY_ENV, "")
+    return max(1, min(cores, int(cap))) if cap.isdigit() else cores
 
 
 def _run_chunks(jobs: list[tuple], workers: int) -> Any:
