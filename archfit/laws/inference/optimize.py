@@ -347,15 +347,16 @@ def huber_lsq(resid: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.nda
               rp: Reparam, delta: float, scale: float | None = None,
               bounds: Sequence[tuple[float, float]] | None = None,
               jac: Callable[[np.ndarray], np.ndarray] | None = None,
-              keep: int | None = None) -> np.ndarray:
+              keep: int | None = None, max_nfev: int = 2000) -> np.ndarray:
     """The Huber (``delta``) least-squares optimum of ``resid(θ)`` (log-loss residuals) over the
     free coordinates of ``rp`` from each start (trust-region least squares with scipy's Huber
     loss; ``jac(θ)``, the residuals' derivatives in θ's coordinates, where the law gives it,
     else a numeric Jacobian), within ``bounds`` on θ's coordinates where given; priors enter as
     rows ``scale · z``, as in :func:`lsq_fit`. With ``keep``, only that many starts are
     solved: those of least Huber cost where they start (as :meth:`HuberLSE.minimize` polishes
-    its best starts). Returns the best internal θ: for laws whose terms are not
-    :class:`HuberLSE`'s power laws."""
+    its best starts). ``max_nfev``: the evaluations each start may take (scipy's count).
+    Returns the best internal θ: for laws whose terms are not :class:`HuberLSE`'s power
+    laws."""
     from scipy.optimize import least_squares
 
     s = scale or 0.05
@@ -383,6 +384,6 @@ def huber_lsq(resid: Callable[[np.ndarray], np.ndarray], starts: Sequence[np.nda
             x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
         return least_squares(rows, x0, jac=rows_jac if jac else "2-point",  # type: ignore[arg-type]  # scipy's stub: jac as str; a callable is documented
                              bounds=(lo, hi), loss="huber", f_scale=delta,
-                             method="trf", x_scale="jac", max_nfev=2000)
+                             method="trf", x_scale="jac", max_nfev=max_nfev)
 
     return rp.expand(best_start(starts, solve, "the Huber fit").x)

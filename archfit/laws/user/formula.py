@@ -26,6 +26,12 @@ PREFIX = "formula: "
 START_GRID = (-1.0, 0.1, 0.3, 0.6, 1.0)
 MAX_STARTS = 256  # the grid's points, thinned evenly past this
 POLISHED = 4  # the starts of least Huber loss polished by the optimizer
+STEPS = 2000  # scipy's evaluations (of the residuals, its Jacobian's aside) a start may take
+# A table past START_ROWS rows has its starts chosen and polished on that many of them, evenly
+# spaced, in at most FEW_STEPS evaluations each (a start needs the law's shape, not every row:
+# 5,000 evaluations of a formula over 100,000 rows took minutes); the best is then polished on
+# every row in at most FINAL_STEPS (from there a law the data pins moves by its sampling error)
+START_ROWS, FEW_STEPS, FINAL_STEPS = 2_000, 100, 20
 
 
 # the smallest singular value of a formula's unit-scaled sensitivities below which parameters
@@ -118,30 +124,19 @@ class FormulaLaw(LossCurveLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.optimize import Reparam, huber_lsq
-
         constraints = constraints or Constraints()
         names = self.param_names
-        logL = np.log(data["loss"])
-
-        def resid(theta: np.ndarray) -> np.ndarray:
-            pred = self.predict(dict(zip(names, theta)), data)
-            with np.errstate(all="ignore"):
-                r = np.log(pred) - logL
-            return np.where(np.isfinite(r), r, 1e3)  # a start off the law's domain: far off
-
-        rp = Reparam([(n, False) for n in names], constraints)
-        starts = [start] if start is not None else self._starts(data)
-        if not starts:
-            raise FitError(f"{self.name}: no start gives a finite loss on these runs")
-        if len(starts) > POLISHED:  # polish the starts of least Huber loss, as the laws do
-            from scipy.special import huber
-
-            starts = sorted(starts, key=lambda t: float(np.sum(huber(HUBER_DELTA,
-                                                                      resid(t)))))[:POLISHED]
-        bounds = [self.bounds_given.get(n, (-math.inf, math.inf)) for n in names] \
-            if self.bounds_given else None
-        theta = huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale, bounds=bounds)
+        if start is not None:  # a resample's refit from the estimate: as the last polish
+            big = len(data["loss"]) > START_ROWS
+            theta = self._polish(data, [start], constraints, FINAL_STEPS if big else STEPS)
+        else:
+            few = _rows(data, START_ROWS)  # the whole table where it is small
+            starts = self._starts(few)
+            if not starts:
+                raise FitError(f"{self.name}: no start gives a finite loss on these runs")
+            theta = self._polish(few, starts, constraints, STEPS if few is data else FEW_STEPS)
+            if few is not data:  # then a few steps on every row
+                theta = self._polish(data, [theta], constraints, FINAL_STEPS)
         if not np.all(np.isfinite(self.predict(dict(zip(names, theta)), data))):
             raise FitError(f"{self.name}: the fitted law is not finite on every run")
         if full and not constraints and (tied := self._unidentified(theta, data)):
@@ -152,6 +147,33 @@ class FormulaLaw(LossCurveLaw):
                                 "one parameter for them")
         return Estimate(theta, extra={"objective": "Huber (delta 1e-3) on log loss",
                                       "formula": self.to_record()})
+
+    def _polish(self, data: Data, starts: list[np.ndarray], constraints: Constraints,
+                steps: int) -> np.ndarray:
+        """The Huber least-squares optimum on ``data`` from the POLISHED ``starts`` of least
+        Huber loss, each taking at most ``steps`` evaluations."""
+        import numpy as np
+        from scipy.special import huber
+
+        from archfit.laws.inference.optimize import Reparam, huber_lsq
+
+        names = self.param_names
+        logL = np.log(data["loss"])
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            pred = self.predict(dict(zip(names, theta)), data)
+            with np.errstate(all="ignore"):
+                r = np.log(pred) - logL
+            return np.where(np.isfinite(r), r, 1e3)  # a start off the law's domain: far off
+
+        rp = Reparam([(n, False) for n in names], constraints)
+        bounds = [self.bounds_given.get(n, (-math.inf, math.inf)) for n in names] \
+            if self.bounds_given else None
+        if len(starts) > POLISHED:  # polish the starts of least Huber loss, as the laws do
+            starts = sorted(starts, key=lambda t: float(np.sum(huber(HUBER_DELTA,
+                                                                      resid(t)))))[:POLISHED]
+        return huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale, bounds=bounds,
+                         max_nfev=steps)
 
     def _unidentified(self, theta: np.ndarray, data: Data) -> list[str]:
         """The parameters that trade off exactly at ``theta``: the columns of d ln L̂ / d ln θ
@@ -202,12 +224,11 @@ class FormulaLaw(LossCurveLaw):
         out = []
         for point in grid:
             base = dict(zip(other, point))
+            rest = self.predict({**base, **{k: 0.0 for k in linear}}, data)
             cols = []
             for c in linear:  # each linear term's column: the law at c = 1, others 0
                 env = {**base, **{k: (1.0 if k == c else 0.0) for k in linear}}
-                zero = {**base, **{k: 0.0 for k in linear}}
-                cols.append(self.predict(env, data) - self.predict(zero, data))
-            rest = self.predict({**base, **{k: 0.0 for k in linear}}, data)
+                cols.append(self.predict(env, data) - rest)
             if cols:
                 X = np.stack(cols, 1)
                 if not (np.all(np.isfinite(X)) and np.all(np.isfinite(rest))):
@@ -231,6 +252,16 @@ class FormulaLaw(LossCurveLaw):
         lo, hi = self.bounds_given[name]
         return (lo + hi) / 2 if math.isfinite(lo) and math.isfinite(hi) else (
             lo + 1.0 if math.isfinite(lo) else hi - 1.0)
+
+
+def _rows(data: Data, limit: int) -> Data:
+    """``data`` where it has at most ``limit`` rows, else ``limit`` of them evenly spaced."""
+    import numpy as np
+
+    from archfit.laws.inference.columns import subset
+
+    n = len(data["loss"])
+    return data if n <= limit else subset(data, np.linspace(0, n - 1, limit).astype(int))
 
 
 def formula_law(text: str, columns: set[str] | list[str] | tuple[str, ...],
