@@ -95,6 +95,10 @@ class Interval:
         None when there are no ends or no provenance."""
         if not ends or not prov:
             return None
+        if not isinstance(prov, Mapping) or prov.get("provenance") not in KINDS:
+            raise IntervalError(f"an interval's provenance is a record with 'provenance' one "
+                                f"of {', '.join(KINDS)} (interval.record makes one), got "
+                                f"{prov!r}"[:200])
         kind = prov["provenance"]
         try:
             lo, hi = (None if x is None else float(x) for x in ends)

@@ -183,6 +183,35 @@ def test_a_large_table_is_started_on_a_few_rows_and_finished_on_all(monkeypatch)
     assert sum(full_rows) <= FINAL_STEPS * 6 + 40, (sum(full_rows), few)
 
 
+@pytest.mark.parametrize("text", [
+    "loss ~ E + A / params^alpha + B / tokens^beta",
+    "loss ~ E + exp(a - alpha * log(params)) + sqrt(B) * tokens^(-beta)",
+    "loss ~ -(E - A * params^-alpha) + min(B / tokens^beta, C) + max(2, D) / tokens",
+    "loss ~ (E + A / params^alpha)^gamma * (1 + B / tokens)",
+])
+def test_a_formulas_exact_jacobian_is_its_central_differences(text):
+    """The forward-mode partials the fits use, against central differences of the value (an
+    independent computation of the same derivatives), at a point and rows off every kink."""
+    import numpy as np
+
+    from archfit.laws.user.expression import evaluate, evaluate_with_gradient, parse
+
+    rng = np.random.default_rng(1)
+    expr = parse(text)
+    rows = {"params": 10 ** rng.uniform(7, 10, 40), "tokens": 10 ** rng.uniform(9, 12, 40)}
+    names = [n for n in expr.names if n not in rows and n != expr.response]
+    point = {n: float(v) for n, v in zip(names, rng.uniform(0.2, 1.5, len(names)))}
+    value, partials = evaluate_with_gradient(expr.tree, {**rows, **point}, names)
+    assert np.allclose(value, evaluate(expr.tree, {**rows, **point}), rtol=1e-12)
+    for i, n in enumerate(names):
+        h = 1e-6 * max(1.0, abs(point[n]))
+        up = evaluate(expr.tree, {**rows, **point, n: point[n] + h})
+        down = evaluate(expr.tree, {**rows, **point, n: point[n] - h})
+        numeric = (up - down) / (2 * h)
+        assert np.allclose(np.broadcast_to(partials[i], numeric.shape), numeric, rtol=1e-5,
+                           atol=1e-9 * float(np.max(np.abs(numeric)) + 1)), n
+
+
 def test_starts_and_bounds_take_zero_negative_and_open_ends(cli):
     """--bounds beta=0:2 (the docs' own form), a negative start and an open end are read as
     written: the fit honours them (beta inside its bounds, at its start where the grid would
@@ -249,6 +278,10 @@ def test_a_formula_reads_the_tables_own_names(cli, tmp_path):
     (lambda: __import__("archfit.numbers").numbers.parse_number(10 ** 400), "NumberError"),
     (lambda: __import__("archfit.interval").interval.Interval.of(
         (1.0, "a"), {"provenance": "fitted", "method": "m"}), "IntervalError"),
+    (lambda: __import__("archfit.interval").interval.Interval.of(
+        (1.0, 2.0), {"method": "no kind"}), "IntervalError"),
+    (lambda: __import__("archfit.interval").interval.Interval.of(
+        (1.0, 2.0), {"provenance": "guessed"}), "IntervalError"),
 ])
 def test_an_api_value_out_of_kind_or_range_raises_its_typed_error_in_one_line(call, error):
     """Round eight's raw exceptions from the API, each now the typed error of its part, one

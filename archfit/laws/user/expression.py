@@ -11,7 +11,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from archfit.errors import FitInputError
 from archfit.numbers import shown
@@ -157,6 +157,72 @@ def evaluate(tree: tuple[Any, ...], env: Mapping[str, Any]) -> Any:
                 out = fold(out, a)
             return out
         return ops[kind](walk(t[1]), walk(t[2]))
+
+    with np.errstate(all="ignore"):
+        return walk(tree)
+
+
+def evaluate_with_gradient(tree: tuple[Any, ...], env: Mapping[str, Any],
+                           wrt: Sequence[str]) -> tuple[Any, Any]:
+    """The expression at ``env`` and its derivatives in the names ``wrt`` (forward mode: each
+    node carries its value and its partials, shape ``(len(wrt), rows or 1)``; the usual rules
+    of sums, products, quotients, powers, exp, log, sqrt, and min/max by the argument that
+    wins). Exact where numeric differences are not, and one walk of the tree instead of one per
+    name. Returns ``(value, partials)``; arithmetic errors come back as inf or nan."""
+    import numpy as np
+
+    k = len(wrt)
+    index = {n: i for i, n in enumerate(wrt)}
+
+    def add(a: Any, b: Any) -> Any:
+        return b if a is None else a if b is None else a + b
+
+    def scale(g: Any, f: Any) -> Any:
+        return None if g is None else g * f
+
+    def walk(t: tuple[Any, ...]) -> tuple[Any, Any]:
+        kind = t[0]
+        if kind == "num":
+            return t[1], None
+        if kind == "name":
+            v = env[t[1]]
+            if t[1] not in index:
+                return v, None
+            g = np.zeros((k,) + (np.shape(v) or (1,)))  # (k, 1): broadcasts against rows
+            g[index[t[1]]] = 1.0
+            return v, g
+        if kind == "neg":
+            v, g = walk(t[1])
+            return np.negative(v), scale(g, -1.0)
+        if kind == "call":
+            args = [walk(a) for a in t[2]]
+            v, g = args[0]
+            if t[1] == "exp":
+                e = np.exp(v)
+                return e, scale(g, e)
+            if t[1] == "log":
+                return np.log(v), scale(g, 1.0 / np.asarray(v, float))
+            if t[1] == "sqrt":
+                r = np.sqrt(v)
+                return r, scale(g, 0.5 / r)
+            for w, h in args[1:]:  # min and max: the partials of the argument that wins
+                first = (v <= w) if t[1] == "min" else (v >= w)
+                v = np.where(first, v, w)
+                if g is not None or h is not None:
+                    g = np.where(first, 0.0 if g is None else g, 0.0 if h is None else h)
+            return v, g
+        (a, ga), (b, gb) = walk(t[1]), walk(t[2])
+        if kind == "+":
+            return a + b, add(ga, gb)
+        if kind == "-":
+            return a - b, add(ga, scale(gb, -1.0))
+        if kind == "*":
+            return a * b, add(scale(ga, b), scale(gb, a))
+        if kind == "/":
+            q = a / b
+            return q, add(scale(ga, 1.0 / b), scale(gb, -q / b))
+        p = np.power(a, b)  # a^b: b a^(b-1) a' + a^b ln(a) b'
+        return p, add(scale(ga, b * np.power(a, b - 1.0)), scale(gb, p * np.log(a)))
 
     with np.errstate(all="ignore"):
         return walk(tree)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import FORMULAS, HUBER_DELTA, Constraints, Data, Estimate, LossCurveLaw
-from archfit.laws.user.expression import Expression, evaluate, linear_parameters, parse
+from archfit.laws.user.expression import (Expression, evaluate, evaluate_with_gradient,
+                                          linear_parameters, parse)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -166,6 +167,20 @@ class FormulaLaw(LossCurveLaw):
                 r = np.log(pred) - logL
             return np.where(np.isfinite(r), r, 1e3)  # a start off the law's domain: far off
 
+        columns = {v: np.asarray(data[v], float) for v in self.variables}
+
+        def jac(theta: np.ndarray) -> np.ndarray:  # d resid / d theta, exact: (rows, params)
+            value, partials = evaluate_with_gradient(self.expr.tree,
+                                                     {**columns, **dict(zip(names, theta))},
+                                                     names)
+            shape = (len(names), len(logL))
+            pred = np.broadcast_to(np.asarray(value, float), shape[1:])
+            with np.errstate(all="ignore"):
+                J = (np.zeros(shape) if partials is None else
+                     np.broadcast_to(np.asarray(partials, float), shape) / pred).T
+                J = np.where(np.isfinite(J) & (pred > 0)[:, None], J, 0.0)  # resid's 1e3 rows
+            return J
+
         rp = Reparam([(n, False) for n in names], constraints)
         bounds = [self.bounds_given.get(n, (-math.inf, math.inf)) for n in names] \
             if self.bounds_given else None
@@ -173,7 +188,7 @@ class FormulaLaw(LossCurveLaw):
             starts = sorted(starts, key=lambda t: float(np.sum(huber(HUBER_DELTA,
                                                                       resid(t)))))[:POLISHED]
         return huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale, bounds=bounds,
-                         max_nfev=steps)
+                         jac=jac, max_nfev=steps)
 
     def _unidentified(self, theta: np.ndarray, data: Data) -> list[str]:
         """The parameters that trade off exactly at ``theta``: the columns of d ln L̂ / d ln θ
