@@ -205,15 +205,18 @@ def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...],
     """The runs to fit, read from ``files``, less the ``drop_highest_loss`` highest-loss ones.
     A unigram-normalized loss is negative for a good model: kept for a law that reads one (or
     for --law auto to weigh); the fit drops it, with a note, for every other law."""
-    from archfit.laws import get_law
+    from archfit.laws import LAWS, get_law
+    from archfit.laws.inference.fitting import own_columns
     from archfit.laws.inference.selection import AUTO
     from archfit.laws.user import formula_names
     from archfit.sweep.store import read_runs
 
     signed = not formulas and (law == AUTO or get_law(law).signed_loss)
+    laws = LAWS.values() if law == AUTO or formulas else [get_law(law)]
+    own = [c for lw in laws for c in own_columns(lw)]  # a registered kind's law's columns
     table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
                       keep_flags={by: "--by"} if by else None, signed_loss=signed,
-                      optional=formula_names(formulas))
+                      optional=[*formula_names(formulas), *dict.fromkeys(own)])
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "

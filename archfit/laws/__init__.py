@@ -10,18 +10,21 @@ its law modules).
 
 from __future__ import annotations
 
-from archfit.laws.base import (BASES, LAWS, ROLES, ComputeLaw, FFRatioLaw, Figure,
-                               HyperparameterLaw, Law, LossCurveLaw, MeasuredOptimum, MoELaw,
-                               ShapeLaw, VocabularyLaw, get_law, register)
+from archfit.laws.base import (KINDS, LAWS, ComputeLaw, FFRatioLaw, Figure, HyperparameterLaw,
+                               Kind, Law, LossCurveLaw, MeasuredOptimum, MoELaw, ShapeLaw,
+                               VocabularyLaw, get_law, kind_of, kinds, register, register_kind)
 from archfit.laws import compute, hyperparameters, moe, shape, vocab  # noqa: F401  (registers)
 from archfit.laws.inference.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 
-__all__ = ["BASES", "ComputeLaw", "FFRatioLaw", "Fit", "Figure", "HyperparameterLaw", "Law",
-           "LAWS", "LossCurveLaw", "MeasuredOptimum", "MoELaw", "PUBLISHED", "ROLES", "ShapeLaw",
-           "VocabularyLaw", "get_law", "load_fit", "register", "list_laws"]
+__all__ = ["ComputeLaw", "FFRatioLaw", "Fit", "Figure", "HyperparameterLaw", "KINDS", "Kind",
+           "Law", "LAWS", "LossCurveLaw", "MeasuredOptimum", "MoELaw", "PUBLISHED", "ShapeLaw",
+           "VocabularyLaw", "get_law", "kind_of", "kinds", "load_fit", "register",
+           "register_kind", "list_laws"]
 
 
 def list_laws() -> list[dict[str, str]]:
+    """Every registered law: its name, formula, role (its kind) and what its kind answers."""
     return [{"law": n, "formula": law.formula, "role": law.role,
-             "description": law.description} for n, law in sorted(LAWS.items())]
+             "answers": kind_of(law).answers, "description": law.description}
+            for n, law in sorted(LAWS.items())]

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 Data = dict[str, Any]  # column name -> numpy array
 
-ROLES = ("loss", "shape", "compute", "ff", "hparam", "moe", "vocab")
 AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
@@ -100,7 +99,7 @@ class Law:
     param_names: ClassVar[tuple[str, ...]]
     min_points: ClassVar[int]
     min_sizes: ClassVar[int] = 0  # distinct size classes the law needs (0: no check)
-    role: ClassVar[str] = ""  # one of ROLES: its base's (BASES below)
+    role: ClassVar[str] = ""  # its base's: the role of its Kind (KINDS below)
     # fit_point takes constraints= (--fix / --prior, every law); ties (--tie a=b) only where
     # the fit holds its parameters in one affine map (optimize.Reparam)
     supports_ties: ClassVar[bool] = False
@@ -557,9 +556,80 @@ class VocabularyLaw(Law):
         raise NotImplementedError
 
 
-# each kind of law, by the base a law subclasses (its role is the base's)
-BASES: tuple[type[Law], ...] = (ShapeLaw, ComputeLaw, LossCurveLaw, FFRatioLaw,
-                                HyperparameterLaw, MoELaw, VocabularyLaw)
+@dataclass(frozen=True)
+class Kind:
+    """A kind of law, in one record: the base its laws subclass, its role (the base's), what
+    its laws answer, how a recommendation asks for a fit of it, and, for a kind the
+    recommender has no stage of its own for, the ``stage`` that applies such a fit and the
+    ``check`` the law contract runs on one. Everything that lists kinds (the registry's
+    refusal, the recommender's read kinds, ``archfit laws``) reads :func:`kinds`; a new kind is
+    a base and :func:`register_kind`, in any module (``tests/test_kinds.py`` adds one)."""
+
+    base: type[Law]
+    answers: str
+    # how a request reads a fit of the kind, in the words of the refusal that lists them ("a
+    # compute-law fit (chinchilla; --compute)"); empty: no recommendation reads one
+    asked_by: str = ""
+    # stage(context) -> a record kept as the recommendation's ``extras[role]``: a JSON-able
+    # mapping whose "text" (where present) is the line the text answer prints; the context
+    # has ``request``, ``fits``, ``fit`` (this kind's) and ``recommendation`` (so far)
+    stage: Callable[[Any], Mapping[str, Any]] | None = None
+    # check(fit): what a fitted law of the kind must answer (the law contract runs it)
+    check: Callable[[Any], None] | None = None
+
+    @property
+    def role(self) -> str:
+        return self.base.role
+
+
+KINDS: dict[str, Kind] = {}  # role -> kind, in the order registered
+
+
+def register_kind(kind: Kind) -> Kind:
+    """Make a kind of law known: its laws can be registered, fitted, listed and, where it
+    is asked for, read by a recommendation."""
+    base = kind.base
+    if not (isinstance(base, type) and issubclass(base, Law)) or base is Law:
+        raise TypeError(f"a kind's base subclasses archfit.laws.Law, got {base!r}")
+    if not base.role or not isinstance(base.role, str):
+        raise TypeError(f"kind {base.__name__}: set its base's role (a short name)")
+    taken = KINDS.get(base.role)
+    if taken is not None and taken.base is not base:
+        raise TypeError(f"kind {base.__name__}: the role {base.role!r} is "
+                        f"{taken.base.__name__}'s")
+    KINDS[base.role] = kind
+    return kind
+
+
+def kinds() -> tuple[Kind, ...]:
+    """Every registered kind, in the order registered."""
+    return tuple(KINDS.values())
+
+
+def kind_of(law: Law | type[Law]) -> Kind:
+    """The kind whose base ``law`` (a law or its class) subclasses."""
+    cls = law if isinstance(law, type) else type(law)
+    for k in KINDS.values():
+        if issubclass(cls, k.base):
+            return k
+    raise TypeError(f"{cls.__name__} subclasses no registered kind of law")
+
+
+for _kind in (
+        Kind(ShapeLaw, "the optimal depth and width at a size (recommend --params)",
+             "a shape-law fit (levine, depth-width)"),
+        Kind(ComputeLaw, "the loss at a size and tokens, and the compute-optimal split of a "
+             "FLOP budget (recommend --compute)", "a compute-law fit (chinchilla; --compute)"),
+        Kind(LossCurveLaw, "the loss at a size, with no optimum"),
+        Kind(FFRatioLaw, "the MLP's width over the model's at a size (--ff-ratio auto)",
+             "an ff-ratio fit (--ff-ratio auto)"),
+        Kind(HyperparameterLaw, "the best learning rate and batch at a size and tokens (the "
+             "recipe)", "a learning-rate fit (lr-batch, for the recipe)"),
+        Kind(MoELaw, "the loss over active size, tokens and sparsity (--active-params)",
+             "a moe-granularity fit (with --active-params)"),
+        Kind(VocabularyLaw, "the loss over vocabulary size (--vocab auto)",
+             "a vocab fit (with --vocab auto)")):
+    register_kind(_kind)
 
 
 def derived_name(quantity: str, target: float) -> str:
@@ -577,13 +647,13 @@ L = TypeVar("L", bound=Law)
 def register(cls: type[L]) -> type[L]:
     """Class decorator: make a law available to ``fit``, ``archfit fit --law`` and every layer
     above (recommend, plots, the CLI)."""
-    kinds = [b for b in BASES if issubclass(cls, b)]
-    if len(kinds) != 1:
+    bases = [k.base for k in KINDS.values() if issubclass(cls, k.base)]
+    if len(bases) != 1:
         raise TypeError(f"law {cls.__name__}: subclass one of "
-                        f"{', '.join('archfit.laws.' + b.__name__ for b in BASES)}, which says "
+                        f"{', '.join(k.base.__name__ for k in KINDS.values())}, which says "
                         "what it answers")
-    if cls.role != kinds[0].role:
-        raise TypeError(f"law {cls.__name__}: its role is its base's ({kinds[0].role}); do not "
+    if cls.role != bases[0].role:
+        raise TypeError(f"law {cls.__name__}: its role is its base's ({bases[0].role}); do not "
                         "set role")
     LAWS[cls.name] = cls()
     return cls

@@ -9,15 +9,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.laws.base import BASES, Law, ShapeLaw
-
-# the kinds a recommendation reads, by their bases' roles (a loss curve answers no shape)
-READ_ROLES = ("shape", "compute", "ff", "hparam", "moe", "vocab")
+from archfit.laws.base import Law, ShapeLaw, kinds
+from archfit.laws.base import kind_of as law_kind
 
 
 def kind_of(fit: Fit) -> type[Law]:
     """The base (kind) a fit's law subclasses."""
-    return next(b for b in BASES if isinstance(fit.law_obj, b))
+    return law_kind(fit.law_obj).base
 
 
 @dataclass
@@ -34,13 +32,11 @@ class Fits:
         out: dict[type[Law], Fit] = {}
         for f in map(load_fit, fits):
             kind = kind_of(f)
-            if kind.role not in READ_ROLES:
+            if not law_kind(kind).asked_by:  # a kind no recommendation reads (a loss curve)
+                read = [k.asked_by for k in kinds() if k.asked_by]
                 raise RecommendError(
                     f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
-                    "give a shape-law fit (levine, depth-width), a compute-law fit (chinchilla; "
-                    "--compute), an ff-ratio fit (--ff-ratio auto), a learning-rate fit "
-                    "(lr-batch, for the recipe), a moe-granularity fit (with --active-params) "
-                    "or a vocab fit (with --vocab auto)")
+                    f"give {', '.join(read[:-1])} or {read[-1]}")
             if kind in out:
                 raise RecommendError(f"two {kind.role} fits given ({out[kind].label}, "
                                      f"{f.label}); give one {kind.role} law")

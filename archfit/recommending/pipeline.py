@@ -11,12 +11,13 @@ Objectives beyond loss live apart (:mod:`archfit.recommending.objectives`)."""
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from archfit.errors import RecommendError, ShapeError, UninformativeWarning
 from archfit.interval import Interval
-from archfit.laws import ComputeLaw, Fit, MoELaw, ShapeLaw, VocabularyLaw, load_fit
+from archfit.laws import ComputeLaw, Fit, MoELaw, ShapeLaw, VocabularyLaw, kinds, load_fit
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import candidates, optimum, rank
 from archfit.recommending.fits import Fits
@@ -95,7 +96,7 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     compute = target.compute
     if t.params is not None and t.tokens is not None:
         compute = _tokens_priced(best, fits, t.tokens, notes)
-    return Recommendation(
+    return _kind_stages(req, fits, Recommendation(
         shape=best, family=arch.name, family_text=arch.describe(), target_params=target.value,
         target_convention=target.convention,
         law=shape_fit.label, law_formula=law.formula, law_source=src, n_layer_opt=L_opt,
@@ -104,7 +105,33 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
         shape_fit=shape_fit, fits=fits, **next_runs(shape_fit, N_ne, verdict.verdict),
         near_optimal=near, loss_model=(near or {}).get("loss_model"),
         recipe=recipe_for(best, fits, t.tokens, target.compute, asked=N_ne),
-    )._with_vocabulary_note()
+    )._with_vocabulary_note())
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What a kind's stage reads: the request, its fits, the kind's own fit, and the
+    recommendation the built-in stages made."""
+
+    request: RecommendRequest
+    fits: Fits
+    fit: Fit
+    recommendation: Recommendation
+
+
+def _kind_stages(req: RecommendRequest, fits: Fits, rec: Recommendation) -> Recommendation:
+    """The stage of each kind registered with one (:class:`archfit.laws.Kind`), applied to its
+    fit where the request gives one; its record kept in ``rec.extras`` under the kind's role."""
+    for kind in kinds():
+        f = fits.of(kind.base) if kind.stage is not None else None
+        if f is None or kind.stage is None:
+            continue
+        record = kind.stage(StageContext(req, fits, f, rec))
+        if not isinstance(record, Mapping):
+            raise RecommendError(f"the {kind.role} kind's stage answered "
+                                 f"{type(record).__name__}, not a record (a mapping)")
+        rec.extras[kind.role] = dict(record)
+    return rec
 
 
 # the note of a vocabulary fit given without --vocab auto

@@ -50,6 +50,9 @@ class Recommendation:
     # with --vocab auto: the vocabulary law's pick, its predicted gain and where it comes from
     # (archfit.recommending.vocabulary)
     vocabulary: dict[str, Any] | None = None
+    # what the stages of kinds registered beyond the built-in ones answered, by role
+    # (archfit.laws.base.Kind.stage): each a JSON-able record, its "text" a line of the answer
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def _with_vocabulary_note(self) -> Recommendation:
         """This answer, with a note where the vocabulary law's pick lies more than 2x from the
@@ -103,6 +106,8 @@ class Recommendation:
         out["recipe"] = self.recipe
         if self.vocabulary is not None:
             out["vocabulary"] = self.vocabulary
+        if self.extras:
+            out["extras"] = self.extras
         from archfit.io import jsonable
 
         return jsonable(out)  # every Interval in its one JSON shape
@@ -198,6 +203,7 @@ class Recommendation:
                   f"  training FLOPs/token {s.flops_per_token('kaplan_train'):.4g} "
                   f"({TRAIN_FLOPS_CONVENTION})"]
         lines += [f"note: {n}" for n in self.notes]
+        lines += [f"{role}: {r['text']}" for role, r in self.extras.items() if r.get("text")]
         if self.recipe:
             from archfit.recommending.recipe import recipe_lines
 

@@ -108,7 +108,7 @@ def fit(
     columns), fewer distinct sizes than the law needs; loss growing with N is noted loudly.
     """
     lw = get_law(law)
-    table = run_table(frame, paths, mapping, group, signed_loss=lw.signed_loss)
+    table = run_table(frame, paths, mapping, group, lw.signed_loss, own_columns(lw))
     if not lw.signed_loss:
         table = positive_losses(table)
     seed, bootstrap = plain(seed), plain(bootstrap)  # numpy's integers as Python's
@@ -168,6 +168,14 @@ def runs_build(table: RunTable) -> dict[str, Any]:
     if set(BLOCK_FIELDS[:-1]) <= set(block):  # the ff ratio may vary (an ff-ratio sweep)
         out["block"] = block
     return out
+
+
+def own_columns(lw: Law) -> list[str]:
+    """The columns ``lw`` reads that archfit's run tables do not name (a law of a kind
+    registered beyond the built-in ones may read its own): carried where the input has them."""
+    from archfit.sweep.store import CANONICAL
+
+    return [c for c in dict.fromkeys((*lw.columns, *lw.optional_columns)) if c not in CANONICAL]
 
 
 def run_table(frame: Any, paths: Sequence[str] | None, mapping: dict[str, str] | None,
