@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from archfit.laws.inference.backtest import backtest
-from archfit.laws.inference.planted import correlated_sweep
+from archfit.laws.planted import correlated_sweep
 
 here = os.path.dirname(os.path.abspath(__file__))
 quick = "--quick" in sys.argv

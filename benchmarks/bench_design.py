@@ -17,7 +17,7 @@ every strategy is scored by the same fit with the same noise model:
 - repeated, misspecified: Muennighoff et al.'s data-constrained law at its published C4 fit,
   every run drawing on one corpus of 2e10 unique tokens (up to 75 epochs), fitted with the
   chinchilla law, which has no term for repeated data; same grid and noise;
-- depth-joint: archfit's planted joint law (archfit.laws.inference.planted.DEPTH_JOINT), 10 sizes
+- depth-joint: archfit's planted joint law (archfit.laws.planted.DEPTH_JOINT), 10 sizes
   3e6-1e9 x 7 depths around the optimum x 3 token counts, noise of 0.5%, 1% or 2% of the loss
   (cycling over the repeats).
 
@@ -130,7 +130,7 @@ def repeated_pool(seed: int):  # type: ignore[no-untyped-def]
 
 
 def depth_joint_pool(seed: int):  # type: ignore[no-untyped-def]
-    from archfit.laws.inference.planted import DEPTH_JOINT as j
+    from archfit.laws.planted import DEPTH_JOINT as j
 
     sd = NOISE_DJ[seed % len(NOISE_DJ)]
     runs = []

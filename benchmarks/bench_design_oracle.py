@@ -62,7 +62,7 @@ def _truth(truth: str):  # type: ignore[no-untyped-def]
 
         (df, law, sd), p0 = bd.chinchilla_pool(0), dict(PUBLISHED["epoch2024"]["params"])
     else:
-        from archfit.laws.inference.planted import DEPTH_JOINT
+        from archfit.laws.planted import DEPTH_JOINT
 
         (df, law, _), sd, p0 = bd.depth_joint_pool(0), 0.01, dict(DEPTH_JOINT)
     df = df.with_columns(pl.Series("run", np.arange(df.height)))  # each row its own run

@@ -1,7 +1,7 @@
 """The lr-batch fit's per-cell best rate on a planted learning-rate x batch grid, and on the
 CPU grid trained here.
 
-Planted (archfit.laws.inference.planted.lr_batch_sweep: 9 rates sqrt(2) apart x 4 batches 2x apart per
+Planted (archfit.laws.planted.lr_batch_sweep: 9 rates sqrt(2) apart x 4 batches 2x apart per
 cell, steeper above the best rate than below, the best rate moving as batch^0.5, curvature 0.04
 nats per (ln)^2 in each): for noise levels from a twentieth to a fifth of the curvature, over 40
 noise draws (320 cells) each, the median bias of the fitted best rate, its median |error|, the
@@ -29,7 +29,7 @@ DRAWS = 40
 
 
 def planted(noise: float, batch: bool) -> dict[str, float]:
-    from archfit.laws.inference.planted import lr_cell_recovery
+    from archfit.laws.planted import lr_cell_recovery
 
     ratios, covered, tried = lr_cell_recovery(noise, DRAWS, batch)
     r = np.array(ratios)

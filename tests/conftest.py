@@ -164,8 +164,8 @@ def _joint(n_shapes=25, n_tokens=32, noise=0.005, seed=0, truth=None, span=40.0,
 
 
 def _correlated(law="depth-joint", seed=0, n_shapes=24, n_tokens=20, run_sd=0.01, row_sd=0.003):
-    """A planted sweep with correlated checkpoints (:mod:`archfit.laws.inference.planted`)."""
-    from archfit.laws.inference.planted import correlated_sweep
+    """A planted sweep with correlated checkpoints (:mod:`archfit.laws.planted`)."""
+    from archfit.laws.planted import correlated_sweep
 
     return correlated_sweep(law, seed, n_shapes, n_tokens, run_sd, row_sd)
 

@@ -95,7 +95,7 @@ def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
 
 
 def _lr_sweep(seed: int) -> pl.DataFrame:
-    from archfit.laws.inference.planted import lr_sweep
+    from archfit.laws.planted import lr_sweep
 
     return lr_sweep(seed=seed)
 

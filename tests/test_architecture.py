@@ -210,6 +210,33 @@ def test_no_new_cycle_through_lazy_imports():
     assert not new, f"new import cycles (through imports inside functions): {new}"
 
 
+def law_rooms(root: Path = ROOT) -> dict[str, set[str]]:
+    """The rooms of archfit/laws and the rooms each imports (imports inside functions too): a
+    room is a subpackage (``inference``, ``shape``, ``user``, ...) or one top-level module
+    (``base``, ``columns``, ``published``, ``planted``; the package's ``__init__`` is ``laws``)."""
+    def room(mod: str) -> str | None:
+        parts = mod.split(".")
+        if parts[:2] != ["archfit", "laws"]:
+            return None
+        return parts[2] if len(parts) > 2 else "laws"
+
+    graph: dict[str, set[str]] = {}
+    for me, deps in import_graph(root, lazy=True).items():
+        if (mine := room(me)) is not None:
+            graph.setdefault(mine, set()).update(
+                r for d in deps if (r := room(d)) is not None and r != mine)
+    return graph
+
+
+def test_the_rooms_of_the_laws_import_in_one_direction():
+    """No circle among the laws' rooms (a room whose modules import another room's, which
+    imports back, cannot be lifted apart even where no module imports its importer): the base
+    imports no room, the shared machinery (inference) no room of laws."""
+    graph = law_rooms()
+    assert {"base", "inference", "shape", "compute", "user"} <= set(graph)
+    assert cycles(graph) == [], f"rooms of archfit/laws in a circle: {cycles(graph)}"
+
+
 @pytest.mark.slow
 def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
     """The checks above are not vacuous: in a copy of the package, a real upward import
@@ -227,6 +254,10 @@ def test_the_checks_catch_a_planted_upward_import_and_cycle(tmp_path):
     assert any("archfit.shapes.shape (shapes) imports archfit.cli.common (cli)" in b
                for b in upward_imports(tmp_path))
     assert {"archfit.errors", "archfit.numbers"} in cycles(import_graph(tmp_path))
+    assert cycles(law_rooms(tmp_path)) == []
+    with open(tmp_path / "archfit" / "laws" / "base.py", "a") as f:
+        f.write("\nfrom archfit.laws.inference import trust  # planted\n")
+    assert {"base", "inference"} in cycles(law_rooms(tmp_path))
 
 
 def function_lengths() -> list[tuple[str, int, str]]:

@@ -14,7 +14,7 @@ import pytest
 from archfit.laws.inference.backtest import backtest
 from archfit.laws.inference.fitting import fit
 from archfit.laws.inference.bands import band_report
-from archfit.laws.inference.columns import run_groups
+from archfit.laws.columns import run_groups
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 

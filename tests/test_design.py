@@ -13,7 +13,7 @@ import pytest
 
 from archfit.designing import STRATEGIES, Target, design, split_most_expensive
 from archfit.laws.inference.fitting import fit
-from archfit.laws.inference.planted import dense_grid
+from archfit.laws.planted import dense_grid
 
 
 def _chinchilla_done(seed: int = 0) -> pl.DataFrame:
@@ -23,7 +23,7 @@ def _chinchilla_done(seed: int = 0) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def joint():
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
 
     df = correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6)
     return df, fit(df, "depth-joint", bootstrap=100, heldout=False)  # no test here reads it
@@ -298,7 +298,7 @@ def test_replay_scores_a_planted_truth_without_the_targets_noise():
     whose mean |noise| alone is ~0.8%."""
     from archfit.designing import columns, replay
     from archfit.laws import get_law
-    from archfit.laws.inference.planted import DENSE_CHINCHILLA
+    from archfit.laws.planted import DENSE_CHINCHILLA
 
     done, target = split_most_expensive(dense_grid(seed=1, n_sizes=12, step=1.6,
                                                    row_sd=0.01), 0.1)

@@ -21,7 +21,7 @@ from archfit.designing.strategies import (LACK_OF_FIT_LEVEL, Step, near_target,
                                           check_fit, nearest, target_distances)
 from archfit.laws.inference.regression import lack_of_fit
 from archfit.laws import get_law
-from archfit.laws.inference.planted import dense_grid
+from archfit.laws.planted import dense_grid
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -203,7 +203,7 @@ def test_a_replay_reports_each_round_that_fell_back_and_why():
 def test_recommend_says_why_it_has_no_next_line(tmp_path):
     """A weak answer whose design cannot run says why, instead of dropping the 'next:' line."""
     from archfit.laws.inference.fitting import fit
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
     from archfit.recommending import next_runs
 
     f = fit(correlated_sweep("depth-joint", seed=3, n_shapes=24, n_tokens=6), "depth-joint",
@@ -248,7 +248,7 @@ def test_each_row_its_own_run_gains_what_a_dense_inverse_says():
 
 
 def test_rows_that_share_a_run_gain_what_the_dense_sandwich_says():
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
 
     df = correlated_sweep("depth-joint", seed=3, n_shapes=16, n_tokens=4)
     pool, target = split_most_expensive(correlated_sweep("depth-joint", seed=4, n_shapes=24,

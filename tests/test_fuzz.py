@@ -110,7 +110,7 @@ def _numeric_inputs(d: Path, good: pl.DataFrame) -> None:
     """Inputs for the numeric extremes: an unknown fit schema, a status column that
     is empty on every row, a fit whose data term is folded away (one token count)."""
     from archfit.laws.inference.fitting import fit
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
 
     f = json.loads((d / "chin.json").read_text())
     (d / "schema99.json").write_text(json.dumps({**f, "schema": "archfit.fit/99"}))

@@ -65,7 +65,7 @@ def test_lr_batch_never_averages_over_batch_sizes(cli, tmp_path):
     got = {float(k): v["params"]["a"] for k, v in json.loads(r.output)["fits"].items()}
     assert got[2.0 ** 16] == pytest.approx(-7.0, abs=1e-6)
     assert got[2.0 ** 18] == pytest.approx(-7.0 - 0.3 * math.log(4), abs=1e-6)
-    from archfit.laws.inference.planted import lr_batch_sweep
+    from archfit.laws.planted import lr_batch_sweep
 
     grid = tmp_path / "rate-x-batch.csv"
     lr_batch_sweep(seed=0).drop("lr_opt_true", "batch_opt_true").write_csv(grid)

@@ -108,7 +108,7 @@ def surfaces(tmp_path_factory):
     import archfit
     from archfit.campaign import ledger as lg
     from archfit.errors import UninformativeWarning
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
 
     root = tmp_path_factory.mktemp("surfaces")
     repo = __import__("pathlib").Path(__file__).resolve().parent.parent
@@ -196,7 +196,7 @@ def test_a_bootstrapped_fit_labels_its_intervals_fitted_with_the_method(tmp_path
 
     import archfit
     from archfit.errors import UninformativeWarning
-    from archfit.laws.inference.planted import correlated_sweep
+    from archfit.laws.planted import correlated_sweep
 
     frame = correlated_sweep(seed=3)
     f = archfit.fit(frame, law="depth-joint", bootstrap=40, seed=0)

@@ -14,8 +14,8 @@ import pytest
 
 from archfit.laws import load_fit
 from archfit.laws.inference.fitting import fit, fit_groups
-from archfit.laws.inference.columns import size_classes
-from archfit.laws.inference.planted import DENSE_CHINCHILLA, dense_grid
+from archfit.laws.columns import size_classes
+from archfit.laws.planted import DENSE_CHINCHILLA, dense_grid
 from archfit.laws.inference.trust import bound_reasons, spread
 
 

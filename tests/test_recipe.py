@@ -95,8 +95,8 @@ def test_the_lr_batch_law_recovers_a_planted_sweep():
     largest size's best rates are predicted from the others inside their intervals."""
     from archfit.laws.inference.fitting import fit
     from archfit.laws.hyperparameters.lr_batch import cell_optima
-    from archfit.laws.inference.columns import columns
-    from archfit.laws.inference.planted import LR_LAW, lr_sweep
+    from archfit.laws.columns import columns
+    from archfit.laws.planted import LR_LAW, lr_sweep
 
     def cover(seed: int) -> list[bool]:
         df = lr_sweep(seed=seed)
@@ -124,7 +124,7 @@ def test_the_lr_batch_law_recovers_a_planted_sweep():
 
 
 def test_each_cells_best_rate_on_an_asymmetric_rate_x_batch_surface():
-    """The planted grid (archfit.laws.inference.planted.lr_batch_sweep: 9 rates sqrt(2) apart x 4 batches
+    """The planted grid (archfit.laws.planted.lr_batch_sweep: 9 rates sqrt(2) apart x 4 batches
     2x apart per cell, the loss steeper above the best rate than below, the best rate moving as
     batch^0.5, the batches more below the best than above): over 320 cells the fitted best rate's
     median bias is within 10% and its 95% intervals hold the planted rate in 90-98% of the cells
@@ -132,7 +132,7 @@ def test_each_cells_best_rate_on_an_asymmetric_rate_x_batch_surface():
     than 10%: the grid's batches lie mostly below the best, where the best rate is lower."""
     import numpy as np
 
-    from archfit.laws.inference.planted import lr_cell_recovery
+    from archfit.laws.planted import lr_cell_recovery
 
     ratios, covered, tried = lr_cell_recovery(0.004)
     bias = float(np.median(ratios)) - 1
@@ -179,7 +179,7 @@ def test_the_lr_batch_law_on_a_real_cpu_learning_rate_sweep():
 
 def test_a_fitted_rate_law_sets_the_recipe(tmp_path):
     from archfit.laws.inference.fitting import fit
-    from archfit.laws.inference.planted import lr_sweep
+    from archfit.laws.planted import lr_sweep
     from archfit.recommending import recommend
 
     f = fit(lr_sweep(seed=1).drop("lr_opt_true"), "lr-batch", bootstrap=100, seed=0)

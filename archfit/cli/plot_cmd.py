@@ -64,7 +64,7 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
                            f"shape-law fit, and a {fit.law} fit has no optimal depth")
     frame = None
     if data:
-        from archfit.laws.inference.columns import require_columns
+        from archfit.laws.columns import require_columns
         from archfit.laws.inference.fitting import sane_frame
         from archfit.sweep.store import read_runs
 

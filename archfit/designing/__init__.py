@@ -25,7 +25,7 @@ from archfit.designing.pool import (DesignError, Target, as_runs, check_budget, 
                                    costs, not_among, starting_fit)
 from archfit.designing.replays import fit_runs, replay
 from archfit.laws.inference.backtest import calibrated_fit, metrics, split_most_expensive
-from archfit.laws.inference.columns import columns
+from archfit.laws.columns import columns
 from archfit.designing.strategies import (CRITERIA, DEFAULT_STRATEGY, MIN_DRAWS, RULE,
                                           STRATEGIES, strategy_name,
                                           check_request, draws, predicted, spread)

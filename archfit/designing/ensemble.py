@@ -30,9 +30,9 @@ MAX_RUNS = 2000
 
 def run_units(step: Step) -> tuple[np.ndarray, np.ndarray, int] | None:
     """(pool labels, data labels, runs): each row's training run as the fit groups them
-    (:func:`archfit.laws.inference.columns.run_groups`); None where every row is its own run, or past
+    (:func:`archfit.laws.columns.run_groups`); None where every row is its own run, or past
     ``MAX_RUNS`` runs."""
-    from archfit.laws.inference.columns import RUN_IDENTITY, run_groups
+    from archfit.laws.columns import RUN_IDENTITY, run_groups
 
     data = step.data or {}
     cols = [c for c in RUN_IDENTITY if c in step.pool and (not data or c in data)]

@@ -102,7 +102,7 @@ def as_runs(table: Any, what: str = "--results") -> Any:
         return None
     from archfit.sweep.store import read_runs, to_polars
 
-    from archfit.laws.inference.columns import finite_positive
+    from archfit.laws.columns import finite_positive
 
     frame = to_polars(table)
     try:

@@ -16,7 +16,7 @@ from archfit.designing.strategies import (ADAPTIVE, CRITERIA, DEFAULT_STRATEGY, 
 from archfit.designing.step import Step
 from archfit.errors import FitError, FitInputError
 from archfit.laws.inference.backtest import calibrated_fit, metrics
-from archfit.laws.inference.columns import columns
+from archfit.laws.columns import columns
 from archfit.sweep.store import without_duplicates
 
 _PACED = ("variance", "d-optimal", "v-optimal")  # at most half of what is left per round

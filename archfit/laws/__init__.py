@@ -13,7 +13,7 @@ from __future__ import annotations
 from archfit.laws.base import (KINDS, LAWS, ComputeLaw, FFRatioLaw, Figure, HyperparameterLaw,
                                Kind, Law, LossCurveLaw, MeasuredOptimum, MoELaw, ShapeLaw,
                                VocabularyLaw, get_law, kind_of, kinds, register, register_kind)
-from archfit.laws import compute, hyperparameters, moe, shape, vocab  # noqa: F401  (registers)
+from archfit.laws import compute, hyperparameters, moe, shape, user, vocab  # noqa: F401  (registers)
 from archfit.laws.inference.artifact import Fit, load_fit
 from archfit.laws.published import PUBLISHED
 

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 Data = dict[str, Any]  # column name -> numpy array
 
+# the verdict's limits on an answer's 95% high / low ratio (weak, uninformative), by kind
+OPTIMUM_CI_RATIO = (2.0, 10.0)  # the optimal depth (shape laws)
+COMPUTE_CI_RATIO = (3.0, 10.0)  # N_opt (compute laws)
 AUTO = "auto"  # the law name that asks for every applicable law, compared on held-out runs
 # the Huber loss's delta on log-loss residuals, for every robust fit (Hoffmann et al. 2022 use
 # 1e-3; Besiroglu et al. 2024 keep it)
@@ -165,9 +168,7 @@ class Law:
 
     def spread_limits(self) -> tuple[float, float]:
         """The weak and uninformative limits of its answer's 95% high / low ratio."""
-        from archfit.laws.inference import trust
-
-        return trust.OPTIMUM_CI_RATIO
+        return OPTIMUM_CI_RATIO
 
     def extrapolation(self, params: Mapping[str, float], span: Mapping[str, Any],
                       target: float, conditions: Mapping[str, Any] | None = None
@@ -189,29 +190,29 @@ class Law:
         return frame, []
 
     def prepare(self, frame: Any) -> Data:
-        from archfit.laws.inference.columns import prepare
+        from archfit.laws.columns import prepare
 
         return prepare(self, frame)
 
     def classes(self, data: Data, tol: float | None = None) -> np.ndarray:
         """Size-class labels: the ones the fit fixed (column ``size_class``), else by the
         planned size (``target_params``), else sizes within ``tol`` of a class's smallest."""
-        from archfit.laws.inference.columns import class_labels, size_classes
+        from archfit.laws.columns import class_labels, size_classes
 
         if tol is None:
             return class_labels(data)
         return size_classes(data["params"], data.get("target_params"), tol)
 
     def groups(self, data: Data, by: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
-        """Bootstrap units (the training run; see :func:`archfit.laws.inference.columns.run_groups`)."""
-        from archfit.laws.inference.columns import run_groups
+        """Bootstrap units (the training run; see :func:`archfit.laws.columns.run_groups`)."""
+        from archfit.laws.columns import run_groups
 
         return run_groups(data, by)
 
     def residuals(self, params: Mapping[str, float], data: Data,
                   extra: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """(observed, fitted) in the law's residual space (:attr:`loss_space`)."""
-        from archfit.laws.inference.bands import to_space
+        from archfit.laws.columns import to_space
 
         return (to_space(self.loss_space, data["loss"]),
                 to_space(self.loss_space, self.predict(params, data)))
@@ -416,9 +417,7 @@ class ComputeLaw(Law):
         return n, d, d / n
 
     def spread_limits(self) -> tuple[float, float]:
-        from archfit.laws.inference import trust
-
-        return trust.COMPUTE_CI_RATIO
+        return COMPUTE_CI_RATIO
 
     def extrapolation(self, params: Mapping[str, float], span: Mapping[str, Any],
                       target: float, conditions: Mapping[str, Any] | None = None
@@ -639,6 +638,33 @@ def derived_name(quantity: str, target: float) -> str:
 LAWS: dict[str, Law] = {}  # law name -> law: the shipped ones and any registered since
 # the laws of users' formulas made or read in this process (archfit.laws.user.formula), by name
 FORMULAS: dict[str, Law] = {}
+
+
+@dataclass(frozen=True)
+class FormulaSource:
+    """Where laws written as text come from, so that the shared machinery reads them without
+    importing their room: the columns some texts name, a law from a text over a table's
+    columns, and a law from a fit file's record. :mod:`archfit.laws.user` registers its own
+    (:func:`formula_source` returns it)."""
+
+    names: Callable[[Any], list[str]]
+    make: Callable[..., Law]
+    read: Callable[[str, Any, str], Law]
+
+
+_FORMULA_SOURCE: list[FormulaSource] = []
+
+
+def register_formula_source(source: FormulaSource) -> None:
+    _FORMULA_SOURCE[:] = [source]
+
+
+def formula_source() -> FormulaSource:
+    """The registered :class:`FormulaSource` (archfit.laws registers archfit.laws.user's when
+    it is imported)."""
+    if not _FORMULA_SOURCE:
+        raise FitError("no formula source is registered: import archfit.laws")
+    return _FORMULA_SOURCE[0]
 
 
 L = TypeVar("L", bound=Law)

@@ -86,7 +86,7 @@ class _ChinchillaBase(ComputeLaw):
         return {"a=beta/(alpha+beta)": params["beta"] / (params["alpha"] + params["beta"])}
 
     def _check(self, data: Data) -> None:
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if not varies(data["params"]):
             raise FitError(f"{self.name} needs runs of different sizes N")
@@ -107,7 +107,7 @@ class Chinchilla(_ChinchillaBase):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import log_cols
+        from archfit.laws.columns import log_cols
         from archfit.laws.inference.optimize import HuberLSE, Reparam
 
         self._check(data)

@@ -158,7 +158,7 @@ class DataConstrained(ComputeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
         from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq, log_sum_exp
 
         if not varies(data["params"]) or not varies(data["tokens"]):

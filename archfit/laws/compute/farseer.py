@@ -83,7 +83,7 @@ class Farseer(ComputeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if not varies(data["params"]) or not varies(data["tokens"]):
             raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
@@ -222,7 +222,7 @@ def staged_starts(data: Data) -> list[np.ndarray]:
     import numpy as np
     from scipy.optimize import least_squares
 
-    from archfit.laws.inference.columns import class_labels
+    from archfit.laws.columns import class_labels
 
     key = class_labels(data)
     rows = []

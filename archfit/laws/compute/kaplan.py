@@ -29,7 +29,7 @@ class KaplanN(LossCurveLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         x, t = np.log(data["params"]), np.log(data["loss"])
         if not varies(data["params"]):
@@ -97,7 +97,7 @@ class KaplanND(LossCurveLaw):
         import numpy as np
         from scipy.optimize import least_squares
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if not (varies(data["params"]) and varies(data["tokens"])):
             raise FitError("kaplan-nd needs runs that vary both N and D")

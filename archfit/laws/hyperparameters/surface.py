@@ -197,7 +197,7 @@ class LRBatchSurface(HyperparameterLaw):
         (Step Law's grids: 91% and 99% dense, 72% and 90% mixture)."""
         import numpy as np
 
-        from archfit.laws.inference.columns import run_groups
+        from archfit.laws.columns import run_groups
 
         if by:
             return run_groups(data, by)
@@ -250,7 +250,7 @@ class LRBatchSurface(HyperparameterLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import require_spread, varies
+        from archfit.laws.columns import require_spread, varies
         from archfit.laws.inference.optimize import Reparam, huber_lsq
 
         require_spread(self, data, (("params", "sizes"), ("lr", "learning rates"),

@@ -468,9 +468,10 @@ class Fit:
             raise FitInputError(f"{where}: fit schema {schema!r} is not one this archfit reads "
                                 f"({FIT_SCHEMA}); refit with this version ('archfit fit')")
         if str(d["law"]).startswith("formula: "):  # parsed again under the same rules
-            from archfit.laws.user.formula import read_formula
+            from archfit.laws.base import formula_source
 
-            law = read_formula(str(d["law"]), (d.get("extra") or {}).get("formula"), where)
+            law = formula_source().read(str(d["law"]), (d.get("extra") or {}).get("formula"),
+                                        where)
         else:
             law = get_law(str(d["law"]))
         params = d["params"]

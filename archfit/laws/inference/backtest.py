@@ -16,7 +16,7 @@ import numpy as np
 from archfit.errors import FitError, FitInputError
 from archfit.laws.base import ShapeLaw, get_law
 from archfit.laws.inference.bands import band_report
-from archfit.laws.inference.columns import size_classes
+from archfit.laws.columns import size_classes
 from archfit.sweep.store import RunTable, read_runs, without_duplicates
 
 DEFAULT_LAW = "depth-joint"  # the law a backtest fits when none is named
@@ -177,7 +177,7 @@ class Predictions:
     KEYS = ("params", "n_layer", "d_model", "tokens")
 
     def __init__(self, fit: Any, table: RunTable, level: float) -> None:
-        from archfit.laws.inference.columns import finite_positive
+        from archfit.laws.columns import finite_positive
 
         frame = table.frame
         self.cols = {c: frame[c].to_numpy().astype(float) for c in frame.columns

@@ -10,21 +10,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from archfit.errors import FitInputError
+from archfit.laws.columns import from_space, to_space  # noqa: F401  (bands' own, re-read)
 from archfit.numbers import draw_percentiles
-from archfit.laws.inference.columns import class_labels
+from archfit.laws.columns import class_labels
 
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
-
-
-def to_space(space: str, loss: Any) -> np.ndarray:
-    """A loss in a law's residual space (:attr:`archfit.laws.base.Law.loss_space`): its log,
-    or the loss itself for a law whose loss may be negative."""
-    with np.errstate(all="ignore"):
-        return np.log(np.asarray(loss, float)) if space == "log" else np.asarray(loss, float)
-
-
-def from_space(space: str, v: Any) -> np.ndarray:
-    return np.exp(v) if space == "log" else np.asarray(v, float)
 
 
 def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """The fitting driver (numpy at the top: this module is never on a cold path): :func:`fit`
 reads and checks a table of runs, then :func:`fit_data` makes the point estimate, the
 bootstrap over training runs, the scatter of runs about the law and the held-out check. The
-numeric pieces the laws share live in :mod:`archfit.laws.inference.columns`, :mod:`~archfit.laws.inference.regression`,
+numeric pieces the laws share live in :mod:`archfit.laws.columns`, :mod:`~archfit.laws.inference.regression`,
 :mod:`~archfit.laws.shape.optima` and :mod:`~archfit.laws.inference.bands`."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from archfit.laws.inference.constraints import constraints_for, point_estimate, 
 from archfit.numbers import draw_ends, draw_percentiles, order_statistic, plain
 from archfit.laws.inference.conventions import check_params
 from archfit.laws.inference.bands import heldout_split, run_scatter
-from archfit.laws.inference.columns import SIZE_TOLERANCE, finite_positive, subset
+from archfit.laws.columns import SIZE_TOLERANCE, finite_positive, subset
 from archfit.laws.inference.clusters import Fallback, fallback, widen_draws
 from archfit.laws.inference.regression import lack_of_fit_test
 from archfit.laws.inference.threads import one_blas_thread
@@ -94,7 +94,7 @@ def fit(
     the other laws that list ``supports_ties``), as published constrained fits do.
     The fit records prior, data-only and posterior values side by side.
 
-    ``size_tolerance`` (default :data:`~archfit.laws.inference.columns.SIZE_TOLERANCE`, 2%) is what "the
+    ``size_tolerance`` (default :data:`~archfit.laws.columns.SIZE_TOLERANCE`, 2%) is what "the
     same size" means where the table has no planned size (``target_params``): runs within it
     of a class's smallest run are one size class. The classes are fixed once here; every check
     and the held-out split read them, and the fit's span records them.
@@ -405,7 +405,7 @@ def check_losses_vary(data: Data) -> None:
 def check_sizes(lw: Law, data: Data) -> None:
     """Refuse a law whose parameters need more distinct sizes N than the runs have."""
     if lw.min_sizes and "params" in data:
-        from archfit.laws.inference.columns import size_classes
+        from archfit.laws.columns import size_classes
 
         # measured sizes: what a law in N is fitted across
         n = len(np.unique(size_classes(data["params"], None, tolerance_of(data))))

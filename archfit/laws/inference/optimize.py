@@ -1,7 +1,7 @@
 """The optimizers the laws share (numpy at the top; never on a cold path): Huber on log-sum-exp
 with scale-free starts (:class:`HuberLSE`), one affine reparametrization for --fix, --tie and
 --prior (:class:`Reparam`), and least squares under it (:func:`lsq_fit`). Like
-:mod:`archfit.laws.inference.columns`, it imports nothing from the laws."""
+:mod:`archfit.laws.columns`, it imports nothing from the laws."""
 
 from __future__ import annotations
 

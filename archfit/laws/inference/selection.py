@@ -128,8 +128,9 @@ def fit(frame: Any = None, law: str = "chinchilla", *,
     texts = [formula] if isinstance(formula, str) else list(formula or [])
     texts = list({" ".join(t.split()): t for t in texts}.values())  # the same law weighed once
     if texts:
-        from archfit.laws.user.expression import formula_names
-        from archfit.laws.user.formula import formula_law
+        from archfit.laws.base import formula_source
+
+        formula_names, formula_law = formula_source().names, formula_source().make
 
         frame = fitting.run_table(frame, kw.pop("paths", None), kw.pop("mapping", None),
                                   kw.get("group"), optional=formula_names(texts))
@@ -180,7 +181,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
             progress: Callable[[str], None] | None = None) -> Selection:
     """Fit each candidate law (``laws``, default every applicable one, of ``role`` when given)
     on the table's cheaper runs, score it on the costliest, and pick (see the module)."""
-    from archfit.laws.inference.columns import subset
+    from archfit.laws.columns import subset
 
     fit_kw = dict(fit_kw or {})
     frame = table.frame

@@ -21,8 +21,8 @@ EXTRAPOLATION = (10.0, 1000.0)  # target N / largest N seen
 # its reach is graded alone: assumed, the published laws were checked about one decade past their
 # runs (Hoffmann et al. 2022: Chinchilla, 70B, after runs to 16B); two decades out, uninformative
 POINT_ESTIMATE_REACH = 100.0
-OPTIMUM_CI_RATIO = (2.0, 10.0)  # 95% range high / low of the optimal depth (shape laws)
-COMPUTE_CI_RATIO = (3.0, 10.0)  # 95% range high / low of N_opt (compute laws)
+# 95% range high / low limits of the optimal depth (shape laws) and N_opt (compute laws)
+from archfit.laws.base import COMPUTE_CI_RATIO, OPTIMUM_CI_RATIO  # noqa: E402,F401
 HELDOUT_COVERAGE = 0.8  # share of held-out runs inside their 95% intervals: weak below
 BOOTSTRAP_FAILURES = (0.1, 0.5)  # failed resamples / resamples
 MIN_SIZE_SPAN = 3.0  # largest / smallest N: below this the sizes barely vary

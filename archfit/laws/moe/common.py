@@ -73,7 +73,7 @@ class SparseLossLaw(MoELaw):
                 ) -> tuple[np.ndarray, ...]:
         """(N, D, the sparsity column, L), once the table is checked: its sizes, tokens and
         sparsity each vary; no --fix, --prior or --tie (neither MoE law takes them)."""
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if constraints:
             raise FitError(f"{self.name} takes no --fix, --prior or --tie")

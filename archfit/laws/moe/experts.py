@@ -67,7 +67,7 @@ class Experts(SparseLossLaw):
                                        .otherwise(pl.col("n_experts")).alias("n_experts"))
         data = super().prepare(frame)
         if "tokens" in data:
-            from archfit.laws.inference.columns import finite_positive
+            from archfit.laws.columns import finite_positive
 
             finite_positive("tokens", data["tokens"])
         return data
@@ -118,7 +118,7 @@ class Experts(SparseLossLaw):
 
         from archfit.laws.inference.regression import nnls_relative
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if "tokens" not in data or not varies(data["tokens"]):
             return self._fit_folded(data, constraints, start)
@@ -169,7 +169,7 @@ class Experts(SparseLossLaw):
         import numpy as np
 
         from archfit.laws.base import HUBER_DELTA
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
         from archfit.laws.inference.optimize import Reparam, huber_lsq
         from archfit.laws.inference.regression import nnls_relative
 

@@ -249,7 +249,7 @@ class DepthJoint(ShapeLaw):
         # by measured size (the planned size is not what the law's N means)
         import numpy as np
 
-        from archfit.laws.inference.columns import SIZE_TOLERANCE, size_classes
+        from archfit.laws.columns import SIZE_TOLERANCE, size_classes
 
         if tol is None and "size_class" in data:
             return np.asarray(data["size_class"]).astype(int)
@@ -259,7 +259,7 @@ class DepthJoint(ShapeLaw):
     def _arrays(self, data: Data) -> tuple[Any, Any, Any, Any]:
         import numpy as np
 
-        from archfit.laws.inference.columns import varies
+        from archfit.laws.columns import varies
 
         if len(np.unique(data["n_layer"])) < 3:
             raise FitError("depth-joint needs at least 3 different depths")

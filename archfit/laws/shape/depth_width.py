@@ -20,7 +20,7 @@ def shape_penalty(data: Data) -> dict[str, Any] | None:
     log aspect ratio d_model / n_layer; a pooled quadratic gives the best ratio."""
     import numpy as np
 
-    from archfit.laws.inference.columns import size_classes
+    from archfit.laws.columns import size_classes
 
     cls = size_classes(data["params"], data.get("target_params"))
     xs, ys = [], []
@@ -86,7 +86,7 @@ class DepthWidth(ShapeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.inference.columns import log_cols, varies
+        from archfit.laws.columns import log_cols, varies
         from archfit.laws.inference.optimize import HuberLSE, Reparam
 
         if not varies(data["d_model"]) or not varies(data["n_layer"]):

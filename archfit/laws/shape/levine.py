@@ -199,7 +199,7 @@ class Levine(ShapeLaw):
     def heldout(self, data: Data, constraints: Constraints | None = None) -> dict[str, Any]:
         import numpy as np
 
-        from archfit.laws.inference.columns import subset
+        from archfit.laws.columns import subset
         from archfit.laws.shape.optima import best_per_shape, class_optima
 
         cls = self.classes(data)

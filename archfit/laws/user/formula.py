@@ -273,7 +273,7 @@ def _rows(data: Data, limit: int) -> Data:
     """``data`` where it has at most ``limit`` rows, else ``limit`` of them evenly spaced."""
     import numpy as np
 
-    from archfit.laws.inference.columns import subset
+    from archfit.laws.columns import subset
 
     n = len(data["loss"])
     return data if n <= limit else subset(data, np.linspace(0, n - 1, limit).astype(int))

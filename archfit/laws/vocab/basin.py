@@ -55,7 +55,7 @@ class VocabBasin(VocabularyLaw):
     def groups(self, data: Data, by: Any = None) -> tuple[np.ndarray, str]:
         """Bootstrap units: a run_id, else one (size, vocabulary), whose rows at several
         character counts are the checkpoints of one training run; ``by`` overrides."""
-        from archfit.laws.inference.columns import run_groups
+        from archfit.laws.columns import run_groups
 
         if by or "run_id" in data:
             return run_groups(data, by)

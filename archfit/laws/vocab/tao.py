@@ -37,7 +37,7 @@ TOKENS_PER_CHAR = (0.00639222, -0.15811069, 1.20470122)
 def training_data(data: Mapping[str, Any]) -> str:
     """The column a vocabulary law reads the training data from (``tokens`` where the table has
     it, else ``characters``), checked finite and positive."""
-    from archfit.laws.inference.columns import finite_positive
+    from archfit.laws.columns import finite_positive
 
     c = _data_column(data)
     finite_positive(c, data[c])
@@ -86,7 +86,7 @@ def sweep_residuals(law: Any, data: Data, constraints: Constraints | None
     (predicted less observed L_u, in ``law.param_names``' order; 1e3 where not finite)."""
     import numpy as np
 
-    from archfit.laws.inference.columns import require_spread
+    from archfit.laws.columns import require_spread
 
     amount = training_data(data)
     training_tokens(data)  # refuses characters it cannot count, before the search
@@ -138,7 +138,7 @@ class Vocab(VocabularyLaw):
     def groups(self, data: Data, by: Any = None) -> tuple[np.ndarray, str]:
         """Bootstrap units: a run_id, else one (size, vocabulary, width), whose rows at several
         character counts are the checkpoints of one training run; ``by`` overrides."""
-        from archfit.laws.inference.columns import run_groups
+        from archfit.laws.columns import run_groups
 
         if by or "run_id" in data:
             return run_groups(data, by)

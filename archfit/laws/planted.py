@@ -170,7 +170,7 @@ def lr_cell_recovery(noise: float, draws: int = 40, batch: bool = True
     cells with an interval), and the cells tried. ``batch`` False drops the batch column, so the
     losses at each rate are read as one curve averaged over the batches."""
     from archfit.laws.hyperparameters.lr_batch import cell_optima
-    from archfit.laws.inference.columns import columns
+    from archfit.laws.columns import columns
 
     ratios, covered, tried = [], [], 0
     for seed in range(draws):

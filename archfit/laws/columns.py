@@ -159,3 +159,15 @@ def _key(v: Any) -> Any:
     if isinstance(v, (float, np.floating)):
         return None if not math.isfinite(v) else round(float(v), 9)
     return v
+
+
+# ---------------------------------------------------------------- the loss's space
+def to_space(space: str, loss: Any) -> np.ndarray:
+    """A loss in a law's residual space (:attr:`archfit.laws.base.Law.loss_space`): its log,
+    or the loss itself for a law whose loss may be negative."""
+    with np.errstate(all="ignore"):
+        return np.log(np.asarray(loss, float)) if space == "log" else np.asarray(loss, float)
+
+
+def from_space(space: str, v: Any) -> np.ndarray:
+    return np.exp(v) if space == "log" else np.asarray(v, float)
