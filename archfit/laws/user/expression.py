@@ -163,34 +163,35 @@ def evaluate(tree: tuple[Any, ...], env: Mapping[str, Any]) -> Any:
 
 
 def evaluate_with_gradient(tree: tuple[Any, ...], env: Mapping[str, Any],
-                           wrt: Sequence[str]) -> tuple[Any, Any]:
+                           wrt: Sequence[str]) -> tuple[Any, dict[int, Any]]:
     """The expression at ``env`` and its derivatives in the names ``wrt`` (forward mode: each
-    node carries its value and its partials, shape ``(len(wrt), rows or 1)``; the usual rules
-    of sums, products, quotients, powers, exp, log, sqrt, and min/max by the argument that
-    wins). Exact where numeric differences are not, and one walk of the tree instead of one per
-    name. Returns ``(value, partials)``; arithmetic errors come back as inf or nan."""
+    node carries its value and its partials, ``{index in wrt: derivative}`` for the names it
+    depends on, a number or an array over the rows; the usual rules of sums, products,
+    quotients, powers, exp, log, sqrt, and min/max by the argument that wins). Exact where
+    numeric differences are not, and one walk of the tree instead of one per name. Returns
+    ``(value, partials)``; a name absent from ``partials`` does not move the value;
+    arithmetic errors come back as inf or nan."""
     import numpy as np
 
-    k = len(wrt)
     index = {n: i for i, n in enumerate(wrt)}
 
-    def add(a: Any, b: Any) -> Any:
-        return b if a is None else a if b is None else a + b
+    def add(a: dict[int, Any], b: dict[int, Any]) -> dict[int, Any]:
+        if not a or not b:
+            return a or b
+        out = dict(a)
+        for i, v in b.items():
+            out[i] = out[i] + v if i in out else v
+        return out
 
-    def scale(g: Any, f: Any) -> Any:
-        return None if g is None else g * f
+    def scale(g: dict[int, Any], f: Any) -> dict[int, Any]:
+        return {i: v * f for i, v in g.items()}
 
-    def walk(t: tuple[Any, ...]) -> tuple[Any, Any]:
+    def walk(t: tuple[Any, ...]) -> tuple[Any, dict[int, Any]]:
         kind = t[0]
         if kind == "num":
-            return t[1], None
+            return t[1], {}
         if kind == "name":
-            v = env[t[1]]
-            if t[1] not in index:
-                return v, None
-            g = np.zeros((k,) + (np.shape(v) or (1,)))  # (k, 1): broadcasts against rows
-            g[index[t[1]]] = 1.0
-            return v, g
+            return env[t[1]], ({index[t[1]]: 1.0} if t[1] in index else {})
         if kind == "neg":
             v, g = walk(t[1])
             return np.negative(v), scale(g, -1.0)
@@ -208,8 +209,7 @@ def evaluate_with_gradient(tree: tuple[Any, ...], env: Mapping[str, Any],
             for w, h in args[1:]:  # min and max: the partials of the argument that wins
                 first = (v <= w) if t[1] == "min" else (v >= w)
                 v = np.where(first, v, w)
-                if g is not None or h is not None:
-                    g = np.where(first, 0.0 if g is None else g, 0.0 if h is None else h)
+                g = {i: np.where(first, g.get(i, 0.0), h.get(i, 0.0)) for i in {*g, *h}}
             return v, g
         (a, ga), (b, gb) = walk(t[1]), walk(t[2])
         if kind == "+":
@@ -222,7 +222,8 @@ def evaluate_with_gradient(tree: tuple[Any, ...], env: Mapping[str, Any],
             q = a / b
             return q, add(scale(ga, 1.0 / b), scale(gb, -q / b))
         p = np.power(a, b)  # a^b: b a^(b-1) a' + a^b ln(a) b'
-        return p, add(scale(ga, b * np.power(a, b - 1.0)), scale(gb, p * np.log(a)))
+        return p, add(scale(ga, b * np.power(a, b - 1.0)) if ga else {},
+                      scale(gb, p * np.log(a)) if gb else {})
 
     with np.errstate(all="ignore"):
         return walk(tree)

@@ -173,13 +173,12 @@ class FormulaLaw(LossCurveLaw):
             value, partials = evaluate_with_gradient(self.expr.tree,
                                                      {**columns, **dict(zip(names, theta))},
                                                      names)
-            shape = (len(names), len(logL))
-            pred = np.broadcast_to(np.asarray(value, float), shape[1:])
+            pred = np.broadcast_to(np.asarray(value, float), logL.shape)
+            J = np.zeros((len(logL), len(names)))
             with np.errstate(all="ignore"):
-                J = (np.zeros(shape) if partials is None else
-                     np.broadcast_to(np.asarray(partials, float), shape) / pred).T
-                J = np.where(np.isfinite(J) & (pred > 0)[:, None], J, 0.0)  # resid's 1e3 rows
-            return J
+                for i, d in partials.items():
+                    J[:, i] = np.broadcast_to(np.asarray(d, float), logL.shape) / pred
+            return np.where(np.isfinite(J) & (pred > 0)[:, None], J, 0.0)  # resid's 1e3 rows
 
         rp = Reparam([(n, False) for n in names], constraints)
         bounds = [self.bounds_given.get(n, (-math.inf, math.inf)) for n in names] \
