@@ -186,7 +186,7 @@ def test_recommend_verdict_and_json_quote_one_depth_interval(correlated_sweep, c
 # ------------------------------------------------------------------ seed-stable verdicts
 @pytest.mark.slow  # seconds of training or a kernel: the fast suite stays under 2 minutes
 def test_five_seeds_give_one_verdict_at_a_threshold(monkeypatch):
-    import archfit.laws.inference.trust as trust
+    import archfit.laws.base as base
 
     df = dense_grid(seed=11)
     fits = [fit(df, "chinchilla", bootstrap=200, seed=s, heldout=False) for s in range(5)]
@@ -194,7 +194,7 @@ def test_five_seeds_give_one_verdict_at_a_threshold(monkeypatch):
     ratios = [spread(f.law_obj, f, target)["ratio"] for f in fits]
     # the threshold placed at the middle of what the seeds measure: the plain rule splits them
     limit = float(np.median(ratios))
-    monkeypatch.setattr(trust, "COMPUTE_CI_RATIO", (limit, math.inf))
+    monkeypatch.setattr(base, "COMPUTE_CI_RATIO", (limit, math.inf))  # a law's spread limits
     plain = ["weak" if r > limit else "informative" for r in ratios]
     verdicts = [f.verdict(target) for f in fits]
     print(f"\nN_opt CI ratios over 5 seeds {[round(r, 3) for r in ratios]}, threshold "
