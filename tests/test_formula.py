@@ -345,7 +345,6 @@ def test_twelve_exponents_on_100000_rows_end_in_seconds_under_1_gb(tmp_path):
     """Round nine's example: a formula of 12 power terms in 12 columns of noise, on 100,000
     rows, ends (here: with its verdict) within 60 s and 1 GB of memory (it ran for minutes,
     after a 2.6 GB MemoryError before that)."""
-    import resource
     import subprocess
     import sys
     import time
