@@ -123,8 +123,7 @@ def _kind_stages(req: RecommendRequest, fits: Fits, rec: Recommendation) -> Reco
     """The stage of each kind registered with one (:class:`archfit.laws.Kind`), applied to its
     fit where the request gives one; its record kept in ``rec.extras`` under the kind's role."""
     for kind in kinds():
-        f = fits.of(kind.base) if kind.stage is not None else None
-        if f is None or kind.stage is None:
+        if kind.stage is None or (f := fits.of(kind.base)) is None:
             continue
         record = kind.stage(StageContext(req, fits, f, rec))
         if not isinstance(record, Mapping):
