@@ -740,3 +740,20 @@ def test_experts_enough_is_the_reach_where_every_doubling_still_pays(k, at_reach
     notes = law.derived_notes(d, extra)
     assert any(n.startswith("E_enough@3e8: more experts help up to the runs' reach (E <= 512)")
                for n in notes) == at_reach
+
+
+def test_the_mixture_path_refuses_a_law_that_does_not_weigh_the_granularity():
+    """The mixture's choice weighs the loss over granularity and tokens: a moe-experts fit
+    (its loss reads the expert count, not the granularity) is refused in one line naming the
+    law that does, not used as if it were one."""
+    from archfit.errors import RecommendError
+    from archfit.laws.inference.fitting import fit
+    from archfit.recommending import RecommendRequest, recommend_sparse
+    from archfit.recommending.request import Experts, Target
+
+    f = fit(_planted("moe-experts", JOINT, "n_experts", (1, 4, 16), 0, 4, 3), law="moe-experts",
+            bootstrap=0)
+    with pytest.raises(RecommendError, match="chosen by a moe-granularity fit") as e:
+        recommend_sparse(RecommendRequest(Target(params=1e11),
+                                          experts=Experts(active_params=1e10, moe_law=f)))
+    assert "\n" not in str(e.value)

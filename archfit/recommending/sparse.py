@@ -447,9 +447,10 @@ def _split_fits(req: RecommendRequest) -> tuple[tuple[Fit, ...], Fit]:
 
 
 def _moe_law(law: Fit | str | None) -> Fit:
-    """The MoE law's fit (default :data:`DEFAULT_MOE_LAW`): a moe-granularity fit."""
+    """The MoE law's fit (default :data:`DEFAULT_MOE_LAW`): one whose loss reads the
+    granularity and the tokens (moe-granularity's does), which is what the choice weighs."""
     mf = load_fit(law or DEFAULT_MOE_LAW)
-    if mf.law_obj.name != "moe-granularity":
+    if not {"granularity", "tokens"} <= set(mf.law_obj.columns):
         raise RecommendError(f"{mf.label} is a {mf.law_obj.name} fit; the granularity is chosen "
                              "by a moe-granularity fit (krajewski2024, or your own: archfit fit "
                              "RUNS --law moe-granularity)")
