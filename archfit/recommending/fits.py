@@ -9,13 +9,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit, load_fit
-from archfit.laws.base import Law, ShapeLaw, kinds
-from archfit.laws.base import kind_of as law_kind
+from archfit.laws.base import Law, ShapeLaw, kind_of, kinds
 
 
-def kind_of(fit: Fit) -> type[Law]:
-    """The base (kind) a fit's law subclasses."""
-    return law_kind(fit.law_obj).base
+def base_of(fit: Fit) -> type[Law]:
+    """The base of the kind a fit's law is of (what :meth:`Fits.of` is asked for)."""
+    return kind_of(fit.law_obj).base
 
 
 @dataclass
@@ -31,8 +30,8 @@ class Fits:
         recommendation reads, with the shape law ``default_shape`` where none is given."""
         out: dict[type[Law], Fit] = {}
         for f in map(load_fit, fits):
-            kind = kind_of(f)
-            if not law_kind(kind).asked_by:  # a kind no recommendation reads (a loss curve)
+            kind = base_of(f)
+            if not kind_of(f.law_obj).asked_by:  # a kind no recommendation reads (loss curves)
                 read = [k.asked_by for k in kinds() if k.asked_by]
                 raise RecommendError(
                     f"a {f.law!r} fit ({f.name or 'file'}) says nothing about depth or width; "
@@ -59,7 +58,7 @@ class Fits:
 
     def with_fit(self, fit: Fit) -> Fits:
         """A copy with ``fit`` in place of its kind's."""
-        kind = kind_of(fit)
+        kind = base_of(fit)
         return Fits([f for f in self.items if not isinstance(f.law_obj, kind)] + [fit])
 
     def require(self, kind: type[Law], why: str) -> Fit:
