@@ -78,6 +78,25 @@ def _data_constrained(seed: int, truth: dict[str, float] = DATA_CONSTRAINED,
                          "loss": L * np.exp(rng.normal(0, 0.003, n))})
 
 
+# a data-overfit truth: Chinchilla's terms near Muennighoff et al.'s C4 fit and an overfitting
+# term of the size ScaleBench's training split of their runs shows (O 0.04, omega 0.85, rho 0.4)
+DATA_OVERFIT = dict(E=1.9, A=500.0, B=1500.0, alpha=0.35, beta=0.35, O=0.04, omega=0.85,
+                    rho=0.4)
+
+
+def _data_overfit(seed: int, truth: dict[str, float] = DATA_OVERFIT, n: int = 90
+                  ) -> pl.DataFrame:
+    """Runs of 1e7-3e9 parameters on 1e8-3e10 unique tokens repeated 1-200 times."""
+    rng = np.random.default_rng(seed)
+    N = 10 ** rng.uniform(7, 9.5, n)
+    U = 10 ** rng.uniform(8, 10.5, n)
+    D = U * rng.choice([1, 1, 2, 4, 8, 16, 40, 100, 200], n)
+    L = truth["E"] + truth["A"] / N ** truth["alpha"] + truth["B"] / D ** truth["beta"] \
+        + truth["O"] * (N / U) ** truth["omega"] * (D / U) ** truth["rho"]
+    return pl.DataFrame({"params": N, "tokens": D, "unique_tokens": U,
+                         "loss": L * np.exp(rng.normal(0, 0.003, n))})
+
+
 # a floor falling with size, a data exponent rising with it (0.29 at 1e9, 0.31 at 1e11)
 FARSEER = dict(a1=0.05, b1=-1.3, alpha=0.2, a2=0.2, b2=5.5, beta=0.2, a3=0.5, b3=0.4,
                gamma=-0.3)
@@ -176,6 +195,7 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
                         {"a": 30.0, "delta": 0.2, "alpha": 0.2, "gamma": -0.01, "b": 40.0,
                          "omega": -0.4, "beta": 0.18, "zeta": 0.02, "c": 1.4}),
     "data-constrained": _data_constrained,
+    "data-overfit": _data_overfit,
     "farseer": _farseer,
     "kaplan-n": _kaplan_n,
     "kaplan-nd": _kaplan_nd,

@@ -239,11 +239,11 @@ class Law:
         :attr:`conditions`, e.g. ``unique_tokens``)."""
         raise NotImplementedError(f"{self.name} is not a compute law")
 
-    def condition_report(self, params: Mapping[str, float], D: float, **conditions: Any
-                         ) -> dict[str, Any]:
-        """Compute laws with :attr:`conditions`: what training on ``D`` tokens under them
-        means, for the recommendation (the data-constrained law: epochs and what the last is
-        worth). Empty for a law without conditions."""
+    def condition_report(self, params: Mapping[str, float], D: float, N: float | None = None,
+                         **conditions: Any) -> dict[str, Any]:
+        """Compute laws with :attr:`conditions`: what training ``N`` parameters on ``D`` tokens
+        under them means, for the recommendation (the data-constrained law: epochs and what the
+        last is worth). Empty for a law without conditions."""
         return {}
 
     def ff_ratio(self, params: Mapping[str, float], N: float) -> float:

@@ -114,7 +114,7 @@ def resolve_target(t: Any, fits: Fits) -> Size:
     prov = cf.interval_provenance()
     for k in ("N_opt", "D_opt", "tokens_per_param"):
         info[f"{k}_ci"] = Interval.of(opt[f"{k}_ci"], prov)
-    info.update(cf.law_obj.condition_report(cf.params, float(d_opt), **cond))
+    info.update(cf.law_obj.condition_report(cf.params, float(d_opt), float(n_opt), **cond))
     if planned:
         from archfit.recommending.budget import inference_optimal, overtraining
 

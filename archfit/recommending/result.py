@@ -173,10 +173,10 @@ class Recommendation:
             if c.get("plan"):
                 lines += _plan_lines(c["plan"])
             if c.get("unique_tokens"):
+                worth = (f"; the last epoch's tokens are worth {c['last_epoch_value']:.0%} of "
+                         "fresh ones" if "last_epoch_value" in c else "")
                 lines += [f"  {'unique tokens':<22}{c['unique_tokens']:.4g}: {c['epochs']:.3g} "
-                          f"epochs; the last epoch's tokens are worth {c['last_epoch_value']:.0%} "
-                          "of fresh ones",
-                          f"  epochs: {c['epochs_pay']}"]
+                          f"epochs{worth}", f"  epochs: {c['epochs_pay']}"]
         lines += [f"target: {self.target_params:.4g} parameters ({self.target_convention})",
                   f"law: {self.law}: {self.law_formula}", f"     {self.law_source}"]
         dci = f" {ci['n_layer'].text(named=False)}" if ci.get("n_layer") else ""

@@ -2,4 +2,5 @@
 (:class:`~archfit.laws.ComputeLaw`), with Kaplan et al.'s loss curves
 (:class:`~archfit.laws.LossCurveLaw`)."""
 
-from archfit.laws.compute import chinchilla, data_constrained, farseer, kaplan  # noqa: F401  (registers them)
+from archfit.laws.compute import (  # noqa: F401  (registers them)
+    chinchilla, data_constrained, data_overfit, farseer, kaplan)

@@ -131,7 +131,7 @@ class DataConstrained(ComputeLaw):
             return compute_optimal(params, C)
         return super().compute_optimal(params, C, unique_tokens=unique_tokens)
 
-    def condition_report(self, params: Mapping[str, float], D: float,
+    def condition_report(self, params: Mapping[str, float], D: float, N: float | None = None,
                          unique_tokens: float | None = None) -> dict[str, Any]:
         return self.repetition(params, D, unique_tokens) if unique_tokens else {}
 
