@@ -37,7 +37,7 @@ def optimum(shape_fit: Fit, target: Size, opts: Options) -> tuple[float, float, 
 DEPTH_SPAN = (0.75, 1.3)  # candidate depths around the optimum (recommend --objective: wider)
 
 
-def candidates(N_ne: float, L_opt: float, ff: float, opts: Options,
+def candidates(N_ne: float, L_opt: float, ff: float, opts: Options, *,
                 span: tuple[float, float] = DEPTH_SPAN,
                 d_ff_rule: Callable[[int], int] | None = None) -> list[Shape]:
     if kaplan_width(N_ne, L_opt) < opts.step / 2:
@@ -91,7 +91,7 @@ def _finer(opts: Options, cands: list[Shape], err: Callable[[Shape], float]) -> 
             "--layers L --width W'")
 
 
-def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: float,
+def rank(cands: list[Shape], target: Size, shape_fit: Fit, *, L_opt: float, N_ne: float,
           opts: Options, notes: list[str],
           priced: Callable[[Shape], float | None] | None = None,
           ) -> tuple[Shape, list[dict[str, Any]], list[tuple[Shape, float | None]]]:
@@ -136,15 +136,16 @@ def rank(cands: list[Shape], target: Size, shape_fit: Fit, L_opt: float, N_ne: f
     rows.sort(key=lambda r: (not r["recommended"], r["loss_penalty"] if has_loss else
                              abs(math.log(r["n_layer"] / L_opt)), abs(r["rel_error"])))
     pen = [(s, loss[s] - loss[best] if has_loss else None) for s in within]  # type: ignore[operator]
-    _price_constraints(best, L_opt, N_ne, shape_fit, opts, notes, priced)
+    _price_constraints(best, L_opt=L_opt, N_ne=N_ne, shape_fit=shape_fit, opts=opts,
+                       notes=notes, priced=priced)
     return best, rows[: opts.top + 1], pen
 
 
 CONSTRAINT_NOTE = "the constraints"  # how the note on a depth moved by constraints begins
 
 
-def _price_constraints(best: Shape, L_opt: float, N_ne: float, shape_fit: Fit, opts: Options,
-                       notes: list[str],
+def _price_constraints(best: Shape, *, L_opt: float, N_ne: float, shape_fit: Fit,
+                       opts: Options, notes: list[str],
                        priced: Callable[[Shape], float | None] | None = None) -> None:
     """A note when the width step (head_dim, --tp, --kv-heads, --multiple-of) moves the depth
     more than 10% from the law's optimum, with the predicted loss cost where the law has one."""

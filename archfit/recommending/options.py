@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Callable, NamedTuple, Sequence
 
 from archfit.errors import FitInputError, RecommendError
@@ -45,15 +46,37 @@ class Size(NamedTuple):
     compute: dict[str, Any] | None
 
 
-def options_for(kw: dict[str, Any]) -> Options:
-    """The options of one plan, from its resolved values (the request's, else the family's or
-    the runs'); a value none of them makes sane (a vocabulary read from a fit, say) is refused
-    in one line."""
+@dataclass(frozen=True)
+class Plan:
+    """One way to build the request, resolved: what every plan shares (the block's fields, the
+    vocabulary and context: given, else the runs', else the family's; the candidates to keep;
+    the d_ff multiple) and what plans try in turn (the head split and the width step)."""
+
+    block: Mapping[str, Any]
+    vocab_size: int
+    n_ctx: int
+    top: int
+    ff_multiple: int | None = None
+    head_dim: int = 128
+    multiple_of: int = 128
+    tp: int | None = None
+    n_kv_head: int | None = None
+
+    def heads(self, head_dim: int, multiple_of: int, tp: int | None, n_kv_head: int | None
+              ) -> Plan:
+        """This plan with another head split and width step."""
+        return replace(self, head_dim=head_dim, multiple_of=multiple_of, tp=tp,
+                       n_kv_head=n_kv_head)
+
+
+def options_for(plan: Plan) -> Options:
+    """The options of one plan; a value none of its sources makes sane (a vocabulary read
+    from a fit, say) is refused in one line."""
     for name in ("head_dim", "multiple_of", "vocab_size", "n_ctx", "top"):
-        v = kw[name]
+        v = getattr(plan, name)
         if not (isinstance(v, int) and v > 0):
             raise RecommendError(f"{name} must be a positive whole number, got {v!r}")
-    head_dim, multiple_of, tp = kw["head_dim"], kw["multiple_of"], kw["tp"]
+    head_dim, multiple_of, tp = plan.head_dim, plan.multiple_of, plan.tp
     if multiple_of % head_dim and head_dim % multiple_of:
         raise RecommendError(f"head_dim {head_dim} does not divide the width multiple "
                              f"{multiple_of} (nor the reverse); e.g. use --multiple-of "
@@ -62,10 +85,10 @@ def options_for(kw: dict[str, Any]) -> Options:
     step = math.lcm(multiple_of, head_dim)
     if tp:
         step = math.lcm(step, head_dim * tp)
-    base = {k: kw[k] for k in ARCH_FIELDS if k in kw}
-    ff_multiple = kw["ff_multiple"] or multiple_of
-    return Options(base, head_dim, multiple_of, step, kw["n_kv_head"], tp, kw["top"],
-                   ff_multiple)
+    fields = {**plan.block, "vocab_size": plan.vocab_size, "n_ctx": plan.n_ctx}
+    base = {k: fields[k] for k in ARCH_FIELDS if k in fields}
+    return Options(base, head_dim, multiple_of, step, plan.n_kv_head, tp, plan.top,
+                   plan.ff_multiple or multiple_of)
 
 
 def given_fits(fit: Any) -> list[Any]:
@@ -148,7 +171,7 @@ def _ff(ff_ratio: float | str, fits: Fits, N: float, notes: list[str]) -> float:
 
 
 def ff_rule(ff_ratio: float | str, d_ff_rule: Callable[[int], int] | None,
-             fits: Fits, N: float, opts: Options, notes: list[str]
+             fits: Fits, *, N: float, opts: Options, notes: list[str]
              ) -> tuple[float, Callable[[int], int] | None]:
     """The ff ratio and the d_ff rule: a framework's, Llama's exactly, or none."""
     if d_ff_rule is None and ff_ratio == "llama":  # Llama's d_ff rule (archfit.formats owns it)

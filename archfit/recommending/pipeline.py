@@ -21,8 +21,8 @@ from archfit.laws import ComputeLaw, Fit, MoELaw, ShapeLaw, VocabularyLaw, kinds
 from archfit.laws.published import DEFAULT_COMPUTE_LAW, DEFAULT_SHAPE_LAW
 from archfit.recommending.candidates import candidates, optimum, rank
 from archfit.recommending.fits import Fits
-from archfit.recommending.options import (Size, ff_rule, given_fits,
-                                          options_for, resolve_target)
+from archfit.recommending.options import (Plan, Size, ff_rule, given_fits, options_for,
+                                          resolve_target)
 from archfit.recommending.recipe import recipe_for
 from archfit.recommending.request import KEYWORDS, WIDTH_STEP, RecommendRequest
 from archfit.recommending.result import Recommendation
@@ -66,29 +66,31 @@ def recommend(params: float | RecommendRequest | None = None, **options: Any) ->
     if (vf := fits.of(VocabularyLaw)) is not None:
         notes.append(f"the vocabulary fit {vf.label}{UNREAD_VOCAB_FIT}")
     arch = _architecture(req.block.family, fits.shape, notes)
-    kw, plans = _plans(req, arch, fits.shape, notes)
+    plans = _plans(req, arch, fits.shape, notes)
     target = resolve_target(req.target, fits)
-    opts = options_for({**kw, **plans[0], "tp": None, "n_kv_head": None})  # heads aside
+    first = plans[0]
+    opts = options_for(first.heads(first.head_dim, first.multiple_of, None, None))  # heads aside
     ff, rule = ff_rule(arch.ff_ratio if req.block.ff_ratio is None else req.block.ff_ratio,
-                       req.block.d_ff_rule, fits, target.value, opts, notes)
+                       req.block.d_ff_rule, fits, N=target.value, opts=opts, notes=notes)
     shape_fit = fits.shape
     L_opt, d_opt, N_ne = optimum(shape_fit, target, opts)
     near, priced = _near(shape_fit, N_ne, req.grid.tolerance, notes)
     if near is not None and near["centre_from"] != shape_fit.label:  # the set's centre
         L_opt, d_opt = near["centre"], kaplan_width(N_ne, near["centre"])
     try:
-        best, rows, pen, plan = _build(N_ne, L_opt, ff, rule, kw, plans, req, target,
-                                       shape_fit, notes, priced)
+        best, rows, pen, plan = _build(N_ne, L_opt, ff, rule, plans=plans, req=req,
+                                       target=target, shape_fit=shape_fit, notes=notes,
+                                       priced=priced)
     except RecommendError as e:
-        raise RecommendError(_unbuildable(e, req, target, kw)) from None
+        raise RecommendError(_unbuildable(e, req, target, first)) from None
     if plan != plans[0]:
         notes.append(_plan_note(arch, plans[0], plan))
     ci = _optimum_ci(shape_fit, N_ne, notes)
     _penalty_cis(rows, near, shape_fit, N_ne, best)
     notes += [w] if (w := _below_data(shape_fit, N_ne)) else []
     t = req.target
-    verdict = _verdict(shape_fit, N_ne, fits, t.compute,
-                       req.strict, {"unique_tokens": t.unique_tokens}
+    verdict = _verdict(shape_fit, N_ne, fits, compute=t.compute, strict=req.strict,
+                       conditions={"unique_tokens": t.unique_tokens}
                        if t.unique_tokens is not None else None)
     law = shape_fit.law_obj
     src = shape_fit.source or (", ".join(i.get("path", "") for i in shape_fit.inputs)
@@ -162,8 +164,7 @@ def _vocabulary_auto(req: RecommendRequest) -> Recommendation:
     return out
 
 
-def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
-                 kw: dict[str, Any]) -> str:
+def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size, plan: Plan) -> str:
     """Why no shape could be built, with the flags the size came from: a total size below the
     narrowest shape's embeddings says so (no width step is to blame), else the error as it
     was."""
@@ -179,15 +180,15 @@ def _unbuildable(e: RecommendError, req: RecommendRequest, target: Size,
         law = (target.compute or {}).get("law", "the compute law")
         origin = (f"{flag[0]} {flag[1]:g} with --compute {t.compute:g}" if flag else
                   f"--compute {t.compute:g}") + f" ({law})"
-    vocab, narrow = kw["vocab_size"], FINER_WIDTHS[-1][1]
-    embeddings = vocab * narrow * (1 if kw["tied_embeddings"] else 2)
+    vocab, narrow = plan.vocab_size, FINER_WIDTHS[-1][1]
+    embeddings = vocab * narrow * (1 if plan.block["tied_embeddings"] else 2)
     if target.total and target.value <= embeddings:
         return (f"{target.value:.3g} parameters (embeddings counted) is less than the "
                 f"embeddings alone of the narrowest shape ({embeddings:,}: vocab {vocab:,} x "
                 f"width {narrow}); the size comes from {origin}: give a larger budget or fewer "
                 "tokens per parameter, or a smaller --vocab")
-    block = {k: kw[k] for k in ("mlp", "position", "norm", "bias", "tied_embeddings")}
-    smallest = Shape(n_layer=1, d_model=narrow, n_head=1, vocab_size=vocab, n_ctx=kw["n_ctx"],
+    block = {k: plan.block[k] for k in ("mlp", "position", "norm", "bias", "tied_embeddings")}
+    smallest = Shape(n_layer=1, d_model=narrow, n_head=1, vocab_size=vocab, n_ctx=plan.n_ctx,
                      **block).params_non_embedding
     if not target.total and target.value < smallest:
         return (f"{target.value:.3g} non-embedding parameters is below the smallest shape "
@@ -237,37 +238,37 @@ def _fits(req: RecommendRequest) -> Fits:
 
 
 def _plans(req: RecommendRequest, arch: Architecture, fit: Fit | None, notes: list[str]
-           ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The options every plan shares (the block, vocabulary and context: given, else the
-    runs', else the family's) and the plans to try in turn: the family's head split and the
-    default width step, then finer ones (or the heads and widths given)."""
+           ) -> list[Plan]:
+    """The plans to try in turn, sharing the block, vocabulary and context (given, else the
+    runs', else the family's): the family's head split and the default width step, then finer
+    ones (or the heads and widths given)."""
     g = req.grid
     given = g.vocab_size if isinstance(g.vocab_size, int) else None  # "auto": resolved above
     vocab_size, n_ctx = runs_vocab_and_context(fit, given, g.n_ctx, notes, arch)
     block = {k: arch.fields[k] if v is None else v for k, v in req.block.overrides().items()}
-    kw = dict(vocab_size=vocab_size, n_ctx=n_ctx, n_kv_head=None, tp=None, top=g.top,
-              ff_multiple=req.block.ff_multiple, **block)
+    shared = Plan(block=block, vocab_size=vocab_size, n_ctx=n_ctx, top=g.top,
+                  ff_multiple=req.block.ff_multiple)
     heads = (arch.head_plans() if g.tp is None and g.n_kv_head is None else
              [_given_heads(arch, g.tp, g.n_kv_head)])
     widths = ([(g.head_dim or WIDTH_STEP, g.multiple_of or WIDTH_STEP)]
               if g.head_dim is not None or g.multiple_of is not None else FINER_WIDTHS)
-    plans = [dict(head_dim=h, multiple_of=m, tp=t, n_kv_head=k) for h, m in widths
-             for t, k in heads]
-    options_for({**kw, **plans[0]})  # what was given, with the family's rest: one line if wrong
-    return kw, plans
+    plans = [shared.heads(h, m, t, k) for h, m in widths for t, k in heads]
+    options_for(plans[0])  # what was given, with the family's rest: one line if wrong
+    return plans
 
 
-def _build(N_ne: float, L_opt: float, ff: float, rule: Callable[[int], int] | None,
-           kw: dict[str, Any], plans: list[dict[str, Any]], req: RecommendRequest, target: Size,
-           shape_fit: Fit, notes: list[str], priced: Callable[[Shape], float | None] | None
-           ) -> tuple[Shape, list[dict[str, Any]], Any, dict[str, Any]]:
+def _build(N_ne: float, L_opt: float, ff: float, rule: Callable[[int], int] | None, *,
+           plans: list[Plan], req: RecommendRequest, target: Size, shape_fit: Fit,
+           notes: list[str], priced: Callable[[Shape], float | None] | None
+           ) -> tuple[Shape, list[dict[str, Any]], Any, Plan]:
     """The pick, the ranked alternatives and the priced candidates of the first plan (the
     family's head split, and widths) the size allows; and that plan."""
     for i, plan in enumerate(plans):
-        opts = options_for({**kw, **plan})
+        opts = options_for(plan)
         try:
-            cands = candidates(N_ne, L_opt, ff, opts, req.grid.depth_span, rule)
-            best, rows, pen = rank(cands, target, shape_fit, L_opt, N_ne, opts, notes, priced)
+            cands = candidates(N_ne, L_opt, ff, opts, span=req.grid.depth_span, d_ff_rule=rule)
+            best, rows, pen = rank(cands, target, shape_fit, L_opt=L_opt, N_ne=N_ne, opts=opts,
+                                   notes=notes, priced=priced)
             return best, rows, pen, plan
         except RecommendError:
             if i == len(plans) - 1:
@@ -324,15 +325,15 @@ def _given_heads(arch: Architecture, tp: int | None, kv: int | None
 FINER_WIDTHS = [(128, 128), (64, 64), (32, 32), (16, 16)]
 
 
-def _plan_note(arch: Architecture, wanted: dict[str, Any], got: dict[str, Any]) -> str:
+def _plan_note(arch: Architecture, wanted: Plan, got: Plan) -> str:
     """Why the family's head split (or the default width step) was not kept: the widths it
     needs are too coarse for a shape within 2% near the optimum at this size."""
-    def split(p: dict[str, Any]) -> str:
-        heads = (f"heads a multiple of {p['tp']} (--tp {p['tp']}) and {p['n_kv_head']} kv heads"
-                 if p["tp"] else "one kv head per head, no tensor-parallel constraint")
-        return f"head_dim {p['head_dim']}, {heads}"
+    def split(p: Plan) -> str:
+        heads = (f"heads a multiple of {p.tp} (--tp {p.tp}) and {p.n_kv_head} kv heads"
+                 if p.tp else "one kv head per head, no tensor-parallel constraint")
+        return f"head_dim {p.head_dim}, {heads}"
 
-    step = wanted["head_dim"] * (wanted["tp"] or 1)
+    step = wanted.head_dim * (wanted.tp or 1)
     return (f"the {arch.name} family's {split(wanted)} need widths in steps of {step:,}, which "
             f"leave no shape within 2% near the optimum at this size: built with {split(got)} "
             "(give --head-dim, --tp and --kv-heads to choose)")
@@ -481,7 +482,7 @@ def suggest(fit: Any, N: float, batch: int = 4, budget_frac: float = 0.3
     return d, None
 
 
-def _verdict(shape_fit: Fit, N: float, fits: Fits, compute: float | None,
+def _verdict(shape_fit: Fit, N: float, fits: Fits, *, compute: float | None,
              strict: bool, conditions: dict[str, Any] | None = None) -> Any:
     """The shape law's verdict at N, merged with the compute law's at the budget (under its
     ``conditions``); an uninformative one warns (or, ``strict``, raises)."""

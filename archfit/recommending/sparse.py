@@ -199,8 +199,8 @@ def recommend_sparse(req: RecommendRequest, compare: bool = False) -> SparseReco
     # the routers are active parameters: the backbone is sized without them, the pick rebuilt
     router = _routers(pick.shape, active, e.n_experts)
     rec = _backbone_rec(req, max(active - router, 1.0), pick.tokens)
-    shape = _sparse(rec.shape, total, pick.granularity, e.n_experts, e.top_k,
-                    e.n_shared_experts, exact)
+    shape = _sparse(rec.shape, total, pick.granularity, n_experts=e.n_experts, top_k=e.top_k,
+                    shared=e.n_shared_experts, exact=exact)
     notes = _count_notes(shape, total, active, e)
     its = tokens[flops_pick.granularity][1]  # how the FLOPs pick's tokens were set
     token_rule = tokens[pick.granularity][1] if objective == "loss" or len(priced) == 1 else (
@@ -253,7 +253,8 @@ def _candidates(base: Shape, total: float, searched: list[float], e: Any, exact:
     shapes, refused = {}, None
     for G in searched:
         try:
-            shapes[G] = _sparse(base, total, G, e.n_experts, e.top_k, e.n_shared_experts, exact)
+            shapes[G] = _sparse(base, total, G, n_experts=e.n_experts, top_k=e.top_k,
+                                shared=e.n_shared_experts, exact=exact)
         except RecommendError as err:
             refused = err
     if not shapes:
@@ -477,7 +478,7 @@ def _published() -> set[str]:
     return set(PUBLISHED)
 
 
-def _sparse(base: Shape, total: float, G: float, n_experts: int | None, top_k: int | None,
+def _sparse(base: Shape, total: float, G: float, *, n_experts: int | None, top_k: int | None,
             shared: int, exact: bool = False) -> Shape:
     """The backbone with its MLP split into experts of width d_ff / G (a multiple of
     :data:`EXPERT_MULTIPLE`, or with ``exact`` the nearest whole width: a granularity given

@@ -233,7 +233,7 @@ def trade(table: Any, *, by: str = "variant", baseline: str = "uniform",
                                 "left out")
             continue
         _check_plans(pairs)
-        one = _one(v, pairs, loss, curve_of, target_loss, gpu)
+        one = _one(v, pairs, loss, curve_of=curve_of, target=target_loss, gpu=gpu)
         report.variants.append(one)
         if target_loss is not None and curve_of and one.steps_to_loss is None:
             report.notes.append(f"{v}: no pair of runs reaches the target loss "
@@ -278,7 +278,7 @@ def _step_s(r: dict[str, Any]) -> float | None:
     return t / n if t and n else None
 
 
-def _one(v: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]], loss: str,
+def _one(v: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]], loss: str, *,
          curve_of: dict[str, list[tuple[int, float]]], target: float | None, gpu: str
          ) -> VariantTrade:
     plan = pairs[0][0].get("plan") or v

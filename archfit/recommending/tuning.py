@@ -151,7 +151,8 @@ def plan(target: float, sizes: list[float], *, tokens_per_param: float | None = 
         depth = proxy_depth(sizes)
         notes.insert(0, f"the proxies' depth {depth}, the default shape law's optimum at their "
                      "middle size (at least 2)")
-    raw = spec(target, sizes, tpp, depth, ctx, rates, batches, name, family)
+    raw = spec(target, sizes, tpp=tpp, depth=depth, ctx=ctx, rates=rates, batches=batches,
+               name=name, family=family)
     _check_as_sweep_plan_would(raw)
     return TunePlan(target, sizes, tpp, depth, ctx, rates, batches, published, raw, notes)
 
@@ -181,7 +182,7 @@ def proxy_depth(sizes: list[float]) -> int:
     return max(2, round(f.law_obj.optimum(f.params, mid)[0]))
 
 
-def spec(target: float, sizes: list[float], tpp: float, depth: int, ctx: int,
+def spec(target: float, sizes: list[float], *, tpp: float, depth: int, ctx: int,
          rates: list[float], batches: list[int], name: str | None, family: str
          ) -> dict[str, Any]:
     """The sweep spec (TOML-ready): the proxies in the target's block, every rate at every
