@@ -76,6 +76,36 @@ def compute_optimal(p: Mapping[str, float], C: float) -> tuple[float, float]:
     return n0, c6 / n0
 
 
+def sizes_tokens_unique(name: str, data: Data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(N, D, U) of a repeated-data sweep, U at most D; refused in one line unless the sizes
+    and the token counts both vary."""
+    import numpy as np
+
+    from archfit.laws.columns import varies
+
+    if not varies(data["params"]) or not varies(data["tokens"]):
+        raise FitError(f"{name} needs runs of different sizes N and token counts D")
+    N, D = data["params"], data["tokens"]
+    return N, D, np.minimum(data["unique_tokens"], D)
+
+
+def fresh_starts(N: np.ndarray, D: np.ndarray, U: np.ndarray, logL: np.ndarray,
+                 k: int = 3) -> np.ndarray:
+    """Chinchilla's ``k`` best starts (ln A, ln B, alpha, beta, ln E) on the runs that see
+    every token once (on every run where fewer than 6 do, or they do not vary in N and D)."""
+    import numpy as np
+
+    from archfit.laws.columns import varies
+    from archfit.laws.inference.optimize import HuberLSE
+
+    fresh = U >= D
+    keep = fresh if fresh.sum() >= 6 and varies(N[fresh]) and varies(D[fresh]) \
+        else np.ones_like(fresh)
+    h = HuberLSE(np.log(np.stack([N[keep], D[keep]], 1)), logL[keep], HUBER_DELTA)
+    base = h.projected_starts(rp=None)
+    return base[np.argsort(np.asarray(h.objective(base)))[:k]]
+
+
 def epoch_value(p: Mapping[str, float], D: float, U: float) -> float:
     """What the last repeated token is worth against a fresh one: e^(-R_D / R_D*), R_D the
     repeats so far (1 for unique data)."""
@@ -158,13 +188,9 @@ class DataConstrained(ComputeLaw):
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
-        from archfit.laws.columns import varies
-        from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq, log_sum_exp
+        from archfit.laws.inference.optimize import Reparam, huber_lsq, log_sum_exp
 
-        if not varies(data["params"]) or not varies(data["tokens"]):
-            raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
-        N, D = data["params"], data["tokens"]
-        U = np.minimum(data["unique_tokens"], D)
+        N, D, U = sizes_tokens_unique(self.name, data)
         if not np.any(U < D):
             raise FitError(f"{self.name} needs runs that repeat data (unique_tokens below "
                            "tokens) to fit R_D* and R_N*; with every token unique use "
@@ -194,14 +220,7 @@ class DataConstrained(ComputeLaw):
             starts = [np.array([np.log(A), np.log(B), al, be, np.log(max(E, 1e-12)),
                                 np.log(rd), np.log(rn)])]
         else:  # Chinchilla's starts on the runs that do not repeat, times a grid of decays
-            fresh = U >= D
-            keep = fresh if fresh.sum() >= 6 and varies(N[fresh]) and varies(D[fresh]) \
-                else np.ones_like(fresh)
-            h = HuberLSE(np.log(np.stack([N[keep], D[keep]], 1)), logL[keep], HUBER_DELTA)
-            base = h.projected_starts(rp=None)
-            vals = np.asarray(h.objective(base))
-            base = base[np.argsort(vals)[:3]]  # (ln A, ln B, alpha, beta, ln E)
-            starts = [np.concatenate([b, np.log([rd, rn])]) for b in base
+            starts = [np.concatenate([b, np.log([rd, rn])]) for b in fresh_starts(N, D, U, logL)
                       for rd in RATE_STARTS for rn in RATE_STARTS]
         th = huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale if constraints else None)
         p = rp.public(th)

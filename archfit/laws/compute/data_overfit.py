@@ -113,20 +113,15 @@ class DataOverfit(ComputeLaw):
                                f"{cost:.3g} nats here" if math.isfinite(best) else
                                f"{D / U:.3g} epochs; the fit finds no rise with more epochs")}
 
-    def more_derived(self, params: Mapping[str, float]) -> dict[str, float]:
-        return {}
-
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
                   full: bool = True, constraints: Constraints | None = None) -> Estimate:
         import numpy as np
 
         from archfit.laws.columns import varies
-        from archfit.laws.inference.optimize import HuberLSE, Reparam, huber_lsq, log_sum_exp
+        from archfit.laws.compute.data_constrained import fresh_starts, sizes_tokens_unique
+        from archfit.laws.inference.optimize import Reparam, huber_lsq, log_sum_exp
 
-        if not varies(data["params"]) or not varies(data["tokens"]):
-            raise FitError(f"{self.name} needs runs of different sizes N and token counts D")
-        N, D = data["params"], data["tokens"]
-        U = np.minimum(data["unique_tokens"], D)
+        N, D, U = sizes_tokens_unique(self.name, data)
         if not varies(D / U):
             raise FitError(f"{self.name} needs runs that repeat data different numbers of "
                            "times (tokens / unique_tokens) to fit its overfitting term; with "
@@ -155,13 +150,8 @@ class DataOverfit(ComputeLaw):
             starts = [np.array([math.log(max(v[n], 1e-12)) if lg else v[n]
                                 for n, lg in self.SPEC])]
         else:  # Chinchilla's starts on the runs that do not repeat, times the term's starts
-            fresh = U >= D
-            keep = fresh if fresh.sum() >= 6 and varies(N[fresh]) and varies(D[fresh]) \
-                else np.ones_like(fresh)
-            h = HuberLSE(np.log(np.stack([N[keep], D[keep]], 1)), logL[keep], HUBER_DELTA)
-            base = h.projected_starts(rp=None)
-            base = base[np.argsort(np.asarray(h.objective(base)))[:3]]
-            starts = [np.concatenate([b, o]) for b in base for o in OVERFIT_STARTS]
+            starts = [np.concatenate([b, o]) for b in fresh_starts(N, D, U, logL)
+                      for o in OVERFIT_STARTS]
         th = huber_lsq(resid, starts, rp, HUBER_DELTA, constraints.scale if constraints else None,
                        jac=jac)
         p = rp.public(th)
