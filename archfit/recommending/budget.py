@@ -23,9 +23,7 @@ from typing import Any, Callable, Mapping
 from scipy.optimize import brentq, minimize_scalar
 
 from archfit.errors import RecommendError
-from archfit.interval import Interval
 from archfit.laws import ComputeLaw, Fit
-from archfit.numbers import draw_ends
 
 INFERENCE_FLOPS = "2 N FLOPs per token served (the forward pass; N in the compute law's convention)"
 MAX_DRAWS = 200  # parameter draws behind each interval (the first this many of the fit's)
@@ -102,19 +100,18 @@ def inference_at(law: Any, p: Mapping[str, float], C: float, T: float) -> dict[s
 def _with_intervals(fit: Fit, point: dict[str, float],
                     at: Callable[[Mapping[str, float]], dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = dict(point)
-    draws = fit.draws()[:MAX_DRAWS]
+    draws = fit.draws()
     rows = []
-    for d in draws:
+    for d in draws[:MAX_DRAWS]:
         try:
             rows.append(at(d))
         except (ValueError, OverflowError, ZeroDivisionError, RuntimeError):
             continue
-    prov = fit.interval_provenance()
+    prov = draws.provenance
     if len(rows) >= 20 and prov:
         prov = {**prov, "method": f"{prov['method']} (the first {len(rows)} draws)"}
         for k in point:
-            ends = draw_ends([r[k] for r in rows], min_count=20)
-            out[f"{k}_ci"] = Interval.of(ends, prov) if ends is not None else None
+            out[f"{k}_ci"] = draws.interval([r[k] for r in rows], min_count=20, provenance=prov)
     else:
         out["interval_note"] = ("no interval: the fit carries no parameter draws (fit your own "
                                 "runs with --bootstrap to get one)")

@@ -30,7 +30,6 @@ from typing import Any
 
 from archfit.errors import RecommendError
 from archfit.laws import Fit
-from archfit.numbers import draw_ends
 from archfit.shapes import Shape
 
 # expert widths are multiples of this (kernels and tensor parallelism like round widths)
@@ -240,10 +239,10 @@ def pick_intervals(fit: Fit, pick: Priced, flops_pick: Priced, law_tokens: bool,
         N = float(flops_pick.shape.params_active_non_embedding)
         ds = [d for d in (law.optimal_tokens(p, N, flops_pick.granularity)  # type: ignore[attr-defined]
                           for p in draws) if np.isfinite(d) and d > 0]
-        if (ends := draw_ends(ds, level)) is not None:
+        if (ends := draws.ends(ds, level)) is not None:
             scale = pick.tokens / flops_pick.tokens
-            out["tokens"] = Interval.of((ends[0] * scale, ends[1] * scale),
-                                        fit.interval_provenance(), level)
+            out["tokens"] = Interval.of((ends[0] * scale, ends[1] * scale), draws.provenance,
+                                        level)
     return out
 
 

@@ -168,8 +168,8 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
                              "fit a learning-rate sweep with --law lr-batch")
     at = law.lr_at if what == "lr" else law.batch_at
     value = at(fit.params, N, D)
-    draws = [at(d, N, D) for d in fit.draws()]
-    interval = _draw_interval(draws, fit)
+    draws = fit.draws().values(lambda d: at(d, N, D))
+    interval = fit.draws().interval(draws, min_count=RECIPE_MIN_DRAWS)
     given = _kind(fit.name or "")
     span = (fit.diagnostics or {}).get("span") or {}
     top, most = span.get("params_max"), span.get("tokens_max")
@@ -188,6 +188,8 @@ def _fitted(fit: Fit, what: str, N: float, D: float, published: dict[str, Any]
                      + ", ".join(f"{k} {v:.3g}" for k, v in published["each"].items()))}
 
 
+# a recipe's interval needs 20 draws with a value (its 2.5% tail then has at least half a draw)
+RECIPE_MIN_DRAWS = 20
 # the factors off the optimum whose loss penalty an lr-batch-surface recipe states
 PENALTY_FACTORS = (("lr", 2.0), ("lr", 0.5), ("batch_tokens", 4.0), ("batch_tokens", 0.25))
 
@@ -200,6 +202,7 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
     D0 = fit.extra.get("tokens") or D  # a fit at one token count answers at its tokens
     point = law.optimum_point(fit.params, N, D0)
     draws = [law.optimum_point(p, N, D0) for p in fit.draws()]
+    over = fit.draws()
 
     reach = {fit.label: {"params": (fit.diagnostics.get("span") or {}).get("params_max"),
                          "tokens": D0, "source": "the largest size of the grid it was fitted on"}}
@@ -207,7 +210,8 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
     reach[fit.label]["factor"] = N / top if top else None
     for what in ("lr", "batch_tokens"):
         r[what] = {**r[what], "value": point[what], "law": fit.label, "provenance": "fitted",
-                   "interval": _draw_interval([d[what] for d in draws], fit),
+                   "interval": over.interval([d[what] for d in draws],
+                                             min_count=RECIPE_MIN_DRAWS),
                    "reach": reach,
                    "note": "the centre of the fitted basin in ln lr and ln batch"
                            + ("" if fit.extra.get("uses_tokens") else
@@ -216,23 +220,14 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
             r[what].pop(key, None)
     r["surface"] = {
         "loss": {"value": point["loss"],
-                 "interval": _draw_interval([d["loss"] for d in draws], fit),
+                 "interval": over.interval([d["loss"] for d in draws],
+                                           min_count=RECIPE_MIN_DRAWS),
                  "convention": "predicted loss at the recipe's rate and batch (nats/token)"},
         "penalties": [{"knob": k, "factor": f, "value": law.penalty(fit.params, k, f, D0),
-                       "interval": _draw_interval([law.penalty(p, k, f, D0)
-                                                   for p in fit.draws()], fit)}
+                       "interval": over.interval(lambda p, k=k, f=f: law.penalty(p, k, f, D0),
+                                                 min_count=RECIPE_MIN_DRAWS)}
                       for k, f in PENALTY_FACTORS],
         "law": fit.label, "provenance": "fitted"}
-
-
-def _draw_interval(values: list[float], fit: Fit) -> Interval | None:
-    """The 95% interval of a quantity over a fit's parameter draws (the percentiles of its
-    finite values, archfit.numbers.draw_ends: the one convention), or None with fewer than 20."""
-    from archfit.numbers import draw_ends
-
-    v = [x for x in values if math.isfinite(x)]
-    ends = draw_ends(v) if len(v) >= 20 else None
-    return Interval.of(ends, fit.interval_provenance()) if ends else None
 
 
 def _with_width(iv: Interval | None) -> Interval | None:

@@ -11,13 +11,16 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archfit.errors import FitError, FitInputError
 from archfit.io import atomic_write, jsonable
 from archfit.laws.base import Law, get_law
 from archfit.laws.published import PUBLISHED
 from archfit.laws.inference.trust import Trust
+
+if TYPE_CHECKING:
+    from archfit.laws.inference.draws import Draws
 
 FIT_SCHEMA = "archfit.fit/1"
 
@@ -87,20 +90,33 @@ class Fit:
         return self.verdict().to_dict()
 
     # ------------------------------------------------------------------ inference
-    def draws(self) -> list[dict[str, float]]:
-        """Parameter draws behind every interval: the bootstrap's resamples, else (a fit with a
-        covariance and no bootstrap) 1000 draws from the Wald normal, else none."""
+    def draws(self) -> Draws:
+        """Parameter draws behind every interval (:class:`~archfit.laws.inference.draws.Draws`,
+        with their provenance): the bootstrap's resamples, else (a fit with a covariance and no
+        bootstrap) 1000 draws from the Wald normal, else none. Made once per fit and kept while
+        its samples and covariance are the same objects."""
+        from archfit.laws.inference.draws import Draws
+
+        samples = (self.bootstrap or {}).get("samples") or {}
+        key = (self.law, id(self.bootstrap), id(samples), len(next(iter(samples.values()), ())),
+               id(self.cov), tuple(self.params.items()), self.source,
+               tuple(i.get("path", "") for i in self.inputs))
+        cached = self.__dict__.get("_draws")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         law = self.law_obj
         out = self.bootstrap_params()
-        if out or not self.cov:
-            return out
-        import numpy as np
+        if not out and self.cov:
+            import numpy as np
 
-        names = list(law.param_names)
-        rng = np.random.default_rng(0)
-        X = rng.multivariate_normal([self.params[n] for n in names], np.asarray(self.cov, float),
-                                    1000, check_valid="ignore")
-        return [dict(zip(names, map(float, x))) for x in X if np.all(np.isfinite(x))]
+            names = list(law.param_names)
+            rng = np.random.default_rng(0)
+            X = rng.multivariate_normal([self.params[n] for n in names],
+                                        np.asarray(self.cov, float), 1000, check_valid="ignore")
+            out = [dict(zip(names, map(float, x))) for x in X if np.all(np.isfinite(x))]
+        draws = Draws(out, self.interval_provenance())
+        self.__dict__["_draws"] = (key, draws)
+        return draws
 
     def interval_provenance(self) -> dict[str, Any] | None:
         """Where the intervals over this fit's draws come from (:mod:`archfit.interval`):
@@ -153,12 +169,10 @@ class Fit:
         Wald from the covariance; a published fit without samples gives its stated 95% CI."""
         if not 0 < alpha < 1:
             raise FitInputError(f"alpha must be between 0 and 1 (e.g. 0.05), got {alpha}")
-        from archfit.numbers import draw_ends
-
         draws = self.draws()
         out: dict[str, tuple[float, float] | None] = {}
         for n in self.law_obj.param_names:
-            ends = draw_ends([d[n] for d in draws], 1 - alpha)
+            ends = draws.ends([d[n] for d in draws], 1 - alpha)
             if ends is not None:
                 out[n] = (ends[0], ends[1])
             elif abs(alpha - 0.05) < 1e-12 and self.ci.get(n):
@@ -272,8 +286,6 @@ class Fit:
         ``conditions``, e.g. ``{"unique_tokens": U}``). This is the one computation of those
         intervals: ``recommend``, the verdict (:meth:`Law.spread`) and every JSON read it.
         ``values`` adds ``_values``: each quantity's draws."""
-        from archfit.numbers import draw_ends
-
         law = self.law_obj
         cond = dict(conditions or {})
         names = law.answer_names
@@ -281,7 +293,8 @@ class Fit:
             raise FitError(f"{law.name} has no optimum (a {law.role} law)")
         point = law.answer(self.params, N, **cond)
         cols: list[list[float]] = [[] for _ in names]
-        for p in self.draws():
+        draws = self.draws()
+        for p in draws:
             try:
                 v = law.answer(p, N, **cond)
             except (ValueError, OverflowError, ZeroDivisionError):
@@ -293,7 +306,7 @@ class Fit:
         for i, n in enumerate(names):
             out[n] = point[i]
             vals = cols[i]
-            out[f"{n}_ci"] = draw_ends(vals, 1 - alpha)
+            out[f"{n}_ci"] = draws.ends(vals, 1 - alpha)
         if values:
             out["_values"] = dict(zip(names, cols))
         return out
