@@ -503,3 +503,21 @@ def test_every_train_config_field_has_its_help_once_and_the_cli_and_specs_read_i
     with pytest.raises(SpecError, match=r"train.batch_size: must be greater than zero.*"
                                         r"\(batch_size: Sequences per optimizer step"):
         sw.load_spec(str(p))
+
+
+def test_a_runs_peak_memory_is_its_own_not_its_parents():
+    """A process that holds 800 MB starts a fresh Python: getrusage's ru_maxrss there still
+    reports the parent's 800 MB (Linux keeps it across exec), the trainer's own_peak_rss the
+    child's own (about 40 MB: Python, numpy and the trainer's module), under half of that."""
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("VmHWM is Linux's")
+    held = np.ones(100_000_000)  # 800 MB, touched
+    child = ("import resource; from archfit.train.loop import own_peak_rss; "
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, own_peak_rss())")
+    inherited, own = map(int, subprocess.run([sys.executable, "-c", child], capture_output=True,
+                                             text=True, check=True).stdout.split())
+    assert held.nbytes == 800_000_000 and inherited > held.nbytes
+    assert own < held.nbytes / 2

@@ -370,9 +370,7 @@ def _finish(s: _Session, t_wall: float) -> RunResult:
         if peak and r.tokens_per_s:
             r.mfu = fpt * r.tokens_per_s / peak
     else:
-        import resource
-
-        r.peak_memory_bytes = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        r.peak_memory_bytes = own_peak_rss()
     if r.status == "ok":
         s.save(done_steps)
     r.wall_s = time.perf_counter() - t_wall
@@ -439,3 +437,22 @@ def train(cfg: TrainConfig, run_dir: str | None = None,
             import torch.distributed
 
             torch.distributed.destroy_process_group()
+
+
+def own_peak_rss() -> int:
+    """This process's peak resident memory in bytes: Linux's VmHWM, the peak of its own
+    address space since exec. Not getrusage's ru_maxrss, which keeps the forking process's peak
+    across exec (a run trained in a worker of a large process would report the parent's).
+    Elsewhere ru_maxrss, in bytes on macOS and KiB on the other Unixes."""
+    import resource
+    import sys
+
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024
