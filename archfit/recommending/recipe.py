@@ -201,8 +201,8 @@ def _surface(fit: Fit, N: float, D: float, r: dict[str, Any]) -> None:
     law: Any = fit.law_obj
     D0 = fit.extra.get("tokens") or D  # a fit at one token count answers at its tokens
     point = law.optimum_point(fit.params, N, D0)
-    draws = [law.optimum_point(p, N, D0) for p in fit.draws()]
     over = fit.draws()
+    draws = [law.optimum_point(p, N, D0) for p in over]
 
     reach = {fit.label: {"params": (fit.diagnostics.get("span") or {}).get("params_max"),
                          "tokens": D0, "source": "the largest size of the grid it was fitted on"}}

@@ -32,6 +32,10 @@ RATE_STARTS = (20 / 3, 40 / 3, 20.0)
 # carry no measurement of the decay
 PUBLISHED_R_D = 15.4
 MAX_MEASURED_EPOCHS = 1.0 + PUBLISHED_R_D * math.log(1000.0)
+# the domains of Chinchilla's terms in the repeated-data laws (E may be 0: a floor the runs
+# do not reach is no floor)
+TERM_DOMAINS = {"E": (0.0, None, False), "A": (0.0, None, True), "B": (0.0, None, True),
+                "alpha": (0.0, None, True), "beta": (0.0, None, True)}
 
 
 def _g(p: Mapping[str, float]) -> float:
@@ -129,9 +133,7 @@ class DataConstrained(ComputeLaw):
     min_sizes = 3
     default_targets = (1e21, 1e24)
     bounds = {"E": (0.0, None)}
-    domains = {"E": (0.0, None, False), "A": (0.0, None, True), "B": (0.0, None, True),
-               "alpha": (0.0, None, True), "beta": (0.0, None, True),
-               "R_D": (0.0, None, True), "R_N": (0.0, None, True)}
+    domains = {**TERM_DOMAINS, "R_D": (0.0, None, True), "R_N": (0.0, None, True)}
     supports_ties = True
     # the internal vector: (ln A, ln B, alpha, beta, ln E, ln R_D*, ln R_N*)
     SPEC = (("A", True), ("B", True), ("alpha", False), ("beta", False), ("E", True),

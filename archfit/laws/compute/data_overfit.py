@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from archfit.errors import FitError
 from archfit.laws.base import HUBER_DELTA, ComputeLaw, Constraints, Data, Estimate, register
+from archfit.laws.compute.data_constrained import TERM_DOMAINS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,9 +75,7 @@ class DataOverfit(ComputeLaw):
     min_sizes = 3
     default_targets = (1e21, 1e24)
     bounds = {"E": (0.0, None)}
-    domains = {"E": (0.0, None, False), "A": (0.0, None, True), "B": (0.0, None, True),
-               "alpha": (0.0, None, True), "beta": (0.0, None, True),
-               "O": (0.0, None, True), "omega": (None, None, False),
+    domains = {**TERM_DOMAINS, "O": (0.0, None, True), "omega": (None, None, False),
                "rho": (None, None, False)}
     supports_ties = True
     # the internal vector: (ln A, ln B, alpha, beta, ln E, ln O, omega, rho)
