@@ -113,6 +113,43 @@ def _farseer(seed: int, truth: dict[str, float] = FARSEER, noise: float = 0.002
     return pl.DataFrame(rows)
 
 
+# Chinchilla's form with alpha = beta: at each budget the loss is symmetric in ln N about
+# N_opt = G (C/6)^(1/2), G = (A/B)^(1/(2 alpha)) (Hoffmann et al. eq. 4)
+ISOFLOP_TRUTH = dict(E=1.7, A=400.0, B=1600.0, alpha=0.3, beta=0.3)
+
+
+def isoflop_sweep(seed: int, budgets: tuple[float, ...] = (1e18, 1e19, 1e20, 1e21),
+                  sizes: int = 7, half_width: float = 1.5, noise: float = 0.003,
+                  truth: dict[str, float] = ISOFLOP_TRUTH) -> pl.DataFrame:
+    """An isoFLOP sweep of ``truth``: at each budget, ``sizes`` sizes log-spaced within
+    ``half_width`` in ln N of its optimum, each on D = C / (6 N) tokens."""
+    rng = np.random.default_rng(seed)
+    G = (truth["A"] / truth["B"]) ** (1 / (2 * truth["alpha"]))
+    rows = []
+    for C in budgets:
+        n_opt = G * math.sqrt(C / 6)
+        for x in np.linspace(-half_width, half_width, sizes):
+            N = n_opt * math.exp(x)
+            D = C / (6 * N)
+            loss = truth["E"] + truth["A"] / N ** truth["alpha"] + truth["B"] / D ** truth["beta"]
+            rows.append(dict(params=N, tokens=D, loss=loss * math.exp(rng.normal(0, noise))))
+    return pl.DataFrame(rows)
+
+
+def curve_points(seed: int, sizes: int = 21, noise: float = 0.002,
+                 truth: dict[str, float] = ISOFLOP_TRUTH) -> pl.DataFrame:
+    """Every logged point of runs of 1e7-1e9 parameters, each to 2e3 tokens per parameter,
+    on ``truth``'s L(N, D): the rows the envelope reads."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, N in enumerate(np.logspace(7, 9, sizes)):
+        for D in np.logspace(math.log10(N), math.log10(2e3 * N), 120):
+            loss = truth["E"] + truth["A"] / N ** truth["alpha"] + truth["B"] / D ** truth["beta"]
+            rows.append(dict(run_id=f"r{i}", params=float(N), tokens=float(D),
+                             loss=loss * math.exp(rng.normal(0, noise))))
+    return pl.DataFrame(rows)
+
+
 def _lr_sweep(seed: int) -> pl.DataFrame:
     from archfit.laws.planted import lr_sweep
 
@@ -197,6 +234,8 @@ EXAMPLES: dict[str, Callable[[int], pl.DataFrame]] = {
     "data-constrained": _data_constrained,
     "data-overfit": _data_overfit,
     "farseer": _farseer,
+    "isoflop": isoflop_sweep,
+    "envelope": curve_points,
     "kaplan-n": _kaplan_n,
     "kaplan-nd": _kaplan_nd,
     "chinchilla": lambda seed: pl.from_pandas(_chinchilla(seed)[0]),

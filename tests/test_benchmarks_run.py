@@ -45,3 +45,11 @@ def test_the_verdict_calibration_bench_runs_on_every_shipped_sweep(repo):
     for sweep in ("chinchilla", "marin-dclm", "marin-comma", "marin-nemotron", "gemstones-cool"):
         assert f"left out {sweep}" in out, out
     assert "15 backtests" in out, out
+
+
+@pytest.mark.slow
+def test_the_isoflop_bench_checks_each_mix_on_marins_own_optimum(repo):
+    out = _bench(repo, "bench_isoflop_marin.py", "--bootstrap", "20")
+    for mix in ("dclm", "comma", "nemotron"):
+        assert f"{mix}: " in out, out
+    assert out.count("approach 2 (isoflop)") == 3 and out.count("Marin's N ") == 4, out

@@ -254,7 +254,7 @@ def catalogue(d: Path) -> list[tuple[list[str], str]]:
         (["plot", str(d / "thin.json"), str(d / "lev.csv"), "--map", "loss=nope", "-o",
           str(d / "folder")], "no column 'nope'"),
         (["plot", str(d / "thin.json"), "--reference", "epoch2024", "-o", str(d / "folder")],
-         "has no optimal depth"),
+         "answers another question than"),
         (["plot", str(d / "thin.json"), "--format", "gif"], "Invalid value"),
         (["laws", "--bogus"], "No such option"),
         (["demo", "--spec", str(d / "nope.toml")], "no such sweep spec"),

@@ -123,7 +123,7 @@ def test_plot_overlays_a_reference_and_refuses_a_loss_law(tmp_path, cli, levine_
             "--json")
     assert r.exit_code == 0, r.output
     r = cli("plot", p, "--reference", "epoch2024", "-o", tmp_path / "f")
-    assert r.exit_code == 2 and "has no optimal depth" in r.output
+    assert r.exit_code == 2 and "answers another question than" in r.output
 
 
 def test_python_recommend_warns_on_an_uninformative_fit_and_strict_raises(levine_synthetic):

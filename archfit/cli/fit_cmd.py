@@ -107,6 +107,9 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
                    "starts, its coefficients solved for each).")
 @click.option("--bounds", "bounds", multiple=True, metavar="PARAM=LOW:HIGH",
               help="With --formula: a parameter's bounds (repeatable; default: none).")
+@click.option("--exclude", "excludes", multiple=True, metavar="COLUMN=PATTERN",
+              help="Leave out the rows whose COLUMN matches the regular expression PATTERN, "
+                   "e.g. --exclude Name=validation-optimal (repeatable).")
 @click.option("--dedupe", is_flag=True, help="Drop rows that are exact duplicates.")
 @click.option("--size-tolerance", type=float, default=None,
               help="Runs within this fraction of a size class's smallest run are one size "
@@ -129,7 +132,7 @@ def parse_prior(text: str | None) -> tuple[str | None, dict[str, float]]:
 @click.option("--force", is_flag=True, help="Replace an existing --out that is not a fit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the artifact as JSON.")
 def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixes, ties, prior,
-        formulas, starts, bounds, dedupe, size_tolerance, by, pool_groups, group, mlp,
+        formulas, starts, bounds, excludes, dedupe, size_tolerance, by, pool_groups, group, mlp,
         vocab_size, tied_embeddings, ff_ratio, force, as_json):
     """Fit a scaling law to tables of runs (parquet, CSV or JSONL; globs allowed).
 
@@ -172,7 +175,7 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
         check_output(out, "fit artifact", inputs=expand_paths(files), force=force,
                      ours=is_fit_artifact)
-    table = _runs(files, maps, group, by, law, formulas, drop_highest_loss)
+    table = _runs(files, maps, group, by, law, formulas, drop_highest_loss, excludes)
     for n in table.notes:
         click.echo(f"note: {n}", err=True)
 
@@ -201,7 +204,8 @@ def fit(files, law, maps, out, bootstrap, seed, targets, drop_highest_loss, fixe
 
 
 def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...], by: str | None,
-          law: str, formulas: tuple[str, ...], drop_highest_loss: int) -> Any:
+          law: str, formulas: tuple[str, ...], drop_highest_loss: int,
+          excludes: tuple[str, ...] = ()) -> Any:
     """The runs to fit, read from ``files``, less the ``drop_highest_loss`` highest-loss ones.
     A unigram-normalized loss is negative for a good model: kept for a law that reads one (or
     for --law auto to weigh); the fit drops it, with a note, for every other law."""
@@ -211,12 +215,21 @@ def _runs(files: tuple[str, ...], maps: tuple[str, ...], group: tuple[str, ...],
     from archfit.laws.user import formula_names
     from archfit.sweep.store import read_runs
 
+    if law != AUTO and not formulas and get_law(law).reads_curves:
+        from archfit.sweep.store import read_checkpoints
+
+        if group or by or drop_highest_loss or excludes:
+            raise click.UsageError(f"--law {law} reads loss curves: --group, --by, "
+                                   "--drop-highest-loss and --exclude take run tables")
+        return read_checkpoints(files, parse_map(maps))
     signed = not formulas and (law == AUTO or get_law(law).signed_loss)
     laws = LAWS.values() if law == AUTO or formulas else [get_law(law)]
     own = [c for lw in laws for c in own_columns(lw)]  # a registered kind's law's columns
     table = read_runs(files, parse_map(maps), keep=[*group, *([by] if by else [])] or None,
                       keep_flags={by: "--by"} if by else None, signed_loss=signed,
-                      optional=[*formula_names(formulas), *dict.fromkeys(own)])
+                      optional=[*formula_names(formulas), *dict.fromkeys(own)],
+                      exclude=parse_pairs(excludes, "--exclude", "Name=validation",
+                                          "COLUMN=PATTERN"))
     if drop_highest_loss:
         if drop_highest_loss < 0 or drop_highest_loss >= table.frame.height:
             raise click.BadParameter(f"{drop_highest_loss} is not between 0 and the number of "

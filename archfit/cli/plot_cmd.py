@@ -79,9 +79,10 @@ def plot(fit_file, data, out_dir, fmt, maps, target, references, known, force, a
         rec = recommend(target, fit=fit)
     refs = [load_fit(r) for r in references]
     for r in refs:
-        if not isinstance(r.law_obj, ShapeLaw):
-            raise ArchfitError(f"--reference {r.label}: a {r.law} fit has no optimal depth to "
-                               "draw; give a shape-law fit (e.g. levine2020)")
+        if r.law_obj.target_kind != fit.law_obj.target_kind or r.law_obj.target_kind is None:
+            raise ArchfitError(f"--reference {r.label}: a {r.law} fit answers another "
+                               f"question than {fit.label}; give a fit of its kind (shape "
+                               "laws: levine2020; compute laws: chinchilla, isoflop, envelope)")
     paths = draw_all(fit, out_dir, fmt, data=frame, target=target, recommended=rec,
                      references=refs)
     notes = [] if data or not fit.inputs else [

@@ -313,21 +313,35 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
         return
     crows = [r for r in rows if r.get("role") == "compute"]
     if crows:
-        click.echo(wrap(f"compute laws at {compute:.3g} FLOPs (C = 6 N D); 95% CI, fitted: "
-                        "percentiles over each fit's parameter draws, '-' where a fit has none"))
-        click.echo(f"{'law':<20}{'N_opt':>10}{'95% CI':>21}{'D_opt':>10}{'D/N':>7}{'95% CI':>14}"
+        click.echo(wrap(f"compute laws at {compute:.3g} FLOPs (C = 6 N D, or the FLOP column a "
+                        "fit read); 95% CI, fitted: percentiles over each fit's parameter draws, "
+                        "'-' where a fit has none"))
+        click.echo(f"{'law':<21}{'N_opt':>10}{'95% CI':>21}{'D_opt':>10}{'D/N':>7}{'95% CI':>14}"
                    "  verdict")
         for r in crows:  # D/N: tokens per parameter
             if "error" in r:
-                click.echo(wrap(f"{r['law']:<20}{'-':>10}{'-':>21}{'-':>10}{'-':>7}{'-':>14}  "
+                click.echo(wrap(f"{r['law']:<21}{'-':>10}{'-':>21}{'-':>10}{'-':>7}{'-':>14}  "
                                 f"{r['error']}"))
                 continue
             nci, tci = r["N_opt_ci"], r["tokens_per_param_ci"]
             nci = nci.text(named=False) if nci else "-"
             tci = tci.text(named=False) if tci else "-"
-            click.echo(f"{r['law']:<20}{r['N_opt']:>10.3g}{nci:>21}{r['D_opt']:>10.3g}"
+            click.echo(f"{_law_cell(r['law'])}{r['N_opt']:>10.3g}{nci:>21}{r['D_opt']:>10.3g}"
                        f"{r['tokens_per_param']:>7.3g}{tci:>14}  {_mark(r['verdict'])}")
         click.echo("D/N: training tokens per parameter")
+        click.echo(wrap("\nexponent a = d ln N_opt / d ln C there (95% CI over each fit's "
+                        "draws), and which of Hoffmann et al. 2022's approaches each law is:"))
+        for r in crows:
+            if "error" in r:
+                continue
+            aci = r["exponent_ci"].text(".3f", named=False) if r.get("exponent_ci") else "-"
+            click.echo(f"{_law_cell(r['law'])}  a {r['exponent']:.3f} {aci:<16}  approach "
+                       f"{r['approach']}")
+        used = next((r for r in crows if r.get("used")), None)
+        if used is not None:
+            click.echo(wrap(f"the answer (recommend --compute without --compare) uses "
+                            f"{used['law']}: {used['why']}; give another first with --fit to "
+                            "build from it"))
         click.echo("\nshape laws, at N_opt of the compute law given (default epoch2024):")
     click.echo(f"{'law':<22}{'layers':>7}{'d_model':>9}{'optimum':>9}{'95% CI':>18}"
                f"{'near-optimal':>14}  verdict")
@@ -353,6 +367,14 @@ def _compare_table(params, compute, rows, as_json):  # type: ignore[no-untyped-d
     if any(r.get("verdict") == "uninformative" for r in rows):
         click.echo("* uninformative: the evidence does not support that row's answer; "
                    "--json gives the reasons")
+
+
+def _law_cell(label: str, width: int = 21) -> str:
+    """A law's label in its column: on a line of its own when longer than the column."""
+    if len(label) < width:
+        return f"{label:<{width}}"
+    click.echo(label)
+    return " " * width
 
 
 def _mark(verdict: str) -> str:

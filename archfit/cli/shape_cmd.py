@@ -249,8 +249,22 @@ def _print_shape(s: Shape) -> None:
 
 
 @click.command()
-@click.option("--params", "target", type=NUMBER, required=True,
+@click.option("--params", "target", type=NUMBER, default=None,
               help="Target non-embedding parameters (Kaplan's N), e.g. 50M or 1e8.")
+@click.option("--compute", type=NUMBER_LIST, default=None,
+              help="An isoFLOP sweep instead: FLOP budgets (C = 6 N D), e.g. 1e18,3e18,1e19; "
+                   "at each, --sizes sizes about its predicted optimum, on C / (6 N) tokens.")
+@click.option("--sizes", type=INT, default=7, show_default=True,
+              help="With --compute: sizes per budget.")
+@click.option("--spread", type=NUMBER, default=4.0, show_default=True,
+              help="With --compute: sizes from N_opt / SPREAD to N_opt x SPREAD.")
+@click.option("--fit", "fit_file", default=None, metavar="FIT",
+              help="With --compute: centre each budget on this compute-law fit's N_opt "
+                   "(default: 20 tokens per parameter, Hoffmann et al.'s ratio).")
+@click.option("--out", "out", default=None, metavar="SPEC.toml",
+              help="With --compute: write the sweep spec here (atomically) for 'archfit sweep "
+                   "plan' and 'sweep run'.")
+@click.option("--force", is_flag=True, help="With --out: replace an existing file.")
 @click.option("--depths", type=INT_LIST, default=None, help="Depths, e.g. 1,2,4,8,16.")
 @click.option("--ff-ratios", type=NUMBER_LIST, default="4", show_default=True,
               help="d_ff/d_model ratios, e.g. 2,4,8.")
@@ -266,16 +280,32 @@ def _print_shape(s: Shape) -> None:
               help="Largest relative error accepted.")
 @shape_options(*ARCH_FIELDS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head, multiple,
-         tolerance, as_json, **arch):
-    """Iso-parameter family: for each depth, the width closest to the target size.
+def grid(target, compute, sizes, spread, fit_file, out, force, depths, ff_ratios, aspect_ratios,
+         fixed_width, head_dim, n_head, multiple, tolerance, as_json, **arch):
+    """Iso-parameter family: for each depth, the width closest to the target size; or, with
+    --compute, an isoFLOP sweep written as a sweep spec.
 
-    Example: archfit grid --params 50e6 --depths 1,2,4,8,16 --ff-ratios 2,4,8
+    \b
+    Examples:
+      archfit grid --params 50e6 --depths 1,2,4,8,16 --ff-ratios 2,4,8
+      archfit grid --compute 1e18,3e18,1e19 --sizes 7 --out sweeps/isoflop.toml
     """
     if head_dim is not None and n_head is not None:
         raise click.UsageError("give --head-dim or --n-head, not both")
     if head_dim is None and n_head is None:
         head_dim = 64
+    if compute is not None:
+        if target is not None or depths is not None or fixed_width is not None:
+            raise click.UsageError("--compute plans an isoFLOP sweep: drop --params, --depths "
+                                   "and --fixed-width")
+        _isoflop_grid(compute, sizes, spread, fit_file, out, force, ff_ratios, aspect_ratios,
+                      head_dim, n_head, multiple, as_json, pick(arch, ARCH_FIELDS))
+        return
+    if target is None:
+        raise click.UsageError("give --params (an iso-parameter family) or --compute (an "
+                               "isoFLOP sweep)")
+    if out or fit_file or force:
+        raise click.UsageError("--out, --force and --fit go with --compute")
     chosen = [x is not None for x in (depths, aspect_ratios)].count(True)
     if chosen == 0:
         raise click.UsageError("give --depths (e.g. 2,4,8,16) or --aspect-ratios (e.g. 32,64,128)")
@@ -315,3 +345,49 @@ def grid(target, depths, ff_ratios, aspect_ratios, fixed_width, head_dim, n_head
     for m in members:
         if not m.within_tolerance:
             click.echo(f"note: depth {m.n_layer}: {m.note}")
+
+
+def _isoflop_grid(compute, sizes, spread, fit_file, out, force, ff_ratios, aspect_ratios,
+                  head_dim, n_head, multiple, as_json, base) -> None:  # type: ignore[no-untyped-def]
+    """``grid --compute``: the plan as a table (or JSON), and the spec written to ``out``."""
+    from archfit.sweep.isoflop_plan import DEFAULT_ASPECT, isoflop_spec, plan_isoflop
+
+    if len(ff_ratios) != 1 or (aspect_ratios and len(aspect_ratios) != 1):
+        raise click.UsageError("--compute takes one --ff-ratios and one --aspect-ratios value")
+    centre, where = None, "20 tokens per parameter (Hoffmann et al. 2022; assumed)"
+    if fit_file:
+        from archfit.laws import load_fit
+
+        f = load_fit(fit_file)
+        if f.law_obj.target_kind != "compute":
+            raise click.BadParameter(f"{fit_file}: a {f.law} fit answers no FLOP budget; give "
+                                     "a compute-law fit (chinchilla, isoflop)",
+                                     param_hint="--fit")
+        centre = lambda C: f.law_obj.compute_optimal(f.params, C)[0]  # noqa: E731
+        where = f"N_opt of {f.label} (fitted)"
+    aspect = aspect_ratios[0] if aspect_ratios else DEFAULT_ASPECT
+    runs = plan_isoflop(compute, sizes, spread, centre=centre, aspect_ratio=aspect,
+                        ff_ratio=ff_ratios[0], head_dim=head_dim, n_head=n_head,
+                        multiple=multiple, **base)
+    desc = (f"isoFLOP sweep: {len(compute)} budgets, {sizes} sizes each from N_opt / "
+            f"{spread:g} to N_opt x {spread:g} about {where}; D = C / (6 N), N non-embedding")
+    if out:
+        import tomli_w
+
+        from archfit.io import atomic_write, check_output
+
+        check_output(out, "sweep spec", force=force)
+        model = {k: v for k, v in base.items() if v is not None}
+        raw = isoflop_spec(runs, "isoflop", desc, model)
+        atomic_write(out, tomli_w.dumps(raw))
+    rows = [r.row() for r in runs]
+    if as_json:
+        emit_json({"description": desc, "runs": rows, "spec": out})
+        return
+    print_table(rows, [("budget_flops", "C (FLOPs)"), ("n_layer", "layers"),
+                       ("d_model", "d_model"), ("n_head", "heads"), ("d_ff", "d_ff"),
+                       ("params_non_embedding", "non-emb params"), ("tokens", "tokens"),
+                       ("tokens_per_param", "D / N")],
+                title=wrap(desc))
+    if out:
+        click.echo(f"wrote {out}: archfit sweep plan {out}")

@@ -89,6 +89,9 @@ class Figure(NamedTuple):
     title: str
     draw: Callable[..., Any]
     when: Callable[[Any], bool] | None = None
+    # draw(fit, ax, data, references=...) also takes other fits of the law's kind (plot
+    # --reference): drawn beside this one
+    references: bool = False
 
 
 class Law:
@@ -142,6 +145,19 @@ class Law:
     # positive) or "linear" (the loss itself: the vocabulary law's unigram-normalized loss,
     # negative for a good model)
     loss_space: ClassVar[str] = "log"
+    # its rows are every logged point of every run's loss curve (``--law envelope``), read by
+    # :func:`archfit.sweep.store.read_checkpoints`, not one row per run
+    reads_curves: ClassVar[bool] = False
+    approach: ClassVar[str] = ""  # compute laws: Hoffmann et al. 2022's approach it is
+    # entries of param_names the fit sets rather than fits (isoflop's reference budget): not
+    # counted as parameters (AIC, degrees of freedom)
+    constants: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def n_fitted(self) -> int:
+        """How many of its parameters the data fit (:attr:`param_names` less
+        :attr:`constants`)."""
+        return len(self.param_names) - len(self.constants)
 
     # ------------------------------------------------------------------ fitting (numpy)
     def fit_point(self, data: Data, start: np.ndarray | None = None, *,
@@ -221,6 +237,23 @@ class Law:
         """A law-specific held-out check, or None for the generic one (laws with a loss model:
         fit on all but the largest ~20% of sizes, predict those runs with 95% intervals)."""
         return None
+
+    def span_extra(self, data: Data) -> dict[str, Any]:
+        """What the fit's span records beyond sizes and tokens (isoflop: its budgets)."""
+        return {}
+
+    def reach_refusal(self, extra: Mapping[str, Any], columns: Mapping[str, Any]) -> str | None:
+        """Why the fit (its estimate's ``extra``) refuses to predict the rows ``columns``, or
+        None: every law predicts anywhere by default (isoflop: on its budgets only)."""
+        return None
+
+    def heldout_split(self, data: Data) -> tuple[np.ndarray, list[float], str]:
+        """The held-out check's test rows (a mask), what they are at, and its axis: the
+        largest ~20% of the size classes, at N, by default."""
+        from archfit.laws.columns import heldout_split
+
+        mask, sizes = heldout_split(data)
+        return mask, sizes, "N"
 
     def applies(self, frame: Any) -> bool:
         """Whether ``--law auto`` should consider this law for a table that has its columns
@@ -406,6 +439,8 @@ class ComputeLaw(Law):
 
     role = "compute"
     predicts_loss = True
+    # which of Hoffmann et al. 2022's three readings of a compute sweep it is
+    approach = "3: a parametric L(N, D)"
     answer_names = ("N_opt", "D_opt", "tokens_per_param")
     target_kind = "compute"
     spread_of = ("N_opt", "N_opt", "flops_max", " FLOPs")

@@ -99,6 +99,22 @@ def class_labels(data: Data) -> np.ndarray:
     return size_classes(data["params"], data.get("target_params"))
 
 
+def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float]]:
+    """The rows of the largest ~``frac`` of the size classes (at least 2, never more than a
+    third of them), as (test mask, the held-out sizes: each class's median N)."""
+    N = np.asarray(data["params"], float)
+    key = class_labels(data)
+    sizes = np.unique(key)  # labels grow with size
+    # at least 2 classes (one held-out size says nothing of a trend), at most a third (the
+    # fit keeps two thirds of the sizes to extrapolate from)
+    k = min(max(2, int(round(frac * len(sizes)))), len(sizes) // 3)
+    if k < 1:
+        return np.zeros(len(N), bool), []
+    top = sizes[-k:]
+    mask = np.isin(key, top)
+    return mask, sorted({float(np.median(N[key == t])) for t in top})
+
+
 def subset(data: Data, mask: np.ndarray) -> Data:
     return {k: v[mask] for k, v in data.items()}
 

@@ -217,10 +217,15 @@ def residuals(fit: Fit) -> Any:
     return fig
 
 
-def law_figure(fit: Fit, spec: Figure, data: Any = None) -> Any:
-    """A law's own figure: its ``draw`` on one axis, titled and sized like the rest."""
+def law_figure(fit: Fit, spec: Figure, data: Any = None, references: Sequence[Fit] = ()
+               ) -> Any:
+    """A law's own figure: its ``draw`` on one axis, titled and sized like the rest (with the
+    ``references`` beside it, for a figure that draws them)."""
     fig, ax = pyplot().subplots(figsize=FIGSIZE)
-    spec.draw(fit, ax, data)
+    if spec.references:
+        spec.draw(fit, ax, data, references=references)
+    else:
+        spec.draw(fit, ax, data)
     ax.set_title(fit_title(fit, spec.title), fontsize=10)
     fig.tight_layout()
     return fig
@@ -230,7 +235,8 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
              target: float | None = None, recommended: Any = None,
              references: Sequence[Fit] = ()) -> list[str]:
     """Write every figure the fit's law lists; returns their paths. ``references``: other
-    shape-law fits drawn beside this one on the optimal-depth figure."""
+    fits of its kind drawn beside this one (shape laws: on the optimal-depth figure; compute
+    laws: on a figure of N_opt against the budget)."""
     if fmt not in FORMATS:
         raise ArchfitError(f"unknown figure format {fmt!r}; use {', '.join(FORMATS)}")
     generic: dict[str, Callable[[], Any]] = {
@@ -241,7 +247,7 @@ def draw_all(fit: Fit, out_dir: str, fmt: str = "png", data: Any = None,
     paths = []
     for name, spec in _figure_specs(fit):
         if isinstance(spec, Figure):
-            fig = law_figure(fit, spec, data)
+            fig = law_figure(fit, spec, data, references)
         elif spec in generic:
             fig = generic[spec]()
         else:

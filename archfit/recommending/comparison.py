@@ -67,9 +67,15 @@ def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]
     laws = given + [(f, n) for n in PUBLISHED if n not in names
                     for f in [load_fit(n)] if isinstance(f.law_obj, ComputeLaw)]
     rows = []
-    for f, label in laws:
+    for i, (f, label) in enumerate(laws):
+        # what recommend builds from: the first compute fit given, else the default
+        used = i == 0
         row: dict[str, Any] = {"law": label, "role": "compute", "formula": f.law_obj.formula,
-                               "N_convention": f.conventions.get("params", "as fitted")}
+                               "N_convention": f.conventions.get("params", "as fitted"),
+                               "approach": f.law_obj.approach, "used": used,
+                               "why": ("" if not used else "the first compute fit given" if
+                                       given else "the default compute law: no compute fit "
+                                       "given")}
         try:
             opt = f.optimum(C)
         except (ArithmeticError, ValueError) as e:
@@ -79,6 +85,32 @@ def _compute_rows(C: float, given: list[tuple[Fit, str]]) -> list[dict[str, Any]
             row.update({f"{k}_ci": Interval.of(opt[f"{k}_ci"], f.interval_provenance())
                         for k in ("N_opt", "D_opt", "tokens_per_param")})
             t = f.verdict(C)
-            row.update(verdict=t.verdict, reasons=t.reasons)
+            row.update(verdict=t.verdict, reasons=t.reasons, **_exponent(f, C))
         rows.append(row)
     return rows
+
+
+def _exponent(f: Fit, C: float, step: float = 0.05) -> dict[str, Any]:
+    """The law's a = d ln N_opt / d ln C at ``C`` (a central difference over ``step`` in ln C),
+    with its 95% interval over the fit's draws."""
+    import math
+
+    law = f.law_obj
+
+    def slope(p: Any) -> float:
+        lo = law.compute_optimal(p, C * math.exp(-step))[0]
+        hi = law.compute_optimal(p, C * math.exp(step))[0]
+        return math.log(hi / lo) / (2 * step)
+
+    vals = []
+    draws = f.draws()
+    for p in draws:
+        try:
+            v = slope(p)
+        except (ArithmeticError, ValueError):
+            continue
+        if math.isfinite(v):
+            vals.append(v)
+    ends = draws.ends(vals, 0.95)
+    return {"exponent": slope(f.params),
+            "exponent_ci": Interval.of(ends, f.interval_provenance()) if ends else None}

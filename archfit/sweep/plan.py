@@ -55,6 +55,7 @@ def plan_rows(spec: Spec, throughput: float | None = None,
                      "params_active_non_embedding": s.params_active_non_embedding,
                      "lr": cfg.lr, "batch_tokens": cfg.tokens_per_step, "seed": cfg.seed,
                      "tokens": tokens, "flops": flops,
+                     "budget_flops": r.meta.get("budget_flops"),
                      "est_s": flops / rate if rate else None})
     return rows
 

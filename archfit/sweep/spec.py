@@ -159,6 +159,10 @@ def _read(path: str) -> dict[str, Any]:
 
 def _budget(raw: dict[str, Any], problems: list[str]) -> Budget | None:
     b: dict[str, Any] = raw["budget"] if isinstance(raw.get("budget"), dict) else {}
+    listed = (raw.get("grid") or {}).get("shapes")
+    if not b and isinstance(listed, list) and listed and all(
+            isinstance(s, dict) and "flops" in s for s in listed):
+        return None  # every shape names its own FLOP budget
     if "token_budgets" in raw:  # each run's budget is one of these instead
         if b:
             problems.append("budget: give [budget] or token_budgets, not both")
@@ -224,37 +228,48 @@ def shape_base(raw: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-def _shapes(raw: dict[str, Any], problems: list[str]
-            ) -> tuple[list[tuple[Shape, float | None, str | None]], list[str]]:
-    """The spec's shapes (with the size each was planned for and its layer variant) and the
-    members that missed."""
+PlannedShape = tuple[Shape, float | None, str | None, float | None]
+
+
+def _shapes(raw: dict[str, Any], problems: list[str]) -> tuple[list[PlannedShape], list[str]]:
+    """The spec's shapes (with the size each was planned for, its layer variant and its own
+    FLOP budget, if any) and the members that missed."""
     shapes, skipped = _base_shapes(raw, problems)
     variants = raw.get("grid", {}).get("variants")
     if not variants or problems:
-        return [(s, t, None) for s, t in shapes], skipped
+        return [(s, t, None, c) for s, t, c in shapes], skipped
     reinvest = raw["grid"].get("reinvest", "none")
-    out: list[tuple[Shape, float | None, str | None]] = []
-    for s, t in shapes:
+    out: list[PlannedShape] = []
+    for s, t, c in shapes:
         for v in variants:
             try:
-                out.append((plan_variant(s, v, reinvest), t, v))
+                out.append((plan_variant(s, v, reinvest), t, v, c))
             except ShapeError as e:
                 problems.append(f"grid.variants: {s.n_layer} x {s.d_model}: {e}")
     return out, skipped
 
 
 def _base_shapes(raw: dict[str, Any], problems: list[str]
-                 ) -> tuple[list[tuple[Shape, float | None]], list[str]]:
-    """The spec's shapes before variants (with the size each was planned for) and the members
-    that missed."""
+                 ) -> tuple[list[tuple[Shape, float | None, float | None]], list[str]]:
+    """The spec's shapes before variants (with the size each was planned for and the FLOP
+    budget a ``grid.shapes`` entry names, trained on C / (6 N) tokens) and the members that
+    missed."""
     model, grid = raw.get("model", {}), raw.get("grid", {})
     base = shape_base(raw)
-    shapes: list[tuple[Shape, float | None]] = []
+    shapes: list[tuple[Shape, float | None, float | None]] = []
     skipped: list[str] = []
     if "shapes" in grid:
         for i, s in enumerate(grid["shapes"]):
+            s = dict(s)
+            flops = s.pop("flops", None)
+            if flops is not None and (isinstance(flops, bool) or not isinstance(
+                    flops, (int, float)) or not flops > 0):
+                problems.append(f"grid.shapes[{i}]: flops must be a positive number (the "
+                                f"run's FLOP budget), got {flops!r}")
+                continue
             try:
-                shapes.append((Shape(**{**base, **s}), None))
+                shapes.append((Shape(**{**base, **s}), None,
+                               None if flops is None else float(flops)))
             except (ShapeError, TypeError) as e:
                 problems.append(f"grid.shapes[{i}]: {e}")
         return shapes, skipped
@@ -268,7 +283,7 @@ def _base_shapes(raw: dict[str, Any], problems: list[str]
             for t in (number(p) for p in grid["params"]):
                 for m in _family(grid, t, head, b, model.get("multiple", 64)):
                     if m.shape is not None and m.within_tolerance:
-                        shapes.append((m.shape, t))
+                        shapes.append((m.shape, t, None))
                     else:
                         skipped.append(f"N={t:.3g} depth {m.n_layer}{_moe_label(b)}: {m.note}")
     except (ShapeError, ValueError, TypeError) as e:
@@ -285,17 +300,19 @@ def _moe_label(base: dict[str, Any]) -> str:
             if E else "")
 
 
-def _runs(raw: dict[str, Any], name: str,
-          shapes: list[tuple[Shape, float | None, str | None]], budget: Budget | None) -> list[Run]:
+def _runs(raw: dict[str, Any], name: str, shapes: list[PlannedShape], budget: Budget | None
+          ) -> list[Run]:
     model, trn = raw.get("model", {}), raw.get("train", {})
     train_kw = {k: v for k, v in trn.items() if k not in _SHAPE_IN_TRAIN}
     runs = []
     data_sha = _manifest_sha(raw.get("data"))
     batches = raw.get("batch_sizes") or [None]  # None: [train] batch_size, or the default
     budgets = [Budget(tokens=number(t)) for t in raw.get("token_budgets") or []] or [budget]
-    for s, target, variant in shapes:
+    for s, target, variant, flops in shapes:
+        # a shape with its own FLOP budget trains on D = C / (6 N), N non-embedding (Kaplan's)
+        own = [Budget(tokens=flops / (6.0 * s.params_non_embedding))] if flops else budgets
         for lr, batch, seed, tokens in itertools.product(raw.get("lrs") or [3e-3], batches,
-                                                         raw.get("seeds") or [0], budgets):
+                                                         raw.get("seeds") or [0], own):
             kw = train_kw if batch is None else {**train_kw, "batch_size": batch}
             cfg = TrainConfig(shape=s, budget=tokens,
                               vocab_from_data=model.get("vocab_size") is None,
@@ -303,6 +320,8 @@ def _runs(raw: dict[str, Any], name: str,
                               data=raw.get("data"), data_sha256=data_sha,
                               lr=1.0 if lr == "auto" else number(lr), seed=seed, **kw)
             meta: dict[str, Any] = {"target_params": target, "sweep": name}
+            if flops:
+                meta["budget_flops"] = flops
             if lr == "auto":
                 cfg, meta["lr_source"] = resolve_lr(cfg)
             c = cfg.to_dict()

@@ -26,6 +26,7 @@ for column.
 from __future__ import annotations
 
 import glob
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -370,6 +371,9 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
     cols: dict[str, Any] = {}
     for name in CANONICAL:
         candidates = (mapping[name],) if name in mapping else DEFAULT_SOURCES.get(name, (name,))
+        if name in mapping and (scaled := _scaled(df, mapping[name])) is not None:
+            cols[name], sources[name] = scaled
+            continue
         for src in candidates:
             if src in df.columns:
                 cols[name] = df[src]
@@ -408,6 +412,55 @@ def _canonical_columns(df: Any, mapping: Mapping[str, str], keep: Iterable[str] 
         except Exception:
             raise FitInputError(f"column {sources[c]!r} (archfit {c!r}) is not numeric") from None
     return out, sources
+
+
+def _scaled(df: Any, source: str) -> tuple[Any, str] | None:
+    """``COLUMN*FACTOR`` (``--map flops='total_gflops*1e9'``: a column in another unit) as
+    (the column times the factor, what was read), when COLUMN is in ``df`` and the whole text
+    is not; None otherwise."""
+    import polars as pl
+
+    base, star, factor = source.rpartition("*")
+    if not star or source in df.columns or base not in df.columns:
+        return None
+    try:
+        k = float(factor)
+    except ValueError:
+        return None
+    if not math.isfinite(k) or k <= 0:
+        raise FitInputError(f"--map ...={source}: the factor {factor!r} must be a positive "
+                            "number")
+    try:
+        col = df[base].cast(pl.Float64, strict=True)
+    except Exception:
+        raise FitInputError(f"--map ...={source}: column {base!r} is not numeric") from None
+    return col * k, f"{base} x {k:g}"
+
+
+def exclude_rows(df: Any, exclude: Mapping[str, str], notes: list[str]) -> Any:
+    """``df`` less the rows whose column matches a pattern (``{column: regular expression}``,
+    ``fit --exclude COLUMN=PATTERN``), each with a note of how many it left out."""
+    import re
+
+    import polars as pl
+
+    for col, pattern in exclude.items():
+        if col not in df.columns:
+            raise FitInputError(f"--exclude {col}={pattern}: no column {col!r} in the input; "
+                                f"columns are: {', '.join(df.columns)}")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise FitInputError(f"--exclude {col}={pattern}: not a regular expression "
+                                f"({e})") from None
+        hit = df[col].cast(pl.Utf8).fill_null("").str.contains(pattern)
+        n = int(hit.sum())
+        if n == df.height:
+            raise FitInputError(f"--exclude {col}={pattern} matches every row ({n}); nothing "
+                                "is left to fit")
+        df = df.filter(~hit)
+        notes.append(f"left out {n} row(s) whose {col!r} matches {pattern!r} (--exclude)")
+    return df
 
 
 def _drop_unusable(out: Any, notes: list[str], signed_loss: bool = False) -> Any:
@@ -460,7 +513,8 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
               *, frame: Any = None, keep: Iterable[str] | None = None,
               require_loss: bool = True, keep_flags: Mapping[str, str] | None = None,
               every_row: bool = False, signed_loss: bool = False,
-              optional: Iterable[str] = ()) -> RunTable:
+              optional: Iterable[str] = (), exclude: Mapping[str, str] | None = None
+              ) -> RunTable:
     """Read and concatenate tables of runs into canonical columns.
 
     ``mapping`` maps archfit column -> source column (``{"params": "Model Size"}``).
@@ -471,7 +525,12 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
     predict) keeps every row, a missing loss left missing. ``signed_loss`` keeps losses at or
     below 0 (a unigram-normalized loss, negative for a good model; :func:`positive_losses`
     drops them later for a law of log loss); without it they are dropped with a note.
-    ``optional``: columns to carry where the input has them (a formula's variables)."""
+    ``optional``: columns to carry where the input has them (a formula's variables).
+    ``exclude``: rows to leave out, by a regular expression on a column (:func:`exclude_rows`).
+    A mapped source ``COLUMN*FACTOR`` reads a column in another unit (GFLOPs as FLOPs).
+
+    Long because reading is one sequence of checks over every input (its kind, its schema, the
+    rows left out, the columns mapped, aliased and derived), each of which names its file."""
     import polars as pl
 
     mapping = dict(mapping or {})
@@ -506,6 +565,8 @@ def read_runs(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = No
         df = pl.concat(frames, how="diagonal_relaxed")
     except Exception as e:
         raise FitInputError(f"the input files do not share compatible columns: {e}") from None
+    if exclude:
+        df = exclude_rows(df, exclude, notes)
     keep = [*(keep or ()), *(c for c in optional if c in df.columns and c not in (keep or ()))]
     out, sources = _canonical_columns(df, mapping, keep, keep_flags)
     groupings = grouping_columns(df, set(sources.values()) | set(keep or ()))
@@ -648,3 +709,79 @@ def runs_frame(path: str | os.PathLike[str]) -> Any:
         raise FitInputError(f"{path}: no run folders (NAME/config.json) here; give the sweep's "
                             "directory (sweep run --out) or its run table")
     return pl.DataFrame(rows, schema=_run_schema())
+
+
+# the envelope's loss: the validation loss where each run logged at least this many, else the
+# training loss smoothed by a trailing mean over this many logged steps (Hoffmann et al. 2022
+# smooth the training curves of their approach 1)
+MIN_EVALS = 5
+SMOOTH_STEPS = 10
+
+
+def read_checkpoints(paths: Iterable[str] | str, mapping: Mapping[str, str] | None = None
+                     ) -> RunTable:
+    """Every logged point of every run's loss curve, as rows (``params`` from the run table,
+    ``tokens`` and ``loss`` from its curves, ``run_id``): what ``--law envelope`` reads. Each
+    path is a run table with ``NAME.curves.parquet`` beside it, or those curves."""
+    import polars as pl
+
+    frames, notes, inputs = [], [], []
+    for p in expand_paths([os.fspath(paths)] if isinstance(paths, (str, os.PathLike))
+                          else paths):
+        if p.endswith(".curves.parquet"):
+            run_path, cpath = p[:-len(".curves.parquet")] + ".parquet", p
+        else:
+            run_path, cpath = p, curves_path(p)
+        if not os.path.exists(cpath):
+            raise FitInputError(f"{p}: no loss curves beside it ({cpath}); the envelope reads "
+                                "every run's curve, which 'archfit sweep collect' writes there")
+        if not os.path.exists(run_path):
+            raise FitInputError(f"{cpath}: no run table beside it ({run_path}) to give each "
+                                "curve its size")
+        runs = read_runs([run_path], mapping)
+        if "run_id" not in runs.frame.columns:
+            raise FitInputError(f"{run_path}: no run_id column to join its curves by")
+        cur = _read_one(cpath)
+        if "tokens" not in cur.columns and "flops" not in cur.columns:
+            raise FitInputError(f"{cpath}: the curves have no tokens or flops column (have "
+                                f"{', '.join(cur.columns)}): the envelope needs each point's "
+                                "tokens, or its FLOPs, to place it")
+        if "run_id" not in cur.columns or not ({"val_loss", "train_loss"} & set(cur.columns)):
+            raise FitInputError(f"{cpath}: loss curves need run_id and val_loss or train_loss "
+                                f"columns; have {', '.join(cur.columns)}")
+        pts, loss_col = _curve_points(cur, runs.frame.select("run_id", "params"), notes, cpath)
+        frames.append(pts)
+        inputs += runs.inputs + [{"path": cpath, "sha256": file_sha256(cpath)}]
+    if not frames:
+        raise FitInputError("no input files")
+    out = pl.concat(frames, how="vertical_relaxed")
+    return RunTable(frame=out, inputs=inputs, notes=notes,
+                    sources={"params": runs.sources.get("params", "params"), "tokens": "tokens",
+                             "loss": loss_col})
+
+
+def _curve_points(cur: Any, sizes: Any, notes: list[str], cpath: str) -> tuple[Any, str]:
+    import polars as pl
+
+    cur = cur.join(sizes, on="run_id", how="inner")
+    if "tokens" not in cur.columns:  # D = C / (6 N) at each point
+        cur = cur.with_columns(tokens=pl.col("flops") / (6.0 * pl.col("params")))
+        notes.append("tokens from the curves' flops: D = C / (6 N)")
+    cur = cur.sort("run_id", "tokens")
+    if not cur.height:
+        raise FitInputError(f"{cpath}: no curve's run_id is in the run table beside it")
+    evals = (cur.filter(pl.col("val_loss").is_not_null()).group_by("run_id").len()["len"]
+             if "val_loss" in cur.columns else pl.Series([0]))
+    if "val_loss" in cur.columns and evals.len() == sizes.height and int(
+            evals.min() or 0) >= MIN_EVALS:  # type: ignore[arg-type]
+        pts = cur.filter(pl.col("val_loss").is_not_null()).with_columns(loss=pl.col("val_loss"))
+        notes.append("val_loss: each run's validation loss at each evaluation")
+        col = "val_loss"
+    else:
+        pts = cur.filter(pl.col("train_loss").is_not_null()).with_columns(
+            loss=pl.col("train_loss").rolling_mean(SMOOTH_STEPS, min_samples=1).over("run_id"))
+        notes.append(f"train_loss, a trailing mean over {SMOOTH_STEPS} logged steps: the "
+                     f"curves hold fewer than {MIN_EVALS} evaluations of some run")
+        col = f"train_loss (trailing mean of {SMOOTH_STEPS})"
+    return pts.select(pl.col("params").cast(pl.Float64), pl.col("tokens").cast(pl.Float64),
+                      pl.col("loss").cast(pl.Float64), "run_id"), col

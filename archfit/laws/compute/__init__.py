@@ -3,4 +3,4 @@
 (:class:`~archfit.laws.LossCurveLaw`)."""
 
 from archfit.laws.compute import (  # noqa: F401  (registers them)
-    chinchilla, data_constrained, data_overfit, farseer, kaplan)
+    chinchilla, data_constrained, data_overfit, envelope, farseer, isoflop, kaplan)

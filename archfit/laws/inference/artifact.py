@@ -197,11 +197,14 @@ class Fit:
                 out[n] = None
         return out
 
-    def band(self, columns: Mapping[str, Any], level: float = 0.95) -> tuple[Any, Any, Any]:
+    def band(self, columns: Mapping[str, Any], level: float = 0.95, beyond: bool = False
+             ) -> tuple[Any, Any, Any]:
         """(predicted, low, high) loss arrays for rows given as columns of numpy arrays: a
         ``level`` prediction interval for a new run (parameter uncertainty and the scatter of
         runs about the law; see :func:`archfit.laws.inference.bands.prediction_band`), widened by the
-        factor the held-out check needed to cover its runs, when it needed one."""
+        factor the held-out check needed to cover its runs, when it needed one. Rows the law
+        refuses to predict (:meth:`Law.reach_refusal`) raise FitError, unless ``beyond`` (the
+        held-out check, which extrapolates on purpose)."""
         law = self.law_obj
         if not law.predicts_loss:
             from archfit.laws.base import LAWS
@@ -215,6 +218,8 @@ class Fit:
         if missing:
             raise FitInputError(f"predicting with {law.name} needs column(s) "
                                 f"{', '.join(missing)}")
+        if not beyond:
+            self.check_reach(columns)
         from archfit.laws.inference.bands import prediction_band
 
         draws, scatter = self.draws(), self.diagnostics.get("scatter")
@@ -266,6 +271,7 @@ class Fit:
             raise FitInputError("the columns to predict have different lengths: give one value "
                                 "per row, or a single value for all rows") from None
         if interval is None:
+            self.check_reach(arrays)
             return self.law_obj.predict(self.params, arrays)
         import polars as pl
 
@@ -277,6 +283,11 @@ class Fit:
         if "loss" in arrays:
             out["actual"] = arrays["loss"]
         return pl.DataFrame(out)
+
+    def check_reach(self, columns: Mapping[str, Any]) -> None:
+        """Raise FitError where the law refuses to predict these rows (outside its reach)."""
+        if why := self.law_obj.reach_refusal(self.extra, columns):
+            raise FitError(why)
 
     def optimum(self, N: float, alpha: float = 0.05, values: bool = False,
                 conditions: Mapping[str, Any] | None = None) -> dict[str, Any]:

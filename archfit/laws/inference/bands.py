@@ -12,7 +12,7 @@ import numpy as np
 from archfit.errors import FitInputError
 from archfit.laws.columns import from_space, to_space  # noqa: F401  (bands' own, re-read)
 from archfit.numbers import draw_percentiles
-from archfit.laws.columns import class_labels
+from archfit.laws.columns import heldout_split  # noqa: F401  (re-read by callers)
 
 Data = dict[str, Any]  # column name -> numpy array (as in archfit.laws.base)
 
@@ -36,22 +36,6 @@ def run_scatter(resid: np.ndarray, groups: np.ndarray, n_params: int) -> dict[st
     s2_b = max(s2_means - s2_w * float(np.mean(1.0 / counts)), 0.0)
     return {"between": math.sqrt(s2_b), "within": math.sqrt(s2_w), "n_units": int(G),
             "n_rows": int(n), "dof": float(dof)}
-
-
-def heldout_split(data: Data, frac: float = 0.2) -> tuple[np.ndarray, list[float]]:
-    """The rows of the largest ~``frac`` of the size classes (at least 2, never more than a
-    third of them), as (test mask, the held-out sizes: each class's median N)."""
-    N = np.asarray(data["params"], float)
-    key = class_labels(data)
-    sizes = np.unique(key)  # labels grow with size
-    # at least 2 classes (one held-out size says nothing of a trend), at most a third (the
-    # fit keeps two thirds of the sizes to extrapolate from)
-    k = min(max(2, int(round(frac * len(sizes)))), len(sizes) // 3)
-    if k < 1:
-        return np.zeros(len(N), bool), []
-    top = sizes[-k:]
-    mask = np.isin(key, top)
-    return mask, sorted({float(np.median(N[key == t])) for t in top})
 
 
 def prediction_band(law: Any, params: Any, draws: Sequence[Any], scatter: Any,

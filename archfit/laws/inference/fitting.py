@@ -19,7 +19,7 @@ from archfit.laws.base import Constraints, Data, Estimate, Law, get_law
 from archfit.laws.inference.constraints import constraints_for, point_estimate, prior_record
 from archfit.numbers import draw_ends, draw_percentiles, order_statistic, plain
 from archfit.laws.inference.conventions import check_params
-from archfit.laws.inference.bands import heldout_split, run_scatter
+from archfit.laws.inference.bands import run_scatter
 from archfit.laws.columns import SIZE_TOLERANCE, finite_positive, subset
 from archfit.laws.inference.clusters import Fallback, fallback, widen_draws
 from archfit.laws.inference.regression import lack_of_fit_test
@@ -312,6 +312,8 @@ def fit_data(lw: Law, data: Data, *, cons: Constraints | None = None,
         _uncertainty(f, lw, data, est, bootstrap, seed, targets, progress, notes, cons,
                      groups if fb is None else np.arange(len(groups)),
                      unit if fb is None else fb.describe(), fb)
+        for c in lw.constants:  # set, not fitted: no interval
+            f.ci.pop(c, None)
         if heldout:
             f.diagnostics["heldout"] = _heldout(lw, data, cons, group, HELDOUT_BOOTSTRAP
                                                 if bootstrap == AUTO_BOOTSTRAP else
@@ -333,9 +335,10 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         return {}
     from archfit.laws.inference.bands import band_report, conformal_factor, extrapolation_rate
 
-    mask, sizes = heldout_split(data)
+    mask, sizes, axis = lw.heldout_split(data)
     if not mask.any():
-        return {"ok": False, "reason": "fewer than 3 distinct sizes: nothing to hold out"}
+        return {"ok": False, "reason": ("fewer than 3 distinct sizes" if axis == "N" else
+                                        "fewer than 3 budgets") + ": nothing to hold out"}
     train, test = subset(data, ~mask), subset(data, mask)
     try:
         if len(train["loss"]) < lw.min_points:
@@ -343,7 +346,7 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
         check_sizes(lw, train)
         tf = fit_data(lw, train, cons=cons, bootstrap=min(bootstrap, HELDOUT_BOOTSTRAP),
                       seed=HELDOUT_SEED, targets=None, group=group, heldout=False)
-        pred, lo, hi = tf.band(test, HELDOUT_LEVEL)
+        pred, lo, hi = tf.band(test, HELDOUT_LEVEL, beyond=True)
     except FitError as e:
         return {"ok": False, "reason": f"held-out fit failed: {e}"}
     space = lw.loss_space
@@ -355,7 +358,8 @@ def _heldout(lw: Law, data: Data, cons: Constraints, group: Sequence[str] | None
     reach = extrapolation_rate(pred, lo, hi, test["loss"], test["params"],  # largest (band)
                                float(np.max(train["params"])), HELDOUT_LEVEL, space)
     reach = {**reach, "params_max": float(np.max(data["params"]))} if reach else reach
-    return {"ok": True, "held_out_sizes": sizes, "n_train": int(len(train["loss"])),
+    return {"ok": True, "held_out_sizes": sizes, "held_out_axis": axis,
+            "n_train": int(len(train["loss"])),
             "n_test": int(len(test["loss"])), "level": HELDOUT_LEVEL, "reach": reach,
             "param_uncertainty": bool(tf.bootstrap.get("n_ok")), **rep, "widen": widen}
 
@@ -411,7 +415,7 @@ def check_sizes(lw: Law, data: Data) -> None:
         n = len(np.unique(size_classes(data["params"], None, tolerance_of(data))))
         if n < lw.min_sizes:
             raise FitError(f"{lw.name} needs runs at {lw.min_sizes} or more different sizes N to "
-                           f"fit its {len(lw.param_names)} parameters; these runs have {n}")
+                           f"fit its {lw.n_fitted} parameters; these runs have {n}")
 
 
 def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
@@ -428,7 +432,7 @@ def _diagnostics(lw: Law, data: Data, params: dict[str, float], est: Estimate,
         "span": _span(lw, data),
     }
     if lw.predicts_loss and len(resid) == len(groups):
-        d["scatter"] = run_scatter(resid, groups, len(lw.param_names))
+        d["scatter"] = run_scatter(resid, groups, lw.n_fitted)
     if lw.predicts_loss and len(resid) == len(data["loss"]):
         read = [c for c in (*lw.columns, *lw.optional_columns) if c in data]
         test = lack_of_fit_test(resid, {c: data[c] for c in read}, groups)
@@ -462,6 +466,7 @@ def _span(lw: Law, data: Data) -> dict[str, Any]:
             ratio = data["tokens"] / data["params"]
             span.update(tokens_per_param_min=float(np.min(ratio)),
                         tokens_per_param_max=float(np.max(ratio)))
+    span.update(lw.span_extra(data))
     for col in lw.reach_columns:  # a mixture of experts' granularity, experts and top-k
         if col in data and np.all(np.isfinite(data[col])):
             span.update({f"{col}_min": float(np.min(data[col])),

@@ -202,7 +202,7 @@ def compare(table: Any, laws: Sequence[str] | None = None, *, role: str | None =
         law = get_law(name)
         if progress:
             progress(name)
-        row: dict[str, Any] = {"law": name, "n_params": len(law.param_names)}
+        row: dict[str, Any] = {"law": name, "n_params": law.n_fitted}
         try:
             f_tr = fitting.fit(train_frame, law=name, bootstrap=SELECTION_BOOTSTRAP,
                                seed=seed, heldout=False, **fit_kw)
@@ -242,7 +242,7 @@ def _criteria(law: Law, f: Any, data: dict[str, np.ndarray]) -> dict[str, float]
     pred = np.asarray(law.predict(f.params, data), float)
     r = (pred - data["loss"] if law.loss_space == "linear" else
          np.log(pred) - np.log(data["loss"]))
-    n, k = len(r), len(law.param_names)
+    n, k = len(r), law.n_fitted
     rss = float(np.sum(r * r)) or 1e-300
     return {"aic": n * math.log(rss / n) + 2 * k, "bic": n * math.log(rss / n) + k * math.log(n)}
 

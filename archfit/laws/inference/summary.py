@@ -103,11 +103,12 @@ def diagnostic_lines(d: Mapping[str, Any]) -> list[str]:
     h = d.get("heldout")
     if h and h.get("ok") and "coverage" in h:
         hs = h.get("held_out_sizes") or [0.0]
+        axis = h.get("held_out_axis", "N")
         sizes = (f"{hs[0]:.3g}" if len(hs) == 1 else
-                 f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} sizes)")
+                 f"{hs[0]:.3g} to {hs[-1]:.3g} ({len(hs)} {'sizes' if axis == 'N' else 'budgets'})")
         unit = h.get("unit", "rows")
         lines.append(f"  held-out check: fitted below, predicted the {h['n_test']} "
-                     f"{unit if h['n_test'] != 1 else unit.removesuffix('s')} at N "
+                     f"{unit if h['n_test'] != 1 else unit.removesuffix('s')} at {axis} "
                      f"{sizes}: mean error {h['mean_rel_error']:+.1%} (RMS "
                      f"{h['rms_rel_error']:.1%}), {h.get('level', 0.95):.0%} intervals "
                      f"±{h['mean_halfwidth_rel']:.1%} covered {h['coverage']:.0%}")
