@@ -87,7 +87,7 @@ def run_budgets(data: Mapping[str, Any]) -> tuple[np.ndarray, str, float]:
             f"column 'flops' disagrees with 6 N D on {int(bad.sum())} run(s) by more than "
             f"{FLOPS_AGREEMENT:g}x (row {i}: {C[i]:.3g} against {six[i]:.3g}, x{ratio[i]:.3g}): "
             "check its unit (FLOPs, not GFLOPs: --map 'flops=COLUMN*1e9') or leave it out")
-    return C, "column flops (checked within 1.5x of 6 N D)", TOLERANCE_FLOPS
+    return C, f"column flops (checked within {FLOPS_AGREEMENT:g}x of 6 N D)", TOLERANCE_FLOPS
 
 
 def budget_labels(C: np.ndarray, tol: float) -> np.ndarray:
@@ -300,6 +300,7 @@ class IsoFLOP(ComputeLaw):
         if full:
             _, source, tol = run_budgets(data)
             extra = {"budgets": [asdict(p) for p in profs], "budget_source": source,
+                     "budgets_from_flops": "flops" in data,
                      "fixed": {"C_ref": c_ref},
                      "budget_tolerance": tol,
                      "budget_span": [min(p.C for p in profs), max(p.C for p in profs)],
@@ -377,7 +378,7 @@ class IsoFLOP(ComputeLaw):
         span = extra.get("budget_span")
         if not span:
             return None
-        if "column flops" in extra.get("budget_source", "") and "flops" not in columns:
+        if extra.get("budgets_from_flops") and "flops" not in columns:
             return ("this isoflop fit's budgets are the runs' flops column: give the rows a "
                     "flops column (the same FLOP count)")
         C = self.budget_of(columns)
